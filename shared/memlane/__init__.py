@@ -1,0 +1,3 @@
+"""memlane — durable, scoped memory for agents."""
+
+__version__ = "0.1.0"

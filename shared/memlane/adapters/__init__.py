@@ -1,0 +1,1 @@
+"""Implementations of the ports. Only adapters, bootstrap and config touch engines, SDKs and the environment."""

@@ -1,0 +1,1 @@
+"""Amazon Bedrock adapters: Titan embeddings, Converse LLM, rerank."""

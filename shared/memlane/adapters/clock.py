@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)

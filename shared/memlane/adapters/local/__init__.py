@@ -1,0 +1,1 @@
+"""Embedded adapters for the local mode."""

@@ -1,0 +1,357 @@
+"""The `Table` port over one SQLite file: the embedded twin of adapters/dynamodb/table.py.
+
+Semantics follow DynamoDB (see ports.py); tests/contract/test_table_contract.py runs the same
+suite against both, so anything that differs here is a bug in one of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from ...domain.errors import ConditionFailed, InvalidInput
+from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
+
+KEY_ATTRIBUTES = ("pk", "sk")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    pk   TEXT NOT NULL,
+    sk   TEXT NOT NULL,
+    body TEXT NOT NULL,  -- JSON object of the item's non-key attributes
+    PRIMARY KEY (pk, sk)
+) WITHOUT ROWID
+"""
+
+
+class SqliteTable:
+    """A single-table key/value store in one SQLite file.
+
+    One connection shared by the worker thread and the HTTP threads, serialised by a lock;
+    writes run in `BEGIN IMMEDIATE` transactions so another process (the CLI next to a
+    running server) cannot interleave between a condition check and its write.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # FULL: a write we acknowledged survives a power cut ("nothing accepted is ever lost").
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, pk: str, sk: str) -> Item | None:
+        check_key(pk, sk)
+        with self._lock:
+            return self._get(pk, sk)
+
+    def batch_get(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        wanted = [(pk, sk) for pk, sk in keys]
+        for pk, sk in wanted:
+            check_key(pk, sk)
+        with self._lock:
+            found = {key: self._get(*key) for key in dict.fromkeys(wanted)}
+        return [item for key in wanted if (item := found[key]) is not None]
+
+    def query(
+        self,
+        pk: str,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        forward: bool = True,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        check_query(pk, prefix, start, end)
+        limit = clamp_limit(limit)
+        where, args = ["pk = ?"], [pk]
+        if prefix:
+            # A range instead of LIKE/GLOB: no escaping and it uses the primary key index.
+            where.append("sk >= ?")
+            args.append(prefix)
+            upper = _prefix_upper_bound(prefix)
+            if upper is not None:
+                where.append("sk < ?")
+                args.append(upper)
+        if start is not None:
+            where.append("sk >= ?")
+            args.append(start)
+        if end is not None:
+            where.append("sk <= ?")
+            args.append(end)
+        if cursor is not None:
+            where.append("sk > ?" if forward else "sk < ?")
+            args.append(decode_sk_cursor(cursor))
+        sql = (f"SELECT pk, sk, body FROM items WHERE {' AND '.join(where)} "
+               f"ORDER BY sk {'ASC' if forward else 'DESC'} LIMIT ?")
+        with self._lock:
+            rows = self._db.execute(sql, (*args, limit + 1)).fetchall()  # +1: is there more?
+        items = [_row_to_item(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items=items, cursor=encode_sk_cursor(items[-1]["sk"]) if more else None)
+
+    # -- writes ----------------------------------------------------------------------------
+    def put(self, item: Item, *, if_absent: bool = False, expect: dict[str, Any] | None = None) -> None:
+        self._apply([Put(item, if_absent=if_absent, expect=expect)])
+
+    def update(self, pk: str, sk: str, changes: dict[str, Any], *, expect: dict[str, Any] | None = None) -> Item:
+        new = self._apply([Update(pk, sk, changes, expect=expect)])[0]
+        assert new is not None
+        return new
+
+    def delete(self, pk: str, sk: str, *, expect: dict[str, Any] | None = None) -> None:
+        self._apply([Delete(pk, sk, expect=expect)])
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        validate_transaction(writes)
+        if writes:
+            self._apply(writes)
+
+    def _apply(self, writes: Sequence[Write]) -> list[Item | None]:
+        """Check every condition, then write everything, in one transaction. Returns the new items."""
+        for write in writes:
+            validate_write(write)  # refuse bad input before touching the file
+        with self._lock, self._transaction():
+            currents = [self._get(*write_key(w)) for w in writes]
+            for write, current in zip(writes, currents):
+                if not condition_holds(write, current):
+                    raise ConditionFailed(f"condition failed on item {write_key(write)!r}")
+            # Keys are distinct (validate_transaction), so the order of the writes is irrelevant.
+            results: list[Item | None] = []
+            for write, current in zip(writes, currents):
+                new: Item | None = None
+                if isinstance(write, Put):
+                    new = dict(write.item)
+                elif isinstance(write, Update):
+                    assert current is not None  # condition_holds requires it
+                    new = apply_changes(current, write.changes)
+                elif isinstance(write, Delete):
+                    self._db.execute("DELETE FROM items WHERE pk = ? AND sk = ?", write_key(write))
+                if new is not None:
+                    self._db.execute("INSERT OR REPLACE INTO items (pk, sk, body) VALUES (?, ?, ?)",
+                                     (*write_key(write), _dump_body(new)))
+                results.append(new)
+            return results
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _get(self, pk: str, sk: str) -> Item | None:
+        row = self._db.execute("SELECT pk, sk, body FROM items WHERE pk = ? AND sk = ?", (pk, sk)).fetchone()
+        return _row_to_item(row) if row else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared rules. The DynamoDB adapter imports the validators below, so both refuse the same
+# input with the same error before any I/O.
+# ---------------------------------------------------------------------------------------------
+
+
+def clamp_limit(limit: int) -> int:
+    return max(1, min(int(limit), MAX_QUERY_LIMIT))
+
+
+def write_key(write: Write) -> tuple[str, str]:
+    if isinstance(write, Put):
+        return write.item.get("pk"), write.item.get("sk")  # type: ignore[return-value]
+    return write.pk, write.sk
+
+
+def validate_transaction(writes: Sequence[Write]) -> None:
+    if len(writes) > MAX_TRANSACT_ITEMS:
+        raise InvalidInput(f"a transaction holds at most {MAX_TRANSACT_ITEMS} writes, got {len(writes)}",
+                           code="too_many_writes")
+    seen: set[tuple[str, str]] = set()
+    for write in writes:
+        key = write_key(write)
+        if key in seen:  # DynamoDB refuses two operations on one item in a transaction
+            raise InvalidInput(f"item {key!r} appears twice in one transaction", code="duplicate_write")
+        seen.add(key)
+
+
+def validate_write(write: Write) -> None:
+    if isinstance(write, Put):
+        if not isinstance(write.item, dict):
+            raise InvalidInput("an item must be a dict")
+        check_key(write.item.get("pk"), write.item.get("sk"))
+        check_value(write.item)
+    elif isinstance(write, Update):
+        check_key(write.pk, write.sk)
+        if any(k in KEY_ATTRIBUTES for k in write.changes):
+            raise InvalidInput("an update cannot change the key attributes pk or sk")
+        check_value(write.changes)
+    elif isinstance(write, (Delete, Check)):
+        check_key(write.pk, write.sk)
+    else:
+        raise InvalidInput(f"unknown write {type(write).__name__}")
+    if write.expect:
+        check_value(write.expect)
+
+
+def condition_holds(write: Write, current: Item | None) -> bool:
+    """Evaluate a write's condition against the item as it is now (None: absent)."""
+    if isinstance(write, Put) and write.if_absent and current is not None:
+        return False
+    if isinstance(write, Update) and current is None:
+        return False
+    if isinstance(write, Check):
+        if (current is not None) != write.exists:
+            return False
+    attrs = current or {}
+    for name, expected in (write.expect or {}).items():
+        if expected is None:
+            if name in attrs:
+                return False
+        elif name not in attrs or not same_value(attrs[name], expected):
+            return False
+    return True
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equality as DynamoDB sees it: True is not 1, but 1 equals 1.0 (both are Numbers)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def apply_changes(item: Item, changes: dict[str, Any]) -> Item:
+    new = dict(item)
+    for name, value in changes.items():
+        if value is None:
+            new.pop(name, None)
+        else:
+            new[name] = value
+    return new
+
+
+def check_value(value: Any, depth: int = 0) -> None:
+    """Refuse what one backend could store and the other could not (NaN, odd types, deep nesting)."""
+    if depth > 32:  # DynamoDB's nesting limit
+        raise InvalidInput("value nested more than 32 levels")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _utf8(value)
+        return
+    if isinstance(value, int):
+        if abs(value) >= 10**38:  # DynamoDB numbers hold 38 significant digits
+            raise InvalidInput("integers must have at most 38 digits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value) or not (value == 0 or 1e-130 <= abs(value) < 1e126):
+            raise InvalidInput("floats must be finite and within DynamoDB's range (1e-130 to 1e126)")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidInput("attribute names must be strings")
+            check_value(v, depth + 1)
+        return
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            check_value(v, depth + 1)
+        return
+    raise InvalidInput(f"values of type {type(value).__name__} cannot be stored")
+
+
+def check_query(pk: str, prefix: str | None, start: str | None, end: str | None) -> None:
+    check_key(pk, "x")
+    if prefix and (start is not None or end is not None):
+        raise InvalidInput("query takes a prefix or a range, not both")
+    if start is not None and end is not None and start > end:
+        raise InvalidInput("query range start is after its end")
+
+
+def check_key(pk: Any, sk: Any) -> None:
+    # DynamoDB refuses empty, non-string and over-long key attributes; refuse them here too.
+    if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not sk:
+        raise InvalidInput("pk and sk must be non-empty strings")
+    if len(_utf8(pk)) > 2048 or len(_utf8(sk)) > 1024:
+        raise InvalidInput("pk is limited to 2048 bytes and sk to 1024 bytes")
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        raise InvalidInput("text must be valid Unicode") from None
+
+
+def encode_cursor(payload: Any) -> str:
+    raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def decode_cursor(cursor: str) -> Any:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return json.loads(raw)
+    except (ValueError, TypeError):
+        raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor") from None
+
+
+def encode_sk_cursor(sk: str) -> str:
+    return encode_cursor(sk)
+
+
+def decode_sk_cursor(cursor: str) -> str:
+    sk = decode_cursor(cursor)
+    if not isinstance(sk, str) or not sk:
+        raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor")
+    return sk
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The least string greater than every string that starts with `prefix` (None: no bound).
+
+    SQLite's BINARY collation compares UTF-8 bytes, which orders like code points.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot appear in stored text
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
+def _row_to_item(row: tuple[str, str, str]) -> Item:
+    pk, sk, body = row
+    return {**json.loads(body), "pk": pk, "sk": sk}
+
+
+def _dump_body(item: Item) -> str:
+    body = {k: v for k, v in item.items() if k not in KEY_ATTRIBUTES}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

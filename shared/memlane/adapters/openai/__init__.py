@@ -1,0 +1,1 @@
+"""OpenAI-compatible HTTP adapters (OpenAI, Ollama, vLLM, ...): embeddings and chat completions."""

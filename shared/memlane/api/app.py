@@ -1,0 +1,36 @@
+"""Build the HTTP application: the same resolver serves API Gateway and `memlane serve`."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+
+from .. import __version__
+from ..services.deps import Deps
+from . import errors
+from .routes import ingest, search, stores, tasks
+
+FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes}
+
+
+def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES)) -> APIGatewayHttpResolver:
+    app = APIGatewayHttpResolver(enable_validation=True)
+    for family in families:
+        app.include_router(FAMILIES[family](deps))
+    errors.register(app)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi() -> Response:
+        return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(app))
+
+    @app.get("/health", include_in_schema=False)
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    return app
+
+
+def openapi_json(app: APIGatewayHttpResolver) -> str:
+    return app.get_openapi_json_schema(title="memlane", version=__version__,
+                                       summary="Durable, scoped memory for agents")

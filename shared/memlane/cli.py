@@ -1,0 +1,194 @@
+"""The `memlane` command: run the local service, and talk to one (or run in-process with --local)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .client import ApiError, MemlaneClient
+
+DEFAULT_URL = "http://127.0.0.1:8420"
+
+
+class InProcessTransport:
+    """Runs requests through the same resolver as the server, on the local adapters, without HTTP.
+    Jobs are processed before each answer returns, so `add` then `search` works in one go."""
+
+    def __init__(self, data_dir: Path):
+        from .api.app import build_app
+        from .bootstrap import build_local
+        from .config import Settings
+
+        self.service = build_local(Settings.from_env(data_dir=data_dir))
+        self.app = build_app(self.service.deps)
+
+    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        from .server import _LambdaContext, http_event
+
+        raw = json.dumps(body).encode() if body is not None else b""
+        result = self.app.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
+                                  _LambdaContext())
+        self.service.drain()
+        payload = result.get("body")
+        return result["statusCode"], json.loads(payload) if payload else None
+
+
+def _scope(args: argparse.Namespace) -> dict[str, Any]:
+    scope = {"app_id": args.app, "tenant_id": args.tenant, "agent_id": args.agent, "run_id": args.run}
+    return {k: v for k, v in scope.items() if v is not None}
+
+
+def _print(args: argparse.Namespace, data: Any, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .config import Settings
+    from .server import serve
+
+    logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    serve(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host))
+    return 0
+
+
+def cmd_stores(args: argparse.Namespace, client: MemlaneClient) -> int:
+    if args.action == "create":
+        store = client.create_store(args.name, extract_instructions=args.instructions or "")
+        _print(args, store, f"created store {store['name']} (embedder {store['embedding_model']})")
+    else:
+        stores = client.list_stores()
+        _print(args, stores, "\n".join(s["name"] for s in stores) or "(no stores)")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace, client: MemlaneClient) -> int:
+    options: dict[str, Any] = {"sync": args.sync}
+    if args.request_id:
+        options["request_id"] = args.request_id
+    if args.messages:
+        messages = json.loads(Path(args.messages).read_text() if args.messages != "-" else sys.stdin.read())
+        result = client.add(args.store, _scope(args), messages=messages, **options)
+    else:
+        result = client.add(args.store, _scope(args), text=args.text, **options)
+    if args.wait and not args.sync:
+        result = client.wait_task(args.store, result["request_id"])
+    human = f"request {result['request_id']}: {result['status']}"
+    for memory in result.get("memories", []):
+        human += f"\n  + [{memory['memory_type']}] {memory['text']}"
+    _print(args, result, human)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, client: MemlaneClient) -> int:
+    results = client.search(args.store, args.query, _scope(args), top_k=args.top_k,
+                            include_evidence=args.evidence)
+    lines = []
+    for i, r in enumerate(results, 1):
+        lines.append(f"{i:>2}. {r['similarity']:.2f}  [{r['memory_type']}] {r['text']}")
+        for e in r.get("evidence") or []:
+            lines.append(f"      ← {e.get('name') or e['role']}: {e['content'][:100]}")
+    _print(args, results, "\n".join(lines) or "(no results)")
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace, client: MemlaneClient) -> int:
+    if args.request_id:
+        task = client.wait_task(args.store, args.request_id) if args.wait else client.get_task(args.store,
+                                                                                               args.request_id)
+        human = f"{task['request_id']}: {task['status']}" + (f" ({task['error']})" if task.get("error") else "")
+        human += "".join(f"\n  {o['action']:<6} {o['text']}" for o in task["outcomes"])
+        _print(args, task, human)
+    else:
+        page = client.list_tasks(args.store, args.app, args.tenant)
+        _print(args, page, "\n".join(f"{t['request_id']}  {t['status']:<9} {t['created_at']}"
+                                     for t in page["tasks"]) or "(no tasks)")
+    return 0
+
+
+def cmd_messages(args: argparse.Namespace, client: MemlaneClient) -> int:
+    page = client.messages(args.store, _scope(args), limit=args.limit)
+    _print(args, page, "\n".join(f"{m['created_at']}  {m.get('name') or m['role']}: {m['content']}"
+                                 for m in page["messages"]) or "(no messages)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
+    p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
+    p.add_argument("--local", action="store_true", help="run in-process on --data-dir instead of calling a server")
+    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane")))
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="serve the API locally with the embedded adapters")
+    s.add_argument("--port", type=int, default=int(os.environ.get("MEMLANE_PORT", 8420)))
+    s.add_argument("--host", default=os.environ.get("MEMLANE_HOST", "127.0.0.1"))
+
+    s = sub.add_parser("stores", help="create or list stores")
+    s.add_argument("action", choices=["create", "list"])
+    s.add_argument("name", nargs="?")
+    s.add_argument("--instructions", help="extraction instructions for the store")
+
+    def scoped(sp: argparse.ArgumentParser, tenant_required: bool = False) -> None:
+        sp.add_argument("store")
+        sp.add_argument("--app", required=True)
+        sp.add_argument("--tenant", required=tenant_required)
+        sp.add_argument("--agent")
+        sp.add_argument("--run")
+
+    s = sub.add_parser("add", help="add a conversation or a text")
+    scoped(s)
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--messages", help="JSON file with [{role, content, name?, created_at?}], or - for stdin")
+    s.add_argument("--sync", action="store_true", help="extract inline and print the memories")
+    s.add_argument("--wait", action="store_true", help="wait for the extraction task to finish")
+    s.add_argument("--request-id")
+
+    s = sub.add_parser("search", help="search long-term memories")
+    scoped(s, tenant_required=True)
+    s.add_argument("query")
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--evidence", action="store_true", help="include the source messages")
+
+    s = sub.add_parser("tasks", help="show a task, or list a tenant's tasks")
+    s.add_argument("store")
+    s.add_argument("request_id", nargs="?")
+    s.add_argument("--app")
+    s.add_argument("--tenant")
+    s.add_argument("--wait", action="store_true")
+
+    s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
+    scoped(s, tenant_required=True)
+    s.add_argument("--limit", type=int, default=50)
+    return p
+
+
+COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks": cmd_tasks,
+            "messages": cmd_messages}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    client = MemlaneClient(InProcessTransport(args.data_dir) if args.local else args.url)
+    try:
+        return COMMANDS[args.command](args, client)
+    except ApiError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: cannot reach {args.url} ({error}); start it with `memlane serve` or use --local",
+              file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

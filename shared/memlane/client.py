@@ -1,0 +1,110 @@
+"""Python client for the memlane HTTP API (stdlib only), over HTTP or in-process."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+class Transport(Protocol):
+    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]: ...
+
+
+class HttpTransport:
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0):
+        self.base_url, self.api_key, self.timeout = base_url.rstrip("/"), api_key, timeout
+
+    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if self.api_key:
+            request.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            return error.code, json.loads(raw) if raw else None
+
+
+def _query(params: dict[str, Any]) -> str:
+    pairs = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            pairs.append((key, str(v).lower() if isinstance(v, bool) else v))
+    return "?" + urlencode(pairs) if pairs else ""
+
+
+class MemlaneClient:
+    def __init__(self, transport: Transport | str):
+        self.transport = HttpTransport(transport) if isinstance(transport, str) else transport
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        status, payload = self.transport.send(method, path, body)
+        if status >= 400:
+            error = (payload or {}).get("error", {}) if isinstance(payload, dict) else {}
+            raise ApiError(status, error.get("code", "error"), error.get("message", str(payload)), error.get("field"))
+        return payload
+
+    # stores
+    def create_store(self, name: str, **settings: Any) -> dict[str, Any]:
+        return self._call("POST", "/v1/stores", {"name": name, **settings})
+
+    def get_store(self, name: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{name}")
+
+    def list_stores(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/stores")["stores"]
+
+    # ingest
+    def add(self, store: str, scope: dict[str, Any], *, messages: list[dict[str, Any]] | None = None,
+            text: str | None = None, **options: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"scope": scope, **options}
+        if messages is not None:
+            body["messages"] = messages
+        if text is not None:
+            body["text"] = text
+        return self._call("POST", f"/v1/stores/{store}/memories", body)
+
+    # tasks
+    def get_task(self, store: str, request_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/tasks/{request_id}")
+
+    def wait_task(self, store: str, request_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.get_task(store, request_id)
+            if task["status"] in ("SUCCEEDED", "FAILED") or time.monotonic() > deadline:
+                return task
+            time.sleep(poll)
+
+    def list_tasks(self, store: str, app_id: str, tenant_id: str, **page: Any) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/tasks" + _query({"app_id": app_id, "tenant_id": tenant_id,
+                                                                          **page}))
+
+    # search and memories
+    def search(self, store: str, query: str, scope: dict[str, Any], **options: Any) -> list[dict[str, Any]]:
+        return self._call("POST", f"/v1/stores/{store}/search", {"query": query, "scope": scope, **options})["results"]
+
+    def messages(self, store: str, scope: dict[str, Any], **page: Any) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/messages" + _query({**scope, **page}))
+
+    def memories(self, store: str, scope: dict[str, Any], **page: Any) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/memories" + _query({**scope, **page}))
+
+    def scopes(self, store: str, app_id: str, tenant_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/scopes" + _query({"app_id": app_id, "tenant_id": tenant_id}))

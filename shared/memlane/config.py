@@ -1,0 +1,61 @@
+"""One settings object, read from the environment once at start-up. Nothing below the
+composition root (bootstrap.py) reads the environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    mode: Literal["local", "aws"] = "local"
+    data_dir: Path = Path(".memlane")
+    log_level: str = "INFO"
+
+    # Adapters. "auto" picks the best one available.
+    table: Literal["auto", "sqlite", "dynamodb"] = "auto"
+    index: Literal["auto", "embedded", "opensearch"] = "auto"
+    embedder: Literal["auto", "minilm", "hashing", "openai", "bedrock"] = "auto"
+    llm: Literal["none", "openai", "bedrock"] = "none"
+    reranker: Literal["auto", "none", "heuristic", "bedrock"] = "auto"
+    search_recipe: str = "hybrid"
+
+    # AWS
+    table_name: str = "memlane"
+    queue_url: str = ""
+    dynamodb_endpoint: str = ""
+    opensearch_url: str = ""
+    opensearch_sigv4: bool = True
+    aws_region: str = "us-east-1"
+    bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
+    bedrock_llm_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    bedrock_rerank_model: str = "amazon.rerank-v1:0"
+    embed_dim: int = Field(default=1024, ge=8, le=4096)
+
+    # OpenAI-compatible endpoints (OpenAI, Ollama, vLLM)
+    openai_base_url: str = ""
+    openai_api_key: str = ""
+    openai_embed_model: str = "text-embedding-3-small"
+    openai_llm_model: str = "gpt-4o-mini"
+
+    # Local server
+    host: str = "127.0.0.1"
+    port: int = Field(default=8420, ge=0, le=65535)
+    worker_max_attempts: int = Field(default=5, ge=1, le=50)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+        """MEMLANE_<FIELD> variables (upper case), e.g. MEMLANE_DATA_DIR, MEMLANE_EMBEDDER."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for name in cls.model_fields:
+            key = f"MEMLANE_{name.upper()}"
+            if key in env and env[key] != "":
+                values[name] = env[key]
+        if "aws_region" not in values and env.get("AWS_REGION"):
+            values["aws_region"] = env["AWS_REGION"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)

@@ -1,0 +1,69 @@
+"""One error hierarchy for the whole service. Mapped to HTTP in exactly one place (api/errors.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemlaneError(Exception):
+    """Base class. `code` is machine-readable and stable; `message` is for humans."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None, **details: Any):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.field = field
+        self.details = details
+
+
+class InvalidInput(MemlaneError):
+    """The request is malformed or breaks a rule (scope rules, limits on ids)."""
+
+    code = "invalid_input"
+
+
+class InvalidScope(InvalidInput):
+    code = "invalid_scope"
+
+
+class PayloadTooLarge(InvalidInput):
+    code = "payload_too_large"
+
+
+class NotFound(MemlaneError):
+    code = "not_found"
+
+
+class Conflict(MemlaneError):
+    """A write lost a race or would overwrite something it must not (conditional check failed)."""
+
+    code = "conflict"
+
+
+class Forbidden(MemlaneError):
+    code = "forbidden"
+
+
+class Unauthenticated(MemlaneError):
+    code = "unauthenticated"
+
+
+class Retryable(MemlaneError):
+    """A dependency is throttling or briefly unavailable; the same call may succeed later."""
+
+    code = "retryable"
+
+
+class DependencyFailed(MemlaneError):
+    """A dependency (LLM, embedder, engine) failed in a way a retry will not fix."""
+
+    code = "dependency_failed"
+
+
+class ConditionFailed(Conflict):
+    """A conditional write found the item in another state than expected."""
+
+    code = "condition_failed"

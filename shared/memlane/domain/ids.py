@@ -1,0 +1,29 @@
+"""Identifiers: time-sortable ids for new things, content-derived ids where a retry must land on the same item."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+def _b32(n: int, width: int) -> str:
+    out = []
+    for _ in range(width):
+        out.append(_ALPHABET[n & 31])
+        n >>= 5
+    return "".join(reversed(out))
+
+
+def sortable_id(now: datetime) -> str:
+    """26 characters: 48-bit milliseconds then 80 random bits (ULID layout), sorts by creation time."""
+    ms = int(now.timestamp() * 1000)
+    return _b32(ms, 10) + _b32(int.from_bytes(os.urandom(10), "big"), 16)
+
+
+def derived_id(*parts: str) -> str:
+    """A stable id from its inputs: the same job re-run writes the same ids, so it cannot duplicate."""
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return _b32(int.from_bytes(digest[:16], "big"), 26)

@@ -1,0 +1,17 @@
+"""Limits on what one request may carry. Every limit is answered with 400/413 and a clear code."""
+
+MAX_MESSAGES_PER_ADD = 96  # one add is one atomic table transaction (DynamoDB allows 100 items)
+MAX_CONTENT_CHARS = 32_000  # per message, and for a plain-text add
+MAX_ROLE_CHARS = 32
+MAX_NAME_CHARS = 128
+MAX_QUERY_CHARS = 4_000
+MAX_TOP_K = 100
+DEFAULT_TOP_K = 10
+MAX_PAGE_SIZE = 200
+DEFAULT_PAGE_SIZE = 50
+MAX_METADATA_BYTES = 8_192
+MAX_METADATA_DEPTH = 4
+MAX_METADATA_KEYS = 64
+MAX_REQUEST_ID_CHARS = 128
+MAX_INSTRUCTIONS_CHARS = 8_000
+MAX_BODY_BYTES = 2_000_000

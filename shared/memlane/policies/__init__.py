@@ -1,0 +1,1 @@
+"""Pure decision rules: ranking, time expressions, consolidation. No I/O."""

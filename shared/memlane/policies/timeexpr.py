@@ -1,0 +1,82 @@
+"""Resolve relative time expressions ("yesterday", "last Saturday", "two weeks ago") against
+the time a message was written, so a memory carries an absolute `event_time`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
+           "october", "november", "december"]
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "couple of": 2, "few": 3}
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_NUM = r"(\d+|a couple of|couple of|a few|few|an|a|one|two|three|four|five|six|seven|eight|nine|ten)"
+
+
+@dataclass(frozen=True)
+class ResolvedTime:
+    when: datetime
+    granularity: str  # "day" | "week" | "month" | "year"
+    phrase: str
+
+    def label(self) -> str:
+        """Human words for keyword search: '7 May 2023', 'May 2023', '2023'."""
+        if self.granularity == "day":
+            return f"{self.when.day} {self.when:%B %Y}"
+        if self.granularity == "week":
+            return f"week of {self.when.day} {self.when:%B %Y}"
+        if self.granularity == "month":
+            return f"{self.when:%B %Y}"
+        return f"{self.when:%Y}"
+
+
+def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
+    def weekday(match: re.Match[str], direction: int) -> ResolvedTime:
+        target = _WEEKDAYS.index(match.group(1).lower())
+        delta = (ref.weekday() - target) % 7 or 7
+        when = ref - timedelta(days=delta) if direction < 0 else ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
+        return ResolvedTime(when, "day", match.group(0))
+
+    def ago(match: re.Match[str]) -> ResolvedTime:
+        n = _NUMBERS.get(match.group(1).lower()) or int(match.group(1))
+        unit = match.group(2).lower()
+        return ResolvedTime(ref - timedelta(days=n * _UNIT_DAYS[unit]), unit, match.group(0))
+
+    def shift(days: int, gran: str):
+        return lambda m: ResolvedTime(ref + timedelta(days=days), gran, m.group(0))
+
+    def month(match: re.Match[str]) -> ResolvedTime:
+        idx = _MONTHS.index(match.group(2).lower()) + 1
+        year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
+        return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
+
+    return [
+        (re.compile(r"\byesterday\b", re.I), shift(-1, "day")),
+        (re.compile(r"\btoday\b|\btonight\b|\bthis (?:morning|afternoon|evening)\b", re.I), shift(0, "day")),
+        (re.compile(r"\btomorrow\b", re.I), shift(1, "day")),
+        (re.compile(r"\blast (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, -1)),
+        (re.compile(r"\bnext (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, 1)),
+        (re.compile(r"\b" + _NUM + r" (day|week|month|year)s? ago\b", re.I), ago),
+        (re.compile(r"\blast (week)\b|\bthe week before\b", re.I), shift(-7, "week")),
+        (re.compile(r"\bnext week\b", re.I), shift(7, "week")),
+        (re.compile(r"\blast month\b", re.I), shift(-30, "month")),
+        (re.compile(r"\bnext month\b", re.I), shift(30, "month")),
+        (re.compile(r"\blast year\b", re.I), shift(-365, "year")),
+        (re.compile(r"\bnext year\b", re.I), shift(365, "year")),
+        (re.compile(r"\blast weekend\b|\bthis past weekend\b|\bthe weekend\b", re.I),
+         lambda m: ResolvedTime(ref - timedelta(days=(ref.weekday() - 5) % 7 or 7), "day", m.group(0))),
+        (re.compile(r"\b(in|last|this) (" + "|".join(_MONTHS) + r")\b", re.I), month),
+    ]
+
+
+def resolve(text: str, ref: datetime) -> ResolvedTime | None:
+    """The first relative time expression in `text`, resolved against `ref`; None if there is none."""
+    best: tuple[int, ResolvedTime] | None = None
+    for pattern, make in _rules(ref):
+        match = pattern.search(text)
+        if match and (best is None or match.start() < best[0]):
+            best = (match.start(), make(match))  # type: ignore[operator]
+    return best[1] if best else None

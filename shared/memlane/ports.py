@@ -1,0 +1,201 @@
+"""Ports: the small interfaces the core needs from the outside world.
+
+Every port has an embedded implementation (adapters/local, adapters/embedders) and a
+cloud one (adapters/dynamodb, sqs, opensearch, bedrock, openai). The same contract
+tests run against every implementation (tests/contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
+
+from pydantic import BaseModel
+
+from .domain.models import Memory, MemoryStatus, MemoryType
+from .domain.scope import ScopeFilter
+
+# ---------------------------------------------------------------------------------------------
+# Table: a single-table key/value store with DynamoDB semantics.
+# Items are JSON-like dicts with string keys "pk" and "sk". Values: str, int, float, bool,
+# None, list, dict. Conditions are attribute equality checks ({"attr": value}; a value of
+# None means "attribute absent"). A failed condition raises domain.errors.ConditionFailed.
+# ---------------------------------------------------------------------------------------------
+
+Item = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Item]
+    cursor: str | None  # opaque; pass back to continue, None when there is nothing more
+
+
+@dataclass(frozen=True)
+class Put:
+    item: Item
+    if_absent: bool = False
+    expect: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Update:
+    """Set attributes of an existing item (a value of None removes the attribute)."""
+
+    pk: str
+    sk: str
+    changes: dict[str, Any]
+    expect: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    pk: str
+    sk: str
+    expect: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """A condition on an item that a transaction requires without writing it."""
+
+    pk: str
+    sk: str
+    expect: dict[str, Any] = field(default_factory=dict)
+    exists: bool = True
+
+
+Write = Put | Update | Delete | Check
+
+MAX_TRANSACT_ITEMS = 100  # DynamoDB's limit; adapters refuse more
+MAX_QUERY_LIMIT = 1000
+
+
+class Table(Protocol):
+    def get(self, pk: str, sk: str) -> Item | None: ...
+
+    def batch_get(self, keys: Sequence[tuple[str, str]]) -> list[Item]:
+        """Items that exist, in the order of `keys`."""
+        ...
+
+    def put(self, item: Item, *, if_absent: bool = False, expect: dict[str, Any] | None = None) -> None: ...
+
+    def update(self, pk: str, sk: str, changes: dict[str, Any], *, expect: dict[str, Any] | None = None) -> Item:
+        """Update an existing item (ConditionFailed if absent) and return the new item."""
+        ...
+
+    def delete(self, pk: str, sk: str, *, expect: dict[str, Any] | None = None) -> None: ...
+
+    def query(
+        self,
+        pk: str,
+        *,
+        prefix: str | None = None,
+        start: str | None = None,
+        end: str | None = None,
+        forward: bool = True,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page:
+        """Items of one partition, ordered by sk; `prefix` or the inclusive range [start, end]."""
+        ...
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        """All or nothing. ConditionFailed if any condition fails; nothing is written then."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Queue: at-least-once delivery of small jobs to the extraction / dream workers.
+# ---------------------------------------------------------------------------------------------
+
+
+class Job(BaseModel):
+    kind: str  # "extract" | "dream" | "erase"
+    store: str
+    request_id: str
+
+
+class Queue(Protocol):
+    def enqueue(self, job: Job) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Index: hybrid keyword (BM25) + vector (kNN) retrieval over memories, always under a scope.
+# Derived from the table; can be dropped and rebuilt.
+# ---------------------------------------------------------------------------------------------
+
+
+class IndexQuery(BaseModel):
+    scope: ScopeFilter
+    text: str
+    vector: list[float] | None = None
+    k: int = 50  # candidates per signal
+    memory_types: tuple[MemoryType, ...] | None = None
+    statuses: tuple[MemoryStatus, ...] = (MemoryStatus.ACTIVE,)
+    metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
+    time_from: datetime | None = None  # on event_time, falling back to created_at
+    time_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    memory_id: str
+    score: float  # BM25 score for keyword hits; cosine similarity in [-1, 1] for vector hits
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    keyword: list[Hit]
+    vector: list[Hit]
+
+
+class Index(Protocol):
+    def ensure_store(self, store: str, dim: int) -> None: ...
+
+    def drop_store(self, store: str) -> None: ...
+
+    def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None: ...
+
+    def delete(self, store: str, memory_ids: Sequence[str]) -> None: ...
+
+    def search(self, store: str, query: IndexQuery) -> IndexResult:
+        """Both ranked lists in one round trip, each already limited to the query's scope."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text."""
+        ...
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class LLM(Protocol):
+    name: str
+
+    def generate(self, *, system: str, prompt: str, response_model: type[T]) -> T:
+        """Structured output, validated against `response_model`."""
+        ...
+
+
+class Reranker(Protocol):
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """A relevance score per text (higher is better), in the order given."""
+        ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...

@@ -1,0 +1,1 @@
+"""Prompt text beside the pydantic model of its answer: LLM output is validated, never scraped."""

@@ -1,0 +1,36 @@
+"""Extraction prompt and its response model."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ..domain.models import MemoryType
+
+SYSTEM = """You extract long-term memories from a conversation for an AI agent's memory store.
+A memory is one durable, self-contained statement about the user, other people, or the world as
+the speakers describe it: facts, preferences, events, plans, procedures. Rules:
+- Write each memory in the third person, naming the speaker ("Caroline adopted a dog"), never "I".
+- Make each memory understandable without the conversation. Resolve pronouns.
+- Resolve relative times ("yesterday", "last week") against the time the message was written and
+  give `event_time` as an ISO date when the memory names a time.
+- Skip greetings, small talk and questions that state nothing.
+- `evidence` lists the numbers of the messages the memory comes from.
+- `importance` is 0..1: how useful the memory is likely to be later.
+Answer with JSON only, matching the schema."""
+
+USER_TEMPLATE = """{instructions}Conversation (number, time, speaker: text):
+{transcript}
+
+Extract the memories."""
+
+
+class ExtractedMemory(BaseModel):
+    text: str = Field(min_length=1, max_length=2000)
+    memory_type: MemoryType = MemoryType.FACT
+    evidence: list[int] = Field(default_factory=list)
+    event_time: str | None = None
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class ExtractionResult(BaseModel):
+    memories: list[ExtractedMemory] = Field(default_factory=list, max_length=200)

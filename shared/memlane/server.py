@@ -1,0 +1,141 @@
+"""`memlane serve`: the API over real HTTP on the embedded adapters, with the extraction worker.
+
+Each HTTP request is turned into the API Gateway HTTP API (v2) event the Lambdas receive and
+handed to the same resolver, so local mode runs exactly the routes that AWS runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+from urllib.parse import parse_qsl, urlsplit
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+from .api.app import build_app
+from .bootstrap import LocalService, build_local
+from .config import Settings
+from .domain.limits import MAX_BODY_BYTES
+
+log = logging.getLogger("memlane.server")
+
+
+class _LambdaContext:
+    function_name = "memlane-local"
+    memory_limit_in_mb = 0
+    invoked_function_arn = "arn:aws:lambda:local:000000000000:function:memlane-local"
+    aws_request_id = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 900_000
+
+
+def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload v2.0) event for one HTTP request."""
+    parts = urlsplit(raw_path)
+    query: dict[str, list[str]] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        query.setdefault(key, []).append(value)
+    text = body.decode("utf-8", errors="replace")
+    request_id = str(uuid.uuid4())
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": parts.path,
+        "rawQueryString": parts.query,
+        "headers": {k.lower(): v for k, v in headers.items()},
+        # API Gateway joins repeated parameters with commas
+        "queryStringParameters": {k: ",".join(v) for k, v in query.items()} or None,
+        "requestContext": {
+            "accountId": "local", "apiId": "local", "domainName": "localhost", "requestId": request_id,
+            "routeKey": "$default", "stage": "$default", "time": "", "timeEpoch": 0,
+            "http": {"method": method, "path": parts.path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
+                     "userAgent": headers.get("User-Agent", "")},
+        },
+        "body": text if body else None,
+        "isBase64Encoded": False,
+    }
+
+
+def make_handler(resolver_for_thread: Callable[[], APIGatewayHttpResolver]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "memlane"
+        protocol_version = "HTTP/1.1"
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self._reply(413, {"content-type": "application/json"},
+                            json.dumps({"error": {"code": "payload_too_large",
+                                                  "message": f"body exceeds {MAX_BODY_BYTES} bytes"}}).encode())
+                self.close_connection = True
+                return
+            body = self.rfile.read(length) if length else b""
+            event = http_event(self.command, self.path, dict(self.headers), body, self.client_address[0])
+            result = resolver_for_thread().resolve(event, _LambdaContext())
+            payload = result.get("body") or ""
+            data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+            self._reply(result["statusCode"], result.get("headers") or {}, data)
+
+        def _reply(self, status: int, headers: dict[str, str], data: bytes) -> None:
+            self.send_response(status)
+            for key, value in headers.items():
+                if key.lower() not in ("content-length", "connection"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            log.info("%s %s", self.address_string(), fmt % args)
+
+    return Handler
+
+
+class LocalServer:
+    """The HTTP server and the worker of one local service."""
+
+    def __init__(self, service: LocalService, host: str, port: int):
+        local = threading.local()
+
+        def resolver() -> APIGatewayHttpResolver:
+            # The resolver keeps the current event on itself, so each server thread gets its own.
+            if not hasattr(local, "app"):
+                local.app = build_app(service.deps)
+            return local.app
+
+        self.service = service
+        self.httpd = ThreadingHTTPServer((host, port), make_handler(resolver))
+        self.httpd.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def serve_forever(self) -> None:
+        self.service.start_worker()
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self.service.close()
+            self.httpd.server_close()
+
+    def shutdown(self) -> None:
+        self.httpd.shutdown()
+
+
+def serve(settings: Settings) -> None:
+    service = build_local(settings)
+    server = LocalServer(service, settings.host, settings.port)
+    print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
+          flush=True)
+    server.serve_forever()

@@ -1,0 +1,102 @@
+"""Extract: turn a task's messages into memories, idempotently.
+
+Memory ids are derived from (request_id, candidate number), so a redelivered or retried job
+writes the same ids again instead of new ones, and a memory found in the index with the id
+the candidate would get is recognised as this job's own earlier write.
+"""
+
+from __future__ import annotations
+
+from ..domain.errors import MemlaneError
+from ..domain.ids import derived_id
+from ..domain.models import Candidate, ExtractAction, Memory, Store, Task, TaskOutcome, TaskStatus
+from ..domain.scope import ScopeFilter
+from ..policies.consolidation import Neighbour, decide
+from ..ports import IndexQuery
+from .deps import Deps
+
+
+def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = None) -> Task:
+    repo = deps.repo
+    task = repo.get_task(store, request_id)
+    if task.status.finished:
+        return task  # redelivery of a finished job: nothing to do
+    store_obj = store_obj or repo.get_store(store)
+    task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
+                                   "updated_at": deps.clock.now()})
+    repo.save_task(task)
+
+    messages = repo.get_messages(store, task.scope, task.message_ids)
+    candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions)
+    outcomes = _consolidate(deps, store, task, candidates)
+
+    done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
+                                   "updated_at": deps.clock.now()})
+    repo.save_task(done)
+    return done
+
+
+def fail(deps: Deps, store: str, request_id: str, reason: str) -> Task:
+    """Mark a task FAILED after its job was given up on (dead-lettered)."""
+    task = deps.repo.get_task(store, request_id)
+    if task.status == TaskStatus.SUCCEEDED:
+        return task
+    failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
+                                     "updated_at": deps.clock.now()})
+    deps.repo.save_task(failed)
+    return failed
+
+
+def describe(error: BaseException) -> str:
+    if isinstance(error, MemlaneError):
+        return f"{error.code}: {error.message}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]) -> list[TaskOutcome]:
+    if not candidates:
+        return []
+    now = deps.clock.now()
+    vectors = deps.embedder.embed([c.text for c in candidates])
+    exact = ScopeFilter(app_id=task.scope.app_id, tenant_id=task.scope.tenant_id,
+                        agent_ids=(task.scope.agent_id,), run_ids=(task.scope.run_id,))
+    outcomes: list[TaskOutcome] = []
+    written: list[tuple[Memory, list[float]]] = []
+    for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
+        memory_id = derived_id(task.store, task.request_id, str(i))
+        neighbours = _neighbours(deps, store, exact, candidate.text, vector)
+        if any(n.memory.memory_id == memory_id for n in neighbours):
+            outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=candidate.text))
+            continue  # written by an earlier attempt of this same job
+        # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
+        neighbours += [Neighbour(m, _dot(vector, v)) for m, v in written]
+        decision = decide(neighbours, duplicate_similarity=deps.settings.duplicate_similarity)
+        if decision.action == ExtractAction.NOOP and decision.target is not None:
+            outcomes.append(TaskOutcome(action=ExtractAction.NOOP, memory_id=decision.target.memory_id,
+                                        text=candidate.text, target_id=decision.target.memory_id))
+            continue
+        memory = Memory(memory_id=memory_id, scope=task.scope, memory_type=candidate.memory_type,
+                        text=candidate.text, evidence=candidate.evidence, created_at=now, updated_at=now,
+                        event_time=candidate.event_time, metadata=task.metadata, importance=candidate.importance,
+                        keywords=candidate.keywords, request_id=task.request_id)
+        written.append((memory, vector))
+        outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=candidate.text))
+    # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
+    for memory, _ in written:
+        deps.repo.put_memory(store, memory)
+    if written:
+        deps.index.upsert(store, written)
+    return outcomes
+
+
+def _neighbours(deps: Deps, store: str, scope: ScopeFilter, text: str, vector: list[float]) -> list[Neighbour]:
+    hits = deps.index.search(store, IndexQuery(scope=scope, text=text, vector=vector, k=deps.settings.neighbours))
+    by_id = {h.memory_id: h.score for h in hits.vector}
+    if not by_id:
+        return []
+    memories = deps.repo.get_memories(store, scope.app_id, scope.tenant_id, list(by_id))
+    return [Neighbour(m, by_id[m.memory_id]) for m in memories]
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))

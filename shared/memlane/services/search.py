@@ -1,0 +1,118 @@
+"""Search: embed the query, keyword + vector retrieval under the scope in one index call, fuse,
+rerank, and answer with memories loaded from the table (the source of truth)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..domain import limits
+from ..domain.errors import InvalidInput
+from ..domain.models import MemoryStatus, MemoryType, Memory, Message
+from ..domain.scope import Scope, ScopeFilter, search_scope
+from ..domain.validation import check_metadata
+from ..policies.ranking import DEFAULT_RECIPE, RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, \
+    similarity_from_cosine
+from ..ports import IndexQuery
+from .deps import Deps
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    memory: Memory
+    score: float
+    similarity: float
+    evidence: list[Message] | None = None
+
+
+def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, top_k: int = limits.DEFAULT_TOP_K,
+           min_similarity: float = 0.0, include_evidence: bool = False, filters: dict[str, Any] | None = None,
+           memory_types: list[MemoryType] | None = None, include_superseded: bool = False,
+           time_from: datetime | None = None, time_to: datetime | None = None,
+           recipe: str | None = None) -> list[SearchHit]:
+    deps.repo.get_store(store)  # unknown store → 404
+    where = search_scope(scope)
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("query must be a non-empty string", field="query")
+    if len(query) > limits.MAX_QUERY_CHARS:
+        raise InvalidInput(f"query exceeds {limits.MAX_QUERY_CHARS} characters", field="query")
+    if not 1 <= top_k <= limits.MAX_TOP_K:
+        raise InvalidInput(f"top_k must be between 1 and {limits.MAX_TOP_K}", field="top_k")
+    if not 0.0 <= min_similarity <= 1.0:
+        raise InvalidInput("min_similarity must be between 0 and 1", field="min_similarity")
+    plan = _recipe(recipe or deps.settings.default_recipe)
+    where = _recallable(deps, store, where)
+    if where is None:
+        return []
+
+    vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
+    statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if include_superseded else (MemoryStatus.ACTIVE,)
+    result = deps.index.search(store, IndexQuery(
+        scope=where, text=query, vector=vector, k=plan.candidates,
+        memory_types=tuple(memory_types) if memory_types else None, statuses=statuses,
+        metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
+
+    fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
+                                   plan.rrf_k)
+    ranked = sorted(fused, key=fused.__getitem__, reverse=True)
+    depth = max(top_k, plan.rerank_depth if plan.rerank and deps.reranker else top_k)
+    memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
+    # The table is the truth: drop what the index still holds but the table no longer shows.
+    candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
+                  and where.matches(memories[mid].scope.as_dict())]
+    scores = {mid: fused[mid] for mid in candidates}
+    if plan.rerank and deps.reranker and len(candidates) > 1:
+        scores = _rerank(deps, query, candidates, memories, scores, plan)
+        candidates.sort(key=scores.__getitem__, reverse=True)
+
+    cosines = {h.memory_id: h.score for h in result.vector}
+    missing = [mid for mid in candidates[:top_k] if mid not in cosines]
+    if missing and vector is not None:
+        # Keyword-only hits: measure their similarity instead of guessing it.
+        for mid, v in zip(missing, deps.embedder.embed([memories[m].text for m in missing])):
+            cosines[mid] = sum(a * b for a, b in zip(vector, v))
+    hits = []
+    for mid in candidates:
+        similarity = similarity_from_cosine(cosines.get(mid, 0.0))
+        if similarity < min_similarity:
+            continue
+        hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6), similarity=round(similarity, 6)))
+        if len(hits) == top_k:
+            break
+    if include_evidence:
+        hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory)) for h in hits]
+    return hits
+
+
+def _recipe(name: str) -> SearchRecipe:
+    if name not in RECIPES:
+        raise InvalidInput(f"unknown recipe '{name}'; one of {', '.join(RECIPES)}", field="recipe")
+    return RECIPES[name]
+
+
+def _recallable(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | None:
+    """Drop runs whose access policy forbids recall (store_only, none). None when nothing is left."""
+    if where.run_ids is None or where.agent_ids is None:
+        return where
+    allowed = tuple(
+        run for run in where.run_ids
+        if all((info := deps.repo.get_scope(store, Scope(app_id=where.app_id, tenant_id=where.tenant_id,
+                                                            agent_id=agent, run_id=run))) is None
+               or info.access_policy.recalls for agent in where.agent_ids)
+    )
+    return where.model_copy(update={"run_ids": allowed}) if allowed else None
+
+
+def _rerank(deps: Deps, query: str, candidates: list[str], memories: dict[str, Memory], scores: dict[str, float],
+            plan: SearchRecipe) -> dict[str, float]:
+    assert deps.reranker is not None
+    relevance = deps.reranker.rerank(query, [memories[mid].text for mid in candidates])
+    fused_norm = min_max([scores[mid] for mid in candidates])
+    rerank_norm = min_max(relevance)
+    w = plan.rerank_weight
+    return {mid: (1 - w) * f + w * r for mid, f, r in zip(candidates, fused_norm, rerank_norm)}
+
+
+def _evidence(deps: Deps, store: str, memory: Memory) -> list[Message]:
+    return deps.repo.get_messages(store, memory.scope, memory.evidence) if memory.evidence else []

@@ -1,0 +1,39 @@
+"""Stores: create, get, list, delete."""
+
+from __future__ import annotations
+
+from ..domain.errors import InvalidInput
+from ..domain.limits import MAX_INSTRUCTIONS_CHARS
+from ..domain.models import DreamMode, Store, validate_store_name
+from .deps import Deps
+
+
+def create(deps: Deps, *, name: str, description: str = "", extract_instructions: str = "",
+           dream_mode: DreamMode = DreamMode.PROPOSAL, dream_threshold: float = 0.8) -> Store:
+    validate_store_name(name)
+    if len(extract_instructions) > MAX_INSTRUCTIONS_CHARS:
+        raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
+                           field="extract_instructions")
+    store = Store(name=name, description=description, extract_instructions=extract_instructions,
+                  embedding_model=deps.embedder.name, embedding_dim=deps.embedder.dim, dream_mode=dream_mode,
+                  dream_threshold=dream_threshold, created_at=deps.clock.now())
+    # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
+    deps.index.ensure_store(name, deps.embedder.dim)
+    deps.repo.create_store(store)
+    return store
+
+
+def get(deps: Deps, name: str) -> Store:
+    validate_store_name(name)
+    return deps.repo.get_store(name)
+
+
+def list_(deps: Deps, *, limit: int, cursor: str | None) -> tuple[list[Store], str | None]:
+    return deps.repo.list_stores(limit, cursor)
+
+
+def delete(deps: Deps, name: str) -> None:
+    """Remove the store from the catalog and drop its index. Tenant items are erased by the erase task."""
+    get(deps, name)
+    deps.repo.delete_store(name)
+    deps.index.drop_store(name)

@@ -1,0 +1,23 @@
+"""Tasks: the status of extraction jobs, by request id or by tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..domain.models import Task
+from ..domain.scope import validate_id
+from ..domain.validation import check_request_id
+from .deps import Deps
+
+
+def get(deps: Deps, store: str, request_id: str) -> Task:
+    deps.repo.get_store(store)
+    check_request_id(request_id)
+    return deps.repo.get_task(store, request_id)
+
+
+def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
+          cursor: str | None) -> tuple[list[Task], str | None]:
+    deps.repo.get_store(store)
+    return deps.repo.list_tasks(store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
+                                limit=limit, cursor=cursor)

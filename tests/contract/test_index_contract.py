@@ -1,0 +1,501 @@
+"""Contract of the Index port: every backend (embedded, OpenSearch) must pass all of it.
+
+Vectors come from a small deterministic embedder: words of a fixed toy vocabulary map to
+shared "concept" dimensions (so paraphrases land close together), any other word is hashed
+into the remaining dimensions with a low weight. That makes the vector signal meaningful
+without a model, so a test can tell keyword retrieval from vector retrieval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memlane.domain.errors import Conflict, InvalidInput, NotFound
+from memlane.domain.models import Memory, MemoryStatus, MemoryType
+from memlane.domain.scope import DEFAULT, Scope, ScopeFilter
+from memlane.ports import Index, IndexQuery, IndexResult
+from tests.contract.index_backends import index  # noqa: F401  (the parametrised fixture)
+
+DIM = 64
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+# ---------------------------------------------------------------------------------------------
+# A toy embedder
+# ---------------------------------------------------------------------------------------------
+
+_CONCEPTS = [
+    "car cars automobile automobiles vehicle sedan drive drives driving",
+    "dog dogs puppy puppies canine hound",
+    "food meal meals cuisine dinner lunch eat eats eating cook cooking",
+    "coffee espresso latte cappuccino",
+    "tea oolong matcha",
+    "travel trip journey flight flights fly flying vacation holiday",
+    "music song songs guitar piano melody band",
+    "work job office employer career",
+    "allergy allergic peanut peanuts",
+    "run running runs marathon marathons jog jogging",
+]
+_VOCAB = {word: dim for dim, group in enumerate(_CONCEPTS) for word in group.split()}
+_HASHED = range(len(_CONCEPTS), DIM)
+
+
+def embed(text: str) -> list[float]:
+    vec = [0.0] * DIM
+    for word in re.findall(r"\w+", text.lower()):
+        if word in _VOCAB:
+            vec[_VOCAB[word]] += 1.0
+        else:  # md5, not hash(): stable across processes
+            h = int.from_bytes(hashlib.md5(word.encode()).digest()[:4], "big")
+            vec[_HASHED[h % len(_HASHED)]] += 0.25
+    norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+    return [v / norm for v in vec]
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def mem(memory_id: str, text: str, *, app: str = "app", tenant: str = "t1", agent: str = DEFAULT,
+        run: str = DEFAULT, memory_type: MemoryType = MemoryType.FACT,
+        status: MemoryStatus = MemoryStatus.ACTIVE, metadata: dict[str, Any] | None = None,
+        created: datetime = T0, event_time: datetime | None = None, keywords: str = "") -> Memory:
+    return Memory(
+        memory_id=memory_id, scope=Scope(app_id=app, tenant_id=tenant, agent_id=agent, run_id=run),
+        memory_type=memory_type, text=text, created_at=created, updated_at=created,
+        event_time=event_time, status=status, metadata=metadata or {}, keywords=keywords,
+    )
+
+
+def put(index: Index, store: str, *memories: Memory) -> None:
+    index.upsert(store, [(m, embed(m.text)) for m in memories])
+
+
+def search(index: Index, store: str, text: str, *, app: str = "app", tenant: str = "t1",
+           agents: tuple[str, ...] | None = None, runs: tuple[str, ...] | None = None,
+           k: int = 50, with_vector: bool = True, **filters: Any) -> IndexResult:
+    query = IndexQuery(
+        scope=ScopeFilter(app_id=app, tenant_id=tenant, agent_ids=agents, run_ids=runs),
+        text=text, vector=embed(text) if with_vector else None, k=k, **filters,
+    )
+    return index.search(store, query)
+
+
+def ids(hits: list[Any]) -> list[str]:
+    return [h.memory_id for h in hits]
+
+
+def both(result: IndexResult) -> set[str]:
+    """The docs a filter let through, seen by both signals.
+
+    Used with a query word every doc contains and k above the doc count, so keyword search
+    returns every doc that passes the filter, and vector search (no threshold) does too.
+    The two must agree: the filter is applied to both retrieval paths.
+    """
+    keyword, vector = set(ids(result.keyword)), set(ids(result.vector))
+    assert len(result.keyword) == len(keyword) and len(result.vector) == len(vector), "duplicate hits"
+    assert keyword == vector, f"keyword {sorted(keyword)} != vector {sorted(vector)}"
+    return keyword
+
+
+def assert_ranked(result: IndexResult) -> None:
+    for hits in (result.keyword, result.vector):
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True), "hits must be best-first"
+    assert all(h.score > 0 for h in result.keyword), "BM25 scores are positive, higher is better"
+    assert all(-1.0 - 1e-5 <= h.score <= 1.0 + 1e-5 for h in result.vector), "cosine is in [-1, 1]"
+
+
+@pytest.fixture
+def ready(index: Index) -> Index:
+    for store in ("s1", "s2"):
+        index.ensure_store(store, DIM)
+    return index
+
+
+CORPUS = [
+    mem("seat", "Prefers window seats on long flights"),
+    mem("car", "Alice drives an old automobile to her office"),
+    mem("dog", "Bob adopted a puppy last spring"),
+    mem("peanut", "Carol is allergic to peanuts"),
+    mem("guitar", "Dave plays guitar in a band"),
+    mem("marathon", "She was running three marathons this year"),
+    mem("coffee", "Drinks espresso every morning before standup"),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval
+# ---------------------------------------------------------------------------------------------
+
+
+def test_exact_phrase_is_the_top_keyword_hit(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    result = search(ready, "s1", "prefers window seats on long flights")
+    assert ids(result.keyword)[0] == "seat"
+    assert_ranked(result)
+
+
+def test_keyword_search_is_an_or_of_words(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    result = search(ready, "s1", "guitar unheardofword", with_vector=False)
+    assert ids(result.keyword) == ["guitar"]
+    assert result.vector == []
+
+
+def test_keyword_search_stems_english(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    assert ids(search(ready, "s1", "run marathon").keyword)[0] == "marathon"
+    assert ids(search(ready, "s1", "allergy peanut").keyword)[0] == "peanut"
+
+
+def test_keyword_search_covers_the_keywords_field(ready: Index) -> None:
+    put(ready, "s1", mem("kw", "Met the new manager", keywords="Zoltan 2024-05-03"),
+        mem("other", "Met the dentist"))
+    assert ids(search(ready, "s1", "zoltan").keyword) == ["kw"]
+
+
+def test_paraphrase_without_shared_words_is_found_by_vector(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    result = search(ready, "s1", "what sedan does she own")
+    assert "car" not in ids(result.keyword), "no content word is shared: keyword search cannot find it"
+    assert ids(result.vector)[0] == "car"
+    assert_ranked(result)
+
+
+def test_vector_score_is_cosine(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    result = search(ready, "s1", "Bob adopted a puppy last spring")
+    assert ids(result.vector)[0] == "dog"
+    assert result.vector[0].score == pytest.approx(1.0, abs=1e-3)
+    assert result.vector[1].score < 0.9
+    assert_ranked(result)
+
+
+def test_no_query_vector_means_no_vector_hits(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    result = search(ready, "s1", "guitar", with_vector=False)
+    assert result.vector == [] and ids(result.keyword) == ["guitar"]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "!!! ??? ...", '""'])
+def test_query_without_words_has_no_keyword_hits(ready: Index, text: str) -> None:
+    put(ready, "s1", *CORPUS)
+    query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text=text, vector=embed("puppy"))
+    result = ready.search("s1", query)
+    assert result.keyword == []
+    assert ids(result.vector)[0] == "dog"
+
+
+def test_k_bounds_both_lists_and_keeps_the_best(ready: Index) -> None:
+    docs = [mem(f"d{i:02d}", "zebra " * (1 + i % 5) + f"filler{i}") for i in range(30)]
+    put(ready, "s1", *docs)
+    full = search(ready, "s1", "zebra", k=100)
+    assert len(full.keyword) == 30 and len(full.vector) == 30
+    top = search(ready, "s1", "zebra", k=5)
+    assert len(top.keyword) == 5 and len(top.vector) == 5
+    assert ids(top.keyword) == ids(full.keyword)[:5]
+    assert [h.score for h in top.vector] == pytest.approx([h.score for h in full.vector][:5])
+    assert_ranked(top)
+    assert search(ready, "s1", "zebra", k=1).keyword[0].memory_id == full.keyword[0].memory_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Scope: every rule, every wildcard form, every neighbour that must stay invisible
+# ---------------------------------------------------------------------------------------------
+
+# (store, app, tenant, agent, run) → memory id. Every doc says "zebra".
+PLACES = {
+    "t1-def": ("s1", "app", "t1", DEFAULT, DEFAULT),
+    "t1-a1-r1": ("s1", "app", "t1", "a1", "r1"),
+    "t1-a1-r2": ("s1", "app", "t1", "a1", "r2"),
+    "t1-a2-r1": ("s1", "app", "t1", "a2", "r1"),
+    "t1-a3-r3": ("s1", "app", "t1", "a3", "r3"),
+    "t1-a10-r10": ("s1", "app", "t1", "a10", "r10"),  # a1 / r1 are prefixes of these ids
+    "t2-a1-r1": ("s1", "app", "t2", "a1", "r1"),  # another tenant
+    "t1x-a1-r1": ("s1", "app", "t1x", "a1", "r1"),  # a tenant id that t1 is a prefix of
+    "t-a1-r1": ("s1", "app", "t", "a1", "r1"),  # a tenant id that is a prefix of t1
+    "app2-t1-a1-r1": ("s1", "app2", "t1", "a1", "r1"),  # another app, same tenant id
+    "ap-t1-a1-r1": ("s1", "ap", "t1", "a1", "r1"),  # an app id that is a prefix of app
+    "s2-t1-a1-r1": ("s2", "app", "t1", "a1", "r1"),  # another store, same scope
+    "s1x-t1-a1-r1": ("s1x", "app", "t1", "a1", "r1"),  # a store name that s1 is a prefix of
+}
+
+
+@pytest.fixture
+def placed(ready: Index) -> Index:
+    ready.ensure_store("s1x", DIM)
+    for memory_id, (store, app, tenant, agent, run) in PLACES.items():
+        put(ready, store, mem(memory_id, f"zebra note {memory_id}", app=app, tenant=tenant, agent=agent, run=run))
+    return ready
+
+
+T1 = {m for m, p in PLACES.items() if p[:3] == ("s1", "app", "t1")}
+
+
+@pytest.mark.parametrize(("agents", "runs", "expected"), [
+    (None, None, T1),
+    (("a1",), None, {"t1-a1-r1", "t1-a1-r2"}),
+    (("a1", "a2"), None, {"t1-a1-r1", "t1-a1-r2", "t1-a2-r1"}),
+    ((DEFAULT,), None, {"t1-def"}),
+    (None, ("r1",), {"t1-a1-r1", "t1-a2-r1"}),
+    (None, ("r2", "r3"), {"t1-a1-r2", "t1-a3-r3"}),
+    (("a1",), ("r2",), {"t1-a1-r2"}),
+    (("a1", "a3"), ("r1", "r3"), {"t1-a1-r1", "t1-a3-r3"}),
+    (("a2",), ("r2",), set()),
+    (("nobody",), None, set()),
+    (None, ("no-run",), set()),
+], ids=["any-any", "agent-exact", "agent-list", "agent-default", "run-exact", "run-list",
+        "agent-and-run", "lists-both", "empty-intersection", "unknown-agent", "unknown-run"])
+def test_scope_selectors(placed: Index, agents: tuple[str, ...] | None, runs: tuple[str, ...] | None,
+                         expected: set[str]) -> None:
+    assert both(search(placed, "s1", "zebra", agents=agents, runs=runs, k=100)) == expected
+
+
+@pytest.mark.parametrize("memory_id", sorted(PLACES))
+def test_each_tenant_sees_only_its_own_docs(placed: Index, memory_id: str) -> None:
+    store, app, tenant, _, _ = PLACES[memory_id]
+    own = {m for m, p in PLACES.items() if p[:3] == (store, app, tenant)}
+    assert memory_id in own
+    assert both(search(placed, store, "zebra", app=app, tenant=tenant, k=100)) == own
+    # The neighbour's own unique words do not reach across either.
+    probe = f"zebra note {memory_id}"
+    for other, (o_store, o_app, o_tenant, _, _) in PLACES.items():
+        if (o_store, o_app, o_tenant) != (store, app, tenant):
+            assert memory_id not in both(search(placed, o_store, probe, app=o_app, tenant=o_tenant, k=100)), other
+
+
+def test_unknown_tenant_app_or_store_sees_nothing(placed: Index) -> None:
+    assert both(search(placed, "s1", "zebra", tenant="t3", k=100)) == set()
+    assert both(search(placed, "s1", "zebra", app="nope", k=100)) == set()
+    assert search(placed, "s3", "zebra", k=100) == IndexResult(keyword=[], vector=[])
+
+
+def test_same_memory_id_in_two_stores_is_two_docs(ready: Index) -> None:
+    put(ready, "s1", mem("m1", "zebra lives in store one"))
+    put(ready, "s2", mem("m1", "giraffe lives in store two"))
+    assert ids(search(ready, "s1", "giraffe").keyword) == []
+    assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
+    ready.delete("s1", ["m1"])
+    assert ids(search(ready, "s1", "zebra").keyword) == []
+    assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tagged(ready: Index) -> Index:
+    put(ready, "s1",
+        mem("food-en", "zebra one", metadata={"topic": "food", "lang": "en", "priority": 2}),
+        mem("food-de", "zebra two", metadata={"topic": "food", "lang": "de", "priority": 1, "pinned": True}),
+        mem("travel", "zebra three", metadata={"topic": "travel", "tags": ["beach", "summer"]}),
+        mem("bare", "zebra four"),
+        mem("other-tenant", "zebra five", tenant="t2", metadata={"topic": "food"}))
+    return ready
+
+
+@pytest.mark.parametrize(("metadata", "expected"), [
+    ({"topic": "food"}, {"food-en", "food-de"}),
+    ({"topic": ["food", "travel"]}, {"food-en", "food-de", "travel"}),
+    ({"topic": "food", "lang": "de"}, {"food-de"}),
+    ({"topic": ["travel"], "lang": "en"}, set()),
+    ({"priority": 2}, {"food-en"}),
+    ({"priority": [1, 2]}, {"food-en", "food-de"}),
+    ({"pinned": True}, {"food-de"}),
+    ({"tags": "beach"}, {"travel"}),
+    ({"tags": ["winter", "summer"]}, {"travel"}),
+    ({"topic": "Food"}, set()),
+    ({"missing": "x"}, set()),
+    ({}, {"food-en", "food-de", "travel", "bare"}),
+], ids=["equal", "any-of", "and-across-keys", "and-no-match", "number", "number-any-of", "bool",
+        "array-field-contains", "array-field-any-of", "case-sensitive", "absent-key", "empty-filter"])
+def test_metadata_filter(tagged: Index, metadata: dict[str, Any], expected: set[str]) -> None:
+    assert both(search(tagged, "s1", "zebra", metadata=metadata, k=100)) == expected
+
+
+def test_memory_type_filter(ready: Index) -> None:
+    put(ready, "s1",
+        mem("f", "zebra fact", memory_type=MemoryType.FACT),
+        mem("p", "zebra preference", memory_type=MemoryType.PREFERENCE),
+        mem("e", "zebra event", memory_type=MemoryType.EVENT))
+    assert both(search(ready, "s1", "zebra")) == {"f", "p", "e"}
+    assert both(search(ready, "s1", "zebra", memory_types=(MemoryType.PREFERENCE,))) == {"p"}
+    assert both(search(ready, "s1", "zebra", memory_types=(MemoryType.FACT, MemoryType.EVENT))) == {"f", "e"}
+    assert both(search(ready, "s1", "zebra", memory_types=(MemoryType.PLAN,))) == set()
+
+
+def test_status_filter_hides_superseded_and_deleted_by_default(ready: Index) -> None:
+    put(ready, "s1",
+        mem("new", "zebra lives in Berlin"),
+        mem("old", "zebra lives in Paris", status=MemoryStatus.SUPERSEDED),
+        mem("gone", "zebra lives in Rome", status=MemoryStatus.DELETED))
+    assert both(search(ready, "s1", "zebra")) == {"new"}
+    assert both(search(ready, "s1", "zebra",
+                       statuses=(MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED))) == {"new", "old"}
+    assert both(search(ready, "s1", "zebra", statuses=(MemoryStatus.SUPERSEDED,))) == {"old"}
+    assert ids(search(ready, "s1", "paris").keyword) == []
+
+
+def test_time_range_uses_event_time_then_created_at(ready: Index) -> None:
+    put(ready, "s1",
+        mem("jan-event", "zebra a", created=datetime(2024, 5, 1, tzinfo=UTC),
+            event_time=datetime(2024, 1, 10, tzinfo=UTC)),
+        mem("mar-created", "zebra b", created=datetime(2024, 3, 1, tzinfo=UTC)),
+        # created in range but the event is not: the event time decides
+        mem("jun-event", "zebra c", created=datetime(2024, 3, 2, tzinfo=UTC),
+            event_time=datetime(2024, 6, 1, tzinfo=UTC)),
+        # 2024-03-01T00:30+02:00 is 2024-02-29T22:30Z: compared as instants, not as text
+        mem("tz", "zebra d", created=datetime(2024, 1, 1, tzinfo=UTC),
+            event_time=datetime(2024, 3, 1, 0, 30, tzinfo=timezone(timedelta(hours=2)))))
+    feb, apr = datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC)
+    assert both(search(ready, "s1", "zebra", time_from=feb, time_to=apr)) == {"mar-created", "tz"}
+    assert both(search(ready, "s1", "zebra", time_from=datetime(2024, 3, 1, tzinfo=UTC))) == {"mar-created", "jun-event"}
+    assert both(search(ready, "s1", "zebra", time_to=feb)) == {"jan-event"}
+    # Both bounds are inclusive.
+    exact = datetime(2024, 3, 1, tzinfo=UTC)
+    assert both(search(ready, "s1", "zebra", time_from=exact, time_to=exact)) == {"mar-created"}
+
+
+def test_filters_combine_with_scope(ready: Index) -> None:
+    put(ready, "s1",
+        mem("hit", "zebra x", agent="a1", memory_type=MemoryType.PLAN, metadata={"topic": "food"}),
+        mem("wrong-agent", "zebra y", agent="a2", memory_type=MemoryType.PLAN, metadata={"topic": "food"}),
+        mem("wrong-type", "zebra z", agent="a1", memory_type=MemoryType.FACT, metadata={"topic": "food"}),
+        mem("wrong-meta", "zebra w", agent="a1", memory_type=MemoryType.PLAN, metadata={"topic": "art"}))
+    result = search(ready, "s1", "zebra", agents=("a1",), memory_types=(MemoryType.PLAN,),
+                    metadata={"topic": "food"})
+    assert both(result) == {"hit"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reupsert_replaces_text_vector_and_status(ready: Index) -> None:
+    put(ready, "s1", mem("m", "Likes oolong tea in the afternoon"), mem("other", "Plays guitar"))
+    assert ids(search(ready, "s1", "oolong").keyword) == ["m"]  # also warms any cache
+    assert ids(search(ready, "s1", "matcha").vector)[0] == "m"
+
+    put(ready, "s1", mem("m", "Switched to espresso coffee"))
+    assert ids(search(ready, "s1", "oolong").keyword) == []
+    assert ids(search(ready, "s1", "espresso").keyword) == ["m"]
+    assert ids(search(ready, "s1", "latte").vector)[0] == "m"
+    assert ids(search(ready, "s1", "matcha").vector)[0] != "m"
+    assert both(search(ready, "s1", "espresso guitar")) == {"m", "other"}  # replaced, not duplicated
+
+    put(ready, "s1", mem("m", "Switched to espresso coffee", status=MemoryStatus.SUPERSEDED))
+    assert both(search(ready, "s1", "espresso guitar")) == {"other"}
+
+
+def test_duplicate_ids_in_one_batch_keep_the_last(ready: Index) -> None:
+    put(ready, "s1", mem("m", "zebra first version"), mem("m", "zebra second version"))
+    result = search(ready, "s1", "zebra first second")
+    assert ids(result.keyword) == ["m"] and ids(result.vector) == ["m"]
+    assert ids(search(ready, "s1", "first").keyword) == []
+
+
+def test_delete_removes_from_both_signals(ready: Index) -> None:
+    put(ready, "s1", *CORPUS)
+    assert ids(search(ready, "s1", "puppy").vector)[0] == "dog"
+    ready.delete("s1", ["dog", "car"])
+    result = search(ready, "s1", "Bob adopted a puppy last spring", k=100)
+    assert "dog" not in ids(result.keyword) and "dog" not in ids(result.vector)
+    assert "car" not in ids(result.vector)
+    assert len(result.vector) == len(CORPUS) - 2
+    ready.delete("s1", ["dog", "never-existed"])  # idempotent, unknown ids are fine
+    ready.delete("s1", [])
+    assert ids(search(ready, "s1", "guitar").keyword) == ["guitar"]
+
+
+def test_large_batch_is_fully_searchable(ready: Index) -> None:
+    n = 2000
+    put(ready, "s1", *[mem(f"b{i:04d}", f"batch item token{i:04d} about something") for i in range(n)])
+    every = search(ready, "s1", "batch", k=n + 500)
+    assert len(every.keyword) == n and len(every.vector) == n
+    assert set(ids(every.keyword)) == {f"b{i:04d}" for i in range(n)}
+    for i in range(0, n, 7):
+        assert ids(search(ready, "s1", f"token{i:04d}", k=3, with_vector=False).keyword) == [f"b{i:04d}"]
+
+
+def test_dimension_mismatch_is_refused_and_writes_nothing(ready: Index) -> None:
+    good, bad = mem("good", "zebra good"), mem("bad", "zebra bad")
+    with pytest.raises(InvalidInput):
+        ready.upsert("s1", [(good, embed(good.text)), (bad, embed(bad.text)[:-1])])
+    with pytest.raises(InvalidInput):
+        ready.upsert("s1", [(bad, embed(bad.text) + [0.0])])
+    assert both(search(ready, "s1", "zebra")) == set()
+    with pytest.raises(InvalidInput):
+        ready.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra",
+                                      vector=[1.0] * (DIM - 1)))
+
+
+def test_ensure_store_is_idempotent_and_keeps_its_dimension(ready: Index) -> None:
+    put(ready, "s1", mem("m", "zebra"))
+    ready.ensure_store("s1", DIM)
+    assert both(search(ready, "s1", "zebra")) == {"m"}
+    with pytest.raises(Conflict):
+        ready.ensure_store("s1", DIM * 2)
+
+
+def test_upsert_into_unknown_store_is_refused(ready: Index) -> None:
+    with pytest.raises(NotFound):
+        put(ready, "s3", mem("m", "zebra"))
+
+
+def test_drop_store_removes_only_that_store(ready: Index) -> None:
+    put(ready, "s1", mem("a", "zebra in one"))
+    put(ready, "s2", mem("b", "zebra in two"))
+    ready.drop_store("s1")
+    ready.drop_store("s1")  # idempotent
+    assert search(ready, "s1", "zebra") == IndexResult(keyword=[], vector=[])
+    assert both(search(ready, "s2", "zebra")) == {"b"}
+    ready.ensure_store("s1", 8)  # a dropped store can come back with another model
+    with pytest.raises(InvalidInput):
+        put(ready, "s1", mem("a", "zebra"))  # 64-dim vector into an 8-dim store
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile query text
+# ---------------------------------------------------------------------------------------------
+
+HOSTILE = [
+    '"', '""', '"zebra', 'zebra"', "'", "*", "zebra*", "^zebra", "NEAR(zebra giraffe)",
+    "NEAR/2", "zebra NEAR giraffe", "OR", "zebra OR", "AND", "NOT", "NOT zebra", "zebra AND NOT giraffe",
+    "(", ")", "(zebra", "zebra)", "-zebra", "zebra - giraffe", "+zebra", "text:zebra",
+    "keywords:zebra", "{text keywords}: zebra", "docs_fts:zebra", "rank:1", "zebra:", ":",
+    "a' OR '1'='1", "'; DROP TABLE docs; --", "\\", "\x00zebra", "zebra\u200bgiraffe", "🦓 zebra",
+    "ZEBRA", "z" * 5000, "zebra " * 2000, "{}[]<>!@#$%&|~`=?,;", "\\u0022 zebra",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[f"q{i}" for i in range(len(HOSTILE))])
+def test_hostile_query_text_never_breaks_or_widens_the_search(ready: Index, text: str) -> None:
+    put(ready, "s1", mem("mine", "zebra giraffe note"))
+    put(ready, "s1", mem("theirs", "zebra giraffe note", tenant="t2"))
+    result = search(ready, "s1", text)
+    assert set(ids(result.keyword)) <= {"mine"} and set(ids(result.vector)) <= {"mine"}
+    assert_ranked(result)
+    # Nothing was altered: the doc is still there and the other tenant still unreachable.
+    assert both(search(ready, "s1", "zebra")) == {"mine"}
+
+
+@pytest.mark.parametrize("text", ["text:zebra", "NEAR(zebra giraffe)", "zebra*", "-zebra", '"zebra',
+                                  "(zebra)", "zebra OR", "ZEBRA"])
+def test_operator_characters_are_stripped_not_obeyed(ready: Index, text: str) -> None:
+    put(ready, "s1", mem("z", "zebra stripes"), mem("zz", "zebras in herds"))
+    # The word still counts as a word (so the doc is found) ...
+    assert "z" in ids(search(ready, "s1", text, with_vector=False).keyword)
+    # ... and "*" is not a prefix operator: "zeb*" does not match "zebra".
+    assert search(ready, "s1", "zeb*", with_vector=False).keyword == []
