@@ -92,7 +92,7 @@ pick_java_home() {
 # ---------------------------------------------------------------- fetching (first run only)
 mvn_copy() { # GAV OUTDIR: resolve through the local Maven repository, copy into OUTDIR
   log "resolving $1 (Maven)"
-  mvn -q -B "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$2" -Dmdep.useBaseVersion=true >&2 ||
+  mvn -q -B -Dstyle.color=never "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$2" -Dmdep.useBaseVersion=true >&2 ||
     die "Maven could not resolve $1"
 }
 
@@ -108,7 +108,7 @@ mvn_copy_with_deps() { # G:A:V OUTDIR: the jar and its runtime dependencies
 </project>
 EOF
   log "resolving $gav and its runtime dependencies (Maven)"
-  mvn -q -B -f "$pomdir/pom.xml" "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime \
+  mvn -q -B -Dstyle.color=never -f "$pomdir/pom.xml" "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime \
     -DoutputDirectory="$out" >&2 || { rm -rf "$pomdir"; die "Maven could not resolve $gav"; }
   rm -rf "$pomdir"
 }
@@ -121,11 +121,19 @@ unpack() { # ZIP DESTDIR
   fi
 }
 
+jar_artifact() { sed -E 's/-[0-9][0-9A-Za-z.]*(-[0-9A-Za-z.]+)*\.jar$//'; } # foo-bar-1.2.3.jar -> foo-bar
+
 # Writes a module directory like the full distribution's modules/<name>: jars + descriptor (+ policy).
 make_module() { # NAME JARDIR MODULEDIR
   local name="$1" jars="$2" dir="$3" classname extended="" description
   mkdir -p "$dir"
-  cp "$jars"/*.jar "$dir/"
+  # Maven also brings OpenSearch core and Lucene (the module's compile-time view): keep only the jars that
+  # lib/ lacks, compared by artifact name, or the plugin loader reports jar hell.
+  local j libnames
+  libnames="$(ls "$dir/../../lib" | jar_artifact)"
+  for j in "$jars"/*.jar; do
+    grep -qxF -- "$(basename "$j" | jar_artifact)" <<<"$libnames" || cp "$j" "$dir/"
+  done
   case "$name" in
     lang-painless)
       description="An easy, safe and fast scripting language for OpenSearch"
@@ -262,8 +270,8 @@ launch_opensearch() {
   ensure_opensearch
   local port="${MEMLANE_OPENSEARCH_PORT:-$(free_port)}" tport
   tport="$(free_port)"
-  # Fresh data on each start: tests get an empty cluster, and a stale node never blocks startup.
-  rm -rf "$OS_RUN/data"
+  # Fresh data and logs on each start: tests get an empty cluster, and a stale node never blocks startup.
+  rm -rf "$OS_RUN/data" "$OS_RUN/logs"
   mkdir -p "$OS_RUN/data" "$OS_RUN/logs"
   local libdir="" d
   for d in "$OS_HOME/plugins/opensearch-knn/lib" "$OS_HOME/plugins/opensearch-knn/knnlib"; do

@@ -17,9 +17,10 @@ from .services.deps import CoreSettings, Deps
 log = logging.getLogger("memlane")
 
 
-def build(settings: Settings, *, queue: Queue | None = None) -> Deps:
-    """Wire the services for `settings`. Pass `queue` to use one the caller owns (the local worker)."""
-    embedder = _embedder(settings)
+def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None) -> Deps:
+    """Wire the services for `settings`. `queue` and `embedder` let a caller share ones it owns
+    (the local worker's queue; a model already loaded by a test session or a benchmark)."""
+    embedder = embedder or _embedder(settings)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
     return Deps(
@@ -48,12 +49,12 @@ class LocalService:
         self.queue.stop()
 
 
-def build_local(settings: Settings) -> LocalService:
+def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
     from .adapters.local.durable_queue import DurableQueue
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     queue = DurableQueue(settings.data_dir / "queue.db", max_attempts=settings.worker_max_attempts)
-    return LocalService(deps=build(settings, queue=queue), queue=queue)
+    return LocalService(deps=build(settings, queue=queue, embedder=embedder), queue=queue)
 
 
 def _local(settings: Settings, choice: str) -> bool:

@@ -77,7 +77,13 @@ def make_handler(resolver_for_thread: Callable[[], APIGatewayHttpResolver]) -> t
                 return
             body = self.rfile.read(length) if length else b""
             event = http_event(self.command, self.path, dict(self.headers), body, self.client_address[0])
-            result = resolver_for_thread().resolve(event, _LambdaContext())
+            try:
+                result = resolver_for_thread().resolve(event, _LambdaContext())
+            except Exception:  # noqa: BLE001 — the last boundary: answer 500, never drop the connection
+                log.exception("unhandled error on %s %s", self.command, self.path)
+                self._reply(500, {"content-type": "application/json"},
+                            b'{"error": {"code": "internal_error", "message": "internal error"}}')
+                return
             payload = result.get("body") or ""
             data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
             self._reply(result["statusCode"], result.get("headers") or {}, data)

@@ -17,10 +17,19 @@ def _b32(n: int, width: int) -> str:
     return "".join(reversed(out))
 
 
+def time_prefix(when: datetime) -> str:
+    """10 characters that sort like the millisecond timestamp."""
+    return _b32(int(when.timestamp() * 1000), 10)
+
+
+def ordinal(n: int) -> str:
+    """2 characters that sort like n (n < 1024): the position of an item within one request."""
+    return _b32(n, 2)
+
+
 def sortable_id(now: datetime) -> str:
     """26 characters: 48-bit milliseconds then 80 random bits (ULID layout), sorts by creation time."""
-    ms = int(now.timestamp() * 1000)
-    return _b32(ms, 10) + _b32(int.from_bytes(os.urandom(10), "big"), 16)
+    return time_prefix(now) + _b32(int.from_bytes(os.urandom(10), "big"), 16)
 
 
 def derived_id(*parts: str) -> str:

@@ -32,6 +32,24 @@ _FIRST_PERSON = [
     (re.compile(r"\bme\b"), "{s}"),
     (re.compile(r"\bI\b"), "{s}"),
 ]
+# "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
+_PRESENT = re.compile(
+    r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes))?"
+    r" (?P<verb>work|live|love|like|prefer|enjoy|hate|want|need|think|feel|play|teach|study|own|know|plan|hope|"
+    r"run|write|read|cook|eat|drink|use|take|make|get|go|do|try|believe|miss|wish|remember|volunteer|paint|"
+    r"collect|support|dislike|practice|practise|attend|visit|speak|care|agree|see|mean|keep|find|look|spend)\b")
+
+
+def _agree(sentence: str, speaker: str) -> str:
+    def inflect(m: re.Match[str]) -> str:
+        verb = m.group("verb")
+        verb = {"go": "goes", "do": "does", "try": "tries", "miss": "misses", "wish": "wishes",
+                "teach": "teaches"}.get(verb, verb + "s")
+        return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
+
+    return re.compile(_PRESENT.pattern.format(s=re.escape(speaker))).sub(inflect, sentence)
+
+
 _PREFERENCE = re.compile(r"\b(love|loves|like|likes|prefer|prefers|favou?rite|enjoy|enjoys|hate|hates|dislike|"
                          r"can't stand|allergic|vegetarian|vegan)\b", re.I)
 _PLAN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|want to|hope to|intend|next (week|month|year)|"
@@ -49,7 +67,7 @@ def speaker_of(message: Message) -> str:
 def third_person(sentence: str, speaker: str) -> str:
     for pattern, template in _FIRST_PERSON:
         sentence = pattern.sub(template.format(s=speaker), sentence)
-    return sentence
+    return _agree(sentence, speaker)
 
 
 def informative(sentence: str) -> bool:
@@ -77,8 +95,8 @@ class RuleExtractor:
     def extract(self, messages: Sequence[Message], *, instructions: str = "") -> list[Candidate]:
         out: list[Candidate] = []
         for message in messages:
-            if message.role in ("system", "tool"):
-                continue
+            if message.role not in ("user", "document"):
+                continue  # assistant turns restate and offer; memories are about the user and their world
             speaker = speaker_of(message)
             sentences = [s for s in _SENTENCE.split(message.content.strip()) if informative(s)]
             if not sentences:

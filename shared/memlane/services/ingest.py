@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
-from ..domain.ids import derived_id, sortable_id
+from ..domain.ids import derived_id, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
@@ -24,9 +24,8 @@ ROLES = ("user", "assistant", "system", "tool", "document")
 
 
 def _message_id(created_at: datetime, request_id: str, index: int) -> str:
-    # Time-ordered, and derived from the request so a retried add writes the same ids.
-    ms_prefix = sortable_id(created_at)[:10]
-    return ms_prefix + derived_id(request_id, str(index))[:16]
+    # Ordered by time, then by position in the request; derived from the request so a retry writes the same ids.
+    return time_prefix(created_at) + ordinal(index) + derived_id(request_id, str(index))[:14]
 
 
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
@@ -77,7 +76,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     task = None
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
-        policy = info.access_policy if info else (access_policy or AccessPolicy.RECALL_AND_STORE)
+        policy = info.access_policy if info else AccessPolicy(access_policy or AccessPolicy.RECALL_AND_STORE)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED)

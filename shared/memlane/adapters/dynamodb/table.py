@@ -113,8 +113,8 @@ class DynamoDBTable:
         check_query(pk, prefix, start, end)
         limit = clamp_limit(limit)
         expr = _Expressions()
-        sk = expr.name("sk")
         condition = f"{expr.name('pk')} = {expr.value(pk)}"
+        sk = expr.name("sk") if prefix or start is not None or end is not None else ""  # no unused names
         if prefix:
             condition += f" AND begins_with({sk}, {expr.value(prefix)})"
         elif start is not None and end is not None:
@@ -283,7 +283,15 @@ class _Expressions:
             parts.append(f"attribute_{'exists' if exists else 'not_exists'}({self.name('pk')})")
         for attribute, expected in (expect or {}).items():
             n = self.name(attribute)
-            parts.append(f"attribute_not_exists({n})" if expected is None else f"{n} = {self.value(expected)}")
+            if expected is None:
+                parts.append(f"attribute_not_exists({n})")
+                continue
+            parts.append(f"{n} = {self.value(expected)}")
+            if isinstance(expected, (bool, int, float)):
+                # Redundant on DynamoDB (values of different types are never equal) but explicit,
+                # so no emulator can let true match 1 (moto does).
+                dynamo_type = "BOOL" if isinstance(expected, bool) else "N"
+                parts.append(f"attribute_type({n}, {self.value(dynamo_type)})")
         return " AND ".join(parts) or None
 
     def params(self, condition: str | None = None) -> dict[str, Any]:

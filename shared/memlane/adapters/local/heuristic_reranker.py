@@ -1,0 +1,103 @@
+"""The default local reranker: query-term coverage with light stemming, plus phrase and proximity bonuses.
+
+No model, no dependencies, deterministic. It reorders the fused candidates so that texts which
+contain more of the query's words (rarer words counting more), in the query's order and close
+together, come first. Scores are in [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+_WORD = re.compile(r"\w+")
+_STOPWORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
+    "have has had i me my we our you your he him his she her it its they them their this that these those "
+    "what which who whom when where why how not no so than too very can will would should could may might "
+    "about into over after before up down out off again then there here all any some such only own same just".split()
+)
+_COVERAGE, _PHRASE, _PROXIMITY = 0.7, 0.2, 0.1  # weights of the three signals; they sum to 1
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper: enough to match likes/liked/liking or study/studies, nothing more."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith(("ies", "ied")) and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    for suffix in ("ingly", "edly", "ing", "ed", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[:-len(suffix)]
+            if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":  # running -> run
+                word = word[:-1]
+            break
+    if len(word) > 3 and word.endswith("e"):  # like/liked -> lik
+        word = word[:-1]
+    if len(word) > 3 and word.endswith("y"):  # happy/happily -> happi
+        word = word[:-1] + "i"
+    return word
+
+
+def _terms(text: str) -> list[str]:
+    return [stem(w) for w in _WORD.findall(text.lower())]
+
+
+def _query_terms(query: str) -> list[str]:
+    words = _WORD.findall(query.lower())
+    content = [w for w in words if w not in _STOPWORDS]
+    return [stem(w) for w in (content or words)]  # a query of stopwords only still means something
+
+
+class HeuristicReranker:
+    name = "heuristic"
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        q = list(dict.fromkeys(_query_terms(query)))  # distinct, in query order
+        if not q or not texts:
+            return [0.0] * len(texts)
+        docs = [_terms(t) for t in texts]
+        # Rarer terms among the candidates tell them apart better: weight by a smoothed idf.
+        df = {t: sum(1 for d in docs if t in d) for t in q}
+        weight = {t: math.log(1.0 + (len(docs) + 1) / (df[t] + 0.5)) for t in q}
+        total = sum(weight.values())
+        return [self._score(q, d, weight, total) for d in docs]
+
+    @staticmethod
+    def _score(q: list[str], doc: list[str], weight: dict[str, float], total: float) -> float:
+        positions: dict[str, list[int]] = {}
+        for i, term in enumerate(doc):
+            positions.setdefault(term, []).append(i)
+        matched = [t for t in q if t in positions]
+        if not matched:
+            return 0.0
+        coverage = sum(weight[t] for t in matched) / total
+        # Phrase: query bigrams that appear as adjacent words in the text, in order.
+        pairs = list(zip(q, q[1:]))
+        bigrams = set(zip(doc, doc[1:]))
+        phrase = sum(1 for p in pairs if p in bigrams) / len(pairs) if pairs else 1.0
+        # Proximity: the matched terms fit in a short window (1.0 when adjacent).
+        window = _smallest_window([positions[t] for t in matched])
+        proximity = len(matched) / window
+        return _COVERAGE * coverage + _PHRASE * phrase * coverage + _PROXIMITY * proximity * coverage
+
+
+def _smallest_window(lists: list[list[int]]) -> int:
+    """Length of the shortest span of text positions holding at least one position from each list."""
+    events = sorted((pos, k) for k, plist in enumerate(lists) for pos in plist)
+    need, have, counts, best, left = len(lists), 0, [0] * len(lists), math.inf, 0
+    for pos, k in events:
+        counts[k] += 1
+        have += counts[k] == 1
+        while have == need:
+            lpos, lk = events[left]
+            best = min(best, pos - lpos + 1)
+            counts[lk] -= 1
+            have -= counts[lk] == 0
+            left += 1
+    return int(best)

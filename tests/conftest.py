@@ -1,0 +1,55 @@
+"""Shared fixtures. The default run never leaves the machine: sockets may only reach loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+_real_connect = socket.socket.connect
+
+
+def _loopback_only(self: socket.socket, address):  # type: ignore[no-untyped-def]
+    host = address[0] if isinstance(address, tuple) else address
+    try:
+        if isinstance(host, str) and (host == "localhost" or ipaddress.ip_address(host).is_loopback):
+            return _real_connect(self, address)
+    except ValueError:
+        pass
+    if self.family == socket.AF_UNIX:
+        return _real_connect(self, address)
+    raise OSError(f"network access blocked in tests: {address!r}")
+
+
+@pytest.fixture(autouse=True)
+def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("integration") is None:
+        monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from memlane.adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
+
+    if not MiniLMOnnxEmbedder.available():
+        pytest.skip("local model packages not installed (pip install 'memlane[local]')")
+    return MiniLMOnnxEmbedder()
+
+
+@pytest.fixture()
+def service(tmp_path: Path, minilm) -> Iterator["LocalService"]:  # noqa: F821
+    """A local service on a fresh data directory, with the real local embedding model."""
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+
+    svc = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"), embedder=minilm)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture()
+def deps(service):
+    return service.deps

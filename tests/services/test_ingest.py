@@ -1,0 +1,104 @@
+"""Add: atomic writes, idempotency on request_id, refusals that leave nothing behind."""
+
+import pytest
+
+from memlane.domain.errors import Conflict, InvalidInput, InvalidScope, NotFound, PayloadTooLarge
+from memlane.domain.limits import MAX_MESSAGES_PER_ADD
+from memlane.domain.models import TaskStatus
+from memlane.repository import tenant_pk
+from memlane.services import ingest, messages, stores, tasks
+
+SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
+CONVO = [
+    {"role": "user", "name": "Ann", "content": "I adopted a beagle named Max last Saturday."},
+    {"role": "assistant", "content": "Congratulations! Beagles are lovely dogs."},
+]
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def all_items(deps, pk):
+    return deps.table.query(pk, limit=1000).items
+
+
+def test_add_stores_messages_and_pending_task(deps, store):
+    task = ingest.add(deps, store, scope=SCOPE, messages=CONVO)
+    assert task.status == TaskStatus.PENDING
+    found, cursor = messages.list_(deps, store, scope=SCOPE, limit=10, cursor=None)
+    assert [m.content for m in found] == [c["content"] for c in CONVO]  # readable at once, in order
+    assert found[0].name == "Ann" and cursor is None
+    assert tasks.get(deps, store, task.request_id).message_ids == [m.message_id for m in found]
+
+
+def test_add_defaults_scope_fields(deps, store):
+    task = ingest.add(deps, store, scope={"app_id": "app"}, text="Paris is the capital of France.")
+    assert task.scope.tenant_id == task.scope.agent_id == task.scope.run_id == "__default__"
+
+
+def test_replay_with_same_request_id_creates_nothing_new(deps, store):
+    first = ingest.add(deps, store, scope=SCOPE, messages=CONVO, request_id="req-1")
+    before = all_items(deps, tenant_pk(store, "app", "u1"))
+    again = ingest.add(deps, store, scope=SCOPE, messages=CONVO, request_id="req-1")
+    assert again.request_id == first.request_id == "req-1"
+    assert all_items(deps, tenant_pk(store, "app", "u1")) == before
+
+
+def test_request_id_reused_for_another_scope_is_a_conflict(deps, store):
+    ingest.add(deps, store, scope=SCOPE, messages=CONVO, request_id="req-1")
+    with pytest.raises(Conflict) as e:
+        ingest.add(deps, store, scope={**SCOPE, "tenant_id": "u2"}, messages=CONVO, request_id="req-1")
+    assert e.value.code == "request_id_in_use"
+    assert all_items(deps, tenant_pk(store, "app", "u2")) == []
+
+
+@pytest.mark.parametrize("kwargs, error, field", [
+    ({"scope": {"tenant_id": "u1"}, "messages": CONVO}, InvalidScope, "scope.app_id"),
+    ({"scope": {**SCOPE, "run_id": "*"}, "messages": CONVO}, InvalidScope, "scope.run_id"),
+    ({"scope": {**SCOPE, "tenant_id": "u1#x"}, "messages": CONVO}, InvalidScope, "scope.tenant_id"),
+    ({"scope": SCOPE, "messages": []}, InvalidInput, "messages"),
+    ({"scope": SCOPE}, InvalidInput, "messages"),
+    ({"scope": SCOPE, "messages": CONVO, "text": "both"}, InvalidInput, "messages"),
+    ({"scope": SCOPE, "messages": [{"role": "robot", "content": "x"}]}, InvalidInput, "messages[0].role"),
+    ({"scope": SCOPE, "messages": [CONVO[0], {"role": "user", "content": "  "}]}, InvalidInput,
+     "messages[1].content"),
+    ({"scope": SCOPE, "messages": [{"role": "user", "content": "x" * 40_000}]}, PayloadTooLarge,
+     "messages[0].content"),
+    ({"scope": SCOPE, "messages": [CONVO[0]] * (MAX_MESSAGES_PER_ADD + 1)}, PayloadTooLarge, "messages"),
+    ({"scope": SCOPE, "messages": CONVO, "metadata": {"a": {"b": {"c": {"d": {"e": 1}}}}}}, InvalidInput,
+     "metadata"),
+    ({"scope": SCOPE, "messages": CONVO, "request_id": "bad id"}, InvalidInput, "request_id"),
+])
+def test_bad_input_refused_and_nothing_written(deps, store, kwargs, error, field):
+    with pytest.raises(error) as e:
+        ingest.add(deps, store, **kwargs)
+    assert e.value.field == field
+    assert all_items(deps, tenant_pk(store, "app", "u1")) == []
+
+
+def test_unknown_store(deps):
+    with pytest.raises(NotFound) as e:
+        ingest.add(deps, "nope", scope=SCOPE, messages=CONVO)
+    assert e.value.code == "store_not_found"
+
+
+def test_message_pagination(deps, store):
+    many = [{"role": "user", "content": f"message number {i}"} for i in range(25)]
+    ingest.add(deps, store, scope=SCOPE, messages=many)
+    seen, cursor = [], None
+    while True:
+        page, cursor = messages.list_(deps, store, scope=SCOPE, limit=7, cursor=cursor)
+        seen += [m.content for m in page]
+        if cursor is None:
+            break
+    assert seen == [m["content"] for m in many]
+    newest, _ = messages.list_(deps, store, scope=SCOPE, limit=1, cursor=None, newest_first=True)
+    assert newest[0].content == "message number 24"
+
+
+def test_message_reads_need_all_four_scope_fields(deps, store):
+    with pytest.raises(InvalidScope):
+        messages.list_(deps, store, scope={"app_id": "app", "tenant_id": "u1", "agent_id": "bot"}, limit=5,
+                       cursor=None)

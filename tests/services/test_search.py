@@ -1,0 +1,116 @@
+"""Search: hybrid retrieval under scope, filters, similarity, evidence, table-as-truth."""
+
+import pytest
+
+from memlane.domain.errors import InvalidInput, InvalidScope, NotFound
+from memlane.services import ingest, memories, search, stores
+
+BASE = {"app_id": "app", "tenant_id": "u1"}
+
+
+@pytest.fixture()
+def store(service, deps):
+    name = stores.create(deps, name="demo").name
+    facts = [
+        ("r1", "I adopted a beagle named Max last Saturday.", {"topic": "pets"}),
+        ("r1", "I work as a nurse at St. Mary's hospital in Denver.", {"topic": "work"}),
+        ("r2", "My favourite food is spicy Thai green curry.", {"topic": "food"}),
+        ("r2", "I am training for the Boston marathon in April.", {"topic": "sport"}),
+    ]
+    for run, text, meta in facts:
+        ingest.add(deps, name, scope={**BASE, "agent_id": "bot", "run_id": run}, metadata=meta,
+                   messages=[{"role": "user", "name": "Ann", "content": text}])
+    ingest.add(deps, name, scope={"app_id": "app", "tenant_id": "u2", "run_id": "r1"},
+               messages=[{"role": "user", "name": "Bob", "content": "I adopted a beagle puppy called Rex."}])
+    service.drain()
+    return name
+
+
+def texts(hits):
+    return [h.memory.text for h in hits]
+
+
+def test_keyword_and_paraphrase_both_found(deps, store):
+    assert "beagle" in texts(search.search(deps, store, query="beagle", scope=BASE, top_k=1))[0]
+    # no shared content word: the vector signal carries it
+    top = search.search(deps, store, query="what does Ann like to eat?", scope=BASE, top_k=1)
+    assert "curry" in top[0].memory.text
+
+
+def test_scores_and_similarity_are_bounded_and_ordered(deps, store):
+    hits = search.search(deps, store, query="Ann's dog", scope=BASE, top_k=4)
+    assert 1 <= len(hits) <= 4
+    assert all(0.0 <= h.similarity <= 1.0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_never_returns_another_tenant(deps, store):
+    hits = search.search(deps, store, query="beagle puppy Rex", scope=BASE, top_k=10)
+    assert all(h.memory.scope.tenant_id == "u1" for h in hits)
+    assert "Rex" not in " ".join(texts(hits))
+
+
+def test_run_filters(deps, store):
+    only_r2 = search.search(deps, store, query="Ann", scope={**BASE, "run_id": "r2"}, top_k=10)
+    assert only_r2 and all(h.memory.scope.run_id == "r2" for h in only_r2)
+    both = search.search(deps, store, query="Ann", scope={**BASE, "run_id": ["r1", "r2"]}, top_k=10)
+    assert {h.memory.scope.run_id for h in both} == {"r1", "r2"}
+
+
+def test_metadata_and_type_filters(deps, store):
+    hits = search.search(deps, store, query="Ann", scope=BASE, filters={"topic": "work"}, top_k=10)
+    assert texts(hits) == ["Ann works as a nurse at St. Mary's hospital in Denver."] or \
+        all("nurse" in t for t in texts(hits))
+    prefs = search.search(deps, store, query="Ann", scope=BASE, memory_types=["preference"], top_k=10)
+    assert prefs and all(h.memory.memory_type == "preference" for h in prefs)
+
+
+def test_min_similarity_drops_weak_hits(deps, store):
+    all_hits = search.search(deps, store, query="nurse hospital job", scope=BASE, top_k=10)
+    strong = search.search(deps, store, query="nurse hospital job", scope=BASE, top_k=10, min_similarity=0.5)
+    assert len(strong) < len(all_hits) and all(h.similarity >= 0.5 for h in strong)
+
+
+def test_include_evidence_returns_source_messages(deps, store):
+    [hit] = search.search(deps, store, query="beagle", scope=BASE, top_k=1, include_evidence=True)
+    assert hit.evidence and hit.evidence[0].content == "I adopted a beagle named Max last Saturday."
+    assert hit.evidence[0].name == "Ann"
+
+
+def test_deleted_memory_disappears(deps, store):
+    [hit] = search.search(deps, store, query="beagle", scope=BASE, top_k=1)
+    memories.delete(deps, store, app_id="app", tenant_id="u1", memory_id=hit.memory.memory_id)
+    assert "beagle" not in " ".join(texts(search.search(deps, store, query="beagle", scope=BASE)))
+
+
+def test_updated_memory_is_searchable_by_its_new_text(deps, store):
+    [hit] = search.search(deps, store, query="marathon", scope=BASE, top_k=1)
+    memories.update(deps, store, app_id="app", tenant_id="u1", memory_id=hit.memory.memory_id,
+                    text="Ann is training for the Chicago triathlon.")
+    assert "triathlon" in search.search(deps, store, query="triathlon", scope=BASE, top_k=1)[0].memory.text
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"query": "x", "scope": {"app_id": "app"}}, InvalidScope),
+    ({"query": "x", "scope": {**BASE, "tenant_id": "*"}}, InvalidScope),
+    ({"query": "", "scope": BASE}, InvalidInput),
+    ({"query": "x", "scope": BASE, "top_k": 0}, InvalidInput),
+    ({"query": "x", "scope": BASE, "top_k": 101}, InvalidInput),
+    ({"query": "x", "scope": BASE, "min_similarity": 1.5}, InvalidInput),
+    ({"query": "x", "scope": BASE, "recipe": "magic"}, InvalidInput),
+])
+def test_bad_search_refused(deps, store, kwargs, error):
+    with pytest.raises(error):
+        search.search(deps, store, **kwargs)
+
+
+def test_unknown_store_is_404(deps):
+    with pytest.raises(NotFound):
+        search.search(deps, "nope", query="x", scope=BASE)
+
+
+def test_later_conversation_recalls_earlier_fact(service, deps, store):
+    """The product promise: a fact told in one conversation comes back in a later one, with evidence."""
+    hits = search.search(deps, store, query="Where does Ann work?", scope={**BASE, "run_id": "*"}, top_k=3,
+                         include_evidence=True)
+    assert "nurse" in hits[0].memory.text and hits[0].evidence[0].role == "user"

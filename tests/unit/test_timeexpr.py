@@ -1,0 +1,34 @@
+from datetime import datetime, timezone
+
+import pytest
+
+from memlane.policies.timeexpr import resolve
+
+REF = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
+
+
+@pytest.mark.parametrize("text, day, label", [
+    ("I went there yesterday", "2023-05-07", "7 May 2023"),
+    ("We met last Saturday at the park", "2023-05-06", "6 May 2023"),
+    ("see you tomorrow", "2023-05-09", "9 May 2023"),
+    ("a few days ago I ran", "2023-05-05", "5 May 2023"),
+    ("two weeks ago we moved", "2023-04-24", "week of 24 April 2023"),
+    ("3 days ago", "2023-05-05", "5 May 2023"),
+    ("last year I visited Rome", "2022-05-08", "2022"),
+    ("in March I started", "2023-03-01", "March 2023"),
+    ("in December we travelled", "2022-12-01", "December 2022"),
+    ("next Friday is the party", "2023-05-12", "12 May 2023"),
+])
+def test_resolves_against_message_time(text, day, label):
+    r = resolve(text, REF)
+    assert r is not None
+    assert r.when.date().isoformat() == day
+    assert r.label() == label
+
+
+def test_no_time_expression():
+    assert resolve("I like green tea", REF) is None
+
+
+def test_earliest_expression_wins():
+    assert resolve("yesterday, and also last year", REF).when.date().isoformat() == "2023-05-07"
