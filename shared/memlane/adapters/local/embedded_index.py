@@ -278,7 +278,7 @@ class EmbeddedIndex:
         match = match_expression(text)
         if match is None:
             return []
-        rows = self._select(store, f, "d.memory_id, bm25(docs_fts)", match=match, limit=k)
+        rows = self._select(store, f, "d.memory_id, -bm25(docs_fts)", match=match, limit=k)
         return [Hit(memory_id, float(score)) for memory_id, score in rows]
 
     @staticmethod

