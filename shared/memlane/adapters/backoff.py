@@ -19,4 +19,4 @@ DEFAULT_CAP_S = 8.0
 def backoff_delay(attempt: int, *, base: float = DEFAULT_BASE_S, cap: float = DEFAULT_CAP_S,
                   rng: Callable[[], float] = random.random) -> float:
     """Seconds to wait after the failed try number `attempt` (0-based)."""
-    return rng() * min(cap, base * (2 ** attempt))
+    return rng() * min(cap, base * 2.0 ** attempt)

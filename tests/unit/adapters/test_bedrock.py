@@ -183,7 +183,8 @@ def test_llm_repairs_a_tool_input_that_fails_validation(runtime: tuple[Any, Stub
     stubber.add_response("converse", converse_tool_answer(bad, "tooluse_bad"))
     repair_messages = [
         {"role": "user", "content": [{"text": "p"}]},
-        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tooluse_bad", "name": "Preference", "input": bad}}]},
+        {"role": "assistant",
+         "content": [{"toolUse": {"toolUseId": "tooluse_bad", "name": "Preference", "input": bad}}]},
         {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_bad", "status": "error",
                                                      "content": [{"text": ANY}]}}]},
     ]
@@ -254,7 +255,9 @@ def test_reranker_maps_scores_back_to_the_input_order(agent_runtime: tuple[Any, 
     texts = ["Paris is in France", "Alice likes tea", "Bob likes coffee"]
     # The API answers best first, by index into the sources.
     stubber.add_response("rerank", {"results": [
-        {"index": 1, "relevanceScore": 0.91}, {"index": 2, "relevanceScore": 0.12}, {"index": 0, "relevanceScore": 0.01},
+        {"index": 1, "relevanceScore": 0.91},
+        {"index": 2, "relevanceScore": 0.12},
+        {"index": 0, "relevanceScore": 0.01},
     ]}, rerank_request("what does Alice drink?", texts))
     reranker = BedrockReranker("amazon.rerank-v1:0", REGION, client=c)
     assert reranker.rerank("what does Alice drink?", texts) == [0.01, 0.91, 0.12]

@@ -164,7 +164,8 @@ def test_llm_asks_for_json_with_the_schema_and_validates_the_answer() -> None:
     assert session.calls[0]["url"] == "http://llm.local/v1/chat/completions"
     assert body["response_format"] == {"type": "json_object"} and body["model"] == "llama3.1"
     system = body["messages"][0]["content"]
-    assert system.startswith("Extract facts.") and json.dumps(Facts.model_json_schema(), separators=(",", ":")) in system
+    assert system.startswith("Extract facts.")
+    assert json.dumps(Facts.model_json_schema(), separators=(",", ":")) in system
     assert body["messages"][1] == {"role": "user", "content": "Alice: I love tea"}
 
 

@@ -54,7 +54,8 @@ class BedrockReranker:
             for result in response.get("results", []):
                 index = result.get("index")
                 if not isinstance(index, int) or not 0 <= index < len(texts):
-                    raise DependencyFailed(f"rerank returned an index out of range: {index!r}", code="model_bad_response")
+                    raise DependencyFailed(f"rerank returned an index out of range: {index!r}",
+                                           code="model_bad_response")
                 scores[index] = float(result["relevanceScore"])
             if not response.get("nextToken"):
                 break

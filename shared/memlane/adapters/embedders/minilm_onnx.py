@@ -103,8 +103,8 @@ class MiniLMOnnxEmbedder:
         hidden = session.run(None, {k: v for k, v in feeds.items() if k in self._input_names})[0]
         mask = feeds["attention_mask"][:, :, None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.clip(norms, 1e-12, None)
+        unit: np.ndarray = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return unit
 
     def _load(self) -> tuple[onnxruntime.InferenceSession, tokenizers.Tokenizer]:
         # Created once, lazily, under a lock: worker threads may race on the first call.

@@ -78,8 +78,8 @@ class HeuristicReranker:
             return 0.0
         coverage = sum(weight[t] for t in matched) / total
         # Phrase: query bigrams that appear as adjacent words in the text, in order.
-        pairs = list(zip(q, q[1:]))
-        bigrams = set(zip(doc, doc[1:]))
+        pairs = list(zip(q, q[1:], strict=False))
+        bigrams = set(zip(doc, doc[1:], strict=False))
         phrase = sum(1 for p in pairs if p in bigrams) / len(pairs) if pairs else 1.0
         # Proximity: the matched terms fit in a short window (1.0 when adjacent).
         window = _smallest_window([positions[t] for t in matched])

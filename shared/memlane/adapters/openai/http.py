@@ -10,7 +10,7 @@ from typing import Any
 import requests
 
 from ...domain.errors import DependencyFailed, Retryable
-from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep, backoff_delay
+from ..backoff import Sleep, backoff_delay
 
 _RETRY_AFTER_CAP_S = 30.0  # honour a server's Retry-After, but never park a worker for minutes
 
