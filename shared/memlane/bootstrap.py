@@ -49,6 +49,15 @@ class LocalService:
         self.queue.stop()
 
 
+def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
+    """The authentication the API enforces for these settings."""
+    if settings.auth != "auto":
+        return settings.auth
+    if settings.mode == "aws":
+        return "iam"
+    return "api_key" if deps.repo.has_api_keys() else "none"
+
+
 def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
     from .adapters.local.durable_queue import DurableQueue
 

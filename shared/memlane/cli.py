@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, MemlaneClient
+from .client import ApiError, HttpTransport, MemlaneClient
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 
@@ -20,12 +20,12 @@ class InProcessTransport:
     Jobs are processed before each answer returns, so `add` then `search` works in one go."""
 
     def __init__(self, data_dir: Path):
-        from .api.app import build_app
+        from .api.app import build_api
         from .bootstrap import build_local
         from .config import Settings
 
         self.service = build_local(Settings.from_env(data_dir=data_dir))
-        self.app = build_app(self.service.deps)
+        self.app = build_api(self.service.deps)
 
     def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         from .server import _LambdaContext, http_event
@@ -118,9 +118,41 @@ def cmd_messages(args: argparse.Namespace, client: MemlaneClient) -> int:
     return 0
 
 
+def cmd_access(args: argparse.Namespace) -> int:
+    """Grants and API keys are written straight to the configured table (the data dir locally)."""
+    from .bootstrap import build
+    from .config import Settings
+    from .services import access
+
+    deps = build(Settings.from_env(data_dir=args.data_dir), embedder=_NoEmbedder())
+    apps = {app: args.tenant or ["*"] for app in args.app or []}
+    if not apps and not args.admin:
+        print("error: give --app (with optional --tenant) or --admin", file=sys.stderr)
+        return 2
+    if args.command == "keys":
+        key = access.create_api_key(deps, args.principal, apps, admin=args.admin)
+        _print(args, {"principal": args.principal, "api_key": key, "apps": apps, "admin": args.admin},
+               f"API key for {args.principal} (shown once, keep it secret):\n{key}\n"
+               "restart `memlane serve` to enforce keys if it was running without any")
+    else:
+        grant = access.grant(deps, args.principal, apps, admin=args.admin)
+        _print(args, grant.model_dump(mode="json"), f"granted {args.principal}: {apps}{' (admin)' if args.admin else ''}")
+    return 0
+
+
+class _NoEmbedder:
+    """Admin commands touch no vectors; this keeps them from loading a model."""
+
+    name, dim = "none", 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("admin commands do not embed")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
     p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
+    p.add_argument("--api-key", default=os.environ.get("MEMLANE_API_KEY"), help="API key (or MEMLANE_API_KEY)")
     p.add_argument("--local", action="store_true", help="run in-process on --data-dir instead of calling a server")
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -164,6 +196,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--tenant")
     s.add_argument("--wait", action="store_true")
 
+    for name, text in (("keys", "create an API key (local mode) with its grant"),
+                       ("grants", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
+        s = sub.add_parser(name, help=text)
+        s.add_argument("action", choices=["create"] if name == "keys" else ["put"])
+        s.add_argument("--principal", required=True, help="a name for the caller, or its IAM ARN")
+        s.add_argument("--app", action="append", help="an app id (repeatable); '*' for every app")
+        s.add_argument("--tenant", action="append", help="a tenant id (repeatable); default every tenant of the apps")
+        s.add_argument("--admin", action="store_true", help="may manage stores and read audit logs")
+
     s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
@@ -178,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
-    client = MemlaneClient(InProcessTransport(args.data_dir) if args.local else args.url)
+    if args.command in ("keys", "grants"):
+        return cmd_access(args)
+    client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
+                           else HttpTransport(args.url, api_key=args.api_key))
     try:
         return COMMANDS[args.command](args, client)
     except ApiError as error:

@@ -50,8 +50,8 @@ def _query(params: dict[str, Any]) -> str:
 
 
 class MemlaneClient:
-    def __init__(self, transport: Transport | str):
-        self.transport = HttpTransport(transport) if isinstance(transport, str) else transport
+    def __init__(self, transport: Transport | str, *, api_key: str | None = None):
+        self.transport = HttpTransport(transport, api_key=api_key) if isinstance(transport, str) else transport
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         status, payload = self.transport.send(method, path, body)

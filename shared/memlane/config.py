@@ -41,6 +41,10 @@ class Settings(BaseModel):
     openai_embed_model: str = "text-embedding-3-small"
     openai_llm_model: str = "gpt-4o-mini"
 
+    # Who may call: "auto" = IAM identity on AWS; locally API keys once one exists, else loopback only
+    auth: Literal["auto", "none", "api_key", "iam"] = "auto"
+    audit_retention_days: int = Field(default=30, ge=1, le=3650)
+
     # Local server
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)

@@ -8,6 +8,16 @@ Partitions (pk) and sort keys (sk):
     <store>#<app>#<tenant>        TASK#<request_id>               extraction tasks
     <store>#<app>#<tenant>        SCOPE#<agent>#<run>             scope registry (activity, access policy)
     <store>#~requests             <request_id>                    request id → tenant (uniqueness guard)
+    ~grants                       <principal>                     what a caller may touch
+    ~apikeys                      <sha256 of key>                 local-mode API key → principal
+    <store>#~audit                <time>#<request_id>             the audit log (expires_at = TTL)
+    <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
+    <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
+    <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>           dream actions, in proposal order (with undo records)
+    <store>#<app>#<tenant>        PROFILE#~tenant                 the tenant's profile
+    <store>#<app>#<tenant>        PROFILE#AGENT#<agent>           the profile of one agent of the tenant
+    <store>#~dream                TASK#<task_id> / ACT#<action_id>  dream task / action id → tenant (pointers)
+    <store>#~dream                SCHED                           the scheduler's round-robin cursor
 
 Every tenant item lives under a partition key that *is* ``store#app#tenant``, so one IAM
 condition on ``dynamodb:LeadingKeys`` confines a caller to its tenant. Scope ids cannot
@@ -16,14 +26,21 @@ contain ``#`` or ``~`` (domain.scope), so no id can forge another partition.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Iterator, Sequence
 
+from pydantic import TypeAdapter
+
 from .domain.errors import ConditionFailed, Conflict, NotFound
-from .domain.models import Memory, Message, ScopeInfo, Store, Task
+from .domain.models import AuditRecord, Grant, Memory, Message, ScopeInfo, Store, Task
+from .domain.models import ActivityInfo, DreamAction, DreamTask, Profile
 from .domain.scope import Scope, ScopeFilter
-from .ports import Put, Table, Write
+from .ports import Item, Put, Table, Update, Write
 
 STORES_PK = "~stores"
+GRANTS_PK = "~grants"
+API_KEYS_PK = "~apikeys"
+TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it
 
 
 def tenant_pk(store: str, app_id: str, tenant_id: str) -> str:
@@ -183,3 +200,210 @@ class Repository:
     def transact(self, writes: Sequence[Write]) -> None:
         self.table.transact(writes)
 
+
+
+    # -- grants, API keys, audit -------------------------------------------------------------
+    def put_grant(self, grant: Grant) -> None:
+        self.table.put({"pk": GRANTS_PK, "sk": grant.principal, **_dump(grant)})
+
+    def get_grant(self, principal: str) -> Grant | None:
+        item = self.table.get(GRANTS_PK, principal)
+        return Grant.model_validate(item) if item else None
+
+    def list_grants(self, limit: int, cursor: str | None) -> tuple[list[Grant], str | None]:
+        page = self.table.query(GRANTS_PK, limit=limit, cursor=cursor)
+        return [Grant.model_validate(i) for i in page.items], page.cursor
+
+    def delete_grant(self, principal: str) -> None:
+        self.table.delete(GRANTS_PK, principal)
+
+    def put_api_key(self, key_hash: str, principal: str) -> None:
+        self.table.put({"pk": API_KEYS_PK, "sk": key_hash, "principal": principal}, if_absent=True)
+
+    def principal_for_key(self, key_hash: str) -> str | None:
+        item = self.table.get(API_KEYS_PK, key_hash)
+        return item["principal"] if item else None
+
+    def has_api_keys(self) -> bool:
+        return bool(self.table.query(API_KEYS_PK, limit=1).items)
+
+    def put_audit(self, record: AuditRecord, expires_at: int) -> None:
+        self.table.put({"pk": f"{record.store}#~audit", "sk": f"{record.at.isoformat()}#{record.request_id}",
+                        TTL_ATTRIBUTE: expires_at, **_dump(record)})
+
+    def list_audit(self, store: str, *, limit: int, cursor: str | None, since: str | None = None,
+                   until: str | None = None) -> tuple[list[AuditRecord], str | None]:
+        """Newest first. `since`/`until` are ISO times bounding the sort key."""
+        page = self.table.query(f"{store}#~audit", start=since or "0", end=(until or "9999") + "~", limit=limit,
+                                cursor=cursor, forward=False)
+        return [AuditRecord.model_validate(i) for i in page.items], page.cursor
+
+    # -- dream: activity registry ------------------------------------------------------------
+    # Written by ingest in the add transaction (and by extract when it writes memories): a scope
+    # with `pending_since` set is due for a dream. The registry is one store-level partition so
+    # the scheduler can walk it round-robin without knowing the tenants.
+    def activity_key(self, store: str, scope: Scope) -> tuple[str, str]:
+        return activity_pk(store), f"{scope.app_id}#{scope.tenant_id}#{scope.agent_id}#{scope.run_id}"
+
+    def get_activity(self, store: str, scope: Scope) -> ActivityInfo | None:
+        item = self.table.get(*self.activity_key(store, scope))
+        return ActivityInfo.model_validate(item) if item else None
+
+    def activity_write(self, store: str, scope: Scope, now: datetime, *, previous: ActivityInfo | None) -> Write:
+        """Record activity in `scope`. Conditioned on `previous`, so a concurrent claim by a dream is never lost."""
+        pk, sk = self.activity_key(store, scope)
+        if previous is None:
+            info = ActivityInfo(scope=scope, last_activity=now, pending_since=now)
+            return Put({"pk": pk, "sk": sk, **_dump(info)}, if_absent=True)
+        stamp = _dump(ActivityInfo(scope=scope, last_activity=now))["last_activity"]
+        if previous.pending_since is None:
+            return Update(pk, sk, {"last_activity": stamp, "pending_since": stamp}, expect={"pending_since": None})
+        return Update(pk, sk, {"last_activity": stamp}, expect={"pending_since": _dump(previous)["pending_since"]})
+
+    def touch_activity(self, store: str, scope: Scope, now: datetime, *, attempts: int = 5) -> None:
+        for _ in range(attempts):
+            try:
+                self.table.transact([self.activity_write(store, scope, now,
+                                                         previous=self.get_activity(store, scope))])
+                return
+            except ConditionFailed:
+                continue  # a concurrent add or dream claim moved it: read again
+
+    def scan_activity(self, store: str, *, after: str | None, limit: int) -> list[tuple[str, ActivityInfo]]:
+        """Up to `limit` registry entries in key order, starting after the key `after` (exclusive)."""
+        page = self.table.query(activity_pk(store), start=after, limit=limit + 1 if after else limit)
+        items = [i for i in page.items if i["sk"] != after][:limit]
+        return [(i["sk"], ActivityInfo.model_validate(i)) for i in items]
+
+    def list_activity(self, store: str, app_id: str, tenant_id: str, agent_id: str | None = None,
+                      run_id: str | None = None) -> Iterator[tuple[str, ActivityInfo]]:
+        prefix = f"{app_id}#{tenant_id}#"
+        if agent_id is not None:
+            prefix += f"{agent_id}#" + (run_id if run_id is not None else "")
+        cursor = None
+        while True:
+            page = self.table.query(activity_pk(store), prefix=prefix, limit=500, cursor=cursor)
+            for item in page.items:
+                info = ActivityInfo.model_validate(item)
+                if run_id is None or info.scope.run_id == run_id:
+                    yield item["sk"], info
+            if not (cursor := page.cursor):
+                return
+
+    def activity_update(self, store: str, sk: str, changes: dict[str, Any],
+                        expect: dict[str, Any] | None = None) -> Update:
+        """An update of a registry entry; datetimes in `changes`/`expect` are stored as the model stores them."""
+        return Update(activity_pk(store), sk, _json_values(changes),
+                      expect=_json_values(expect) if expect is not None else None)
+
+    def get_dream_cursor(self, store: str) -> str | None:
+        item = self.table.get(dream_pk(store), "SCHED")
+        return item.get("cursor") if item else None
+
+    def set_dream_cursor(self, store: str, cursor: str | None) -> None:
+        self.table.put({"pk": dream_pk(store), "sk": "SCHED", **({"cursor": cursor} if cursor else {})})
+
+    # -- dream: tasks ------------------------------------------------------------------------
+    def dream_task_writes(self, task: DreamTask) -> list[Write]:
+        s = task.scope
+        return [
+            Put({"pk": dream_pk(task.store), "sk": f"TASK#{task.task_id}", "app_id": s.app_id,
+                 "tenant_id": s.tenant_id}, if_absent=True),
+            Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
+                 **_dump(task)}),
+        ]
+
+    def get_dream_task(self, store: str, task_id: str) -> DreamTask:
+        pointer = self.table.get(dream_pk(store), f"TASK#{task_id}")
+        item = pointer and self.table.get(tenant_pk(store, pointer["app_id"], pointer["tenant_id"]),
+                                          f"DREAM#{task_id}")
+        if not item:
+            raise NotFound(f"dream task '{task_id}' not found", code="dream_task_not_found")
+        return DreamTask.model_validate(item)
+
+    def save_dream_task(self, task: DreamTask, *, expect_status: str | None = None) -> None:
+        s = task.scope
+        self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
+                        **_dump(task)}, expect={"status": expect_status} if expect_status else None)
+
+    def list_dream_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
+                         cursor: str | None) -> tuple[list[DreamTask], str | None]:
+        page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="DREAM#", limit=limit, cursor=cursor,
+                                forward=False)
+        return [DreamTask.model_validate(i) for i in page.items], page.cursor
+
+    # -- dream: actions ----------------------------------------------------------------------
+    # An action id is derived from what the action does, so its pointer doubles as a guard: the
+    # same proposal is never stored twice, even by two dreams, and a rejected one is not re-proposed.
+    def action_writes(self, action: DreamAction, ordinal: int) -> list[Write]:
+        s = action.scope
+        sk = f"DACT#{action.task_id}#{ordinal:04d}"
+        return [
+            Put({"pk": dream_pk(action.store), "sk": f"ACT#{action.action_id}", "app_id": s.app_id,
+                 "tenant_id": s.tenant_id, "task_id": action.task_id, "item_sk": sk}, if_absent=True),
+            Put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": sk, **_dump(action)}),
+        ]
+
+    def find_action_pointer(self, store: str, action_id: str) -> Item | None:
+        return self.table.get(dream_pk(store), f"ACT#{action_id}")
+
+    def get_action(self, store: str, action_id: str) -> DreamAction:
+        pointer = self.find_action_pointer(store, action_id)
+        item = pointer and self.table.get(tenant_pk(store, pointer["app_id"], pointer["tenant_id"]),
+                                          pointer["item_sk"])
+        if not item:
+            raise NotFound(f"dream action '{action_id}' not found", code="dream_action_not_found")
+        return DreamAction.model_validate(item)
+
+    def action_put(self, action: DreamAction, *, expect_status: str) -> Put:
+        """The action's new state, conditioned on the status it had: two deciders cannot both win."""
+        pointer = self.find_action_pointer(action.store, action.action_id)
+        if pointer is None:
+            raise NotFound(f"dream action '{action.action_id}' not found", code="dream_action_not_found")
+        s = action.scope
+        return Put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": pointer["item_sk"],
+                    **_dump(action)}, expect={"status": expect_status})
+
+    def list_actions(self, store: str, app_id: str, tenant_id: str, task_id: str, *, limit: int = 1000,
+                     cursor: str | None = None) -> tuple[list[DreamAction], str | None]:
+        page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix=f"DACT#{task_id}#", limit=limit,
+                                cursor=cursor)
+        return [DreamAction.model_validate(i) for i in page.items], page.cursor
+
+    # -- dream: profiles and raw items for undo ----------------------------------------------
+    def profile_key(self, store: str, app_id: str, tenant_id: str, agent_id: str | None) -> tuple[str, str]:
+        sk = "PROFILE#~tenant" if agent_id is None else f"PROFILE#AGENT#{agent_id}"
+        return tenant_pk(store, app_id, tenant_id), sk
+
+    def get_profile(self, store: str, app_id: str, tenant_id: str, agent_id: str | None = None) -> Profile | None:
+        item = self.table.get(*self.profile_key(store, app_id, tenant_id, agent_id))
+        return Profile.model_validate(item) if item else None
+
+    def profile_item(self, profile: Profile) -> Item:
+        pk, sk = self.profile_key(profile.store, profile.app_id, profile.tenant_id, profile.agent_id)
+        return {"pk": pk, "sk": sk, **_dump(profile)}
+
+    def memory_key(self, store: str, scope: Scope, memory_id: str) -> tuple[str, str]:
+        return tenant_pk(store, scope.app_id, scope.tenant_id), f"MEM#{memory_id}"
+
+    def memory_item(self, store: str, memory: Memory) -> Item:
+        return self.memory_put(store, memory).item
+
+    def get_items(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Item]:
+        return {(i["pk"], i["sk"]): i for i in self.table.batch_get(list(keys))}
+
+
+def activity_pk(store: str) -> str:
+    return f"{store}#~activity"
+
+
+def dream_pk(store: str) -> str:
+    return f"{store}#~dream"
+
+
+_DATETIME = TypeAdapter(datetime)
+
+
+def _json_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Datetimes as the models store them (pydantic's JSON form), so conditions compare like with like."""
+    return {k: (_DATETIME.dump_python(v, mode="json") if isinstance(v, datetime) else v) for k, v in values.items()}

@@ -7,6 +7,8 @@ handed to the same resolver, so local mode runs exactly the routes that AWS runs
 from __future__ import annotations
 
 import base64
+import ipaddress
+import socket
 import json
 import logging
 import threading
@@ -15,12 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-
-from .api.app import build_app
-from .bootstrap import LocalService, build_local
+from .api.app import build_api
+from .api.audit import AuditedResolver
+from .bootstrap import LocalService, auth_mode, build_local
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
+from .services.access import AuthMode
 
 log = logging.getLogger("memlane.server")
 
@@ -62,7 +64,7 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     }
 
 
-def make_handler(resolver_for_thread: Callable[[], APIGatewayHttpResolver]) -> type[BaseHTTPRequestHandler]:
+def make_handler(resolver_for_thread: Callable[[], AuditedResolver]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "memlane"
         protocol_version = "HTTP/1.1"
@@ -109,13 +111,17 @@ def make_handler(resolver_for_thread: Callable[[], APIGatewayHttpResolver]) -> t
 class LocalServer:
     """The HTTP server and the worker of one local service."""
 
-    def __init__(self, service: LocalService, host: str, port: int):
+    def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
+                 audit_retention_days: int = 30):
+        if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
+            raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
+                             "(memlane keys create ...) or bind to 127.0.0.1")
         local = threading.local()
 
-        def resolver() -> APIGatewayHttpResolver:
+        def resolver() -> AuditedResolver:
             # The resolver keeps the current event on itself, so each server thread gets its own.
             if not hasattr(local, "app"):
-                local.app = build_app(service.deps)
+                local.app = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
             return local.app
 
         self.service = service
@@ -141,7 +147,14 @@ class LocalServer:
 
 def serve(settings: Settings) -> None:
     service = build_local(settings)
-    server = LocalServer(service, settings.host, settings.port)
+    auth = auth_mode(settings, service.deps)
+    server = LocalServer(service, settings.host, settings.port, auth=auth,
+                         audit_retention_days=settings.audit_retention_days)
     print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
           flush=True)
+    if auth == "none":
+        print("no API keys configured: serving loopback only, every local caller is admin "
+              "(create one with `memlane keys create`)", flush=True)
+    else:
+        print(f"authentication: {auth}", flush=True)
     server.serve_forever()

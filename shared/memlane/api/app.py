@@ -9,15 +9,19 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from .. import __version__
 from ..services.deps import Deps
 from . import errors
+from ..services.access import AuthMode
+from .access import Gate
+from .audit import AuditedResolver
 from .routes import ingest, search, stores, tasks
 
 FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes}
 
 
-def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES)) -> APIGatewayHttpResolver:
+def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
     app = APIGatewayHttpResolver(enable_validation=True)
+    gate = Gate(deps, auth)
     for family in families:
-        app.include_router(FAMILIES[family](deps))
+        app.include_router(FAMILIES[family](deps, gate))
     errors.register(app)
 
     @app.get("/openapi.json", include_in_schema=False)
@@ -29,6 +33,12 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES)) -> APIGatew
         return {"status": "ok", "version": __version__}
 
     return app
+
+
+def build_api(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
+              audit_retention_days: int = 30) -> AuditedResolver:
+    """The application as served: every request resolved and written to the audit log."""
+    return AuditedResolver(build_app(deps, families, auth=auth), deps, Gate(deps, auth), audit_retention_days)
 
 
 def openapi_json(app: APIGatewayHttpResolver) -> str:

@@ -240,6 +240,26 @@ class AccessPolicyIn(Strict):
     access_policy: AccessPolicy
 
 
+class AuditRecordOut(BaseModel):
+    request_id: str
+    store: str
+    operation: str
+    principal: str
+    status: int
+    error_code: str | None = None
+    latency_ms: float
+    app_id: str | None = None
+    tenant_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    at: datetime
+
+
+class AuditList(BaseModel):
+    requests: list[AuditRecordOut]
+    next_cursor: str | None = None
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str

@@ -172,3 +172,193 @@ class Candidate(BaseModel):
     event_time: datetime | None = None
     keywords: str = ""
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class Grant(BaseModel):
+    """What a principal may touch: per app, the tenants it may use ("*" = every tenant of the app)."""
+
+    principal: str
+    apps: dict[str, list[str]] = Field(default_factory=dict)
+    admin: bool = False  # may manage stores, grants and read the audit log of every store
+    created_at: datetime
+
+    def allows(self, app_id: str, tenant_id: str) -> bool:
+        if self.admin:
+            return True
+        tenants = self.apps.get(app_id) or self.apps.get("*")
+        return bool(tenants) and ("*" in tenants or tenant_id in tenants)  # type: ignore[operator]
+
+
+class AuditRecord(BaseModel):
+    """One request, as the audit log keeps it."""
+
+    request_id: str
+    store: str
+    operation: str  # METHOD route, e.g. "POST /v1/stores/<store>/search"
+    principal: str
+    status: int
+    error_code: str | None = None
+    latency_ms: float
+    app_id: str | None = None
+    tenant_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+    at: datetime
+
+
+# ---------------------------------------------------------------------------------------------
+# Dream: scheduled consolidation. Activity registry, dream tasks, their actions, profiles.
+# ---------------------------------------------------------------------------------------------
+
+
+class ActivityInfo(BaseModel):
+    """One concrete scope's entry in the store's activity registry: what the dream scheduler reads.
+
+    A scope is *due* while `pending_since` is set: it received messages or memories after its
+    last dream claimed it. `queued_*` marks a dream the scheduler has queued but not yet started.
+    """
+
+    scope: Scope
+    last_activity: datetime
+    pending_since: datetime | None = None
+    last_dream: datetime | None = None
+    last_dream_task: str | None = None
+    queued_task: str | None = None
+    queued_at: datetime | None = None
+
+
+class DreamActionKind(StrEnum):
+    ADD = "ADD"
+    UPDATE = "UPDATE"  # supersede memories by a newer one (kept, with links)
+    DELETE = "DELETE"  # soft delete (status deleted; restorable)
+    MERGE = "MERGE"  # near-duplicates: one survivor, the others superseded by it
+    NOOP = "NOOP"
+    EMIT_SKILL = "EMIT_SKILL"  # a procedure memory distilled from repeated successful interactions
+    EMIT_PROFILE = "EMIT_PROFILE"  # the structured profile of the tenant (or of one agent)
+
+
+class DreamActionStatus(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    UNDONE = "undone"
+    FAILED = "failed"  # could not be applied: what it was about changed since it was proposed
+
+
+class DreamScope(BaseModel):
+    """What one dream covers: a tenant, optionally narrowed to one agent and one run (None = all)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def covers(self, scope: Scope) -> bool:
+        return (scope.app_id == self.app_id and scope.tenant_id == self.tenant_id
+                and self.agent_id in (None, scope.agent_id) and self.run_id in (None, scope.run_id))
+
+
+class MemoryDraft(BaseModel):
+    """The content an action writes: a new memory, or the new text of a survivor."""
+
+    text: str
+    memory_type: MemoryType = MemoryType.FACT
+    scope: Scope
+    evidence: list[str] = Field(default_factory=list)
+    event_time: datetime | None = None
+    keywords: str = ""
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProfileEntry(BaseModel):
+    """One attribute or preference of a profile, with the memories that support it."""
+
+    name: str  # "residence", "occupation", "favorite_color", "likes", "dislikes", "pets", ...
+    value: str
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    evidence: list[str] = Field(default_factory=list)  # memory ids
+    since: datetime | None = None  # when the newest supporting memory was said
+    previous: list[str] = Field(default_factory=list)  # earlier values of a single-valued attribute
+
+
+class ProfileSkill(BaseModel):
+    memory_id: str
+    title: str
+
+
+class Profile(BaseModel):
+    """A structured profile of a tenant (agent_id None) or of one agent of the tenant."""
+
+    store: str
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    subject: str = ""
+    attributes: list[ProfileEntry] = Field(default_factory=list)
+    preferences: list[ProfileEntry] = Field(default_factory=list)
+    skills: list[ProfileSkill] = Field(default_factory=list)
+    summary: str = ""
+    version: int = 0
+    updated_at: datetime | None = None
+    task_id: str | None = None
+    action_id: str | None = None
+
+    def content(self) -> dict[str, Any]:
+        """What the profile says, without bookkeeping: two profiles with equal content are the same."""
+        return self.model_dump(mode="json", include={"subject", "attributes", "preferences", "skills", "summary"})
+
+
+class UndoEntry(BaseModel):
+    """One table item an applied action touched: its exact state before, and a digest of the state after."""
+
+    pk: str
+    sk: str
+    before: dict[str, Any] | None = None  # the whole item; None when the action created it
+    after_digest: str  # undo refuses when the item changed since the action wrote it
+
+
+class DreamAction(BaseModel):
+    """One proposed (or applied) consolidation step. Reversible from its own record once applied."""
+
+    action_id: str
+    task_id: str
+    store: str
+    kind: DreamActionKind
+    status: DreamActionStatus = DreamActionStatus.PENDING
+    confidence: float = Field(ge=0.0, le=1.0)
+    rationale: str
+    scope: Scope  # where the action writes (the survivor's / new memory's / profile's scope)
+    target_ids: list[str] = Field(default_factory=list)  # memories superseded / deleted
+    keep_id: str | None = None  # the memory that stays (MERGE survivor, UPDATE's newer statement)
+    before: list[Memory] = Field(default_factory=list)  # the memories involved, as seen when proposed
+    after: MemoryDraft | None = None
+    profile: Profile | None = None
+    created_at: datetime
+    updated_at: datetime
+    decided_at: datetime | None = None
+    undo: list[UndoEntry] = Field(default_factory=list)
+    created_ids: list[str] = Field(default_factory=list)  # memories the apply created
+    error: str | None = None
+
+
+class DreamTask(BaseModel):
+    """One dream run over a scope: what it was asked to do and what it produced."""
+
+    task_id: str
+    store: str
+    scope: DreamScope
+    mode: DreamMode
+    threshold: float = Field(ge=0.0, le=1.0)
+    kinds: list[DreamActionKind] = Field(default_factory=list)  # empty = every kind
+    trigger: str = "api"  # "api" | "schedule"
+    engine: str = ""  # "llm" | "rules", set when it runs
+    status: TaskStatus = TaskStatus.PENDING
+    created_at: datetime
+    updated_at: datetime
+    action_ids: list[str] = Field(default_factory=list)
+    stats: dict[str, int] = Field(default_factory=dict)
+    error: str | None = None
+    attempts: int = 0

@@ -5,11 +5,13 @@ from typing import Any
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...services import ingest
+from ...domain.scope import DEFAULT
 from ...services.deps import Deps
+from ..access import Gate
 from ..models import AddAccepted, AddIn, TaskOut
 
 
-def routes(deps: Deps) -> Router:
+def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
     @router.post("/v1/stores/<store>/memories", status_code=202, tags=["ingest"],
@@ -18,6 +20,7 @@ def routes(deps: Deps) -> Router:
                             200: {"description": "Extracted (sync)",
                                   "content": {"application/json": {"model": TaskOut}}}})
     def add_memories(store: str, body: AddIn) -> tuple[dict[str, Any], int]:
+        gate.require(router.current_event, body.scope.app_id, body.scope.tenant_id or DEFAULT)
         task = ingest.add(
             deps, store, scope=body.scope.model_dump(exclude_none=True),
             messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,

@@ -3,38 +3,61 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...domain import limits
-from ...services import scopes, tasks
+from datetime import datetime
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from ...services import audit, scopes, tasks
 from ...services.deps import Deps
-from ..models import AccessPolicyIn, ScopeInfoOut, ScopeList, TaskList, TaskOut
+from ..access import Gate
+from ..models import AccessPolicyIn, AuditList, AuditRecordOut, ScopeInfoOut, ScopeList, TaskList, TaskOut
 from .common import Cursor, IdParam, Limit
 
 
-def routes(deps: Deps) -> Router:
+def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
     @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"], summary="Status of an add's extraction")
     def get_task(store: str, request_id: str) -> TaskOut:
         task = tasks.get(deps, store, request_id)
+        gate.require(router.current_event, task.scope.app_id, task.scope.tenant_id)
         found = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
     @router.get("/v1/stores/<store>/tasks", tags=["tasks"], summary="List a tenant's tasks, newest first")
     def list_tasks(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> TaskList:
+        gate.require(router.current_event, app_id, tenant_id)
         found, next_cursor = tasks.list_(deps, store, app_id=app_id, tenant_id=tenant_id, limit=limit, cursor=cursor)
         return TaskList(tasks=[TaskOut.of(t) for t in found], next_cursor=next_cursor)
 
     @router.get("/v1/stores/<store>/scopes", tags=["tasks"], summary="List a tenant's agents and runs")
     def list_scopes(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                     limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> ScopeList:
+        gate.require(router.current_event, app_id, tenant_id)
         found, next_cursor = scopes.list_(deps, store, app_id=app_id, tenant_id=tenant_id, limit=limit,
                                           cursor=cursor)
         return ScopeList(scopes=[ScopeInfoOut.of(s) for s in found], next_cursor=next_cursor)
 
     @router.put("/v1/stores/<store>/access-policy", tags=["tasks"], summary="Set a run's access policy")
     def set_access_policy(store: str, body: AccessPolicyIn) -> ScopeInfoOut:
+        gate.require(router.current_event, body.scope.app_id, body.scope.tenant_id)
         info = scopes.set_access_policy(deps, store, scope=body.scope.model_dump(exclude_none=True),
                                         policy=body.access_policy)
         return ScopeInfoOut.of(info)
+
+    @router.get("/v1/stores/<store>/requests", tags=["tasks"], summary="The audit log of a store, newest first")
+    def list_requests(store: str, since: Annotated[datetime | None, Query()] = None,
+                      until: Annotated[datetime | None, Query()] = None, principal: IdParam = None,
+                      status: Annotated[int | None, Query(ge=100, le=599)] = None,
+                      operation: Annotated[str | None, Query(max_length=200)] = None, tenant_id: IdParam = None,
+                      limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> AuditList:
+        gate.require_admin(router.current_event)
+        found, next_cursor = audit.list_(deps, store, limit=limit, cursor=cursor, since=since, until=until,
+                                         principal=principal, status=status, operation=operation,
+                                         tenant_id=tenant_id)
+        return AuditList(requests=[AuditRecordOut.model_validate(r.model_dump()) for r in found],
+                         next_cursor=next_cursor)
 
     return router

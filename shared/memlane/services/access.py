@@ -1,0 +1,103 @@
+"""Who may touch what: grants per principal, API keys for local mode, and the check every route makes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+from ..domain.errors import Forbidden, InvalidInput, Unauthenticated
+from ..domain.models import Grant
+from ..domain.scope import validate_id
+from .deps import Deps
+
+AuthMode = Literal["none", "api_key", "iam"]
+LOCAL_ADMIN = "local-admin"
+KEY_PREFIX = "ml_"
+_ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: str
+    grant: Grant | None  # None with auth "none": the loopback-only local operator may do anything
+
+    @property
+    def is_admin(self) -> bool:
+        return self.grant is None or self.grant.admin
+
+    def may_use(self, app_id: str, tenant_id: str) -> bool:
+        return self.grant is None or self.grant.allows(app_id, tenant_id)
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def role_arn(principal: str) -> str | None:
+    """arn:aws:sts::1:assumed-role/R/session → arn:aws:iam::1:role/R, so a grant can name the role."""
+    m = _ASSUMED_ROLE.match(principal)
+    return f"arn:{m.group(1)}:iam::{m.group(2)}:role/{m.group(3)}" if m else None
+
+
+def identify(deps: Deps, mode: AuthMode, *, api_key: str | None = None, iam_principal: str | None = None) -> Caller:
+    if mode == "none":
+        return Caller(LOCAL_ADMIN, None)
+    if mode == "api_key":
+        if not api_key:
+            raise Unauthenticated("an API key is required: Authorization: Bearer <key>", code="missing_api_key")
+        principal = deps.repo.principal_for_key(_hash(api_key))
+        if principal is None:
+            raise Unauthenticated("unknown API key", code="invalid_api_key")
+    else:
+        if not iam_principal:
+            raise Unauthenticated("no IAM identity on the request", code="missing_identity")
+        principal = iam_principal
+    grant = deps.repo.get_grant(principal)
+    if grant is None and (role := role_arn(principal)):
+        grant = deps.repo.get_grant(role)
+    if grant is None:
+        raise Forbidden(f"principal '{principal}' has no grant", code="no_grant")
+    return Caller(principal, grant)
+
+
+def require(caller: Caller, app_id: str | None, tenant_id: str | None) -> None:
+    """403 unless the caller's grant covers the app and tenant (both validated ids)."""
+    if caller.grant is None:
+        return
+    if app_id is None or tenant_id is None:
+        if caller.grant.admin:
+            return
+        raise Forbidden("this operation needs an app_id and tenant_id within your grant", code="scope_required")
+    if not caller.may_use(app_id, tenant_id):
+        raise Forbidden(f"principal '{caller.principal}' may not access app '{app_id}' tenant '{tenant_id}'",
+                        code="outside_grant")
+
+
+def require_admin(caller: Caller) -> None:
+    if not caller.is_admin:
+        raise Forbidden("this operation needs an admin grant", code="admin_required")
+
+
+def grant(deps: Deps, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> Grant:
+    if not principal or len(principal) > 512:
+        raise InvalidInput("principal must be 1-512 characters", field="principal")
+    for app_id, tenants in apps.items():
+        if app_id != "*":
+            validate_id("app_id", app_id)
+        for tenant in tenants:
+            if tenant != "*":
+                validate_id("tenant_id", tenant)
+    g = Grant(principal=principal, apps=apps, admin=admin, created_at=deps.clock.now())
+    deps.repo.put_grant(g)
+    return g
+
+
+def create_api_key(deps: Deps, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> str:
+    """A new key for `principal` with that grant. The key is shown once; only its hash is kept."""
+    grant(deps, principal, apps, admin=admin)
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    deps.repo.put_api_key(_hash(key), principal)
+    return key

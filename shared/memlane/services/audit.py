@@ -1,0 +1,33 @@
+"""The audit log: every request, who made it, on what scope, how it ended. Kept for a retention period."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ..domain.errors import InvalidInput
+from ..domain.models import AuditRecord
+from .deps import Deps
+
+GLOBAL_STORE = "~global"  # requests that name no store (list or create stores)
+
+
+def record(deps: Deps, entry: AuditRecord, retention_days: int) -> None:
+    expires = entry.at + timedelta(days=retention_days)
+    deps.repo.put_audit(entry, int(expires.timestamp()))
+
+
+def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: datetime | None = None,
+          until: datetime | None = None, principal: str | None = None, status: int | None = None,
+          operation: str | None = None, tenant_id: str | None = None) -> tuple[list[AuditRecord], str | None]:
+    """Newest first. Time bounds narrow the key range; the other filters apply within the page."""
+    if since and until and since > until:
+        raise InvalidInput("since must not be after until", field="since")
+    if store != GLOBAL_STORE:
+        deps.repo.get_store(store)
+    found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor,
+                                              since=since.isoformat() if since else None,
+                                              until=until.isoformat() if until else None)
+    kept = [r for r in found
+            if (principal is None or r.principal == principal) and (status is None or r.status == status)
+            and (operation is None or operation in r.operation) and (tenant_id is None or r.tenant_id == tenant_id)]
+    return kept, next_cursor

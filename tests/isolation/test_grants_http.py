@@ -1,0 +1,94 @@
+"""Grants over real HTTP: a key sees only its own apps and tenants; everything is audited."""
+
+import pytest
+
+from memlane.bootstrap import build
+from memlane.client import ApiError, MemlaneClient
+from memlane.config import Settings
+from memlane.services import access
+
+from ..e2e.conftest import Server
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture()
+def keyed_server(tmp_path):
+    data = tmp_path / "data"
+    deps = build(Settings.from_env(env={}, data_dir=data, embedder="hashing", reranker="none"))
+    keys = {
+        "admin": access.create_api_key(deps, "ops", {}, admin=True),
+        "alice": access.create_api_key(deps, "alice-app", {"travel": ["alice"]}),
+        "any_tenant": access.create_api_key(deps, "travel-backend", {"travel": ["*"]}),
+    }
+    server = Server(data).start()
+    yield server, keys
+    server.stop()
+
+
+def client(server, key):
+    return MemlaneClient(server.url, api_key=key)
+
+
+ALICE = {"app_id": "travel", "tenant_id": "alice", "agent_id": "a", "run_id": "r"}
+BOB = {"app_id": "travel", "tenant_id": "bob", "agent_id": "a", "run_id": "r"}
+
+
+def test_missing_and_unknown_keys_are_401(keyed_server):
+    server, _ = keyed_server
+    for key in (None, "ml_not-a-real-key"):
+        with pytest.raises(ApiError) as e:
+            client(server, key).list_stores()
+        assert e.value.status == 401 and e.value.code in ("missing_api_key", "invalid_api_key")
+
+
+def test_tenant_key_is_confined_to_its_tenant(keyed_server):
+    server, keys = keyed_server
+    client(server, keys["admin"]).create_store("demo")
+    alice = client(server, keys["alice"])
+    rid = alice.add("demo", ALICE, text="Alice is allergic to peanuts.", sync=True)["request_id"]
+    assert "peanuts" in alice.search("demo", "allergies", {"app_id": "travel", "tenant_id": "alice"})[0]["text"]
+    backend = client(server, keys["any_tenant"])
+    backend.add("demo", BOB, text="Bob collects vintage maps.", sync=True)
+
+    forbidden = [
+        lambda: alice.search("demo", "maps", {"app_id": "travel", "tenant_id": "bob"}),
+        lambda: alice.add("demo", BOB, text="forged"),
+        lambda: alice.messages("demo", BOB),
+        lambda: alice.add("demo", {"app_id": "other-app", "tenant_id": "alice"}, text="x"),
+        lambda: alice.add("demo", {"app_id": "travel"}, text="x"),  # tenant defaults to __default__
+        lambda: alice.create_store("mine"),
+        lambda: alice.scopes("demo", "travel", "bob"),
+        lambda: client(server, keys["alice"]).get_task("demo", backend.list_tasks("demo", "travel", "bob")["tasks"][0]["request_id"]),
+    ]
+    for call in forbidden:
+        with pytest.raises(ApiError) as e:
+            call()
+        assert e.value.status == 403, e.value
+    assert alice.get_task("demo", rid)["status"] == "SUCCEEDED"
+    assert backend.search("demo", "maps", {"app_id": "travel", "tenant_id": "bob"})
+
+
+def test_audit_log_records_every_request_and_is_admin_only(keyed_server):
+    server, keys = keyed_server
+    admin = client(server, keys["admin"])
+    admin.create_store("demo")
+    alice = client(server, keys["alice"])
+    alice.search("demo", "anything", {"app_id": "travel", "tenant_id": "alice"})
+    with pytest.raises(ApiError):
+        alice.search("demo", "anything", {"app_id": "travel", "tenant_id": "bob"})
+    with pytest.raises(ApiError):
+        alice.search("demo", "", {"app_id": "travel", "tenant_id": "alice"})  # refused by validation
+    with pytest.raises(ApiError) as e:
+        alice._call("GET", "/v1/stores/demo/requests")
+    assert e.value.status == 403
+    log = admin._call("GET", "/v1/stores/demo/requests")["requests"]
+    searches = [r for r in log if r["operation"] == "POST /v1/stores/{store}/search"]
+    assert [(r["principal"], r["status"], r["error_code"], r["tenant_id"]) for r in searches] == [
+        ("alice-app", 400, "invalid_input", "alice"),
+        ("alice-app", 403, "outside_grant", "bob"),
+        ("alice-app", 200, None, "alice"),
+    ]
+    assert all(r["latency_ms"] >= 0 and r["request_id"] for r in log)
+    only_403 = admin._call("GET", "/v1/stores/demo/requests?status=403")["requests"]
+    assert {r["status"] for r in only_403} == {403}
