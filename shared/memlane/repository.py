@@ -11,6 +11,7 @@ Partitions (pk) and sort keys (sk):
     ~grants                       <principal>                     what a caller may touch
     ~apikeys                      <sha256 of key>                 local-mode API key → principal
     <store>#~audit                <time>#<request_id>             the audit log (expires_at = TTL)
+    ~erasures                     <erasure_id>                    tenant erasure tasks
     <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
     <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
     <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>           dream actions, in proposal order (with undo records)
@@ -32,12 +33,13 @@ from typing import Any, Iterator, Sequence
 from pydantic import TypeAdapter
 
 from .domain.errors import ConditionFailed, Conflict, NotFound
-from .domain.models import AuditRecord, Grant, Memory, Message, ScopeInfo, Store, Task
+from .domain.models import AuditRecord, Erasure, Grant, Memory, Message, ScopeInfo, Store, Task
 from .domain.models import ActivityInfo, DreamAction, DreamTask, Profile
 from .domain.scope import Scope, ScopeFilter
-from .ports import Item, Put, Table, Update, Write
+from .ports import Delete, Item, Put, Table, Update, Write
 
 STORES_PK = "~stores"
+ERASURES_PK = "~erasures"
 GRANTS_PK = "~grants"
 API_KEYS_PK = "~apikeys"
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it
@@ -391,6 +393,29 @@ class Repository:
 
     def get_items(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         return {(i["pk"], i["sk"]): i for i in self.table.batch_get(list(keys))}
+
+    # -- erasure -------------------------------------------------------------------------------
+    def put_erasure(self, erasure: Erasure) -> None:
+        self.table.put({"pk": ERASURES_PK, "sk": erasure.erasure_id, **_dump(erasure)})
+
+    def get_erasure(self, erasure_id: str) -> Erasure:
+        item = self.table.get(ERASURES_PK, erasure_id)
+        if item is None:
+            raise NotFound(f"erasure '{erasure_id}' not found", code="erasure_not_found")
+        return Erasure.model_validate(item)
+
+    def tenant_keys(self, store: str, app_id: str, tenant_id: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of a tenant's partition (optionally one sort-key prefix), page by page."""
+        cursor = None
+        while True:
+            page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix=prefix, limit=500, cursor=cursor)
+            yield from page.items
+            if not (cursor := page.cursor):
+                return
+
+    def delete_items(self, keys: Sequence[tuple[str, str]]) -> None:
+        for start in range(0, len(keys), 25):
+            self.table.transact([Delete(pk, sk) for pk, sk in keys[start:start + 25]])
 
 
 def activity_pk(store: str) -> str:

@@ -260,6 +260,30 @@ class AuditList(BaseModel):
     next_cursor: str | None = None
 
 
+class EraseTenantIn(Strict):
+    app_id: str = Field(max_length=256)
+    tenant_id: str = Field(max_length=256)
+
+
+class ErasureOut(BaseModel):
+    erasure_id: str
+    app_id: str
+    tenant_id: str
+    principal: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    deleted_items: int
+    deleted_documents: int
+    stores: list[str]
+    error: str | None = None
+
+
+class RunDeleted(BaseModel):
+    messages: int
+    memories: int
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str

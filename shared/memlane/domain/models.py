@@ -362,3 +362,19 @@ class DreamTask(BaseModel):
     stats: dict[str, int] = Field(default_factory=dict)
     error: str | None = None
     attempts: int = 0
+
+
+class Erasure(BaseModel):
+    """An asynchronous erasure of everything a tenant has, in every store."""
+
+    erasure_id: str
+    app_id: str
+    tenant_id: str
+    principal: str
+    status: TaskStatus = TaskStatus.PENDING
+    created_at: datetime
+    updated_at: datetime
+    deleted_items: int = 0
+    deleted_documents: int = 0
+    stores: list[str] = Field(default_factory=list)
+    error: str | None = None

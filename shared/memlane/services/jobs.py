@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from ..domain.errors import InvalidInput
+from ..domain.models import Task
 from ..ports import Job
-from . import extract
+from . import erase, extract
 from .deps import Deps
 
 
-def handle(deps: Deps, job: Job) -> None:
+def handle(deps: Deps, job: Job) -> Task | None:
+    """Run one job; an extraction returns its finished task (the extract Lambda counts its memories)."""
     if job.kind == "extract":
-        extract.run(deps, job.store, job.request_id)
-        return
+        return extract.run(deps, job.store, job.request_id)
+    if job.kind == "erase":
+        erase.run_erasure(deps, job.request_id)
+        return None
     raise InvalidInput(f"unknown job kind '{job.kind}'", field="kind")
 
 
@@ -19,3 +23,5 @@ def give_up(deps: Deps, job: Job, reason: str) -> None:
     """A job that will not be retried again: its task must say FAILED, with the reason."""
     if job.kind == "extract":
         extract.fail(deps, job.store, job.request_id, reason)
+    elif job.kind == "erase":
+        erase.fail_erasure(deps, job.request_id, reason)

@@ -8,10 +8,10 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from ...services import audit, scopes, tasks
+from ...services import audit, erase, scopes, tasks
 from ...services.deps import Deps
 from ..access import Gate
-from ..models import AccessPolicyIn, AuditList, AuditRecordOut, ScopeInfoOut, ScopeList, TaskList, TaskOut
+from ..models import AccessPolicyIn, EraseTenantIn, ErasureOut, RunDeleted, AuditList, AuditRecordOut, ScopeInfoOut, ScopeList, TaskList, TaskOut
 from .common import Cursor, IdParam, Limit
 
 
@@ -46,6 +46,27 @@ def routes(deps: Deps, gate: Gate) -> Router:
         info = scopes.set_access_policy(deps, store, scope=body.scope.model_dump(exclude_none=True),
                                         policy=body.access_policy)
         return ScopeInfoOut.of(info)
+
+    @router.delete("/v1/stores/<store>/runs/<run_id>", tags=["tasks"],
+                   summary="Delete a run: its messages and run-scoped memories, from table and index")
+    def delete_run(store: str, run_id: str, app_id: IdParam = None, tenant_id: IdParam = None,
+                   agent_id: IdParam = None) -> RunDeleted:
+        gate.require(router.current_event, app_id, tenant_id)
+        scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
+        return RunDeleted(**erase.delete_run(deps, store, scope=scope))
+
+    @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
+                 summary="Erase everything of a tenant in every store (asynchronous)")
+    def erase_tenant(body: EraseTenantIn) -> ErasureOut:
+        caller = gate.require(router.current_event, body.app_id, body.tenant_id)
+        found = erase.request_erasure(deps, app_id=body.app_id, tenant_id=body.tenant_id, principal=caller.principal)
+        return ErasureOut.model_validate(found.model_dump())
+
+    @router.get("/v1/erasures/<erasure_id>", tags=["tasks"], summary="Status of a tenant erasure")
+    def get_erasure(erasure_id: str) -> ErasureOut:
+        found = deps.repo.get_erasure(erasure_id)
+        gate.require(router.current_event, found.app_id, found.tenant_id)
+        return ErasureOut.model_validate(found.model_dump())
 
     @router.get("/v1/stores/<store>/requests", tags=["tasks"], summary="The audit log of a store, newest first")
     def list_requests(store: str, since: Annotated[datetime | None, Query()] = None,

@@ -1,0 +1,59 @@
+"""Deletion: a run, and a whole tenant in every store — nothing of it readable or searchable after."""
+
+import pytest
+
+from memlane.domain.models import TaskStatus
+from memlane.repository import requests_pk, tenant_pk
+from memlane.services import erase, ingest, messages, search, stores
+
+ALICE_R1 = {"app_id": "app", "tenant_id": "alice", "agent_id": "bot", "run_id": "r1"}
+ALICE_R2 = {**ALICE_R1, "run_id": "r2"}
+BOB = {"app_id": "app", "tenant_id": "bob", "agent_id": "bot", "run_id": "r1"}
+
+
+@pytest.fixture()
+def loaded(service, deps):
+    for name in ("one", "two"):
+        stores.create(deps, name=name)
+        ingest.add(deps, name, scope=ALICE_R1, request_id=f"{name}-a1",
+                   messages=[{"role": "user", "content": "I keep bees on my rooftop in Brooklyn."}])
+        ingest.add(deps, name, scope=ALICE_R2, request_id=f"{name}-a2",
+                   messages=[{"role": "user", "content": "I am learning to play the cello."}])
+        ingest.add(deps, name, scope=BOB, request_id=f"{name}-b1",
+                   messages=[{"role": "user", "content": "I keep bees in the countryside too."}])
+    service.drain()
+    return deps
+
+
+def hits(deps, store, tenant, query="bees cello"):
+    return search.search(deps, store, query=query, scope={"app_id": "app", "tenant_id": tenant}, top_k=20)
+
+
+def test_delete_run_removes_its_messages_and_memories_only(loaded):
+    deps = loaded
+    assert erase.delete_run(deps, "one", scope=ALICE_R1) == {"messages": 1, "memories": 1}
+    assert messages.list_(deps, "one", scope=ALICE_R1, limit=10, cursor=None)[0] == []
+    texts = [h.memory.text for h in hits(deps, "one", "alice")]
+    assert texts and all("bees" not in t for t in texts) and any("cello" in t for t in texts)
+    assert hits(deps, "one", "bob")  # another tenant untouched
+    assert hits(deps, "two", "alice", "bees")  # another store untouched
+
+
+def test_erase_tenant_leaves_zero_items_in_table_and_index(service, loaded):
+    deps = loaded
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    assert erasure.status == TaskStatus.PENDING
+    service.drain()
+    done = deps.repo.get_erasure(erasure.erasure_id)
+    assert done.status == TaskStatus.SUCCEEDED and done.stores == ["one", "two"] and done.principal == "ops"
+    for store in ("one", "two"):
+        assert deps.table.query(tenant_pk(store, "app", "alice"), limit=1000).items == []
+        assert hits(deps, store, "alice") == []
+        assert deps.table.get(requests_pk(store), f"{store}-a1") is None
+        assert len(hits(deps, store, "bob")) == 1
+    # idempotent: a second run finds nothing more and still succeeds
+    again = erase.run_erasure(deps, erasure.erasure_id)
+    assert again.status == TaskStatus.SUCCEEDED
+    rerun = deps.repo.get_erasure(erasure.erasure_id).model_copy(update={"status": TaskStatus.RUNNING})
+    deps.repo.put_erasure(rerun)
+    assert erase.run_erasure(deps, erasure.erasure_id).deleted_items == done.deleted_items
