@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain.models import AccessPolicy, ScopeInfo
-from ..domain.scope import exact_scope, validate_id
+from ..domain.scope import ScopeFilter, exact_scope, validate_id
 from .deps import Deps
 
 
@@ -24,3 +24,21 @@ def set_access_policy(deps: Deps, store: str, *, scope: dict[str, Any], policy: 
     info = info.model_copy(update={"access_policy": policy})
     deps.repo.set_access_policy(store, info)
     return info
+
+
+def recall_filter(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | None:
+    """A search that names runs is made on their behalf: drop the runs whose access policy forbids
+    recall (store_only, none). None when no run is left. A search over every run (`*`) is unaffected."""
+    if where.run_ids is None:
+        return where
+    forbidden: set[str] = set()
+    cursor = None
+    while True:
+        infos, cursor = deps.repo.list_scopes(store, where.app_id, where.tenant_id, limit=500, cursor=cursor)
+        forbidden |= {i.scope.run_id for i in infos if i.scope.run_id in where.run_ids
+                      and (where.agent_ids is None or i.scope.agent_id in where.agent_ids)
+                      and not i.access_policy.recalls}
+        if cursor is None:
+            break
+    allowed = tuple(run for run in where.run_ids if run not in forbidden)
+    return where.model_copy(update={"run_ids": allowed}) if allowed else None

@@ -15,6 +15,7 @@ from ..domain.validation import check_metadata
 from ..policies.ranking import DEFAULT_RECIPE, RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, \
     similarity_from_cosine
 from ..ports import IndexQuery
+from . import scopes
 from .deps import Deps
 
 
@@ -42,7 +43,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     if not 0.0 <= min_similarity <= 1.0:
         raise InvalidInput("min_similarity must be between 0 and 1", field="min_similarity")
     plan = _recipe(recipe or deps.settings.default_recipe)
-    where = _recallable(deps, store, where)
+    where = scopes.recall_filter(deps, store, where)
     if where is None:
         return []
 
@@ -89,19 +90,6 @@ def _recipe(name: str) -> SearchRecipe:
     if name not in RECIPES:
         raise InvalidInput(f"unknown recipe '{name}'; one of {', '.join(RECIPES)}", field="recipe")
     return RECIPES[name]
-
-
-def _recallable(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | None:
-    """Drop runs whose access policy forbids recall (store_only, none). None when nothing is left."""
-    if where.run_ids is None or where.agent_ids is None:
-        return where
-    allowed = tuple(
-        run for run in where.run_ids
-        if all((info := deps.repo.get_scope(store, Scope(app_id=where.app_id, tenant_id=where.tenant_id,
-                                                            agent_id=agent, run_id=run))) is None
-               or info.access_policy.recalls for agent in where.agent_ids)
-    )
-    return where.model_copy(update={"run_ids": allowed}) if allowed else None
 
 
 def _rerank(deps: Deps, query: str, candidates: list[str], memories: dict[str, Memory], scores: dict[str, float],

@@ -1,0 +1,61 @@
+"""Access policies per run (OCI semantics): recall_and_store, recall_only, store_only, none."""
+
+import pytest
+
+from memlane.domain.models import AccessPolicy
+from memlane.services import ingest, scopes, search, stores, tasks
+
+BASE = {"app_id": "app", "tenant_id": "ann", "agent_id": "bot"}
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def tell(deps, store, run, text, policy=None):
+    return ingest.add(deps, store, scope={**BASE, "run_id": run}, access_policy=policy,
+                      messages=[{"role": "user", "content": text}])
+
+
+def recall(deps, store, run, query):
+    return [h.memory.text for h in search.search(deps, store, query=query, scope={**BASE, "run_id": run})]
+
+
+def test_store_only_extracts_but_its_searches_recall_nothing(service, deps, store):
+    tell(deps, store, "incognito", "I am allergic to shellfish.", policy="store_only")
+    service.drain()
+    assert recall(deps, store, "incognito", "allergies") == []
+    assert any("shellfish" in t for t in recall(deps, store, "*", "allergies"))  # stored for the tenant
+    assert recall(deps, store, ["incognito", "other"], "allergies") == []  # dropped from a list as well
+
+
+def test_recall_only_keeps_messages_extracts_nothing_but_recalls(service, deps, store):
+    tell(deps, store, "main", "I play the trumpet in a jazz band.")
+    task = tell(deps, store, "guest", "I secretly hate jazz.", policy="recall_only")
+    service.drain()
+    assert tasks.get(deps, store, task.request_id).outcomes == []
+    assert any("trumpet" in t for t in recall(deps, store, ["guest", "main"], "jazz"))
+    assert not any("hate" in t for t in recall(deps, store, "*", "jazz"))
+
+
+def test_none_stores_messages_only(service, deps, store):
+    tell(deps, store, "main", "I live in Oslo.")
+    tell(deps, store, "private", "My bank PIN is stored in my wallet.", policy="none")
+    service.drain()
+    assert recall(deps, store, "private", "Oslo") == []
+    assert not any("PIN" in t for t in recall(deps, store, "*", "bank PIN"))
+
+
+def test_policy_is_set_on_first_use_visible_and_changeable(service, deps, store):
+    tell(deps, store, "r1", "I run marathons.", policy="recall_only")
+    tell(deps, store, "r1", "I also swim every morning.", policy="recall_and_store")  # later value ignored
+    service.drain()
+    [info] = scopes.list_(deps, store, app_id="app", tenant_id="ann", limit=10, cursor=None)[0]
+    assert info.access_policy == AccessPolicy.RECALL_ONLY and info.message_count == 2
+    changed = scopes.set_access_policy(deps, store, scope={**BASE, "run_id": "r1"}, policy=AccessPolicy.STORE_ONLY)
+    assert changed.access_policy == AccessPolicy.STORE_ONLY and changed.message_count == 2
+    task = tell(deps, store, "r1", "I cycle to work.")
+    service.drain()
+    assert tasks.get(deps, store, task.request_id).outcomes  # store_only extracts
+    assert recall(deps, store, "r1", "cycle") == []
