@@ -29,6 +29,7 @@ test: install-test
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest tests -q
 	scripts/check-template.sh
+	BIN=$(BIN) scripts/fuzz-api.sh 90
 	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \
 		set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \
 		echo "== integration suite against $$MEMLANE_OPENSEARCH_URL and $$MEMLANE_DYNAMODB_ENDPOINT"; \

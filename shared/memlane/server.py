@@ -18,10 +18,11 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 
 from .api.app import build_api
-from .api.audit import AuditedResolver
+from .api.app import Api
 from .bootstrap import LocalService, auth_mode, build_local
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
+from .services import dream
 from .services.access import AuthMode
 
 log = logging.getLogger("memlane.server")
@@ -64,7 +65,7 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     }
 
 
-def make_handler(resolver_for_thread: Callable[[], AuditedResolver]) -> type[BaseHTTPRequestHandler]:
+def make_handler(resolver_for_thread: Callable[[], Api]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "memlane"
         protocol_version = "HTTP/1.1"
@@ -100,7 +101,12 @@ def make_handler(resolver_for_thread: Callable[[], AuditedResolver]) -> type[Bas
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+        def __getattr__(self, name: str) -> Any:
+            # Every method (TRACE, OPTIONS, ...) reaches the resolver, which answers 404 for unknown
+            # routes, instead of the stdlib's bare 501 page.
+            if name.startswith("do_"):
+                return self._serve
+            raise AttributeError(name)
 
         def log_message(self, fmt: str, *args: Any) -> None:
             log.info("%s %s", self.address_string(), fmt % args)
@@ -108,23 +114,54 @@ def make_handler(resolver_for_thread: Callable[[], AuditedResolver]) -> type[Bas
     return Handler
 
 
+class DreamScheduler:
+    """Runs the dream scheduler every `interval` seconds: due scopes get a dream job on the local queue."""
+
+    def __init__(self, service: LocalService, interval: float):
+        self.service, self.interval = service, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> int:
+        return len(dream.schedule(self.service.deps))
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self.interval):
+                try:
+                    queued = self.tick()
+                    if queued:
+                        log.info("dream scheduler queued %d dream(s)", queued)
+                except Exception:  # noqa: BLE001 — the scheduler must outlive a failed run; the next one retries
+                    log.exception("dream scheduler run failed")
+
+        self._thread = threading.Thread(target=loop, name="memlane-dream-scheduler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+
 class LocalServer:
-    """The HTTP server and the worker of one local service."""
+    """The HTTP server, the worker and the dream scheduler of one local service."""
 
     def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
-                 audit_retention_days: int = 30):
+                 audit_retention_days: int = 30, dream_interval: float = 0):
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
             raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
                              "(memlane keys create ...) or bind to 127.0.0.1")
         local = threading.local()
 
-        def resolver() -> AuditedResolver:
+        def resolver() -> Api:
             # The resolver keeps the current event on itself, so each server thread gets its own.
             if not hasattr(local, "app"):
                 local.app = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
             return local.app
 
         self.service = service
+        self.dreams = DreamScheduler(service, dream_interval) if dream_interval > 0 else None
         self.httpd = ThreadingHTTPServer((host, port), make_handler(resolver))
         self.httpd.daemon_threads = True
 
@@ -135,9 +172,13 @@ class LocalServer:
 
     def serve_forever(self) -> None:
         self.service.start_worker()
+        if self.dreams:
+            self.dreams.start()
         try:
             self.httpd.serve_forever()
         finally:
+            if self.dreams:
+                self.dreams.stop()
             self.service.close()
             self.httpd.server_close()
 
@@ -149,7 +190,8 @@ def serve(settings: Settings) -> None:
     service = build_local(settings)
     auth = auth_mode(settings, service.deps)
     server = LocalServer(service, settings.host, settings.port, auth=auth,
-                         audit_retention_days=settings.audit_retention_days)
+                         audit_retention_days=settings.audit_retention_days,
+                         dream_interval=settings.dream_interval_seconds)
     print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
           flush=True)
     if auth == "none":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import json
+import time
+from typing import Any, Iterable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 
@@ -11,10 +13,11 @@ from ..services.deps import Deps
 from . import errors
 from ..services.access import AuthMode
 from .access import Gate
-from .audit import AuditedResolver
-from .routes import ingest, search, stores, tasks
+from .audit import record_request
+from .routes import dream, ingest, search, stores, tasks
 
-FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes}
+FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes,
+            "dream": dream.routes}
 
 
 def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
@@ -35,10 +38,36 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: Au
     return app
 
 
+class Api:
+    """The application as served, on AWS and locally: JSON bodies only, every request audited."""
+
+    def __init__(self, deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
+                 audit_retention_days: int = 30):
+        self.app = build_app(deps, families, auth=auth)
+        self.deps, self.gate, self.retention_days = deps, Gate(deps, auth), audit_retention_days
+
+    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        started = time.perf_counter()
+        result = self._refuse_non_json(event) or self.app.resolve(event, context)
+        record_request(self.deps, self.gate, event, result, (time.perf_counter() - started) * 1000,
+                       self.retention_days)
+        return result
+
+    @staticmethod
+    def _refuse_non_json(event: dict[str, Any]) -> dict[str, Any] | None:
+        """A body sent as anything but JSON (curl -d sends a form) gets a clear 415 before any parsing."""
+        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+        if not event.get("body") or headers.get("content-type", "").lower().startswith("application/json"):
+            return None
+        body = {"error": {"code": "unsupported_media_type",
+                          "message": "send the body as JSON with the header Content-Type: application/json"}}
+        return {"statusCode": 415, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body),
+                "isBase64Encoded": False}
+
+
 def build_api(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
-              audit_retention_days: int = 30) -> AuditedResolver:
-    """The application as served: every request resolved and written to the audit log."""
-    return AuditedResolver(build_app(deps, families, auth=auth), deps, Gate(deps, auth), audit_retention_days)
+              audit_retention_days: int = 30) -> Api:
+    return Api(deps, families, auth=auth, audit_retention_days=audit_retention_days)
 
 
 def openapi_json(app: APIGatewayHttpResolver) -> str:

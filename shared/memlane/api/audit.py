@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
 from typing import Any
-
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from ..domain.errors import MemlaneError
 from ..domain.models import AuditRecord
@@ -47,42 +44,36 @@ def _scope(event: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-class AuditedResolver:
-    """Resolves an event with `app` and records the outcome. Same interface as the resolver's resolve."""
+def record_request(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], latency_ms: float,
+                   retention_days: int) -> None:
+    """Write one audit record for a resolved request; a failure to write is logged, never raised."""
+    path = event.get("rawPath") or "/"
+    if path in ("/health", "/openapi.json"):
+        return
+    try:
+        _record(deps, gate, event, result, path, latency_ms, retention_days)
+    except MemlaneError as error:  # the answer stands even if its log line cannot be written
+        log.error("audit record not written: %s", error.message)
 
-    def __init__(self, app: APIGatewayHttpResolver, deps: Deps, gate: Gate, retention_days: int):
-        self.app, self.deps, self.gate, self.retention_days = app, deps, gate, retention_days
 
-    def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        started = time.perf_counter()
-        result = self.app.resolve(event, context)
-        latency = (time.perf_counter() - started) * 1000
-        path = event.get("rawPath") or "/"
-        if path in ("/health", "/openapi.json"):
-            return result
+def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], path: str, latency: float,
+            retention_days: int) -> None:
+    status = int(result.get("statusCode", 500))
+    error_code = None
+    if status >= 400:
         try:
-            self._record(event, result, path, latency)
-        except MemlaneError as error:  # the answer stands even if its log line cannot be written
-            log.error("audit record not written: %s", error.message)
-        return result
-
-    def _record(self, event: dict[str, Any], result: dict[str, Any], path: str, latency: float) -> None:
-        status = int(result.get("statusCode", 500))
-        error_code = None
-        if status >= 400:
-            try:
-                error_code = json.loads(result.get("body") or "{}").get("error", {}).get("code")
-            except (ValueError, AttributeError):
-                error_code = None
-        try:
-            principal = self.gate.caller(event).principal
-        except MemlaneError:
-            principal = "anonymous"
-        m = _STORE_PATH.match(path)
-        store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
-        context = event.get("requestContext") or {}
-        method = (context.get("http") or {}).get("method", "GET")
-        entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=operation(method, path),
-                            principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
-                            at=self.deps.clock.now(), **_scope(event))
-        audit.record(self.deps, entry, self.retention_days)
+            error_code = json.loads(result.get("body") or "{}").get("error", {}).get("code")
+        except (ValueError, AttributeError):
+            error_code = None
+    try:
+        principal = gate.caller(event).principal
+    except MemlaneError:
+        principal = "anonymous"
+    m = _STORE_PATH.match(path)
+    store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
+    context = event.get("requestContext") or {}
+    method = (context.get("http") or {}).get("method", "GET")
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=operation(method, path),
+                        principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
+                        at=deps.clock.now(), **_scope(event))
+    audit.record(deps, entry, retention_days)

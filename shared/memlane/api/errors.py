@@ -46,11 +46,6 @@ def register(app: ApiGatewayResolver) -> None:
 
     @app.exception_handler(RequestValidationError)
     def _validation(error: RequestValidationError) -> Response:
-        event = app.current_event
-        if event.body and not (event.headers or {}).get("content-type", "").lower().startswith("application/json"):
-            # curl -d sends a form by default: say so instead of reporting every field missing
-            return error_response(415, "unsupported_media_type",
-                                  "send the body as JSON with the header Content-Type: application/json")
         first = error.errors()[0] if error.errors() else {}
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
         field = ".".join(loc) or None

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain import limits
 from ..domain.models import AccessPolicy, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
+from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
+                             ProfileEntry)
 from ..services.search import SearchHit
 
 
@@ -282,6 +284,153 @@ class ErasureOut(BaseModel):
 class RunDeleted(BaseModel):
     messages: int
     memories: int
+
+
+# -- dream ------------------------------------------------------------------------------------
+class DreamScopeIn(Strict):
+    """A tenant, optionally narrowed to one agent and one run ('*' or absent = all)."""
+
+    app_id: str | None = Field(default=None, max_length=256)
+    tenant_id: str | None = Field(default=None, max_length=256)
+    agent_id: str | None = Field(default=None, max_length=256)
+    run_id: str | None = Field(default=None, max_length=256)
+
+
+class DreamIn(Strict):
+    scope: DreamScopeIn
+    mode: DreamMode | None = None  # default: the store's dream_mode
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0)  # default: the store's dream_threshold
+    kinds: list[DreamActionKind] | None = Field(default=None, max_length=len(DreamActionKind))  # default: all
+    sync: bool = False
+
+
+class DreamScopeOut(BaseModel):
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    run_id: str | None = None
+
+
+class MemoryDraftOut(BaseModel):
+    text: str
+    memory_type: MemoryType
+    scope: ScopeOut
+    evidence_ids: list[str] = Field(default_factory=list)
+    event_time: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, d: MemoryDraft) -> "MemoryDraftOut":
+        return cls(text=d.text, memory_type=d.memory_type, scope=ScopeOut(**d.scope.as_dict()),
+                   evidence_ids=d.evidence, event_time=d.event_time, metadata=d.metadata)
+
+
+class ProfileEntryOut(BaseModel):
+    name: str
+    value: str
+    confidence: float
+    evidence_ids: list[str] = Field(default_factory=list)  # memory ids
+    since: datetime | None = None
+    previous: list[str] = Field(default_factory=list)
+
+
+class ProfileSkillOut(BaseModel):
+    memory_id: str
+    title: str
+
+
+class ProfileOut(BaseModel):
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    subject: str
+    attributes: list[ProfileEntryOut]
+    preferences: list[ProfileEntryOut]
+    skills: list[ProfileSkillOut]
+    summary: str
+    version: int
+    updated_at: datetime | None = None
+    task_id: str | None = None
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, p: Profile) -> "ProfileOut":
+        def entries(items: list[ProfileEntry]) -> list[ProfileEntryOut]:
+            return [ProfileEntryOut(name=e.name, value=e.value, confidence=e.confidence, evidence_ids=e.evidence,
+                                    since=e.since, previous=e.previous) for e in items]
+
+        return cls(app_id=p.app_id, tenant_id=p.tenant_id, agent_id=p.agent_id, subject=p.subject,
+                   attributes=entries(p.attributes), preferences=entries(p.preferences),
+                   skills=[ProfileSkillOut(memory_id=s.memory_id, title=s.title) for s in p.skills],
+                   summary=p.summary, version=p.version, updated_at=p.updated_at, task_id=p.task_id,
+                   action_id=p.action_id)
+
+
+class DreamActionOut(BaseModel):
+    action_id: str
+    task_id: str
+    kind: DreamActionKind
+    status: DreamActionStatus
+    confidence: float
+    rationale: str
+    scope: ScopeOut
+    target_ids: list[str] = Field(default_factory=list)  # memories it supersedes or deletes
+    keep_id: str | None = None  # the memory that stays
+    before: list[MemoryOut] = Field(default_factory=list)  # the memories involved, as proposed
+    after: MemoryDraftOut | None = None  # what the surviving / new memory says
+    profile: ProfileOut | None = None
+    created_ids: list[str] = Field(default_factory=list)
+    undoable: bool = False
+    created_at: datetime
+    updated_at: datetime
+    decided_at: datetime | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, a: DreamAction) -> "DreamActionOut":
+        return cls(action_id=a.action_id, task_id=a.task_id, kind=a.kind, status=a.status, confidence=a.confidence,
+                   rationale=a.rationale, scope=ScopeOut(**a.scope.as_dict()), target_ids=a.target_ids,
+                   keep_id=a.keep_id, before=[MemoryOut.of(m) for m in a.before],
+                   after=MemoryDraftOut.of(a.after) if a.after else None,
+                   profile=ProfileOut.of(a.profile) if a.profile else None, created_ids=a.created_ids,
+                   undoable=a.status == DreamActionStatus.APPLIED, created_at=a.created_at,
+                   updated_at=a.updated_at, decided_at=a.decided_at, error=a.error)
+
+
+class DreamActionList(BaseModel):
+    actions: list[DreamActionOut]
+    next_cursor: str | None = None
+
+
+class DreamTaskOut(BaseModel):
+    task_id: str
+    status: str
+    scope: DreamScopeOut
+    mode: DreamMode
+    threshold: float
+    kinds: list[DreamActionKind]
+    trigger: str
+    engine: str
+    stats: dict[str, int] = Field(default_factory=dict)
+    action_ids: list[str] = Field(default_factory=list)
+    actions: list[DreamActionOut] | None = None  # with sync=true
+    created_at: datetime
+    updated_at: datetime
+    error: str | None = None
+    attempts: int
+
+    @classmethod
+    def of(cls, t: DreamTask, actions: list[DreamAction] | None = None) -> "DreamTaskOut":
+        return cls(task_id=t.task_id, status=t.status, scope=DreamScopeOut(**t.scope.model_dump()), mode=t.mode,
+                   threshold=t.threshold, kinds=t.kinds, trigger=t.trigger, engine=t.engine, stats=t.stats,
+                   action_ids=t.action_ids,
+                   actions=None if actions is None else [DreamActionOut.of(a) for a in actions],
+                   created_at=t.created_at, updated_at=t.updated_at, error=t.error, attempts=t.attempts)
+
+
+class DreamTaskList(BaseModel):
+    tasks: list[DreamTaskOut]
+    next_cursor: str | None = None
 
 
 class ErrorBody(BaseModel):
