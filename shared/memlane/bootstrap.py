@@ -25,9 +25,12 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
     return Deps(
         table=_table(settings), queue=queue or _queue(settings), index=_index(settings), embedder=embedder,
-        extractor=extractor, clock=SystemClock(), reranker=_reranker(settings),
+        extractor=extractor, clock=SystemClock(), reranker=_reranker(settings), llm=llm,
         settings=CoreSettings(default_recipe=settings.search_recipe,
-                              max_extract_attempts=settings.worker_max_attempts),
+                              max_extract_attempts=settings.worker_max_attempts,
+                              dream_merge_similarity=settings.dream_merge_similarity,
+                              dream_max_scopes=settings.dream_max_scopes,
+                              dream_scan_limit=settings.dream_scan_limit),
     )
 
 
@@ -56,6 +59,18 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
     if settings.mode == "aws":
         return "iam"
     return "api_key" if deps.repo.has_api_keys() else "none"
+
+
+def idempotency_store(settings: Settings) -> "DynamoDBPersistenceLayer | None":  # noqa: F821
+    """Powertools' records of answered adds (the Lambda ingest function), or None when not configured.
+    A table of its own: its hashed keys spread over partitions, and the main table's keys stay tenant-scoped."""
+    if not settings.idempotency_table:
+        return None
+    import boto3
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint or None)
+    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_client=client)
 
 
 def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
@@ -169,6 +184,8 @@ def _reranker(settings: Settings) -> Reranker | None:
 
 
 def _boto(service: str, settings: Settings):  # type: ignore[no-untyped-def]
+    """A Bedrock client without botocore's own retries: the adapters retry with jittered backoff."""
     import boto3
+    from botocore.config import Config
 
-    return boto3.client(service, region_name=settings.aws_region)
+    return boto3.client(service, region_name=settings.aws_region, config=Config(retries={"total_max_attempts": 1}))

@@ -53,11 +53,11 @@ class BedrockLLM:
                 lambda: self._client.converse(modelId=self._model_id, system=[{"text": system}], messages=messages,
                                               toolConfig=tool_config, inferenceConfig=self._inference),
                 what=f"bedrock converse {self._model_id}", max_attempts=self._max_attempts, sleep=self._sleep)
-            message = response.get("output", {}).get("message", {"role": "assistant", "content": []})
-            use = next((b["toolUse"] for b in message.get("content", []) if "toolUse" in b
-                        and b["toolUse"].get("name") == tool), None)
-            messages.append(message)
-            if use is None:  # toolChoice should prevent this; answer as text and ask again
+            message = response.get("output", {}).get("message") or {}
+            content = message.get("content") or [{"text": "(no answer)"}]  # Converse refuses empty turns
+            use = next((b["toolUse"] for b in content if "toolUse" in b and b["toolUse"].get("name") == tool), None)
+            messages.append({"role": "assistant", "content": content})
+            if use is None:  # the model answered in prose despite toolChoice: ask again
                 problem = f"no call of tool {tool} (stopReason {response.get('stopReason')})"
                 messages.append({"role": "user", "content": [{"text": f"Answer by calling the tool {tool}."}]})
                 continue

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -125,7 +126,7 @@ class DynamoDBTable:
             condition += f" AND {sk} <= {expr.value(end)}"
         params = {"TableName": self.table_name, "KeyConditionExpression": condition,
                   "ScanIndexForward": forward, "ConsistentRead": True, **expr.params()}
-        start_key = _decode_query_cursor(pk, cursor) if cursor is not None else None
+        start_key = _key(pk, decode_cursor(pk, cursor)) if cursor is not None else None
         # Read limit+1 items to know whether more remain: DynamoDB's LastEvaluatedKey may be set
         # when nothing is left, and a page may stop short (1 MB), so keep reading until sure.
         raw: list[dict[str, Any]] = []
@@ -138,7 +139,7 @@ class DynamoDBTable:
                 break
         items = [_from_item(r) for r in raw[:limit]]
         more = len(raw) > limit
-        return Page(items=items, cursor=encode_cursor({"pk": pk, "sk": items[-1]["sk"]}) if more else None)
+        return Page(items=items, cursor=encode_cursor(pk, items[-1]["sk"]) if more else None)
 
     # -- writes ----------------------------------------------------------------------------
     def put(self, item: Item, *, if_absent: bool = False, expect: dict[str, Any] | None = None) -> None:
@@ -203,7 +204,7 @@ class DynamoDBTable:
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         try:
-            return getattr(self.client, operation)(**params)
+            return cast(dict[str, Any], getattr(self.client, operation)(**params))
         except (ClientError, BotoCoreError) as err:
             raise translate_error(err) from err
 
@@ -303,13 +304,6 @@ class _Expressions:
         if self.values:
             out["ExpressionAttributeValues"] = dict(self.values)
         return out
-
-
-def _decode_query_cursor(pk: str, cursor: str) -> dict[str, Any]:
-    key = decode_cursor(cursor)
-    if not (isinstance(key, dict) and key.get("pk") == pk and isinstance(key.get("sk"), str) and key["sk"]):
-        raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor")
-    return _key(pk, key["sk"])
 
 
 def _key(pk: str, sk: str) -> dict[str, Any]:

@@ -3,10 +3,13 @@
 One SQLite file holds everything:
 
 - ``stores``   store name → embedding dimension (set by ``ensure_store``).
-- ``docs``     one row per (store, memory_id): scope, filter fields, text, float32 embedding.
+- ``docs``     one row per (store, memory_id): scope, filter fields, text. Kept small, so a
+               filter that reads 10k rows of a tenant stays fast.
+- ``vectors``  docs.id → float32 embedding, apart from ``docs`` for the same reason.
 - ``docs_fts`` an external-content FTS5 table over ``docs.text`` + ``docs.keywords``
                (``porter unicode61``: English stemming, Unicode case folding), kept in sync
-               by triggers so no write path can forget it.
+               by triggers so no write path can forget it. A third column holds one token
+               per (store, app, tenant), so FTS5 skips other tenants' rows before BM25.
 
 Every search statement is built by ``_select``, which always adds the store and scope
 filter; nothing else reads ``docs`` for search. Vector search scores the embeddings of one
@@ -17,6 +20,7 @@ docs/adr/0001-embedded-index.md for why this design and where it stops scaling.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -30,11 +34,12 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ...domain.errors import Conflict, InvalidInput, NotFound
+from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound
 from ...domain.models import Memory, validate_store_name
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexQuery, IndexResult
 
+_SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS stores (
     store TEXT PRIMARY KEY,
@@ -57,32 +62,47 @@ CREATE TABLE IF NOT EXISTS docs (
     importance  REAL NOT NULL,
     text        TEXT NOT NULL,
     keywords    TEXT NOT NULL,
-    embedding   BLOB NOT NULL,                      -- float32, unit length
+    tkey        TEXT NOT NULL,                      -- _tenant_key(store, app_id, tenant_id)
     UNIQUE (store, memory_id)
 );
-CREATE INDEX IF NOT EXISTS docs_scope ON docs (store, app_id, tenant_id, agent_id, run_id);
+-- Covers the scope + status part of every filter: the default search reads no table rows for it.
+CREATE INDEX IF NOT EXISTS docs_scope ON docs (store, app_id, tenant_id, status, agent_id, run_id);
+CREATE TABLE IF NOT EXISTS vectors (
+    doc_id    INTEGER PRIMARY KEY,                  -- docs.id
+    embedding BLOB NOT NULL                         -- float32, unit length
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
-    text, keywords, content='docs', content_rowid='id', tokenize='porter unicode61'
+    text, keywords, tkey, content='docs', content_rowid='id', tokenize='porter unicode61'
 );
 CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
-    INSERT INTO docs_fts (rowid, text, keywords) VALUES (new.id, new.text, new.keywords);
+    INSERT INTO docs_fts (rowid, text, keywords, tkey) VALUES (new.id, new.text, new.keywords, new.tkey);
 END;
 CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
-    INSERT INTO docs_fts (docs_fts, rowid, text, keywords) VALUES ('delete', old.id, old.text, old.keywords);
+    INSERT INTO docs_fts (docs_fts, rowid, text, keywords, tkey)
+        VALUES ('delete', old.id, old.text, old.keywords, old.tkey);
+    DELETE FROM vectors WHERE doc_id = old.id;
 END;
 CREATE TRIGGER IF NOT EXISTS docs_au AFTER UPDATE ON docs BEGIN
-    INSERT INTO docs_fts (docs_fts, rowid, text, keywords) VALUES ('delete', old.id, old.text, old.keywords);
-    INSERT INTO docs_fts (rowid, text, keywords) VALUES (new.id, new.text, new.keywords);
+    INSERT INTO docs_fts (docs_fts, rowid, text, keywords, tkey)
+        VALUES ('delete', old.id, old.text, old.keywords, old.tkey);
+    INSERT INTO docs_fts (rowid, text, keywords, tkey) VALUES (new.id, new.text, new.keywords, new.tkey);
 END;
 """
 
 _INSERT = """
 INSERT INTO docs (store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status,
-                  created_at, event_time, time, metadata, importance, text, keywords, embedding)
+                  created_at, event_time, time, metadata, importance, text, keywords, tkey)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+_INSERT_VECTOR = "INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs WHERE store = ? AND memory_id = ?"
 
 _TOKEN = re.compile(r"\w+")  # letters/digits only: no FTS5 operator character survives
+# Lucene's English stop words, which OpenSearch's `english` analyzer also drops: they match
+# most docs, add nothing to BM25 but cost, and leaving them out keeps both backends alike.
+_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
 _MAX_QUERY_TOKENS = 64  # bounds the cost of one MATCH; longer queries keep their first 64 words
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
 _CACHE_BYTES = 256 * 1024 * 1024  # total embedding bytes kept in memory across tenants
@@ -95,19 +115,30 @@ def _utc_iso(value: datetime) -> str:
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
+def _tenant_key(store: str, app_id: str, tenant_id: str) -> str:
+    # Digits only: one unicode61 token that the porter stemmer leaves alone.
+    digest = hashlib.sha256("\x1f".join((store, app_id, tenant_id)).encode()).digest()
+    return str(int.from_bytes(digest[:12], "big"))
+
+
 def match_expression(text: str) -> str | None:
     """A safe FTS5 MATCH expression for free text: each word quoted, OR-ed. None when no words.
 
     Only ``\\w`` runs are kept, so quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses
     are gone, and every kept word is a quoted string, so ``NEAR``, ``OR``, ``NOT`` or a
     column name are plain terms. User text can neither break nor extend the MATCH grammar.
+    English stop words are left out.
     """
-    tokens = list(dict.fromkeys(t.lower() for t in _TOKEN.findall(text)))[:_MAX_QUERY_TOKENS]
+    words = (t.lower() for t in _TOKEN.findall(text))
+    tokens = list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:_MAX_QUERY_TOKENS]
     return " OR ".join(f'"{t}"' for t in tokens) or None
 
 
 def _unit_vector(values: Sequence[float], dim: int, what: str) -> np.ndarray:
-    vec = np.asarray(values, dtype=np.float32)
+    try:
+        vec = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} must be a list of numbers", code="invalid_vector") from None
     if vec.shape != (dim,):
         raise InvalidInput(f"{what} has dimension {vec.shape[0] if vec.ndim == 1 else vec.shape}, "
                            f"the store's is {dim}", code="dimension_mismatch")
@@ -115,7 +146,7 @@ def _unit_vector(values: Sequence[float], dim: int, what: str) -> np.ndarray:
         raise InvalidInput(f"{what} contains NaN or infinite values", code="invalid_vector")
     # Normalise anyway: cosine = dot only holds for unit vectors, and embedders round.
     norm = float(np.linalg.norm(vec))
-    return vec / norm if norm > 0 else vec
+    return (vec / np.float32(norm)) if norm > 0 else vec
 
 
 @dataclass(frozen=True)
@@ -199,7 +230,13 @@ class EmbeddedIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
         self._db.execute("PRAGMA busy_timeout=5000")
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version not in (0, _SCHEMA_VERSION):
+            # The index is derived data: the fix is to delete the file and run `memlane reindex`.
+            raise DependencyFailed(f"index file {path} has schema version {version}, this code expects "
+                                   f"{_SCHEMA_VERSION}; delete it and rebuild the index")
         self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         self._cache: OrderedDict[tuple[str, str, str], _Vectors] = OrderedDict()
         self._cache_bytes = 0
         self._data_version = self._read_data_version()
@@ -236,12 +273,13 @@ class EmbeddedIndex:
             dim = self._dim(store)
             if dim is None:
                 raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
-            rows = [self._row(store, m, _unit_vector(v, dim, f"embedding of {m.memory_id}")) for m, v in docs]
+            vecs = {m.memory_id: _unit_vector(v, dim, f"embedding of {m.memory_id}") for m, v in docs}
             # A batch naming the same memory twice keeps the last version, as sequential upserts would.
-            rows = list({r[1]: r for r in rows}.values())
+            rows = list({m.memory_id: self._row(store, m) for m, _ in docs}.values())
             with self._write():
-                touched = self._remove(store, [r[1] for r in rows])
+                touched = self._remove(store, list(vecs))
                 self._db.executemany(_INSERT, rows)
+                self._db.executemany(_INSERT_VECTOR, ((v.tobytes(), store, mid) for mid, v in vecs.items()))
             touched |= {(store, r[2], r[3]) for r in rows}
             for key in touched:
                 self._evict(key)
@@ -278,7 +316,7 @@ class EmbeddedIndex:
         match = match_expression(text)
         if match is None:
             return []
-        rows = self._select(store, f, "d.memory_id, -bm25(docs_fts)", match=match, limit=k)
+        rows = self._select(store, f, "d.memory_id, -bm25(docs_fts, 1.0, 1.0, 0.0)", match=match, limit=k)
         return [Hit(memory_id, float(score)) for memory_id, score in rows]
 
     @staticmethod
@@ -299,7 +337,7 @@ class EmbeddedIndex:
 
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: _Filter, columns: str, *, match: str | None = None,
-                limit: int | None = None) -> list[tuple[Any, ...]]:
+                with_vectors: bool = False, limit: int | None = None) -> list[tuple[Any, ...]]:
         """Run a read of `docs` (alias d) under the store + scope filter and the query's filters.
 
         The only code that reads docs for search: the scope conditions are not optional here,
@@ -328,12 +366,16 @@ class EmbeddedIndex:
             add(("d.time <= ?", [f.time_to]))
 
         if match is None:
-            sql = f"SELECT {columns} FROM docs AS d WHERE {' AND '.join(where)} ORDER BY d.id"
+            join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
+            sql = f"SELECT {columns} FROM docs AS d {join} WHERE {' AND '.join(where)} ORDER BY d.id"
         else:
+            # The tenant token narrows the FTS5 scan to this tenant before any BM25 work (the
+            # SQL filter stays the authority); user words are held to the text columns.
+            tenant = _tenant_key(store, f.scope.app_id, f.scope.tenant_id)
             sql = (f"SELECT {columns} FROM docs_fts JOIN docs AS d ON d.id = docs_fts.rowid "
                    f"WHERE docs_fts MATCH ? AND {' AND '.join(where)} "
-                   "ORDER BY bm25(docs_fts), d.memory_id")
-            params.insert(0, match)
+                   "ORDER BY bm25(docs_fts, 1.0, 1.0, 0.0), d.memory_id")
+            params.insert(0, f'tkey : "{tenant}" AND {{text keywords}} : ({match})')
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -348,7 +390,7 @@ class EmbeddedIndex:
             self._cache.move_to_end(key)
             return cached
         whole_tenant = _Filter(scope=ScopeFilter(app_id=app_id, tenant_id=tenant_id))
-        rows = self._select(store, whole_tenant, "d.id, d.memory_id, d.embedding")
+        rows = self._select(store, whole_tenant, "d.id, d.memory_id, v.embedding", with_vectors=True)
         dim = self._dim(store) or 0
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), dim)
         vectors = _Vectors(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], matrix)
@@ -402,12 +444,12 @@ class EmbeddedIndex:
         return touched
 
     @staticmethod
-    def _row(store: str, m: Memory, vec: np.ndarray) -> tuple[Any, ...]:
+    def _row(store: str, m: Memory) -> tuple[Any, ...]:
         created = _utc_iso(m.created_at)
         event = None if m.event_time is None else _utc_iso(m.event_time)
         return (
             store, m.memory_id, m.scope.app_id, m.scope.tenant_id, m.scope.agent_id, m.scope.run_id,
             str(m.memory_type), str(m.status), created, event, event or created,
             json.dumps(m.metadata, default=str), m.importance, m.text, m.keywords,
-            vec.astype(np.float32).tobytes(),
+            _tenant_key(store, m.scope.app_id, m.scope.tenant_id),
         )

@@ -11,9 +11,10 @@ import json
 import math
 import sqlite3
 import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ...domain.errors import ConditionFailed, InvalidInput
 from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
@@ -99,14 +100,14 @@ class SqliteTable:
             args.append(end)
         if cursor is not None:
             where.append("sk > ?" if forward else "sk < ?")
-            args.append(decode_sk_cursor(cursor))
+            args.append(decode_cursor(pk, cursor))
         sql = (f"SELECT pk, sk, body FROM items WHERE {' AND '.join(where)} "
                f"ORDER BY sk {'ASC' if forward else 'DESC'} LIMIT ?")
         with self._lock:
             rows = self._db.execute(sql, (*args, limit + 1)).fetchall()  # +1: is there more?
         items = [_row_to_item(row) for row in rows[:limit]]
         more = len(rows) > limit
-        return Page(items=items, cursor=encode_sk_cursor(items[-1]["sk"]) if more else None)
+        return Page(items=items, cursor=encode_cursor(pk, items[-1]["sk"]) if more else None)
 
     # -- writes ----------------------------------------------------------------------------
     def put(self, item: Item, *, if_absent: bool = False, expect: dict[str, Any] | None = None) -> None:
@@ -211,6 +212,10 @@ def validate_write(write: Write) -> None:
         raise InvalidInput(f"unknown write {type(write).__name__}")
     if write.expect:
         check_value(write.expect)
+    names = [*(write.item if isinstance(write, Put) else write.changes if isinstance(write, Update) else ()),
+             *(write.expect or ())]
+    if "" in names:  # DynamoDB refuses empty attribute names
+        raise InvalidInput("attribute names must not be empty")
 
 
 def condition_holds(write: Write, current: Item | None) -> bool:
@@ -219,9 +224,8 @@ def condition_holds(write: Write, current: Item | None) -> bool:
         return False
     if isinstance(write, Update) and current is None:
         return False
-    if isinstance(write, Check):
-        if (current is not None) != write.exists:
-            return False
+    if isinstance(write, Check) and (current is not None) != write.exists:
+        return False
     attrs = current or {}
     for name, expected in (write.expect or {}).items():
         if expected is None:
@@ -308,28 +312,21 @@ def _utf8(text: str) -> bytes:
         raise InvalidInput("text must be valid Unicode") from None
 
 
-def encode_cursor(payload: Any) -> str:
-    raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+def encode_cursor(pk: str, sk: str) -> str:
+    """The opaque cursor both adapters hand out: base64url of the JSON of the last key returned."""
+    raw = json.dumps({"pk": pk, "sk": sk}, separators=(",", ":"), ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def decode_cursor(cursor: str) -> Any:
+def decode_cursor(pk: str, cursor: str) -> str:
+    """The sk to continue after; a cursor of another partition is refused, not reinterpreted."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        return json.loads(raw)
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
-        raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor") from None
-
-
-def encode_sk_cursor(sk: str) -> str:
-    return encode_cursor(sk)
-
-
-def decode_sk_cursor(cursor: str) -> str:
-    sk = decode_cursor(cursor)
-    if not isinstance(sk, str) or not sk:
+        key = None
+    if not (isinstance(key, dict) and key.get("pk") == pk and isinstance(key.get("sk"), str) and key["sk"]):
         raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor")
-    return sk
+    return str(key["sk"])
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:

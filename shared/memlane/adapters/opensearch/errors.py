@@ -1,0 +1,69 @@
+"""opensearch-py errors → domain errors, decided here once, by HTTP status and error type.
+
+- unreachable, timed out, 429, 502/503/504 → Retryable (the same call may succeed later)
+- 400 (mapping / parsing / query errors)   → InvalidInput
+- anything else (401/403, 5xx, bad config)  → DependencyFailed
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import OpenSearchException, TransportError
+
+from ...domain.errors import DependencyFailed, InvalidInput, MemlaneError, Retryable
+
+RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+INDEX_NOT_FOUND = "index_not_found_exception"
+
+
+def error_type(error: Any) -> str:
+    """The `type` of an OpenSearch error body (`{"error": {"type": ...}}` or the inner dict)."""
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        if isinstance(inner, dict):
+            return str(inner.get("type", ""))
+        return str(inner)
+    return str(error or "")
+
+
+def _reason(error: Any) -> str:
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        if isinstance(inner, dict):
+            # The root cause says what went wrong ("all shards failed" above it does not).
+            root = (inner.get("root_cause") or [{}])[0]
+            return str(root.get("reason") or inner.get("reason") or inner.get("type", ""))[:500]
+    return str(error)[:500]
+
+
+def from_status(status: int | None, error: Any, what: str, **details: Any) -> MemlaneError:
+    """The domain error for a failed request (or one item of a bulk / msearch) with `status`."""
+    kind, reason = error_type(error), _reason(error)
+    message = f"OpenSearch {what} failed ({status} {kind}): {reason}"
+    if status is None or status in RETRYABLE_STATUSES:
+        return Retryable(message, code="index_unavailable", status=status, error_type=kind, **details)
+    if status == 400:
+        return InvalidInput(message, code="index_rejected", status=status, error_type=kind, **details)
+    return DependencyFailed(message, code="index_failed", status=status, error_type=kind, **details)
+
+
+def translate(exc: OpenSearchException, what: str) -> MemlaneError:
+    if isinstance(exc, OSConnectionError):  # includes ConnectionTimeout and SSLError
+        return Retryable(f"OpenSearch unreachable during {what}: {exc.__class__.__name__}",
+                         code="index_unavailable")
+    if isinstance(exc, TransportError):
+        status = exc.status_code if isinstance(exc.status_code, int) else None
+        return from_status(status, exc.info if isinstance(exc.info, dict) else exc.error, what)
+    return DependencyFailed(f"OpenSearch {what} failed: {exc}", code="index_failed")
+
+
+@contextmanager
+def boundary(what: str) -> Iterator[None]:
+    """Wrap one client call: whatever opensearch-py raises leaves as a domain error."""
+    try:
+        yield
+    except OpenSearchException as exc:
+        raise translate(exc, what) from exc

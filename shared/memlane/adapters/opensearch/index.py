@@ -1,0 +1,307 @@
+"""The `Index` port over OpenSearch with the k-NN plugin (self-managed or Amazon OpenSearch Service).
+
+- One versioned index per store (``{prefix}-{store}_v1``) behind an alias (``{prefix}-{store}``);
+  every read and write addresses the alias, so a later mapping can be built beside the old one.
+  The index body is ``infra/opensearch/memory-index.json`` (shipped in this package as a link).
+- Documents are routed by tenant (``app_id#tenant_id``) and the mapping requires routing, so a
+  tenant lives on one shard and a write that forgot its routing fails instead of going astray.
+- A search is one ``_msearch`` of BM25 and filtered k-NN (see queries.py, the only query
+  builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine.
+- Writes wait for the refresh that makes them searchable (``refresh="wait_for"``): extraction
+  looks up a scope's nearest memories right after writing some, so it needs read-your-writes.
+  ``wait_for`` rides the periodic 1 s refresh instead of forcing a tiny segment per call as
+  ``refresh=true`` would; the price is up to a second of latency on an asynchronous path.
+- opensearch-py errors become domain errors in errors.py, at this boundary only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from importlib import resources
+from typing import Any, Callable, Literal, Sequence
+
+from opensearchpy import OpenSearch
+
+from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
+from ...domain.models import Memory, validate_store_name
+from ...ports import Hit, IndexQuery, IndexResult
+from ..backoff import backoff_delay
+from .connection import build_client
+from .documents import alias_name, index_name, routing_key, to_document
+from .errors import INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
+from .queries import MAX_K, search_lines
+
+Refresh = Literal["wait_for", "true", "false"]
+KnnEngine = Literal["lucene", "faiss"]
+
+BULK_MAX_DOCS = 500
+BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
+BULK_ATTEMPTS = 6  # first try + retries of the items OpenSearch answered 429
+LOCATE_CHUNK = 1000
+_PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def index_body(dim: int, *, engine: KnnEngine = "lucene", shards: int | None = None,
+               replicas: int | None = None) -> dict[str, Any]:
+    """The store index's settings and mappings, from the JSON in infra/opensearch/."""
+    raw = resources.files(__package__).joinpath("memory-index.json").read_text(encoding="utf-8")
+    body = copy.deepcopy(json.loads(raw))
+    body.pop("_comment", None)
+    vector = body["mappings"]["properties"]["embedding"]
+    vector["dimension"] = dim
+    vector["method"]["engine"] = engine
+    settings = body["settings"]["index"]
+    if shards is not None:
+        settings["number_of_shards"] = shards
+    if replicas is not None:
+        settings.pop("auto_expand_replicas", None)
+        settings["number_of_replicas"] = replicas
+    return body
+
+
+class OpenSearchIndex:
+    def __init__(self, client: OpenSearch, *, index_prefix: str = "memlane", refresh: Refresh = "wait_for",
+                 knn_engine: KnnEngine = "lucene", shards: int | None = None, replicas: int | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        if not index_prefix or index_prefix[0] in "-_" or not set(index_prefix) <= _PREFIX_CHARS:
+            raise InvalidInput("index_prefix must be lower-case letters, digits and '-'", field="index_prefix")
+        self.client = client
+        self.prefix = index_prefix
+        self.refresh = refresh
+        self.knn_engine = knn_engine
+        self.shards, self.replicas = shards, replicas
+        self._sleep = sleep
+        self._dims: dict[str, int] = {}  # store → dimension, as read from (or written to) its mapping
+
+    @classmethod
+    def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
+                 client: OpenSearch | None = None, **options: Any) -> OpenSearchIndex:
+        return cls(client or build_client(url, region=region, sigv4=sigv4), index_prefix=index_prefix, **options)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- stores --------------------------------------------------------------------------------
+    def ensure_store(self, store: str, dim: int) -> None:
+        validate_store_name(store)
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
+            raise InvalidInput("embedding dimension must be a positive integer", field="dim")
+        existing = self._read_dim(store)
+        if existing is None:
+            body = {**index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas),
+                    "aliases": {alias_name(self.prefix, store): {}}}
+            try:
+                with boundary("create index"):
+                    self.client.indices.create(index=index_name(self.prefix, store), body=body)
+            except InvalidInput as exc:
+                if exc.details.get("error_type") != "resource_already_exists_exception":
+                    raise
+                # Another process created it meanwhile (or an earlier run lost its alias): adopt it.
+                with boundary("put alias"):
+                    self.client.indices.put_alias(index=index_name(self.prefix, store),
+                                                  name=alias_name(self.prefix, store))
+            existing = self._read_dim(store)
+        if existing != dim:
+            raise Conflict(f"index of store '{store}' has dimension {existing}, not {dim}; "
+                           "drop and rebuild it to change the embedding model", code="dimension_conflict")
+
+    def drop_store(self, store: str) -> None:
+        validate_store_name(store)  # also what keeps "*" or "," out of the delete below
+        self._dims.pop(store, None)
+        alias = alias_name(self.prefix, store)
+        with boundary("drop store"):
+            found = self.client.indices.get_alias(name=alias, ignore=404)
+            targets = set() if _missing(found) else set(found)
+            targets.add(index_name(self.prefix, store))  # also when its alias was lost
+            self.client.indices.delete(index=",".join(sorted(targets)), ignore_unavailable=True)
+
+    # -- writes --------------------------------------------------------------------------------
+    def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+        """Replace each doc by memory_id. Every vector is checked before anything is sent."""
+        dim = self._dim(store)
+        if dim is None:
+            raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
+        # A batch naming the same memory twice keeps the last version, as sequential upserts would.
+        latest: dict[str, tuple[Memory, list[float]]] = {}
+        for memory, values in docs:
+            vector = _unit_vector(values, dim, f"embedding of {memory.memory_id}")
+            if vector is None:  # cosine is undefined for it, and OpenSearch refuses it
+                raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
+            latest[memory.memory_id] = (memory, vector)
+        alias = alias_name(self.prefix, store)
+        actions = [(m.memory_id,
+                    {"index": {"_index": alias, "_id": m.memory_id,
+                               "routing": routing_key(m.scope.app_id, m.scope.tenant_id)}},
+                    to_document(store, m, vec)) for m, vec in latest.values()]
+        self._bulk(store, actions)
+
+    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return
+        alias = alias_name(self.prefix, store)
+        located = self._locate(alias, ids)
+        self._bulk(store, [(mid, {"delete": {"_index": alias, "_id": mid, "routing": routing}}, None)
+                           for mid, routing in located.items()])
+
+    # -- search --------------------------------------------------------------------------------
+    def search(self, store: str, query: IndexQuery) -> IndexResult:
+        k = min(max(query.k, 0), MAX_K)
+        if k == 0:
+            return IndexResult(keyword=[], vector=[])
+        vector = None
+        if query.vector is not None:
+            # With the dimension known (the usual case) a bad vector is refused here; otherwise
+            # OpenSearch refuses it (400 → InvalidInput) in the same round trip. A zero vector
+            # (a text with no words, for some embedders) is similar to nothing: no vector hits.
+            vector = _unit_vector(query.vector, self._dims.get(store) or len(query.vector), "query vector")
+        lines, signals = search_lines(alias_name(self.prefix, store), store, query, k=k, vector=vector)
+        if not lines:
+            return IndexResult(keyword=[], vector=[])
+        with boundary("search"):
+            responses = self.client.msearch(body=lines)["responses"]
+        hits: dict[str, list[Hit]] = {"keyword": [], "vector": []}
+        for signal, response in zip(signals, responses):
+            if "error" in response:
+                if error_type(response["error"]) == INDEX_NOT_FOUND:
+                    self._dims.pop(store, None)
+                    return IndexResult(keyword=[], vector=[])  # no index: nothing to find
+                raise from_status(response.get("status"), response["error"], f"{signal} search")
+            raw = response["hits"]["hits"]
+            if signal == "vector":  # cosinesimil: score = (2 - (1 - cos)) / 2 = (1 + cos) / 2
+                hits[signal] = [Hit(h["_id"], max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0))) for h in raw]
+            else:
+                hits[signal] = [Hit(h["_id"], float(h["_score"])) for h in raw]
+        return IndexResult(keyword=hits["keyword"], vector=hits["vector"])
+
+    # -- internals -----------------------------------------------------------------------------
+    def _dim(self, store: str) -> int | None:
+        if store not in self._dims:
+            self._read_dim(store)
+        return self._dims.get(store)
+
+    def _read_dim(self, store: str) -> int | None:
+        validate_store_name(store)
+        with boundary("read mapping"):
+            mappings = self.client.indices.get_mapping(index=alias_name(self.prefix, store), ignore=404)
+        if _missing(mappings):
+            self._dims.pop(store, None)
+            return None
+        dims = {m["mappings"]["properties"]["embedding"]["dimension"] for m in mappings.values()}
+        if len(dims) != 1:
+            raise DependencyFailed(f"alias of store '{store}' spans indices of dimensions {sorted(dims)}",
+                                   code="index_failed")
+        self._dims[store] = dim = int(dims.pop())
+        return dim
+
+    def _locate(self, alias: str, ids: list[str]) -> dict[str, str]:
+        """memory_id → routing of the docs that exist. Deletes need the routing and the port's
+        delete is by id only; an ids query (no content, no scores) is the only read that is not
+        a scoped search, and it runs across shards because the tenant is not known here."""
+        found: dict[str, str] = {}
+        for i in range(0, len(ids), LOCATE_CHUNK):
+            chunk = ids[i:i + LOCATE_CHUNK]
+            with boundary("locate"):
+                resp = self.client.search(index=alias, ignore=404, body={
+                    "size": len(chunk), "_source": False, "track_total_hits": False,
+                    "query": {"ids": {"values": chunk}}})
+            if _missing(resp):
+                return {}
+            found.update({h["_id"]: h["_routing"] for h in resp["hits"]["hits"]})
+        return found
+
+    def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+        """Send index/delete actions in size-bounded requests, retrying the items answered 429.
+
+        A single request carries the configured refresh policy; a batch split into several
+        requests is sent unrefreshed and made visible by one refresh at the end (a per-request
+        wait_for would wait about a second per request).
+        """
+        if not actions:
+            return
+        chunks = _chunks(actions)
+        per_request: Refresh = self.refresh if len(chunks) == 1 else "false"
+        failed: dict[str, str] = {}
+        for chunk in chunks:
+            failed.update(self._send(store, chunk, per_request))
+        if failed:
+            if any(INDEX_NOT_FOUND in reason for reason in failed.values()):
+                self._dims.pop(store, None)
+                raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
+            sample = "; ".join(f"{mid}: {why}" for mid, why in list(failed.items())[:5])
+            raise DependencyFailed(f"OpenSearch refused {len(failed)} of {len(actions)} documents of store "
+                                   f"'{store}': {sample}", code="index_partial_failure", failed_ids=sorted(failed))
+        if len(chunks) > 1 and self.refresh != "false":
+            with boundary("refresh"):
+                self.client.indices.refresh(index=alias_name(self.prefix, store))
+
+    def _send(self, store: str, chunk: list[tuple[str, bytes]], refresh: Refresh) -> dict[str, str]:
+        """One bulk request (plus retries of its throttled items); the ids that failed for good."""
+        failed: dict[str, str] = {}
+        pending = chunk
+        for attempt in range(BULK_ATTEMPTS):
+            try:
+                with boundary("bulk"):
+                    # require_alias: a write to a dropped store fails instead of auto-creating an index.
+                    resp = self.client.bulk(body=b"".join(lines for _, lines in pending),
+                                            params={"refresh": refresh, "require_alias": "true"})
+            except Retryable:
+                if attempt == BULK_ATTEMPTS - 1:
+                    raise
+                self._sleep(backoff_delay(attempt))
+                continue
+            throttled = []
+            for (mid, lines), item in zip(pending, resp["items"]):
+                op, result = next(iter(item.items()))
+                status = int(result.get("status", 500))
+                if status < 300 or (op == "delete" and status == 404):
+                    continue
+                if status in RETRYABLE_STATUSES:
+                    throttled.append((mid, lines))
+                else:
+                    failed[mid] = f"{status} {error_type(result.get('error'))}: " \
+                                  f"{str((result.get('error') or {}).get('reason', ''))[:200]}"
+            if not throttled:
+                return failed
+            pending = throttled
+            self._sleep(backoff_delay(attempt))
+        raise Retryable(f"OpenSearch kept throttling {len(pending)} documents of store '{store}'",
+                        code="index_unavailable", failed_ids=sorted(mid for mid, _ in pending))
+
+
+def _missing(response: dict[str, Any]) -> bool:
+    """A request made with ignore=404 found nothing (no index, no alias): no exception, no log line."""
+    return response.get("status") == 404 and "error" in response
+
+
+def _unit_vector(values: Sequence[float], dim: int, what: str) -> list[float] | None:
+    """The vector at unit length, or None for the zero vector; InvalidInput if it is malformed."""
+    vec = [float(v) for v in values]
+    if len(vec) != dim:
+        raise InvalidInput(f"{what} has dimension {len(vec)}, the store's is {dim}", code="dimension_mismatch")
+    if not all(math.isfinite(v) for v in vec):
+        raise InvalidInput(f"{what} contains NaN or infinite values", code="invalid_vector")
+    norm = math.sqrt(sum(v * v for v in vec))
+    if norm == 0.0:
+        return None
+    # Unit length, rounded: cosine = dot then holds on every engine, and 8 decimals keep the bulk
+    # body small while moving a cosine by less than 1e-7.
+    return [round(v / norm, 8) for v in vec]
+
+
+def _chunks(actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> list[list[tuple[str, bytes]]]:
+    """NDJSON lines per action, grouped into requests of at most BULK_MAX_DOCS / BULK_MAX_BYTES."""
+    chunks: list[list[tuple[str, bytes]]] = [[]]
+    size = 0
+    for mid, header, source in actions:
+        lines = (json.dumps(header) + "\n" + ("" if source is None else json.dumps(source, default=str) + "\n"))
+        encoded = lines.encode()
+        if chunks[-1] and (len(chunks[-1]) >= BULK_MAX_DOCS or size + len(encoded) > BULK_MAX_BYTES):
+            chunks.append([])
+            size = 0
+        chunks[-1].append((mid, encoded))
+        size += len(encoded)
+    return chunks

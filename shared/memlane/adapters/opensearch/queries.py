@@ -1,0 +1,75 @@
+"""The one place a search request is built. Every search goes through `search_lines`, which
+always adds the store, app and tenant filter (and the agent / run selectors) and the tenant's
+routing; nothing else in the adapter builds a query over memory content.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...ports import IndexQuery
+from .documents import metadata_filter_terms, routing_key, utc_iso
+
+MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
+_WORD = re.compile(r"\w+")
+_MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
+# Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
+_SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
+
+
+def query_words(text: str) -> str:
+    """Only word characters survive: match queries parse no syntax, but this also caps the size."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:_MAX_QUERY_WORDS]
+    return " ".join(words)
+
+
+def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
+    scope = q.scope
+    filters: list[dict[str, Any]] = [
+        {"term": {"store": store}},
+        {"term": {"app_id": scope.app_id}},
+        {"term": {"tenant_id": scope.tenant_id}},
+        {"terms": {"status": [str(s) for s in q.statuses]}},  # empty: matches nothing, as it should
+    ]
+    if scope.agent_ids is not None:
+        filters.append({"terms": {"agent_id": list(scope.agent_ids)}})
+    if scope.run_ids is not None:
+        filters.append({"terms": {"run_id": list(scope.run_ids)}})
+    if q.memory_types is not None:
+        filters.append({"terms": {"memory_type": [str(t) for t in q.memory_types]}})
+    for key, wanted in (q.metadata or {}).items():  # AND across keys, any of the values within one
+        filters.append({"terms": {"metadata_terms": metadata_filter_terms(key, wanted)}})
+    bounds = {}
+    if q.time_from is not None:
+        bounds["gte"] = utc_iso(q.time_from)
+    if q.time_to is not None:
+        bounds["lte"] = utc_iso(q.time_to)
+    if bounds:
+        filters.append({"range": {"time": bounds}})
+    return filters
+
+
+def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
+                 vector: list[float] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The `_msearch` body for one hybrid query, and which signal each response answers.
+
+    BM25 over text^2 and keywords, and k-NN with the filter inside the knn clause (efficient
+    filtering: the graph search only visits documents that pass it, so k results come back
+    whenever k documents match), under the same filters, routed to the tenant's shard.
+    """
+    filters = _filters(store, q)
+    header = {"index": alias, "routing": routing_key(q.scope.app_id, q.scope.tenant_id)}
+    common = {"size": k, "_source": False, "track_total_hits": False, "sort": _SORT}
+    lines: list[dict[str, Any]] = []
+    signals: list[str] = []
+    words = query_words(q.text)
+    if words:
+        match = {"multi_match": {"query": words, "fields": ["text^2", "keywords"]}}
+        lines += [header, {**common, "query": {"bool": {"must": [match], "filter": filters}}}]
+        signals.append("keyword")
+    if vector is not None:
+        knn = {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}
+        lines += [header, {**common, "query": {"knn": {"embedding": knn}}}]
+        signals.append("vector")
+    return lines, signals
