@@ -26,6 +26,8 @@ class Settings(BaseModel):
     # AWS
     table_name: str = "memlane"
     queue_url: str = ""
+    # Powertools idempotency records for add (the Lambda ingest function); empty = off
+    idempotency_table: str = ""
     dynamodb_endpoint: str = ""
     opensearch_url: str = ""
     opensearch_sigv4: bool = True
@@ -49,6 +51,12 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)
     worker_max_attempts: int = Field(default=5, ge=1, le=50)
+
+    # Dream: `memlane serve` runs the scheduler every dream_interval_seconds (0 = off)
+    dream_interval_seconds: int = Field(default=3600, ge=0)
+    dream_max_scopes: int = Field(default=10, ge=1, le=1000)
+    dream_scan_limit: int = Field(default=1000, ge=1, le=100_000)
+    dream_merge_similarity: float = Field(default=0.92, gt=0.0, le=1.0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

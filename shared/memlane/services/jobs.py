@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..domain.errors import InvalidInput
 from ..domain.models import Task
 from ..ports import Job
-from . import erase, extract
+from . import dream, erase, extract
 from .deps import Deps
 
 
@@ -16,6 +16,9 @@ def handle(deps: Deps, job: Job) -> Task | None:
     if job.kind == "erase":
         erase.run_erasure(deps, job.request_id)
         return None
+    if job.kind == "dream":
+        dream.run(deps, job.store, job.request_id)
+        return None
     raise InvalidInput(f"unknown job kind '{job.kind}'", field="kind")
 
 
@@ -25,3 +28,5 @@ def give_up(deps: Deps, job: Job, reason: str) -> None:
         extract.fail(deps, job.store, job.request_id, reason)
     elif job.kind == "erase":
         erase.fail_erasure(deps, job.request_id, reason)
+    elif job.kind == "dream":
+        dream.fail(deps, job.store, job.request_id, reason)

@@ -25,8 +25,7 @@ _RETRYABLE_CODES = frozenset({
 
 class SqsQueue:
     def __init__(self, queue_url: str, client: Any = None):
-        if not queue_url:
-            raise ValueError("an SQS queue URL is required (MEMLANE_QUEUE_URL)")
+        # An empty URL is refused on use, not here: tools that never enqueue (`memlane grants`) still work.
         self.queue_url = queue_url
         if client is None:
             import boto3
@@ -35,6 +34,8 @@ class SqsQueue:
         self.client = client
 
     def enqueue(self, job: Job) -> None:
+        if not self.queue_url:
+            raise DependencyFailed("no SQS queue is configured (MEMLANE_QUEUE_URL)", code="queue_failed")
         try:
             self.client.send_message(QueueUrl=self.queue_url, MessageBody=job.model_dump_json())
         except (ClientError, BotoCoreError) as err:

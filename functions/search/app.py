@@ -1,0 +1,5 @@
+"""Search: hybrid search, reading and editing memories, short-term messages."""
+
+from memlane.aws_lambda import build_http_handler
+
+lambda_handler = build_http_handler(["search"])

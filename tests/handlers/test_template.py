@@ -1,0 +1,126 @@
+"""template.yaml against the code it deploys: key schema, routes, settings, queue timing, pins."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from memlane.adapters.dynamodb.table import ATTRIBUTE_DEFINITIONS, KEY_SCHEMA, TTL_ATTRIBUTE
+from memlane.api.app import FAMILIES, build_app
+from memlane.config import Settings
+from tests.handlers.template import load_template, resource
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATIONAL_ROUTES = {("GET", "/health")}  # served by Tasks, outside the OpenAPI document
+
+
+def functions() -> dict[str, dict]:
+    return {k: v for k, v in load_template()["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+
+
+def api_functions() -> list[str]:
+    return [name for name, f in functions().items()
+            if any(e["Type"] == "HttpApi" for e in f["Properties"].get("Events", {}).values())]
+
+
+def served_families(function: str) -> list[str]:
+    """The families functions/<name>/app.py passes to build_http_handler."""
+    tree = ast.parse((ROOT / "functions" / function.lower() / "app.py").read_text())
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "build_http_handler"]
+    assert len(calls) == 1, f"functions/{function.lower()}/app.py should call build_http_handler once"
+    return list(ast.literal_eval(calls[0].args[0]))
+
+
+def family_routes(families: list[str]) -> set[tuple[str, str]]:
+    paths = build_app(None, families).get_openapi_schema().paths  # type: ignore[arg-type]  # no route runs
+    return {(method.upper(), path) for path, item in paths.items()
+            for method in item.model_dump(exclude_none=True) if method in ("get", "post", "put", "patch", "delete")}
+
+
+def template_routes(function: str) -> set[tuple[str, str]]:
+    return {(e["Properties"]["Method"].upper(), e["Properties"]["Path"])
+            for e in functions()[function]["Properties"]["Events"].values() if e["Type"] == "HttpApi"}
+
+
+def test_table_mirrors_the_adapter_key_schema_and_ttl() -> None:
+    props = resource("Table")["Properties"]
+    assert props["KeySchema"] == KEY_SCHEMA
+    assert props["AttributeDefinitions"] == ATTRIBUTE_DEFINITIONS
+    assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert resource("Table")["DeletionPolicy"] == "Retain"
+
+
+@pytest.mark.parametrize("function", ["Ingest", "Search", "Tasks", "Dream"])
+def test_api_routes_are_exactly_the_families_the_function_serves(function: str) -> None:
+    expected = family_routes(served_families(function))
+    assert template_routes(function) - OPERATIONAL_ROUTES == {(m, p) for m, p in expected}
+
+
+def test_every_route_family_is_served_by_exactly_one_function() -> None:
+    served = [family for f in api_functions() for family in served_families(f)]
+    assert sorted(served) == sorted(FAMILIES), "add a new family to one function's app.py and its routes here"
+
+
+def test_api_requires_sigv4_on_every_route() -> None:
+    auth = resource("Api")["Properties"]["Auth"]
+    assert auth == {"EnableIamAuthorizer": True, "DefaultAuthorizer": "AWS_IAM"}
+    for function in api_functions():
+        for event in functions()[function]["Properties"]["Events"].values():
+            assert "Auth" not in event["Properties"], "no route may opt out of IAM authorisation"
+
+
+def test_extract_reports_batch_item_failures_and_the_queue_outlasts_it() -> None:
+    extract = functions()["Extract"]["Properties"]
+    [source] = extract["Events"].values()
+    assert source["Type"] == "SQS"
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["Properties"]["Queue"] == {"Fn::GetAtt": ["ExtractQueue", "Arn"]}
+    queue = resource("ExtractQueue")["Properties"]
+    # AWS guidance: the source queue's visibility timeout is at least six times the function timeout.
+    assert queue["VisibilityTimeout"] >= 6 * extract["Timeout"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "ExtractMaxReceives"}
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["ExtractDeadLetterQueue", "Arn"]}
+    # The handler gives a job up on the receive that is the queue's last.
+    env = load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["MEMLANE_WORKER_MAX_ATTEMPTS"] == {"Ref": "ExtractMaxReceives"}
+    dead = resource("ExtractDeadLetterQueue")["Properties"]
+    assert dead["MessageRetentionPeriod"] > queue["MessageRetentionPeriod"]
+
+
+def test_every_memlane_variable_is_a_setting() -> None:
+    template = load_template()
+    variables = dict(template["Globals"]["Function"]["Environment"]["Variables"])
+    for function in functions().values():
+        variables |= function["Properties"].get("Environment", {}).get("Variables", {})
+    fields = {f"MEMLANE_{name.upper()}" for name in Settings.model_fields}
+    assert {k for k in variables if k.startswith("MEMLANE_")} - fields == set()
+    assert variables["MEMLANE_MODE"] == "aws"
+
+
+def test_functions_run_a_supported_python_from_their_own_folders() -> None:
+    glob = load_template()["Globals"]["Function"]
+    assert glob["Runtime"] == "python3.13"  # python3.11 (AL2) was deprecated by Lambda on 2026-06-30
+    assert glob["Architectures"] == ["arm64"]
+    for name, function in functions().items():
+        props = function["Properties"]
+        assert props["CodeUri"] == f"functions/{name.lower()}/" and props["Handler"] == "app.lambda_handler"
+        assert function["Metadata"] == {"BuildMethod": "makefile", "ContextPath": "functions"}
+
+
+def test_deps_layer_pins_every_package_within_pyproject_ranges() -> None:
+    lines = [line.split("#")[0].strip() for line in (ROOT / "layers/deps/requirements.txt").read_text().splitlines()]
+    pins = {Requirement(line).name.lower().replace("_", "-"): Requirement(line) for line in lines if line}
+    for req in pins.values():
+        assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==", f"{req} is not pinned"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for spec in project["dependencies"] + project["optional-dependencies"]["aws"]:
+        wanted = Requirement(spec)
+        name = wanted.name.lower().replace("_", "-")
+        version = next(iter(pins[name].specifier)).version
+        assert wanted.specifier.contains(version), f"{name}=={version} is outside pyproject's {wanted.specifier}"

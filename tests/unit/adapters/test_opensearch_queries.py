@@ -1,0 +1,70 @@
+"""The OpenSearch request builder, without an engine: every search carries the scope filter and
+the tenant's routing, on both halves of the _msearch (tests/integration runs it for real)."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memlane.adapters.opensearch.documents import metadata_filter_terms, metadata_terms
+from memlane.adapters.opensearch.index import index_body
+from memlane.adapters.opensearch.queries import query_words, search_lines
+from memlane.domain.errors import InvalidInput
+from memlane.domain.models import MemoryType
+from memlane.domain.scope import ScopeFilter
+from memlane.ports import IndexQuery
+
+
+def lines_for(**kw):
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1", agent_ids=("a1",)), text="zebra", **kw)
+    return search_lines("mem-s1", "s1", q, k=7, vector=[1.0, 0.0])
+
+
+def test_both_signals_carry_the_scope_filter_and_the_routing():
+    lines, signals = lines_for(memory_types=(MemoryType.PLAN,), metadata={"topic": ["a", "b"]},
+                               time_from=datetime(2024, 1, 1, tzinfo=UTC))
+    assert signals == ["keyword", "vector"]
+    headers, bodies = lines[0::2], lines[1::2]
+    assert headers == [{"index": "mem-s1", "routing": "app#t1"}] * 2
+    keyword_filters = bodies[0]["query"]["bool"]["filter"]
+    knn = bodies[1]["query"]["knn"]["embedding"]
+    assert knn["filter"] == {"bool": {"filter": keyword_filters}}  # inside the knn clause: efficient filtering
+    assert knn["k"] == 7 and bodies[0]["size"] == bodies[1]["size"] == 7
+    for clause in ({"term": {"store": "s1"}}, {"term": {"app_id": "app"}}, {"term": {"tenant_id": "t1"}},
+                   {"terms": {"agent_id": ["a1"]}}, {"terms": {"status": ["active"]}},
+                   {"terms": {"memory_type": ["plan"]}},
+                   {"terms": {"metadata_terms": ['["topic","a"]', '["topic","b"]']}},
+                   {"range": {"time": {"gte": "2024-01-01T00:00:00.000000Z"}}}):
+        assert clause in keyword_filters
+
+
+def test_no_words_means_no_keyword_half_and_no_vector_no_vector_half():
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="!!! ??")
+    assert search_lines("mem-s1", "s1", q, k=5, vector=None) == ([], [])
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ('text:zebra AND "giraffe" OR zeb*', "text zebra and giraffe or zeb"),
+    ("Zebra zebra ZEBRA", "zebra"),
+    ("zebra " * 500, "zebra"),
+    (" ".join(f"w{i}" for i in range(100)), " ".join(f"w{i}" for i in range(64))),
+])
+def test_query_words_keep_only_words_and_cap_them(text, words):
+    assert query_words(text) == words
+
+
+def test_metadata_terms_keep_json_types_and_literal_keys():
+    assert metadata_terms({"n": 2.0, "s": "2", "b": True, "z": None, "l": [1, "x", {"o": 1}], "a.b": "x",
+                           "o": {"k": "v"}}) == ['["n",2]', '["s","2"]', '["b",true]', '["z",null]',
+                                                 '["l",1]', '["l","x"]', '["a.b","x"]']
+    assert metadata_filter_terms("n", [2, 2.5]) == ['["n",2]', '["n",2.5]']
+    with pytest.raises(InvalidInput):
+        metadata_filter_terms("o", {"k": "v"})
+
+
+def test_index_body_comes_from_the_infra_json():
+    body = index_body(384, shards=3, replicas=0)
+    assert body["mappings"]["properties"]["embedding"]["dimension"] == 384
+    assert body["mappings"]["properties"]["embedding"]["method"]["engine"] == "lucene"
+    assert body["settings"]["index"]["number_of_shards"] == 3
+    assert body["settings"]["index"]["number_of_replicas"] == 0 and "auto_expand_replicas" not in body["settings"]["index"]
+    assert "_comment" not in body
