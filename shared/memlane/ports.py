@@ -106,6 +106,13 @@ class Table(Protocol):
         ...
 
 
+class TenantTables(Protocol):
+    """The table as one tenant may see it: on AWS, DynamoDB through STS credentials tagged with the
+    tenant, whose role may touch only partition key `store#app#tenant`; locally, the same table."""
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> Table: ...
+
+
 # ---------------------------------------------------------------------------------------------
 # Queue: at-least-once delivery of small jobs to the extraction / dream workers.
 # ---------------------------------------------------------------------------------------------

@@ -87,6 +87,13 @@ class Repository:
     def delete_store(self, name: str) -> None:
         self.table.delete(STORES_PK, name)
 
+    def update_store(self, store: Store) -> None:
+        """Overwrite an existing store's record (reindex records the embedding model it used)."""
+        try:
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, expect={"name": store.name})
+        except ConditionFailed:
+            raise NotFound(f"store '{store.name}' not found", code="store_not_found") from None
+
     # -- messages ----------------------------------------------------------------------------
     def message_put(self, store: str, message: Message) -> Put:
         s = message.scope
@@ -141,20 +148,34 @@ class Repository:
                 return
 
     # -- tasks -------------------------------------------------------------------------------
-    def task_writes(self, task: Task) -> list[Write]:
-        """The task and its request-id guard; fails as a whole if the request id was used before."""
+    def claim_request(self, store: str, request_id: str, scope: Scope) -> None:
+        """Reserve a request id for a tenant (a global partition). Claiming it again for the same
+        tenant is fine — a retried add whose first attempt died after this step carries on."""
+        try:
+            self.table.put({"pk": requests_pk(store), "sk": request_id, "app_id": scope.app_id,
+                            "tenant_id": scope.tenant_id}, if_absent=True)
+        except ConditionFailed:
+            if self.task_tenant(store, request_id) != (scope.app_id, scope.tenant_id):
+                raise Conflict(f"request_id '{request_id}' was already used for another scope",
+                               code="request_id_in_use", field="request_id") from None
+
+    def task_put(self, task: Task) -> Put:
+        """The task item, written only if absent (the tenant's own guard against a replay)."""
         s = task.scope
-        return [
-            Put({"pk": requests_pk(task.store), "sk": task.request_id, "app_id": s.app_id,
-                 "tenant_id": s.tenant_id}, if_absent=True),
-            Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}", **_dump(task)}),
-        ]
+        return Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
+                    **_dump(task)}, if_absent=True)
+
+    def task_tenant(self, store: str, request_id: str) -> tuple[str, str] | None:
+        """(app_id, tenant_id) a request id belongs to, from its pointer; None if unknown."""
+        pointer = self.table.get(requests_pk(store), request_id)
+        return (pointer["app_id"], pointer["tenant_id"]) if pointer else None
 
     def find_task(self, store: str, request_id: str) -> Task | None:
-        pointer = self.table.get(requests_pk(store), request_id)
-        if pointer is None:
+        """A pointer without its task (an add that died between the two writes) counts as absent."""
+        owner = self.task_tenant(store, request_id)
+        if owner is None:
             return None
-        item = self.table.get(tenant_pk(store, pointer["app_id"], pointer["tenant_id"]), f"TASK#{request_id}")
+        item = self.table.get(tenant_pk(store, *owner), f"TASK#{request_id}")
         return Task.model_validate(item) if item else None
 
     def get_task(self, store: str, request_id: str) -> Task:
@@ -292,6 +313,21 @@ class Repository:
             if not (cursor := page.cursor):
                 return
 
+    def iter_tenants(self, store: str) -> Iterator[tuple[str, str]]:
+        """Each (app_id, tenant_id) of the store once, in key order, from the activity registry:
+        every add and every memory write records its scope there (used by reindex)."""
+        last: tuple[str, str] | None = None
+        cursor = None
+        while True:
+            page = self.table.query(activity_pk(store), limit=500, cursor=cursor)
+            for item in page.items:
+                app_id, tenant_id = item["sk"].split("#", 2)[:2]
+                if (app_id, tenant_id) != last:  # one tenant's scopes are adjacent in key order
+                    last = (app_id, tenant_id)
+                    yield last
+            if not (cursor := page.cursor):
+                return
+
     def activity_update(self, store: str, sk: str, changes: dict[str, Any],
                         expect: dict[str, Any] | None = None) -> Update:
         """An update of a registry entry; datetimes in `changes`/`expect` are stored as the model stores them."""
@@ -364,7 +400,7 @@ class Repository:
             raise NotFound(f"dream action '{action.action_id}' not found", code="dream_action_not_found")
         s = action.scope
         return Put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": pointer["item_sk"],
-                    **_dump(action)}, expect={"status": expect_status})
+                    **_dump(action)}, expect={"status": str(expect_status)})
 
     def list_actions(self, store: str, app_id: str, tenant_id: str, task_id: str, *, limit: int = 1000,
                      cursor: str | None = None) -> tuple[list[DreamAction], str | None]:
@@ -393,6 +429,19 @@ class Repository:
 
     def get_items(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Item]:
         return {(i["pk"], i["sk"]): i for i in self.table.batch_get(list(keys))}
+
+    def dream_keys_outside(self, store: str, app_id: str, tenant_id: str,
+                           tenant_items: Sequence[Item]) -> list[tuple[str, str]]:
+        """Keys of a tenant's dream data outside its partition: its activity registry entries and the
+        pointers of its dream tasks and actions (`tenant_items`: the items of its partition). Erasure
+        deletes these with the partition."""
+        keys = [(activity_pk(store), sk) for sk, _ in self.list_activity(store, app_id, tenant_id)]
+        for item in tenant_items:
+            if item["sk"].startswith("DREAM#"):
+                keys.append((dream_pk(store), f"TASK#{item['sk'][len('DREAM#'):]}"))
+            elif item["sk"].startswith("DACT#") and "action_id" in item:
+                keys.append((dream_pk(store), f"ACT#{item['action_id']}"))
+        return keys
 
     # -- erasure -------------------------------------------------------------------------------
     def put_erasure(self, erasure: Erasure) -> None:

@@ -29,6 +29,14 @@ class Gate:
         access.require(caller, app_id, tenant_id)
         return caller
 
+    def bind(self, event: Any, store: str, app_id: str | None, tenant_id: str | None) -> Deps:
+        """Check the caller's grant, then the deps to serve it with: bound to that one tenant, so its
+        partition is reached with that tenant's credentials only (STS-scoped on AWS)."""
+        self.require(event, app_id, tenant_id)
+        if app_id is None or tenant_id is None:
+            return self.deps  # the service refuses the missing scope with a clear 400
+        return self.deps.for_tenant(store, app_id, tenant_id)
+
     def require_admin(self, event: Any) -> access.Caller:
         caller = self.caller(event)
         access.require_admin(caller)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..extractors import Extractor
-from ..ports import Clock, Embedder, Index, Queue, Reranker, Table
+from ..ports import LLM, Clock, Embedder, Index, Queue, Reranker, Table, TenantTables
 from ..repository import Repository
+from ..split_table import SplitTable
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,15 @@ class CoreSettings:
     duplicate_similarity: float = 0.95  # a candidate this close to an existing memory is a NOOP
     neighbours: int = 5  # existing memories a candidate is compared with
     max_extract_attempts: int = 5
+    # Dream (consolidation). See services/dream.py and policies/dream_*.py.
+    dream_merge_similarity: float = 0.92  # cosine above which two memories may be one fact said twice
+    dream_max_memories: int = 1000  # newest active memories one dream considers
+    dream_plan_grace_days: float = 1.0  # a plan this long past its time is retired
+    dream_lease_seconds: int = 900  # a queued dream not started within this is queued again
+    dream_max_scopes: int = 10  # dreams one scheduled run starts
+    dream_scan_limit: int = 1000  # registry entries one scheduled run reads per store
+    dream_max_runs: int = 20  # most recent runs whose messages a dream reads (skills)
+    dream_max_messages: int = 200  # newest messages read per run
 
 
 @dataclass
@@ -28,8 +38,19 @@ class Deps:
     extractor: Extractor
     clock: Clock
     reranker: Reranker | None = None
+    llm: LLM | None = None  # dream asks it when configured; without one the rules engine runs
     settings: CoreSettings = field(default_factory=CoreSettings)
+    # How a tenant's partition is reached (AWS: STS credentials scoped to it). None: the one table.
+    tenant_tables: TenantTables | None = None
 
     @property
     def repo(self) -> Repository:
         return Repository(self.table)
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> "Deps":
+        """These deps as one authorized tenant uses them: global partitions through the service's own
+        table, tenant partitions through the tenant's table. Bind once the tenant is known (after the
+        grant check, or from the job's own record) — never from a key being built."""
+        own = self.table.global_table if isinstance(self.table, SplitTable) else self.table
+        tenant = self.tenant_tables.for_tenant(store, app_id, tenant_id) if self.tenant_tables else own
+        return replace(self, table=SplitTable(own, tenant))

@@ -12,7 +12,7 @@ from ..domain.ids import sortable_id
 from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
-from ..repository import requests_pk, tenant_pk
+from ..repository import activity_pk, requests_pk, tenant_pk
 from .deps import Deps
 
 
@@ -20,6 +20,7 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     """Delete a run's messages, its memories and its registry entry. Returns what was deleted."""
     deps.repo.get_store(store)
     run = exact_scope(scope)
+    deps = deps.for_tenant(store, run.app_id, run.tenant_id)
     pk = tenant_pk(store, run.app_id, run.tenant_id)
     messages = [(i["pk"], i["sk"]) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
                                                                     prefix=f"MSG#{run.agent_id}#{run.run_id}#")]
@@ -77,11 +78,14 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
 
 
 def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> tuple[int, int]:
-    items = list(deps.repo.tenant_keys(store, app_id, tenant_id))
+    tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
+    items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     if memory_ids:
         deps.index.delete(store, memory_ids)
-    # The request-id guards live outside the tenant partition; each task names its own.
+    # Global partitions that name the tenant: each task's request-id guard, the activity registry.
     guards = [(requests_pk(store), i["request_id"]) for i in items if i["sk"].startswith("TASK#")]
-    deps.repo.delete_items([(i["pk"], i["sk"]) for i in items] + guards)
+    guards += [(activity_pk(store), sk) for sk, _ in deps.repo.list_activity(store, app_id, tenant_id)]
+    tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
+    deps.repo.delete_items(guards)
     return len(items) + len(guards), len(memory_ids)

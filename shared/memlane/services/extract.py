@@ -86,6 +86,7 @@ def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]
         deps.repo.put_memory(store, memory)
     if written:
         deps.index.upsert(store, written)
+        deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
     return outcomes
 
 

@@ -73,6 +73,9 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         raise InvalidInput("messages may not be empty", field="messages")
     msgs = _messages(write, request_id, messages, now)
 
+    # The request id lives in a global partition, the task and messages in the tenant's: two writes,
+    # never one transaction (on AWS no single credential may write both; see split_table.py).
+    repo.claim_request(store, request_id, write)
     task = None
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
@@ -82,7 +85,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED)
         new_info = ScopeInfo(scope=write, access_policy=policy, first_seen=info.first_seen if info else now,
                              last_activity=now, message_count=(info.message_count if info else 0) + len(msgs))
-        writes = [*repo.task_writes(task), *(repo.message_put(store, m) for m in msgs),
+        writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
                   repo.scope_write(store, new_info, previous=info)]
         try:
             repo.transact(writes)
@@ -94,6 +97,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
                 return replay
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
+    repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
 
     assert task is not None
     if task.extract:

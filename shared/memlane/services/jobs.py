@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..domain.errors import InvalidInput
+from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
 from ..ports import Job
 from . import dream, erase, extract
@@ -12,7 +12,7 @@ from .deps import Deps
 def handle(deps: Deps, job: Job) -> Task | None:
     """Run one job; an extraction returns its finished task (the extract Lambda counts its memories)."""
     if job.kind == "extract":
-        return extract.run(deps, job.store, job.request_id)
+        return extract.run(_bound(deps, job), job.store, job.request_id)
     if job.kind == "erase":
         erase.run_erasure(deps, job.request_id)
         return None
@@ -25,8 +25,16 @@ def handle(deps: Deps, job: Job) -> Task | None:
 def give_up(deps: Deps, job: Job, reason: str) -> None:
     """A job that will not be retried again: its task must say FAILED, with the reason."""
     if job.kind == "extract":
-        extract.fail(deps, job.store, job.request_id, reason)
+        extract.fail(_bound(deps, job), job.store, job.request_id, reason)
     elif job.kind == "erase":
         erase.fail_erasure(deps, job.request_id, reason)
     elif job.kind == "dream":
         dream.fail(deps, job.store, job.request_id, reason)
+
+
+def _bound(deps: Deps, job: Job) -> Deps:
+    """An extraction works in the tenant its request id belongs to, with that tenant's credentials."""
+    owner = deps.repo.task_tenant(job.store, job.request_id)
+    if owner is None:
+        raise NotFound(f"task '{job.request_id}' not found", code="task_not_found")
+    return deps.for_tenant(job.store, *owner)

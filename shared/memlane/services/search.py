@@ -12,8 +12,8 @@ from ..domain.errors import InvalidInput
 from ..domain.models import MemoryStatus, MemoryType, Memory, Message
 from ..domain.scope import Scope, ScopeFilter, search_scope
 from ..domain.validation import check_metadata
-from ..policies.ranking import DEFAULT_RECIPE, RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, \
-    similarity_from_cosine
+from ..policies.ranking import RECIPES, SearchRecipe, demote_redundant, min_max, reciprocal_rank_fusion, \
+    score_fusion, similarity_from_cosine
 from ..ports import IndexQuery
 from . import scopes
 from .deps import Deps
@@ -54,18 +54,30 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         memory_types=tuple(memory_types) if memory_types else None, statuses=statuses,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
-    fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
-                                   plan.rrf_k)
-    ranked = sorted(fused, key=fused.__getitem__, reverse=True)
-    depth = max(top_k, plan.rerank_depth if plan.rerank and deps.reranker else top_k)
+    lists = [(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)]
+    fused = score_fusion(lists) if plan.fusion == "score" else reciprocal_rank_fusion(lists, plan.rrf_k)
+    ranked = sorted(fused, key=lambda mid: (-fused[mid], mid))
+    reranking = plan.rerank and deps.reranker is not None
+    # Load enough to rerank and, after redundant results move back, still fill top_k.
+    depth = max(top_k * (2 if plan.demote_redundant else 1), plan.rerank_depth if reranking else 0)
     memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
     # The table is the truth: drop what the index still holds but the table no longer shows.
     candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
                   and where.matches(memories[mid].scope.as_dict())]
     scores = {mid: fused[mid] for mid in candidates}
-    if plan.rerank and deps.reranker and len(candidates) > 1:
-        scores = _rerank(deps, query, candidates, memories, scores, plan)
-        candidates.sort(key=scores.__getitem__, reverse=True)
+    if reranking and len(candidates) > 1:
+        # Only the head is reranked, so the first results do not depend on how many were asked for.
+        head = candidates[:plan.rerank_depth]
+        reranked = _rerank(deps, query, head, memories, scores, plan)
+        head.sort(key=lambda mid: (-reranked[mid], mid))
+        floor = min(reranked.values(), default=0.0)
+        # Below the head, keep the fused order under the lowest head score.
+        scores = {**{mid: floor - (i + 1) * 1e-6 for i, mid in enumerate(candidates[len(head):])}, **reranked}
+        candidates = head + candidates[len(head):]
+    if plan.demote_redundant:
+        candidates = demote_redundant(candidates, {mid: memories[mid].text for mid in candidates})
+        for prev, mid in zip(candidates, candidates[1:]):  # scores stay non-increasing down the list
+            scores[mid] = min(scores[mid], scores[prev])
 
     cosines = {h.memory_id: h.score for h in result.vector}
     missing = [mid for mid in candidates[:top_k] if mid not in cosines]
@@ -95,7 +107,9 @@ def _recipe(name: str) -> SearchRecipe:
 def _rerank(deps: Deps, query: str, candidates: list[str], memories: dict[str, Memory], scores: dict[str, float],
             plan: SearchRecipe) -> dict[str, float]:
     assert deps.reranker is not None
-    relevance = deps.reranker.rerank(query, [memories[mid].text for mid in candidates])
+    texts = [f"{memories[mid].text}\n{memories[mid].keywords}" if plan.rerank_keywords else memories[mid].text
+             for mid in candidates]
+    relevance = deps.reranker.rerank(query, texts)
     fused_norm = min_max([scores[mid] for mid in candidates])
     rerank_norm = min_max(relevance)
     w = plan.rerank_weight

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.errors import NotFound
 from ..domain.models import Task
 from ..domain.scope import validate_id
 from ..domain.validation import check_request_id
 from .deps import Deps
+
+
+def owner(deps: Deps, store: str, request_id: str) -> tuple[str, str]:
+    """(app_id, tenant_id) of a request id — read before binding to the tenant it belongs to."""
+    deps.repo.get_store(store)
+    check_request_id(request_id)
+    found = deps.repo.task_tenant(store, request_id)
+    if found is None:
+        raise NotFound(f"task '{request_id}' not found", code="task_not_found")
+    return found
 
 
 def get(deps: Deps, store: str, request_id: str) -> Task:

@@ -29,7 +29,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         task = dream.start(deps, store, scope=body.scope.model_dump(exclude_none=True), mode=body.mode,
                            threshold=body.threshold, kinds=body.kinds, sync=body.sync)
         if body.sync:
-            actions, _ = dream.list_actions(deps, store, task.task_id)
+            actions, _ = dream.list_actions(deps, store, task.task_id, limit=1000)
             return DreamTaskOut.of(task, actions).model_dump(mode="json"), 200
         return DreamTaskOut.of(task).model_dump(mode="json"), 202
 

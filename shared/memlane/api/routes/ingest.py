@@ -20,14 +20,14 @@ def routes(deps: Deps, gate: Gate) -> Router:
                             200: {"description": "Extracted (sync)",
                                   "content": {"application/json": {"model": TaskOut}}}})
     def add_memories(store: str, body: AddIn) -> tuple[dict[str, Any], int]:
-        gate.require(router.current_event, body.scope.app_id, body.scope.tenant_id or DEFAULT)
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id or DEFAULT)
         task = ingest.add(
-            deps, store, scope=body.scope.model_dump(exclude_none=True),
+            d, store, scope=body.scope.model_dump(exclude_none=True),
             messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,
             text=body.text, metadata=body.metadata, sync=body.sync, request_id=body.request_id,
             access_policy=body.access_policy)
         if body.sync:
-            memories = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
+            memories = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
             return TaskOut.of(task, memories).model_dump(mode="json"), 200
         return AddAccepted(request_id=task.request_id, status=task.status).model_dump(mode="json"), 202
 

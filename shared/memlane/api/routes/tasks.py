@@ -20,30 +20,31 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"], summary="Status of an add's extraction")
     def get_task(store: str, request_id: str) -> TaskOut:
-        task = tasks.get(deps, store, request_id)
-        gate.require(router.current_event, task.scope.app_id, task.scope.tenant_id)
-        found = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
+        app_id, tenant_id = tasks.owner(deps, store, request_id)  # the request-id pointer: a global read
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        task = tasks.get(d, store, request_id)
+        found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
     @router.get("/v1/stores/<store>/tasks", tags=["tasks"], summary="List a tenant's tasks, newest first")
     def list_tasks(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> TaskList:
-        gate.require(router.current_event, app_id, tenant_id)
-        found, next_cursor = tasks.list_(deps, store, app_id=app_id, tenant_id=tenant_id, limit=limit, cursor=cursor)
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        found, next_cursor = tasks.list_(d, store, app_id=app_id, tenant_id=tenant_id, limit=limit, cursor=cursor)
         return TaskList(tasks=[TaskOut.of(t) for t in found], next_cursor=next_cursor)
 
     @router.get("/v1/stores/<store>/scopes", tags=["tasks"], summary="List a tenant's agents and runs")
     def list_scopes(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                     limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> ScopeList:
-        gate.require(router.current_event, app_id, tenant_id)
-        found, next_cursor = scopes.list_(deps, store, app_id=app_id, tenant_id=tenant_id, limit=limit,
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        found, next_cursor = scopes.list_(d, store, app_id=app_id, tenant_id=tenant_id, limit=limit,
                                           cursor=cursor)
         return ScopeList(scopes=[ScopeInfoOut.of(s) for s in found], next_cursor=next_cursor)
 
     @router.put("/v1/stores/<store>/access-policy", tags=["tasks"], summary="Set a run's access policy")
     def set_access_policy(store: str, body: AccessPolicyIn) -> ScopeInfoOut:
-        gate.require(router.current_event, body.scope.app_id, body.scope.tenant_id)
-        info = scopes.set_access_policy(deps, store, scope=body.scope.model_dump(exclude_none=True),
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id)
+        info = scopes.set_access_policy(d, store, scope=body.scope.model_dump(exclude_none=True),
                                         policy=body.access_policy)
         return ScopeInfoOut.of(info)
 
@@ -51,9 +52,9 @@ def routes(deps: Deps, gate: Gate) -> Router:
                    summary="Delete a run: its messages and run-scoped memories, from table and index")
     def delete_run(store: str, run_id: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    agent_id: IdParam = None) -> RunDeleted:
-        gate.require(router.current_event, app_id, tenant_id)
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
-        return RunDeleted(**erase.delete_run(deps, store, scope=scope))
+        return RunDeleted(**erase.delete_run(d, store, scope=scope))
 
     @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
                  summary="Erase everything of a tenant in every store (asynchronous)")

@@ -1,0 +1,301 @@
+"""Dream: consolidate the memories of a scope, on request or on a schedule.
+
+A dream task is created (by `start`, or by `schedule` for each due scope) and run by the queue
+worker (`run`; `sync` runs it inline). Running it claims the scope's activity, gathers the
+tenant's active memories and the scope's recent messages, asks the engine (LLM when one is
+configured, rules otherwise; see dream/) for proposals, and records each as an action. In
+`proposal` mode every action waits for a caller to apply or reject it; in `safe_auto` the
+actions at or above the threshold are applied at once. Any applied action can be undone.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import datetime
+from typing import Any, Iterable
+
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
+from ..domain.ids import sortable_id
+from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope, DreamTask,
+                             MemoryStatus, Message, Profile, TaskStatus)
+from ..domain.scope import DEFAULT, WILDCARD, validate_id
+from ..dream.engine import ALL_KINDS, DreamEngine, DreamInput, Proposal, action_id
+from ..dream.llm import LLMEngine
+from ..dream.rules import RulesEngine
+from ..policies.dream_rules import recency
+from ..ports import Job
+from . import dream_actions as executor
+from . import dream_schedule as scheduler
+from .deps import Deps
+
+# An action record must fit a DynamoDB item (400 KB) once apply adds its undo record, which is about
+# as large as the proposal itself (the before-images of what it touches).
+MAX_ACTION_BYTES = 190_000
+
+
+def dream_scope(raw: dict[str, Any] | None) -> DreamScope:
+    """app_id and tenant_id required; agent_id and run_id optional ('*' or absent = all)."""
+    raw = raw or {}
+    values: dict[str, Any] = {}
+    for f in ("app_id", "tenant_id"):
+        if not raw.get(f):
+            raise InvalidInput(f"scope.{f} is required for a dream", code="invalid_scope", field=f"scope.{f}")
+        values[f] = validate_id(f"scope.{f}", raw[f])
+    for f in ("agent_id", "run_id"):
+        v = raw.get(f)
+        values[f] = None if v in (None, "", WILDCARD) else validate_id(f"scope.{f}", v)
+    return DreamScope(**values)
+
+
+def engine_for(deps: Deps) -> DreamEngine:
+    s = deps.settings
+    if deps.llm is not None:
+        return LLMEngine(deps.llm, plan_grace_days=s.dream_plan_grace_days)
+    return RulesEngine(deps.embedder, merge_similarity=s.dream_merge_similarity,
+                       plan_grace_days=s.dream_plan_grace_days)
+
+
+# -- starting and running -------------------------------------------------------------------
+def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMode | None = None,
+          threshold: float | None = None, kinds: Iterable[DreamActionKind] | None = None, sync: bool = False,
+          trigger: str = "api") -> DreamTask:
+    store_obj = deps.repo.get_store(store)
+    where = dream_scope(scope)
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise InvalidInput("threshold must be between 0 and 1", field="threshold")
+    now = deps.clock.now()
+    task = DreamTask(task_id=sortable_id(now), store=store, scope=where, mode=mode or store_obj.dream_mode,
+                     threshold=store_obj.dream_threshold if threshold is None else threshold,
+                     kinds=sorted(set(kinds or ())), trigger=trigger, created_at=now, updated_at=now)
+    deps.repo.transact(deps.repo.dream_task_writes(task))
+    if sync:
+        try:
+            return run(deps, store, task.task_id)
+        except MemlaneError as error:
+            fail(deps, store, task.task_id, f"{error.code}: {error.message}")
+            raise
+    deps.queue.enqueue(Job(kind="dream", store=store, request_id=task.task_id))
+    return task
+
+
+def run(deps: Deps, store: str, task_id: str) -> DreamTask:
+    """Run a dream task (the `dream` job). A finished task is left alone; a retried one keeps its actions."""
+    repo = deps.repo
+    task = repo.get_dream_task(store, task_id)
+    if task.status.finished:
+        return task
+    now = deps.clock.now()
+    task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1, "updated_at": now})
+    repo.save_dream_task(task)
+    claimed = _claim(deps, task)
+    engine = engine_for(deps)
+    data = _gather(deps, task, now)
+    actions, waiting, stats = _record(deps, task, engine.propose(data), data)
+    if task.mode == DreamMode.SAFE_AUTO:
+        actions = [_auto(deps, task, a) for a in actions]
+        # proposals an earlier dream left pending, made again now: this run's threshold decides them too
+        stats["applied_earlier"] = sum(_auto(deps, task, a).status == DreamActionStatus.APPLIED for a in waiting)
+    for a in actions:
+        stats[str(a.status)] = stats.get(str(a.status), 0) + 1
+    done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "engine": engine.name, "error": None,
+                                   "action_ids": [a.action_id for a in actions], "stats": stats,
+                                   "updated_at": deps.clock.now()})
+    repo.save_dream_task(done)
+    for sk in claimed:
+        repo.transact([repo.activity_update(store, sk, {"last_dream": now})])
+    return done
+
+
+def fail(deps: Deps, store: str, task_id: str, reason: str) -> DreamTask:
+    """Mark a dream FAILED once its job is given up on; the scopes it claimed become due again."""
+    task = deps.repo.get_dream_task(store, task_id)
+    if task.status == TaskStatus.SUCCEEDED:
+        return task
+    now = deps.clock.now()
+    failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000], "updated_at": now})
+    deps.repo.save_dream_task(failed)
+    s = task.scope
+    for sk, info in deps.repo.list_activity(store, s.app_id, s.tenant_id, s.agent_id, s.run_id):
+        if info.last_dream_task == task_id and info.pending_since is None:
+            try:
+                deps.repo.transact([deps.repo.activity_update(store, sk, {"pending_since": now},
+                                                              expect={"pending_since": None})])
+            except ConditionFailed:
+                pass  # new activity made it due meanwhile
+    return failed
+
+
+def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = False) -> list[DreamTask]:
+    """One scheduled run: queue a dream for each picked due scope (or run it here with `run_inline`)."""
+    s = deps.settings
+    now = deps.clock.now()
+    picks, cursors = scheduler.pick(deps, now=now, max_scopes=max_scopes or s.dream_max_scopes,
+                                    scan_limit=s.dream_scan_limit, lease_seconds=s.dream_lease_seconds)
+    created: list[DreamTask] = []
+    for p in picks:
+        task = DreamTask(task_id=sortable_id(now), store=p.store.name, scope=p.scope, mode=p.store.dream_mode,
+                         threshold=p.store.dream_threshold, trigger="schedule", created_at=now, updated_at=now)
+        marks = [deps.repo.activity_update(p.store.name, sk, {"queued_task": task.task_id, "queued_at": now},
+                                           expect={"pending_since": info.pending_since,
+                                                   "queued_task": info.queued_task})
+                 for sk, info in p.entries[:scheduler.MAX_MARKED]]
+        try:
+            deps.repo.transact([*deps.repo.dream_task_writes(task), *marks])
+        except ConditionFailed:
+            continue  # an add or another scheduler moved one of its entries: it is picked next time
+        created.append(task)
+        if not run_inline:
+            deps.queue.enqueue(Job(kind="dream", store=task.store, request_id=task.task_id))
+    for store, cursor in cursors.items():
+        if cursor != deps.repo.get_dream_cursor(store):
+            deps.repo.set_dream_cursor(store, cursor)
+    if run_inline:
+        created = [run(deps, t.store, t.task_id) for t in created]
+    return created
+
+
+def _auto(deps: Deps, task: DreamTask, action: DreamAction) -> DreamAction:
+    """safe_auto: apply an action at or above the threshold; one that went stale meanwhile is marked failed."""
+    if action.status != DreamActionStatus.PENDING or action.confidence < task.threshold:
+        return action
+    try:
+        return executor.apply(deps, action)
+    except Conflict:
+        return deps.repo.get_action(task.store, action.action_id)
+
+
+def _claim(deps: Deps, task: DreamTask) -> list[str]:
+    """Take the scope's pending activity: what arrives from now on makes it due again."""
+    s, claimed = task.scope, []
+    for sk, info in deps.repo.list_activity(task.store, s.app_id, s.tenant_id, s.agent_id, s.run_id):
+        if info.pending_since is None and info.last_dream_task != task.task_id:
+            continue
+        if info.pending_since is not None:
+            try:
+                deps.repo.transact([deps.repo.activity_update(
+                    task.store, sk, {"pending_since": None, "queued_task": None, "queued_at": None,
+                                     "last_dream_task": task.task_id}, expect={"pending_since": info.pending_since})])
+            except ConditionFailed:
+                continue  # new activity raced in: it stays due and is dreamed next time
+        claimed.append(sk)
+    return claimed
+
+
+def _gather(deps: Deps, task: DreamTask, now: datetime) -> DreamInput:
+    repo, s = deps.repo, task.scope
+    active = (m for m in repo.iter_memories(task.store, s.app_id, s.tenant_id) if m.status == MemoryStatus.ACTIVE)
+    memories = heapq.nlargest(deps.settings.dream_max_memories, active, key=recency)
+    kinds = frozenset(task.kinds) or ALL_KINDS
+    messages = _messages(deps, task) if kinds & {DreamActionKind.EMIT_SKILL, DreamActionKind.ADD} else []
+    agents = sorted({m.scope.agent_id for m in memories if s.covers(m.scope)} - {DEFAULT}) if s.agent_id is None \
+        else ([s.agent_id] if s.agent_id != DEFAULT else [])
+    profiles: dict[str | None, Profile | None] = {
+        a: repo.get_profile(task.store, s.app_id, s.tenant_id, a) for a in [None, *agents]}
+    return DreamInput(store=task.store, scope=s, now=now, memories=memories, messages=messages, profiles=profiles,
+                      profile_agents=agents, kinds=kinds)
+
+
+def _messages(deps: Deps, task: DreamTask) -> list[list[Message]]:
+    """The newest messages of the scope's most recently active runs, each run in conversation order."""
+    repo, s, runs, cursor = deps.repo, task.scope, [], None
+    while True:
+        page, cursor = repo.list_scopes(task.store, s.app_id, s.tenant_id, limit=200, cursor=cursor)
+        runs += [info for info in page if s.covers(info.scope)]
+        if not cursor:
+            break
+    runs.sort(key=lambda info: info.last_activity, reverse=True)
+    out = []
+    for info in runs[:deps.settings.dream_max_runs]:
+        newest, _ = repo.list_messages(task.store, info.scope, limit=deps.settings.dream_max_messages, cursor=None,
+                                       forward=False)
+        out.append(list(reversed(newest)))
+    return out
+
+
+def _record(deps: Deps, task: DreamTask, proposals: list[Proposal],
+            data: DreamInput) -> tuple[list[DreamAction], list[DreamAction], dict[str, int]]:
+    """Store each new proposal as a pending action. Idempotent: a retried task keeps what it stored,
+    and a proposal already stored by another dream (pending, rejected or undone) is not repeated.
+    Returns this task's actions, the still pending ones of earlier dreams it proposed again, and counts."""
+    repo, s = deps.repo, task.scope
+    mine, _ = repo.list_actions(task.store, s.app_id, s.tenant_id, task.task_id)
+    by_id = {a.action_id: a for a in mine}
+    memories = {m.memory_id: m for m in data.memories}
+    stats = {"proposed": 0, "repeated": 0, "noop": 0}
+    waiting: list[DreamAction] = []
+    now = deps.clock.now()
+    for p in proposals:
+        if p.kind == DreamActionKind.NOOP:
+            stats["noop"] += 1
+            continue
+        aid = action_id(task.store, s, p)
+        if aid in by_id:
+            continue
+        involved = [*p.target_ids, *([p.keep_id] if p.keep_id else [])]
+        action = DreamAction(action_id=aid, task_id=task.task_id, store=task.store, kind=p.kind,
+                             confidence=round(p.confidence, 4), rationale=p.rationale[:1000], scope=p.scope,
+                             target_ids=list(p.target_ids), keep_id=p.keep_id,
+                             before=[memories[i] for i in involved if i in memories], after=p.after,
+                             profile=p.profile, created_at=now, updated_at=now)
+        if len(action.model_dump_json()) > MAX_ACTION_BYTES:
+            stats["too_large"] = stats.get("too_large", 0) + 1
+            continue
+        try:
+            repo.transact(repo.action_writes(action, len(by_id)))
+        except ConditionFailed:
+            stats["repeated"] += 1  # proposed before by another dream: decided there
+            earlier = repo.get_action(task.store, aid)
+            if earlier.status == DreamActionStatus.PENDING:
+                waiting.append(earlier)
+            continue
+        by_id[aid] = action
+        stats["proposed"] += 1
+    return list(by_id.values()), waiting, stats
+
+
+# -- reading, deciding, undoing -------------------------------------------------------------
+def get_task(deps: Deps, store: str, task_id: str) -> DreamTask:
+    deps.repo.get_store(store)
+    return deps.repo.get_dream_task(store, validate_id("task_id", task_id))
+
+
+def list_tasks(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
+               cursor: str | None) -> tuple[list[DreamTask], str | None]:
+    deps.repo.get_store(store)
+    return deps.repo.list_dream_tasks(store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
+                                      limit=limit, cursor=cursor)
+
+
+def list_actions(deps: Deps, store: str, task_id: str, *, status: DreamActionStatus | None = None,
+                 limit: int = 100, cursor: str | None = None) -> tuple[list[DreamAction], str | None]:
+    task = get_task(deps, store, task_id)
+    found, next_cursor = deps.repo.list_actions(store, task.scope.app_id, task.scope.tenant_id, task_id,
+                                                limit=limit, cursor=cursor)
+    return [a for a in found if status is None or a.status == status], next_cursor
+
+
+def get_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    deps.repo.get_store(store)
+    return deps.repo.get_action(store, validate_id("action_id", action_id))
+
+
+def apply_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    return executor.apply(deps, get_action(deps, store, action_id))
+
+
+def reject_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    return executor.reject(deps, get_action(deps, store, action_id))
+
+
+def undo_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    return executor.undo(deps, get_action(deps, store, action_id))
+
+
+def get_profile(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = None) -> Profile:
+    deps.repo.get_store(store)
+    agent = None if agent_id in (None, "", WILDCARD) else validate_id("agent_id", agent_id)
+    profile = deps.repo.get_profile(store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id), agent)
+    if profile is None:
+        who = f"agent '{agent}' of tenant '{tenant_id}'" if agent else f"tenant '{tenant_id}'"
+        raise NotFound(f"no profile of {who} yet (a dream emits it)", code="profile_not_found")
+    return profile

@@ -1,0 +1,206 @@
+"""Apply, reject and undo dream actions.
+
+Apply checks that what the action is about is still as it was proposed (each memory active,
+same text), then writes everything in one table transaction together with the action's new
+state — the exact before-image of every item it touches and a digest of what it wrote — so
+that a crash leaves either all or nothing, and two callers cannot both apply. The index is
+updated after (it is derived; search re-checks every hit against the table).
+
+Undo puts every before-image back, in one transaction, but only if nothing changed the items
+since the action wrote them (undo later actions first), then restores the index the same way.
+Superseded and deleted memories are kept in the table, so nothing an action does is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ..domain.errors import ConditionFailed, Conflict
+from ..domain.ids import derived_id
+from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Memory, MemoryDraft, MemoryStatus,
+                             Profile, UndoEntry)
+from ..ports import Delete, Item, Put, Write
+from .deps import Deps
+
+
+def digest(item: Item | None) -> str:
+    """A stable fingerprint of a table item, the same whichever backend returned it."""
+    return hashlib.sha256(json.dumps(_canonical(item), sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+class _Plan:
+    """The writes of one apply, with the undo entry of each item and what the index must do."""
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+        self.undo: list[UndoEntry] = []
+        self.index_upsert: list[Memory] = []
+        self.index_delete: list[str] = []
+        self.created: list[str] = []
+
+    def memory(self, deps: Deps, store: str, new: Memory, current: Item | None) -> None:
+        item = deps.repo.memory_item(store, new)
+        if current is None:
+            self.writes.append(Put(item, if_absent=True))
+            self.created.append(new.memory_id)
+        else:
+            self.writes.append(Put(item, expect={"updated_at": current["updated_at"], "status": current["status"]}))
+        self.undo.append(UndoEntry(pk=item["pk"], sk=item["sk"], memory_id=new.memory_id, before=current,
+                                   after_digest=digest(item)))
+        if new.status == MemoryStatus.DELETED:
+            self.index_delete.append(new.memory_id)
+        else:
+            self.index_upsert.append(new)
+
+
+def apply(deps: Deps, action: DreamAction) -> DreamAction:
+    if action.status != DreamActionStatus.PENDING:
+        raise Conflict(f"action '{action.action_id}' is {action.status}, not pending", code="action_not_pending")
+    repo, store, now = deps.repo, action.store, deps.clock.now()
+    involved = [*action.target_ids, *([action.keep_id] if action.keep_id else [])]
+    keys = {mid: repo.memory_key(store, action.scope, mid) for mid in involved}
+    items = repo.get_items(list(keys.values()))
+    current = {mid: items.get(key) for mid, key in keys.items()}
+    stale = _stale(action, current)
+    if stale:
+        failed = action.model_copy(update={"status": DreamActionStatus.FAILED, "error": stale, "updated_at": now,
+                                           "decided_at": now})
+        repo.table.put(repo.action_put(failed, expect_status=DreamActionStatus.PENDING).item)
+        raise Conflict(f"action '{action.action_id}' is stale: {stale}", code="stale_action")
+
+    plan = _Plan()
+    mems = {mid: Memory.model_validate(item) for mid, item in current.items() if item is not None}
+    kind = action.kind
+    if kind in (DreamActionKind.UPDATE, DreamActionKind.MERGE):
+        keep_id = action.keep_id
+        if keep_id is None:  # a new statement replaces the targets
+            assert action.after is not None
+            keep_id = derived_id(store, action.action_id, "new")
+            plan.memory(deps, store, _new_memory(keep_id, action, action.after, now,
+                                                 supersedes=action.target_ids[0]), None)
+        else:
+            keep = mems[keep_id]
+            after = action.after
+            changes: dict[str, Any] = {"updated_at": now, "supersedes": keep.supersedes or action.target_ids[0]}
+            if after is not None:
+                changes.update(text=after.text, memory_type=after.memory_type, evidence=after.evidence)
+            plan.memory(deps, store, keep.model_copy(update=changes), current[keep_id])
+        for mid in action.target_ids:
+            old = mems[mid].model_copy(update={"status": MemoryStatus.SUPERSEDED, "superseded_by": keep_id,
+                                               "updated_at": now})
+            plan.memory(deps, store, old, current[mid])
+    elif kind == DreamActionKind.DELETE:
+        for mid in action.target_ids:
+            plan.memory(deps, store, mems[mid].model_copy(update={"status": MemoryStatus.DELETED, "updated_at": now}),
+                        current[mid])
+    elif kind in (DreamActionKind.ADD, DreamActionKind.EMIT_SKILL):
+        assert action.after is not None
+        new_id = derived_id(store, action.action_id, "new")
+        plan.memory(deps, store, _new_memory(new_id, action, action.after, now), None)
+    elif kind == DreamActionKind.EMIT_PROFILE:
+        assert action.profile is not None
+        _profile(deps, plan, action, action.profile, now)
+
+    done = action.model_copy(update={"status": DreamActionStatus.APPLIED, "decided_at": now, "updated_at": now,
+                                     "undo": plan.undo, "created_ids": plan.created, "error": None})
+    try:
+        repo.transact([*plan.writes, repo.action_put(done, expect_status=DreamActionStatus.PENDING)])
+    except ConditionFailed:
+        raise Conflict(f"action '{action.action_id}' lost a race: its memories or its status changed while it was "
+                       "being applied; read it again", code="action_conflict") from None
+    _index(deps, store, plan.index_upsert, plan.index_delete)
+    return done
+
+
+def reject(deps: Deps, action: DreamAction) -> DreamAction:
+    if action.status != DreamActionStatus.PENDING:
+        raise Conflict(f"action '{action.action_id}' is {action.status}, not pending", code="action_not_pending")
+    now = deps.clock.now()
+    done = action.model_copy(update={"status": DreamActionStatus.REJECTED, "decided_at": now, "updated_at": now})
+    try:
+        deps.repo.transact([deps.repo.action_put(done, expect_status=DreamActionStatus.PENDING)])
+    except ConditionFailed:
+        raise Conflict(f"action '{action.action_id}' was decided meanwhile", code="action_conflict") from None
+    return done
+
+
+def undo(deps: Deps, action: DreamAction) -> DreamAction:
+    if action.status != DreamActionStatus.APPLIED:
+        raise Conflict(f"action '{action.action_id}' is {action.status}; only an applied action can be undone",
+                       code="action_not_applied")
+    repo, now = deps.repo, deps.clock.now()
+    items = repo.get_items([(e.pk, e.sk) for e in action.undo])
+    writes: list[Write] = []
+    for entry in action.undo:
+        item = items.get((entry.pk, entry.sk))
+        if item is None or digest(item) != entry.after_digest:
+            what = f"memory '{entry.memory_id}'" if entry.memory_id else "the profile"
+            raise Conflict(f"{what} changed after action '{action.action_id}' was applied; undo the later "
+                           "changes first", code="undo_conflict")
+        expect = {"updated_at": item.get("updated_at")}
+        writes.append(Delete(entry.pk, entry.sk, expect=expect) if entry.before is None
+                      else Put(entry.before, expect=expect))
+    done = action.model_copy(update={"status": DreamActionStatus.UNDONE, "updated_at": now})
+    try:
+        repo.transact([*writes, repo.action_put(done, expect_status=DreamActionStatus.APPLIED)])
+    except ConditionFailed:
+        raise Conflict(f"action '{action.action_id}' changed while being undone; read it again",
+                       code="action_conflict") from None
+    restored = [Memory.model_validate(e.before) for e in action.undo if e.memory_id and e.before is not None]
+    removed = [e.memory_id for e in action.undo if e.memory_id and e.before is None]
+    _index(deps, action.store, [m for m in restored if m.status != MemoryStatus.DELETED],
+           removed + [m.memory_id for m in restored if m.status == MemoryStatus.DELETED])
+    return done
+
+
+def _stale(action: DreamAction, current: dict[str, Item | None]) -> str | None:
+    seen = {m.memory_id: m for m in action.before}
+    for mid, item in current.items():
+        if item is None:
+            return f"memory '{mid}' no longer exists"
+        if item.get("status") != MemoryStatus.ACTIVE:
+            return f"memory '{mid}' is {item.get('status')} now"
+        if mid in seen and item.get("text") != seen[mid].text:
+            return f"memory '{mid}' was edited since the proposal"
+    return None
+
+
+def _new_memory(memory_id: str, action: DreamAction, draft: MemoryDraft, now: Any,
+                supersedes: str | None = None) -> Memory:
+    return Memory(memory_id=memory_id, scope=draft.scope, memory_type=draft.memory_type, text=draft.text,
+                  evidence=draft.evidence, created_at=now, updated_at=now, event_time=draft.event_time,
+                  metadata={**draft.metadata, "dream_action": action.action_id}, importance=draft.importance,
+                  keywords=draft.keywords, supersedes=supersedes, request_id=action.task_id)
+
+
+def _profile(deps: Deps, plan: _Plan, action: DreamAction, profile: Profile, now: Any) -> None:
+    repo = deps.repo
+    key = repo.profile_key(profile.store, profile.app_id, profile.tenant_id, profile.agent_id)
+    current = repo.get_items([key]).get(key)
+    version = int(current.get("version", 0)) + 1 if current else 1
+    item = repo.profile_item(profile.model_copy(update={"version": version, "updated_at": now,
+                                                        "task_id": action.task_id, "action_id": action.action_id}))
+    plan.writes.append(Put(item, if_absent=True) if current is None
+                       else Put(item, expect={"version": current.get("version")}))
+    plan.undo.append(UndoEntry(pk=key[0], sk=key[1], before=current, after_digest=digest(item)))
+
+
+def _index(deps: Deps, store: str, upsert: list[Memory], delete: list[str]) -> None:
+    if upsert:
+        vectors = deps.embedder.embed([m.text for m in upsert])
+        deps.index.upsert(store, list(zip(upsert, vectors)))
+    if delete:
+        deps.index.delete(store, delete)

@@ -1,0 +1,80 @@
+"""Reindex: rebuild a store's search index from the table, the source of truth.
+
+Drops the index, creates it again at the current embedder's dimension, then walks every
+tenant of the store (from the activity registry) and re-embeds and indexes its active and
+superseded memories in batches. Deleted memories stay out of the index, as they are after a
+delete. Run it after losing the index, or to move a store to another embedding model.
+
+While it runs, searches of the store find only what has been indexed so far, and an
+extraction that writes to the index between the drop and the re-creation fails and is
+retried by its queue; nothing in the table is touched except the store's model record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..domain.models import Memory, MemoryStatus
+from .deps import Deps
+
+Progress = Callable[[str], None]
+
+BATCH = 1000  # memories embedded and indexed together
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    store: str
+    tenants: int
+    indexed: int  # active and superseded memories now in the index
+    skipped: int  # deleted memories, left out
+    seconds: float
+
+
+def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: int = BATCH) -> ReindexReport:
+    say = progress or (lambda _line: None)
+    started = deps.clock.now()
+    record = deps.repo.get_store(store)  # unknown store → NotFound, before anything is dropped
+    embedder = deps.embedder
+    if (record.embedding_model, record.embedding_dim) != (embedder.name, embedder.dim):
+        say(f"{store}: re-embedding with {embedder.name} ({embedder.dim} dims), "
+            f"was {record.embedding_model or '?'} ({record.embedding_dim} dims)")
+
+    deps.index.drop_store(store)
+    deps.index.ensure_store(store, embedder.dim)
+    say(f"{store}: index dropped and re-created ({embedder.dim} dims)")
+
+    tenants = indexed = skipped = 0
+    # Batches span tenants: each upsert waits for a refresh (about a second), so one per tenant
+    # would make a store of many small tenants take hours.
+    pending: list[Memory] = []
+    for app_id, tenant_id in deps.repo.iter_tenants(store):
+        tenants += 1
+        # Each tenant's partition through that tenant's own table (on AWS: its scoped credentials).
+        for memory in deps.for_tenant(store, app_id, tenant_id).repo.iter_memories(store, app_id, tenant_id):
+            if memory.status == MemoryStatus.DELETED:
+                skipped += 1
+                continue
+            pending.append(memory)
+            if len(pending) >= batch:
+                indexed += _index(deps, store, pending)
+                pending = []
+                say(f"{store}: {indexed} memories indexed ({tenants} tenants read)")
+    indexed += _index(deps, store, pending)
+
+    if (record.embedding_model, record.embedding_dim) != (embedder.name, embedder.dim):
+        deps.repo.update_store(record.model_copy(update={"embedding_model": embedder.name,
+                                                         "embedding_dim": embedder.dim}))
+    seconds = (deps.clock.now() - started).total_seconds()
+    say(f"{store}: done, {indexed} memories of {tenants} tenants indexed, {skipped} deleted skipped, "
+        f"{seconds:.1f}s")
+    return ReindexReport(store=store, tenants=tenants, indexed=indexed, skipped=skipped, seconds=seconds)
+
+
+def _index(deps: Deps, store: str, memories: list[Memory]) -> int:
+    if not memories:
+        return 0
+    vectors = deps.embedder.embed([m.text for m in memories])  # the text alone, as extraction embeds it
+    deps.index.upsert(store, list(zip(memories, vectors)))
+    return len(memories)
