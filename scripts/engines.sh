@@ -15,7 +15,7 @@
 # Settings (environment): MEMLANE_ENGINES_DIR (cache, default ~/.cache/memlane-engines),
 #   MEMLANE_OPENSEARCH_VERSION (2.19.1), MEMLANE_MOTO_VERSION (5.2.5), MEMLANE_OPENSEARCH_PORT,
 #   MEMLANE_DYNAMODB_PORT (default: a free port), MEMLANE_ENGINES_TIMEOUT (seconds, 180),
-#   MEMLANE_ENGINES_JAVA_HOME (a Java 11..21 for OpenSearch; default: JAVA_HOME, java on PATH, Java 17).
+#   MEMLANE_ENGINES_JAVA_HOME (a Java 11..23 for OpenSearch; default: JAVA_HOME, java on PATH, Java 17).
 # See docs/engines.md.
 set -euo pipefail
 
@@ -90,16 +90,21 @@ pick_java_home() {
 }
 
 # ---------------------------------------------------------------- fetching (first run only)
-mvn_copy() { # GAV OUTDIR: resolve through the local Maven repository, copy into OUTDIR
+mvn_copy() { # GAV FILE: resolve through the local Maven repository (~/.m2), then copy to FILE
+  local tmp f
   log "resolving $1 (Maven)"
-  mvn -q -B -Dstyle.color=never "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$2" -Dmdep.useBaseVersion=true >&2 ||
-    die "Maven could not resolve $1"
+  tmp="$(mktemp -d "$CACHE/.fetch.XXXXXX")"
+  mvn -B -C "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$tmp" -Dmdep.useBaseVersion=true \
+    >"$tmp/mvn.log" 2>&1 || { tail -n 30 "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "Maven could not resolve $1"; }
+  for f in "$tmp"/*.zip; do mv "$f" "$2"; done # rename: a half-copied file never looks complete
+  rm -rf "$tmp"
+  [[ -s "$2" ]] || die "Maven resolved $1 but no zip came out"
 }
 
 mvn_copy_with_deps() { # G:A:V OUTDIR: the jar and its runtime dependencies
   local gav="$1" out="$2" g a v pomdir
   IFS=: read -r g a v <<<"$gav"
-  pomdir="$(mktemp -d "$CACHE/.pom.XXXXXX")"
+  pomdir="$(mktemp -d "$CACHE/.fetch.XXXXXX")"
   cat >"$pomdir/pom.xml" <<EOF
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -108,8 +113,8 @@ mvn_copy_with_deps() { # G:A:V OUTDIR: the jar and its runtime dependencies
 </project>
 EOF
   log "resolving $gav and its runtime dependencies (Maven)"
-  mvn -q -B -Dstyle.color=never -f "$pomdir/pom.xml" "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime \
-    -DoutputDirectory="$out" >&2 || { rm -rf "$pomdir"; die "Maven could not resolve $gav"; }
+  mvn -B -C -f "$pomdir/pom.xml" "$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime -DoutputDirectory="$out" \
+    >"$pomdir/mvn.log" 2>&1 || { tail -n 30 "$pomdir/mvn.log" >&2; rm -rf "$pomdir"; die "Maven could not resolve $gav"; }
   rm -rf "$pomdir"
 }
 
@@ -130,7 +135,7 @@ make_module() { # NAME JARDIR MODULEDIR
   # Maven also brings OpenSearch core and Lucene (the module's compile-time view): keep only the jars that
   # lib/ lacks, compared by artifact name, or the plugin loader reports jar hell.
   local j libnames
-  libnames="$(ls "$dir/../../lib" | jar_artifact)"
+  libnames="$(find "$dir/../../lib" -maxdepth 1 -name '*.jar' -printf '%f\n' | jar_artifact)"
   for j in "$jars"/*.jar; do
     grep -qxF -- "$(basename "$j" | jar_artifact)" <<<"$libnames" || cp "$j" "$dir/"
   done
@@ -178,14 +183,15 @@ ensure_opensearch() {
   need mvn
   mkdir -p "$DOWNLOADS"
   local os_zip="$DOWNLOADS/opensearch-${OS_VERSION}.zip" knn_zip="$DOWNLOADS/opensearch-knn-${KNN_VERSION}.zip"
-  [[ -s "$os_zip" ]] || mvn_copy "$OS_ZIP_GAV" "$DOWNLOADS"
-  [[ -s "$knn_zip" ]] || mvn_copy "$KNN_ZIP_GAV" "$DOWNLOADS"
+  rm -rf "$CACHE"/.fetch.* "$CACHE"/.unpack.* # leftovers of an interrupted first run (we hold the lock)
+  [[ -s "$os_zip" ]] || mvn_copy "$OS_ZIP_GAV" "$os_zip"
+  [[ -s "$knn_zip" ]] || mvn_copy "$KNN_ZIP_GAV" "$knn_zip"
   local m
   for m in "${OS_MODULES[@]}"; do
     if [[ ! -f "$DOWNLOADS/module-$m/.done" ]]; then
       rm -rf "$DOWNLOADS/module-$m"
       mvn_copy_with_deps "org.opensearch.plugin:$m:$OS_VERSION" "$DOWNLOADS/module-$m"
-      touch "$DOWNLOADS/module-$m/.done"
+      touch "$DOWNLOADS/module-$m/.done" # written last: a partial directory is fetched again
     fi
   done
 
@@ -305,8 +311,7 @@ launch_opensearch() {
     die "OpenSearch failed to launch (logs: $OS_RUN/logs)"
   }
   # with -d the pid file appears a moment after the launcher returns
-  local i
-  for i in $(seq 1 60); do
+  for _ in $(seq 1 120); do
     [[ -s "$OS_PID" ]] && return 0
     sleep 0.5
   done
@@ -350,7 +355,7 @@ write_env() {
 }
 
 stop_one() { # NAME PIDFILE PATTERN
-  local name="$1" pidfile="$2" pattern="$3" pid i
+  local name="$1" pidfile="$2" pattern="$3" pid
   if ! pid_alive "$pidfile" "$pattern"; then
     [[ -e "$pidfile" ]] && log "$name: stale pid file removed"
     rm -f "$pidfile"
@@ -359,14 +364,14 @@ stop_one() { # NAME PIDFILE PATTERN
   pid="$(cat "$pidfile")"
   log "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 60); do
+  for _ in $(seq 1 60); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.5
   done
   if kill -0 "$pid" 2>/dev/null; then
     log "$name did not stop in 30s: killing"
     kill -KILL "$pid" 2>/dev/null || true
-    for i in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   fi
   rm -f "$pidfile"
 }

@@ -10,7 +10,7 @@ from .config import Settings
 from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
-from .ports import LLM, Embedder, Index, Queue, Reranker, Table
+from .ports import LLM, Embedder, Index, Queue, Reranker, Table, TenantTables
 from .services import jobs
 from .services.deps import CoreSettings, Deps
 
@@ -23,8 +23,9 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     embedder = embedder or _embedder(settings)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
+    table = _table(settings)
     return Deps(
-        table=_table(settings), queue=queue or _queue(settings), index=_index(settings), embedder=embedder,
+        table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings), index=_index(settings), embedder=embedder,
         extractor=extractor, clock=SystemClock(), reranker=_reranker(settings), llm=llm,
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
@@ -98,6 +99,16 @@ def _table(settings: Settings) -> Table:
     client = boto3.client("dynamodb", region_name=settings.aws_region,
                           endpoint_url=settings.dynamodb_endpoint or None)
     return DynamoDBTable(settings.table_name, client=client)
+
+
+def _tenant_tables(settings: Settings) -> TenantTables | None:
+    """On AWS with a tenant role: STS credentials scoped to one tenant partition. Otherwise None (one table)."""
+    if not settings.tenant_role_arn:
+        return None
+    from .adapters.dynamodb.scoped import ScopedTables
+
+    return ScopedTables(settings.tenant_role_arn, settings.table_name, region=settings.aws_region,
+                        endpoint_url=settings.dynamodb_endpoint or None)
 
 
 def _queue(settings: Settings) -> Queue:

@@ -140,6 +140,23 @@ def cmd_access(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild a store's index from the table, on the adapters the environment configures."""
+    from .bootstrap import build
+    from .config import Settings
+    from .domain.errors import MemlaneError
+    from .services.reindex import reindex
+
+    deps = build(Settings.from_env(data_dir=args.data_dir))
+    try:
+        report = reindex(deps, args.store, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except MemlaneError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return 2
+    _print(args, vars(report), f"reindexed {report.store}: {report.indexed} memories of {report.tenants} tenants")
+    return 0
+
+
 class _NoEmbedder:
     """Admin commands touch no vectors; this keeps them from loading a model."""
 
@@ -205,6 +222,10 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--tenant", action="append", help="a tenant id (repeatable); default every tenant of the apps")
         s.add_argument("--admin", action="store_true", help="may manage stores and read audit logs")
 
+    s = sub.add_parser("reindex", help="rebuild a store's search index from the table (drops the index first)")
+    s.add_argument("store")
+    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)  # also accepted after the command
+
     s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
@@ -221,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command in ("keys", "grants"):
         return cmd_access(args)
+    if args.command == "reindex":
+        return cmd_reindex(args)
     client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
                            else HttpTransport(args.url, api_key=args.api_key))
     try:

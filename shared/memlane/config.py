@@ -25,6 +25,7 @@ class Settings(BaseModel):
 
     # AWS
     table_name: str = "memlane"
+    tenant_role_arn: str = ""  # AWS: reach tenant partitions through this role, STS-tagged per tenant
     queue_url: str = ""
     # Powertools idempotency records for add (the Lambda ingest function); empty = off
     idempotency_table: str = ""

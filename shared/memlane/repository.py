@@ -342,14 +342,21 @@ class Repository:
         self.table.put({"pk": dream_pk(store), "sk": "SCHED", **({"cursor": cursor} if cursor else {})})
 
     # -- dream: tasks ------------------------------------------------------------------------
-    def dream_task_writes(self, task: DreamTask) -> list[Write]:
+    def create_dream_task(self, task: DreamTask) -> None:
+        """The id → tenant pointer (a global partition), then the task in the tenant's partition: two
+        writes, never one transaction (no single credential may write both; see split_table.py)."""
+        self.table.transact([self.dream_task_pointer(task)])
+        self.save_dream_task(task)
+
+    def dream_task_pointer(self, task: DreamTask) -> Put:
         s = task.scope
-        return [
-            Put({"pk": dream_pk(task.store), "sk": f"TASK#{task.task_id}", "app_id": s.app_id,
-                 "tenant_id": s.tenant_id}, if_absent=True),
-            Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
-                 **_dump(task)}),
-        ]
+        return Put({"pk": dream_pk(task.store), "sk": f"TASK#{task.task_id}", "app_id": s.app_id,
+                    "tenant_id": s.tenant_id}, if_absent=True)
+
+    def dream_task_tenant(self, store: str, task_id: str) -> tuple[str, str] | None:
+        """(app_id, tenant_id) of a dream task, from its pointer; None if unknown."""
+        pointer = self.table.get(dream_pk(store), f"TASK#{task_id}")
+        return (pointer["app_id"], pointer["tenant_id"]) if pointer else None
 
     def get_dream_task(self, store: str, task_id: str) -> DreamTask:
         pointer = self.table.get(dream_pk(store), f"TASK#{task_id}")
@@ -373,14 +380,39 @@ class Repository:
     # -- dream: actions ----------------------------------------------------------------------
     # An action id is derived from what the action does, so its pointer doubles as a guard: the
     # same proposal is never stored twice, even by two dreams, and a rejected one is not re-proposed.
-    def action_writes(self, action: DreamAction, ordinal: int) -> list[Write]:
+    def claim_action(self, action: DreamAction, ordinal: int) -> str | None:
+        """Reserve the action's id for its task (the pointer, a global partition) and return the sort key
+        its item gets (`put_action`), or None when another dream holds that id. A pointer whose item was
+        never written (a crash between the two writes) is taken over; the same task's own is reused."""
         s = action.scope
         sk = f"DACT#{action.task_id}#{ordinal:04d}"
-        return [
-            Put({"pk": dream_pk(action.store), "sk": f"ACT#{action.action_id}", "app_id": s.app_id,
-                 "tenant_id": s.tenant_id, "task_id": action.task_id, "item_sk": sk}, if_absent=True),
-            Put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": sk, **_dump(action)}),
-        ]
+        pointer = {"pk": dream_pk(action.store), "sk": f"ACT#{action.action_id}", "app_id": s.app_id,
+                   "tenant_id": s.tenant_id, "task_id": action.task_id, "item_sk": sk}
+        try:
+            self.table.put(pointer, if_absent=True)
+            return sk
+        except ConditionFailed:
+            held = self.find_action_pointer(action.store, action.action_id)
+        if held is None:
+            return None
+        if held["task_id"] == action.task_id:
+            return str(held["item_sk"])
+        if self.table.get(tenant_pk(action.store, held["app_id"], held["tenant_id"]), held["item_sk"]) is None:
+            try:
+                self.table.put(pointer, expect={"task_id": held["task_id"], "item_sk": held["item_sk"]})
+                return sk
+            except ConditionFailed:
+                return None
+        return None
+
+    def put_action(self, action: DreamAction, sk: str) -> None:
+        s = action.scope
+        self.table.put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": sk, **_dump(action)})
+
+    def action_tenant(self, store: str, action_id: str) -> tuple[str, str] | None:
+        """(app_id, tenant_id) of a dream action, from its pointer; None if unknown."""
+        pointer = self.find_action_pointer(store, action_id)
+        return (pointer["app_id"], pointer["tenant_id"]) if pointer else None
 
     def find_action_pointer(self, store: str, action_id: str) -> Item | None:
         return self.table.get(dream_pk(store), f"ACT#{action_id}")

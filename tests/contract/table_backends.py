@@ -2,8 +2,9 @@
 
 - ``sqlite``: SqliteTable over a file in tmp_path. Always runs.
 - ``dynamodb-moto``: DynamoDBTable over moto's in-process DynamoDB. Always runs.
-- ``dynamodb-local``: DynamoDBTable against ``MEMLANE_DYNAMODB_ENDPOINT`` (e.g. DynamoDB Local
-  at http://127.0.0.1:8000), integration suite only, on a uniquely named table dropped after.
+- ``dynamodb-local``: DynamoDBTable against the DynamoDB endpoint ``MEMLANE_DYNAMODB_ENDPOINT``
+  (scripts/engines.sh starts one; DynamoDB Local works too), integration suite only, on a
+  uniquely named table that is deleted afterwards.
 
 Import the fixture into a test module with ``from tests.contract.table_backends import table``.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

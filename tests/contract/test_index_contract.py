@@ -8,8 +8,10 @@ without a model, so a test can tell keyword retrieval from vector retrieval.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
+import random
 import re
 import threading
 from datetime import UTC, datetime, timedelta, timezone
@@ -48,6 +50,11 @@ _HASHED = range(len(_CONCEPTS), DIM)
 
 
 def embed(text: str) -> list[float]:
+    return list(_embed(text))
+
+
+@functools.lru_cache(maxsize=None)
+def _embed(text: str) -> tuple[float, ...]:
     vec = [0.0] * DIM
     for word in re.findall(r"\w+", text.lower()):
         if word in _VOCAB:
@@ -56,7 +63,7 @@ def embed(text: str) -> list[float]:
             h = int.from_bytes(hashlib.md5(word.encode()).digest()[:4], "big")
             vec[_HASHED[h % len(_HASHED)]] += 0.25
     norm = math.sqrt(sum(v * v for v in vec)) or 1.0
-    return [v / norm for v in vec]
+    return tuple(v / norm for v in vec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,8 +240,9 @@ PLACES = {
 @pytest.fixture
 def placed(ready: Index) -> Index:
     ready.ensure_store("s1x", DIM)
-    for memory_id, (store, app, tenant, agent, run) in PLACES.items():
-        put(ready, store, mem(memory_id, f"zebra note {memory_id}", app=app, tenant=tenant, agent=agent, run=run))
+    for store in {p[0] for p in PLACES.values()}:  # one batch per store: fewer refreshes on OpenSearch
+        put(ready, store, *[mem(memory_id, f"zebra note {memory_id}", app=app, tenant=tenant, agent=agent, run=run)
+                            for memory_id, (s, app, tenant, agent, run) in PLACES.items() if s == store])
     return ready
 
 
@@ -287,6 +295,40 @@ def test_same_memory_id_in_two_stores_is_two_docs(ready: Index) -> None:
     ready.delete("s1", ["m1"])
     assert ids(search(ready, "s1", "zebra").keyword) == []
     assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
+
+
+@functools.cache
+def _crowd() -> tuple[Memory, ...]:
+    """3,000 docs of one tenant: 12 of agent "rare", 288 of agent "mid", the rest "common"."""
+    rng = random.Random(7)
+    words = [w for group in _CONCEPTS for w in group.split()] + [f"filler{i}" for i in range(200)]
+    return tuple(
+        mem(f"c{i:04d}", " ".join(rng.choices(words, k=8)), metadata={"bucket": i % 7},
+            agent="rare" if i % 250 == 0 else "mid" if i % 10 == 0 else "common")
+        for i in range(3000)
+    )
+
+
+def crowd() -> list[Memory]:
+    return list(_crowd())
+
+
+def brute_force(docs: list[Memory], text: str, keep: Any) -> list[tuple[str, float]]:
+    q = embed(text)
+    scored = [(m.memory_id, sum(a * b for a, b in zip(q, embed(m.text)))) for m in docs if keep(m)]
+    return sorted(scored, key=lambda x: -x[1])
+
+
+def test_selective_filter_does_not_starve_vector_hits(ready: Index) -> None:
+    # 12 of 3,000 docs pass the filter. Filtering the overall top hits afterwards would
+    # leave the list short; the filter must hold during the kNN, so all k slots fill.
+    docs = crowd()
+    ready.upsert("s1", [(m, embed(m.text)) for m in docs])
+    expected = brute_force(docs, "puppy dog canine", lambda m: m.scope.agent_id == "rare")
+    few = search(ready, "s1", "puppy dog canine", agents=("rare",), k=5)
+    assert len(few.vector) == 5 and set(ids(few.vector)) <= {m for m, _ in expected}
+    assert few.vector[0].score == pytest.approx(expected[0][1], abs=1e-4)
+    assert set(ids(search(ready, "s1", "puppy dog canine", agents=("rare",), k=50).vector)) == {m for m, _ in expected}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -461,6 +503,7 @@ def test_drop_store_removes_only_that_store(ready: Index) -> None:
     put(ready, "s2", mem("b", "zebra in two"))
     ready.drop_store("s1")
     ready.drop_store("s1")  # idempotent
+    ready.drop_store("s3")  # never ensured: nothing to do, no error
     assert search(ready, "s1", "zebra") == IndexResult(keyword=[], vector=[])
     assert both(search(ready, "s2", "zebra")) == {"b"}
     ready.ensure_store("s1", 8)  # a dropped store can come back with another model
@@ -484,8 +527,7 @@ HOSTILE = [
 
 @pytest.mark.parametrize("text", HOSTILE, ids=[f"q{i}" for i in range(len(HOSTILE))])
 def test_hostile_query_text_never_breaks_or_widens_the_search(ready: Index, text: str) -> None:
-    put(ready, "s1", mem("mine", "zebra giraffe note"))
-    put(ready, "s1", mem("theirs", "zebra giraffe note", tenant="t2"))
+    put(ready, "s1", mem("mine", "zebra giraffe note"), mem("theirs", "zebra giraffe note", tenant="t2"))
     result = search(ready, "s1", text)
     assert set(ids(result.keyword)) <= {"mine"} and set(ids(result.vector)) <= {"mine"}
     assert_ranked(result)
@@ -583,6 +625,8 @@ def test_embedded_metadata_keys_are_literal(tmp_path: Path) -> None:
     ("hello world", '"hello" OR "world"'),
     ('text:foo NEAR("bar" baz)*', '"text" OR "foo" OR "near" OR "bar" OR "baz"'),
     ("Hello hello HELLO", '"hello"'),
+    ("the cat is on the mat", '"cat" OR "mat"'),  # English stop words, as OpenSearch's analyzer
+    ("to be or not to be", None),
     ("  -- ** ()", None),
     ("", None),
 ])
@@ -590,3 +634,31 @@ def test_embedded_match_expression(text: str, expected: str | None) -> None:
     from memlane.adapters.local.embedded_index import match_expression
 
     assert match_expression(text) == expected
+
+
+@pytest.mark.parametrize(("agents", "metadata"), [
+    (None, None), (("mid",), None), (("rare",), None), (None, {"bucket": 3}), (("mid", "rare"), {"bucket": [0, 5]}),
+])
+@pytest.mark.parametrize("k", [1, 10, 40])
+def test_embedded_vector_search_is_exact(tmp_path: Path, agents: tuple[str, ...] | None,
+                                         metadata: dict[str, Any] | None, k: int) -> None:
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+
+    idx = EmbeddedIndex(tmp_path / "i.sqlite3")
+    idx.ensure_store("s1", DIM)
+    docs = crowd()
+    idx.upsert("s1", [(m, embed(m.text)) for m in docs])
+
+    def keep(m: Memory) -> bool:
+        bucket = (metadata or {}).get("bucket")
+        return ((agents is None or m.scope.agent_id in agents)
+                and (bucket is None or m.metadata["bucket"] in (bucket if isinstance(bucket, list) else [bucket])))
+
+    for text in ("puppy dog canine", "guitar song filler3", "espresso flight"):
+        expected = brute_force(docs, text, keep)[:k]
+        got = search(idx, "s1", text, agents=agents, metadata=metadata, k=k).vector
+        # Same scores in the same order (ids may swap only among equal scores).
+        assert [h.score for h in got] == pytest.approx([s for _, s in expected], abs=1e-4)
+        exact = dict(brute_force(docs, text, keep))
+        assert all(h.score == pytest.approx(exact[h.memory_id], abs=1e-4) for h in got)
+    idx.close()

@@ -134,6 +134,14 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Aws]:
             "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_arn,
                                          "maxReceiveCount": parameter_default("ExtractMaxReceives")}),
         })["QueueUrl"]
+        # The tenant data role (template.yaml TenantDataRole): tenant partitions are reached with STS
+        # credentials tagged with the tenant. moto issues them; it does not evaluate the policy itself
+        # (tests/isolation/test_iam_policy.py does, offline).
+        iam = boto3.client("iam", region_name=REGION)
+        tenant_role = iam.create_role(RoleName="memlane-tenant-data", AssumeRolePolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": ACCOUNT},
+                                                    "Action": ["sts:AssumeRole", "sts:TagSession"]}]}))
+        monkeypatch.setenv("MEMLANE_TENANT_ROLE_ARN", tenant_role["Role"]["Arn"])
         # What the template's Globals give every function, with the index and data dir of this test.
         for name, value in {
             "MEMLANE_MODE": "aws", "MEMLANE_AUTH": "iam", "MEMLANE_TABLE": "dynamodb", "MEMLANE_TABLE_NAME": TABLE,

@@ -52,5 +52,5 @@ class Deps:
         table, tenant partitions through the tenant's table. Bind once the tenant is known (after the
         grant check, or from the job's own record) — never from a key being built."""
         own = self.table.global_table if isinstance(self.table, SplitTable) else self.table
-        tenant = self.tenant_tables.for_tenant(store, app_id, tenant_id) if self.tenant_tables else own
+        tenant = self.tenant_tables.for_tenant(store, app_id, tenant_id) if self.tenant_tables is not None else own
         return replace(self, table=SplitTable(own, tenant))

@@ -14,7 +14,7 @@ One SQLite file holds everything:
 Every search statement is built by ``_select``, which always adds the store and scope
 filter; nothing else reads ``docs`` for search. Vector search scores the embeddings of one
 tenant held in an in-memory matrix (cached per store/app/tenant, dropped whenever that
-tenant's docs change) and keeps only the rows the filter let through. See
+tenant's docs change) and keeps only rows the filter lets through (see ``_vector``). See
 docs/adr/0001-embedded-index.md for why this design and where it stops scaling.
 """
 
@@ -305,12 +305,8 @@ class EmbeddedIndex:
                 return IndexResult(keyword=[], vector=[])
             qvec = None if query.vector is None else _unit_vector(query.vector, dim, "query vector")
             keyword = self._keyword(store, f, query.text, k)
-            if qvec is None:
-                return IndexResult(keyword=keyword, vector=[])
-            vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
-            allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
-        # Outside the lock: the cached arrays are immutable, and the scan is the slow part.
-        return IndexResult(keyword=keyword, vector=self._knn(vectors, allowed, qvec, k))
+            vector = [] if qvec is None else self._vector(store, f, qvec, k)
+        return IndexResult(keyword=keyword, vector=vector)
 
     def _keyword(self, store: str, f: _Filter, text: str, k: int) -> list[Hit]:
         match = match_expression(text)
@@ -319,26 +315,44 @@ class EmbeddedIndex:
         rows = self._select(store, f, "d.memory_id, -bm25(docs_fts, 1.0, 1.0, 0.0)", match=match, limit=k)
         return [Hit(memory_id, float(score)) for memory_id, score in rows]
 
+    def _vector(self, store: str, f: _Filter, qvec: np.ndarray, k: int) -> list[Hit]:
+        """Exact filtered kNN: score the tenant's whole matrix, then ask the filter about the best.
+
+        If at least k of the `want` best rows pass the filter, they hold the filtered top k
+        (every row outside scores no higher), so a broad filter checks a few hundred ids
+        instead of reading every allowed id. A selective one widens `want`, then reads the
+        allowed ids once. Either way the rows are chosen by `_select`.
+        """
+        vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
+        n = vectors.ids.size
+        if n == 0:
+            return []
+        scores = vectors.matrix @ qvec
+        want = max(8 * k, 256)
+        while want < n // 4:
+            best = np.argpartition(-scores, want)[:want]
+            passing = self._select(store, f, "d.id", within=vectors.ids[best].tolist())
+            rows = best[np.isin(vectors.ids[best], [r[0] for r in passing])]
+            if rows.size >= k:
+                return self._top(vectors, scores, rows, k)
+            want *= 8
+        allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
+        # Rows another process added after the matrix was read are skipped, not mis-scored.
+        rows = np.minimum(np.searchsorted(vectors.ids, allowed), n - 1)
+        return self._top(vectors, scores, rows[vectors.ids[rows] == allowed], k)
+
     @staticmethod
-    def _knn(vectors: _Vectors, allowed: np.ndarray, qvec: np.ndarray, k: int) -> list[Hit]:
-        if allowed.size == 0 or vectors.ids.size == 0:
-            return []
-        # Map allowed doc ids to matrix rows. They are all there unless another process wrote
-        # between the two reads; such rows are skipped rather than mis-scored.
-        pos = np.minimum(np.searchsorted(vectors.ids, allowed), vectors.ids.size - 1)
-        pos = pos[vectors.ids[pos] == allowed]
-        if pos.size == 0:
-            return []
-        # A narrow filter scores only its rows; a broad one does one matmul over the tenant.
-        scores = vectors.matrix[pos] @ qvec if pos.size * 4 < vectors.ids.size else (vectors.matrix @ qvec)[pos]
-        top = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
-        ranked = sorted(top.tolist(), key=lambda i: (-scores[i], vectors.memory_ids[pos[i]]))
-        return [Hit(vectors.memory_ids[pos[i]], float(scores[i])) for i in ranked]
+    def _top(vectors: _Vectors, scores: np.ndarray, rows: np.ndarray, k: int) -> list[Hit]:
+        if rows.size > k:
+            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
+        ranked = sorted(rows.tolist(), key=lambda i: (-scores[i], vectors.memory_ids[i]))
+        return [Hit(vectors.memory_ids[i], float(scores[i])) for i in ranked]
 
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: _Filter, columns: str, *, match: str | None = None,
-                with_vectors: bool = False, limit: int | None = None) -> list[tuple[Any, ...]]:
-        """Run a read of `docs` (alias d) under the store + scope filter and the query's filters.
+                within: list[int] | None = None, with_vectors: bool = False,
+                limit: int | None = None) -> list[tuple[Any, ...]]:
+        """Read `docs` (alias d) under the store + scope filter and the query's filters.
 
         The only code that reads docs for search: the scope conditions are not optional here,
         so no caller can forget them. `columns` is a constant chosen by this module.
@@ -364,6 +378,8 @@ class EmbeddedIndex:
             add(("d.time >= ?", [f.time_from]))
         if f.time_to is not None:
             add(("d.time <= ?", [f.time_to]))
+        if within is not None:  # candidate doc ids, as one JSON parameter: no variable limit
+            add(("d.id IN (SELECT value FROM json_each(?))", [json.dumps(within)]))
 
         if match is None:
             join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""

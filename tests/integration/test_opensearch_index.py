@@ -1,0 +1,170 @@
+"""OpenSearchIndex against a real OpenSearch node: what the shared contract suite cannot see —
+routing, the index layout, bulk failure reporting, error translation, SigV4 signing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
+from memlane.adapters.opensearch.index import OpenSearchIndex
+from memlane.adapters.opensearch.queries import search_lines
+from memlane.domain.errors import DependencyFailed, InvalidInput, NotFound, Retryable
+from memlane.domain.models import Memory
+from memlane.domain.scope import Scope, ScopeFilter
+from memlane.ports import IndexQuery
+from tests.contract.test_index_contract import DIM, embed, mem, put
+
+from .conftest import drop_prefix
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_store_is_a_versioned_index_behind_an_alias(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    client, alias = os_index.client, alias_name(os_index.prefix, "s1")
+    assert list(client.indices.get_alias(name=alias)) == [index_name(os_index.prefix, "s1")]
+    mapping = client.indices.get_mapping(index=alias)[index_name(os_index.prefix, "s1")]["mappings"]
+    assert mapping["_routing"] == {"required": True}
+    assert mapping["properties"]["embedding"]["dimension"] == DIM
+    assert mapping["properties"]["embedding"]["method"]["space_type"] == "cosinesimil"
+    assert mapping["properties"]["text"]["analyzer"] == "english"
+    os_index.drop_store("s1")
+    assert not client.indices.exists(index=index_name(os_index.prefix, "s1"))
+    assert not client.indices.exists_alias(name=alias)
+
+
+def test_a_tenant_lives_on_the_shard_of_its_routing(opensearch_url: str, index_prefix: str) -> None:
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix, shards=4)
+    try:
+        idx.ensure_store("s1", DIM)
+        tenants = [f"t{i}" for i in range(8)]
+        put(idx, "s1", *[mem(f"{t}-{j}", f"zebra note {j}", tenant=t) for t in tenants for j in range(5)])
+        alias = alias_name(index_prefix, "s1")
+        homes = set()
+        for t in tenants:
+            home = idx.client.search_shards(index=alias, routing=routing_key("app", t))["shards"][0][0]["shard"]
+            homes.add(home)
+            per_shard = {s: idx.client.count(index=alias, preference=f"_shards:{s}",
+                                             body={"query": {"term": {"tenant_id": t}}})["count"] for s in range(4)}
+            assert per_shard == {s: (5 if s == home else 0) for s in range(4)}, t
+        assert len(homes) > 1, "the tenants should spread over shards, or this test proves little"
+
+        # A search goes to the tenant's shard only: both halves of the _msearch touch one shard.
+        query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t3"), text="zebra", vector=embed("zebra"))
+        lines, signals = search_lines(alias, "s1", query, k=10, vector=embed("zebra"))
+        responses = idx.client.msearch(body=lines)["responses"]
+        assert signals == ["keyword", "vector"]
+        assert [r["_shards"]["total"] for r in responses] == [1, 1]
+        assert all(h["_id"].startswith("t3-") for r in responses for h in r["hits"]["hits"])
+    finally:
+        drop_prefix(idx.client, index_prefix)
+        idx.close()
+
+
+def test_a_write_without_routing_is_refused_by_the_mapping(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    from opensearchpy.exceptions import RequestError
+
+    with pytest.raises(RequestError) as caught:
+        os_index.client.index(index=alias_name(os_index.prefix, "s1"), id="x", body={"text": "no routing"})
+    assert "routing" in str(caught.value)
+
+
+def test_delete_finds_the_routing_of_each_id(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    put(os_index, "s1", *[mem(f"m{t}", "zebra", tenant=f"t{t}") for t in range(6)])
+    os_index.delete("s1", [f"m{t}" for t in range(0, 6, 2)])
+    alias = alias_name(os_index.prefix, "s1")
+    left = {h["_id"] for h in os_index.client.search(index=alias, body={"size": 10})["hits"]["hits"]}
+    assert left == {"m1", "m3", "m5"}
+
+
+def test_partial_bulk_failure_names_the_failed_ids(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    good = mem("good", "zebra fine")
+    # A keyword longer than Lucene's term limit (32 KB): OpenSearch refuses this one document.
+    bad = mem("bad", "zebra broken").model_copy(update={"request_id": "x" * 40_000})
+    with pytest.raises(DependencyFailed) as caught:
+        os_index.upsert("s1", [(good, embed(good.text)), (bad, embed(bad.text))])
+    assert caught.value.details["failed_ids"] == ["bad"]
+    assert "bad" in caught.value.message
+    result = os_index.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra"))
+    assert [h.memory_id for h in result.keyword] == ["good"]  # the rest of the batch was written
+
+
+def test_upsert_after_another_process_dropped_the_store_is_not_found(opensearch_url: str,
+                                                                      os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    put(os_index, "s1", mem("m", "zebra"))  # the dimension is cached now
+    other = OpenSearchIndex.from_url(opensearch_url, index_prefix=os_index.prefix)
+    other.drop_store("s1")
+    with pytest.raises(NotFound):
+        put(os_index, "s1", mem("n", "zebra"))
+    # require_alias: the failed write did not auto-create an index under the alias name
+    assert not os_index.client.indices.exists(index=alias_name(os_index.prefix, "s1"))
+    other.close()
+
+
+def test_bad_query_vector_is_invalid_input_even_when_the_dimension_is_not_cached(opensearch_url: str,
+                                                                                 os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    fresh = OpenSearchIndex.from_url(opensearch_url, index_prefix=os_index.prefix)
+    with pytest.raises(InvalidInput) as caught:
+        fresh.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra",
+                                      vector=[1.0] * (DIM - 1)))
+    assert "dimension" in caught.value.message.lower()
+    fresh.close()
+
+
+def test_zero_vectors(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    put(os_index, "s1", mem("m", "zebra"))
+    with pytest.raises(InvalidInput):
+        os_index.upsert("s1", [(mem("z", "zebra"), [0.0] * DIM)])
+    result = os_index.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra",
+                                              vector=[0.0] * DIM))
+    assert [h.memory_id for h in result.keyword] == ["m"] and result.vector == []
+
+
+def test_unreachable_engine_is_retryable() -> None:
+    idx = OpenSearchIndex.from_url("http://127.0.0.1:9", index_prefix="nowhere")
+    with pytest.raises(Retryable):
+        idx.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra"))
+    with pytest.raises(Retryable):
+        idx.ensure_store("s1", DIM)
+
+
+def test_sigv4_client_signs_requests(opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A security-free node ignores the signature; this proves the signing path builds and runs.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    idx = OpenSearchIndex.from_url(opensearch_url, sigv4=True, region="eu-west-1", index_prefix="sigv4")
+    connection = idx.client.transport.get_connection()
+    import requests
+
+    prepared = requests.Request("GET", opensearch_url + "/").prepare()
+    signed = connection.session.auth(prepared)
+    assert signed.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+    assert "/eu-west-1/es/aws4_request" in signed.headers["Authorization"]
+    assert idx.client.info()["version"]["number"]
+    idx.close()
+
+
+def test_documents_carry_every_filter_field(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    memory = Memory(memory_id="m", scope=Scope(app_id="app", tenant_id="t1", agent_id="a", run_id="r"),
+                    text="zebra", created_at=T0, updated_at=T0, evidence=["e1", "e2"], metadata={"k": [1, "x"]},
+                    importance=0.9, keywords="Zed")
+    os_index.upsert("s1", [(memory, embed("zebra"))])
+    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id="m",
+                              routing=routing_key("app", "t1"))["_source"]
+    assert "embedding" not in doc  # kept out of _source: the vector lives in the k-NN structures only
+    assert doc["evidence"] == ["e1", "e2"] and doc["metadata"] == {"k": [1, "x"]}
+    assert doc["metadata_terms"] == ['["k",1]', '["k","x"]']
+    assert doc["time"] == doc["created_at"] == "2024-01-01T00:00:00.000000Z"

@@ -1,0 +1,59 @@
+"""Reindex from the table on the embedded adapters (the same service runs against OpenSearch in
+tests/integration/test_opensearch_service.py)."""
+
+import pytest
+
+from memlane.domain.errors import NotFound
+from memlane.services import ingest, memories, search, stores
+from memlane.services.reindex import reindex
+
+U1 = {"app_id": "app", "tenant_id": "u1", "run_id": "r1"}
+U2 = {"app_id": "app", "tenant_id": "u2", "run_id": "r1"}
+
+
+@pytest.fixture()
+def store(deps):
+    name = stores.create(deps, name="demo").name
+    ingest.add(deps, name, scope=U1, text="Ann adopted a beagle named Max.", sync=True)
+    ingest.add(deps, name, scope=U1, text="Ann works as a nurse in Denver.", sync=True)
+    ingest.add(deps, name, scope=U2, text="Bob plays the cello.", sync=True)
+    return name
+
+
+def texts(hits):
+    return [h.memory.text for h in hits]
+
+
+def test_reindex_rebuilds_every_tenant_from_the_table(deps, store):
+    deps.index.drop_store(store)
+    assert search.search(deps, store, query="beagle", scope=U1) == []
+    lines = []
+    report = reindex(deps, store, progress=lines.append, batch=2)
+    assert (report.tenants, report.indexed, report.skipped) == (2, 3, 0)
+    assert texts(search.search(deps, store, query="beagle", scope=U1, top_k=1)) == ["Ann adopted a beagle named Max."]
+    assert texts(search.search(deps, store, query="cello", scope=U2, top_k=1)) == ["Bob plays the cello."]
+    assert any("2 memories indexed" in line for line in lines) and "done" in lines[-1]
+
+
+def test_reindex_leaves_deleted_memories_out(deps, store):
+    [hit] = search.search(deps, store, query="nurse", scope=U1, top_k=1)
+    memories.delete(deps, store, app_id="app", tenant_id="u1", memory_id=hit.memory.memory_id)
+    report = reindex(deps, store)
+    assert (report.indexed, report.skipped) == (2, 1)
+    assert "nurse" not in " ".join(texts(search.search(deps, store, query="nurse", scope=U1)))
+
+
+def test_reindex_records_a_new_embedding_model(deps, store):
+    record = deps.repo.get_store(store)
+    deps.repo.update_store(record.model_copy(update={"embedding_model": "older-model", "embedding_dim": 8}))
+    lines = []
+    reindex(deps, store, progress=lines.append)
+    assert "was older-model (8 dims)" in lines[0]
+    after = deps.repo.get_store(store)
+    assert (after.embedding_model, after.embedding_dim) == (deps.embedder.name, deps.embedder.dim)
+
+
+def test_unknown_store_drops_nothing(deps, store):
+    with pytest.raises(NotFound):
+        reindex(deps, "nope")
+    assert search.search(deps, store, query="beagle", scope=U1, top_k=1)
