@@ -1,0 +1,75 @@
+"""Every index query is built through one function that adds the scope filter; no other code path
+reads the index for search. These tests read the adapters' source, so a new query path written
+anywhere else fails here until it goes through the scoped builder."""
+
+from __future__ import annotations
+
+import ast
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memlane.adapters.opensearch.queries import search_lines
+from memlane.domain.scope import search_scope
+from memlane.ports import IndexQuery
+
+ROOT = Path(__file__).resolve().parents[2] / "shared" / "memlane"
+ENGINE_READS = ("search", "msearch", "count", "scroll", "search_template", "msearch_template", "knn_search")
+
+
+def functions_with(path: Path, predicate) -> dict[str, int]:
+    """function name → how many nodes inside it satisfy `predicate`."""
+    found: dict[str, int] = {}
+    for fn in ast.walk(ast.parse(path.read_text())):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = sum(1 for node in ast.walk(fn) if predicate(node))
+            if n:
+                found[fn.name] = n
+    return found
+
+
+def sql_text(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+    return ""
+
+
+def test_embedded_index_reads_documents_only_in_the_scoped_select():
+    path = ROOT / "adapters/local/embedded_index.py"
+    reads = functions_with(path, lambda n: "SELECT" in sql_text(n).upper()
+                           and ("FROM DOCS" in sql_text(n).upper() or "DOCS_FTS" in sql_text(n).upper()))
+    # `count` is a size probe for tests and benchmarks (store-wide, returns a number, not documents)
+    assert set(reads) <= {"_select", "count"}, reads
+    # and the one builder always filters by store, app and tenant before anything else
+    source = path.read_text()
+    select = source[source.index("    def _select("):source.index("    # -- vector cache")]
+    for column in ("d.store = ?", "d.app_id = ?", "d.tenant_id = ?"):
+        assert column in select, column
+
+
+def test_opensearch_adapter_sends_searches_only_from_the_scoped_builder():
+    calls = functions_with(ROOT / "adapters/opensearch/index.py",
+                           lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                           and n.func.attr in ENGINE_READS)
+    # `search` sends search_lines' body; `_locate` is the ids lookup a delete needs (no content)
+    assert calls == {"search": 1, "_locate": 1}, calls
+    for module in (ROOT / "adapters/opensearch").glob("*.py"):
+        if module.name not in ("index.py",):
+            assert not functions_with(module, lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                                      and n.func.attr in ENGINE_READS), module.name
+
+
+def test_every_opensearch_query_line_carries_the_scope_filter():
+    scope = search_scope({"app_id": "app", "tenant_id": "ann", "run_id": ["r1", "r2"]})
+    q = IndexQuery(scope=scope, text="where does Ann work", vector=[0.1] * 8, k=5,
+                   time_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
+    lines, signals = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8)
+    assert signals == ["keyword", "vector"]
+    for header, body in zip(lines[::2], lines[1::2]):
+        assert header["routing"] == "app#ann"
+        text = repr(body)
+        for term in ("{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}", "'run_id': ['r1', 'r2']"):
+            assert term in text, (term, body)
+    knn = lines[3]["query"]["knn"]["embedding"]
+    assert "filter" in knn  # inside the k-NN clause (efficient filtering), not a post-filter
