@@ -12,6 +12,7 @@ Partitions (pk) and sort keys (sk):
     ~apikeys                      <sha256 of key>                 local-mode API key → principal
     <store>#~audit                <time>#<request_id>             the audit log (expires_at = TTL)
     ~erasures                     <erasure_id>                    tenant erasure tasks
+    ~stores-purging               <store>                         deleted stores whose items are being purged
     <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
     <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
     <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>           dream actions, in proposal order (with undo records)
@@ -40,6 +41,7 @@ from .ports import Delete, Item, Put, Table, Update, Write
 
 STORES_PK = "~stores"
 ERASURES_PK = "~erasures"
+PURGING_PK = "~stores-purging"  # stores deleted whose items are still being purged
 GRANTS_PK = "~grants"
 API_KEYS_PK = "~apikeys"
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it
@@ -474,6 +476,26 @@ class Repository:
             elif item["sk"].startswith("DACT#") and "action_id" in item:
                 keys.append((dream_pk(store), f"ACT#{item['action_id']}"))
         return keys
+
+    # -- store deletion ----------------------------------------------------------------------
+    def mark_purging(self, store: str) -> None:
+        self.table.put({"pk": PURGING_PK, "sk": store})
+
+    def is_purging(self, store: str) -> bool:
+        return self.table.get(PURGING_PK, store) is not None
+
+    def purged(self, store: str) -> None:
+        self.table.delete(PURGING_PK, store)
+
+    def store_global_keys(self, store: str) -> Iterator[tuple[str, str]]:
+        """Keys of the store's global partitions except its audit log (kept for its retention)."""
+        for pk in (requests_pk(store), activity_pk(store), dream_pk(store)):
+            cursor = None
+            while True:
+                page = self.table.query(pk, limit=500, cursor=cursor)
+                yield from ((i["pk"], i["sk"]) for i in page.items)
+                if not (cursor := page.cursor):
+                    break
 
     # -- erasure -------------------------------------------------------------------------------
     def put_erasure(self, erasure: Erasure) -> None:

@@ -57,3 +57,24 @@ def test_erase_tenant_leaves_zero_items_in_table_and_index(service, loaded):
     rerun = deps.repo.get_erasure(erasure.erasure_id).model_copy(update={"status": TaskStatus.RUNNING})
     deps.repo.put_erasure(rerun)
     assert erase.run_erasure(deps, erasure.erasure_id).deleted_items == done.deleted_items
+
+
+def test_deleting_a_store_purges_its_items_and_frees_the_name_after(service, loaded):
+    from memlane.domain.errors import Conflict, NotFound
+    from memlane.repository import activity_pk
+
+    deps = loaded
+    stores.delete(deps, "one")
+    with pytest.raises(NotFound):
+        search.search(deps, "one", query="bees", scope={"app_id": "app", "tenant_id": "alice"})
+    with pytest.raises(Conflict) as e:
+        stores.create(deps, name="one")  # not before the purge is done
+    assert e.value.code == "store_deleting"
+    service.drain()
+    for tenant in ("alice", "bob"):
+        assert deps.table.query(tenant_pk("one", "app", tenant), limit=10).items == []
+    assert deps.table.query(requests_pk("one"), limit=10).items == []
+    assert deps.table.query(activity_pk("one"), limit=10).items == []
+    assert len(hits(deps, "two", "alice")) == 2  # the other store is untouched
+    stores.create(deps, name="one")
+    assert hits(deps, "one", "alice") == []

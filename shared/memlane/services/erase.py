@@ -89,3 +89,19 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> tupl
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     deps.repo.delete_items(guards)
     return len(items) + len(guards), len(memory_ids)
+
+
+def purge_store(deps: Deps, store: str) -> int:
+    """Delete every table item of a deleted store (its audit log excepted: it expires by itself).
+    Idempotent: a retry deletes what is left. Returns how many items it deleted."""
+    tenants = list(deps.repo.iter_tenants(store))
+    deleted = 0
+    for app_id, tenant_id in tenants:
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        keys = [(i["pk"], i["sk"]) for i in tenant.repo.tenant_keys(store, app_id, tenant_id)]
+        tenant.repo.delete_items(keys)
+        deleted += len(keys)
+    globals_ = list(deps.repo.store_global_keys(store))
+    deps.repo.delete_items(globals_)
+    deps.repo.purged(store)
+    return deleted + len(globals_)

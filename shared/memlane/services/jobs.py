@@ -13,11 +13,14 @@ def handle(deps: Deps, job: Job) -> Task | None:
     """Run one job; an extraction returns its finished task (the extract Lambda counts its memories)."""
     if job.kind == "extract":
         return extract.run(_bound(deps, job), job.store, job.request_id)
+    if job.kind == "purge_store":
+        erase.purge_store(deps, job.store)
+        return None
     if job.kind == "erase":
         erase.run_erasure(deps, job.request_id)
         return None
     if job.kind == "dream":
-        dream.run(deps, job.store, job.request_id)
+        dream.run(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id)
         return None
     raise InvalidInput(f"unknown job kind '{job.kind}'", field="kind")
 
@@ -29,7 +32,7 @@ def give_up(deps: Deps, job: Job, reason: str) -> None:
     elif job.kind == "erase":
         erase.fail_erasure(deps, job.request_id, reason)
     elif job.kind == "dream":
-        dream.fail(deps, job.store, job.request_id, reason)
+        dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
 
 
 def _bound(deps: Deps, job: Job) -> Deps:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..domain.errors import InvalidInput
+from ..domain.errors import Conflict, InvalidInput
 from ..domain.limits import MAX_INSTRUCTIONS_CHARS
 from ..domain.models import DreamMode, Store, validate_store_name
+from ..ports import Job
 from .deps import Deps
 
 
@@ -18,6 +19,9 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
                   embedding_model=deps.embedder.name, embedding_dim=deps.embedder.dim, dream_mode=dream_mode,
                   dream_threshold=dream_threshold, created_at=deps.clock.now())
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
+    if deps.repo.is_purging(name):
+        raise Conflict(f"store '{name}' is still being deleted; try again shortly", code="store_deleting",
+                       field="name")
     deps.index.ensure_store(name, deps.embedder.dim)
     deps.repo.create_store(store)
     return store
@@ -33,7 +37,10 @@ def list_(deps: Deps, *, limit: int, cursor: str | None) -> tuple[list[Store], s
 
 
 def delete(deps: Deps, name: str) -> None:
-    """Remove the store from the catalog and drop its index. Tenant items are erased by the erase task."""
+    """Gone at once from the catalog and the index; its table items are purged by a queued job.
+    The name cannot be reused until the purge has finished."""
     get(deps, name)
+    deps.repo.mark_purging(name)
     deps.repo.delete_store(name)
     deps.index.drop_store(name)
+    deps.queue.enqueue(Job(kind="purge_store", store=name, request_id=name))
