@@ -1,31 +1,36 @@
-"""Dream: the EventBridge schedule picks due scopes (bounded) and queues a dream job for each, which the
-extract function's queue worker runs (jobs.handle); API Gateway events are the dream routes."""
+"""Dream: the dream routes (API Gateway), and the EventBridge schedule, which picks due scopes (bounded) and
+queues one `dream` job per scope; the extract function's queue worker runs them (jobs.handle)."""
 
-from typing import Any
+from typing import Any, Callable
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from memlane.aws_lambda import build_http_handler, runtime
 from memlane.services import dream
 
-rt = runtime()
-_http: Any = None
+http = build_http_handler(["dream"])
+_scheduled: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 
 
-@rt.logger.inject_lambda_context
-@rt.tracer.capture_lambda_handler(capture_response=False)
-@rt.metrics.log_metrics
-def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    tasks = dream.schedule(rt.deps)
-    rt.metrics.add_metric(name="DreamsScheduled", unit=MetricUnit.Count, value=len(tasks))
-    rt.logger.info("dream run", extra={"rule": event.get("resources"), "scheduled": len(tasks)})
-    return {"scheduled": len(tasks), "tasks": [{"store": t.store, "task_id": t.task_id, **t.scope.model_dump()}
-                                               for t in tasks]}
+def schedule_handler() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    rt = runtime()
+
+    @rt.logger.inject_lambda_context
+    @rt.tracer.capture_lambda_handler(capture_response=False)
+    @rt.metrics.log_metrics
+    def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        tasks = dream.schedule(rt.deps)
+        rt.metrics.add_metric(name="DreamsScheduled", unit=MetricUnit.Count, value=len(tasks))
+        rt.logger.info("dream run", extra={"rule": event.get("resources"), "scheduled": len(tasks)})
+        return {"scheduled": len(tasks),
+                "tasks": [{"store": t.store, "task_id": t.task_id, **t.scope.model_dump()} for t in tasks]}
+
+    return scheduled
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    global _http
-    if "requestContext" in event:  # an HTTP API request: the dream family of routes
-        _http = _http or build_http_handler(["dream"])
-        return _http(event, context)
-    return scheduled(event, context)
+    global _scheduled
+    if "requestContext" in event:  # an HTTP API request
+        return http(event, context)
+    _scheduled = _scheduled or schedule_handler()  # built on the first scheduled event of this container
+    return _scheduled(event, context)

@@ -96,3 +96,28 @@ def test_dream_routes_through_the_function(aws: Aws, deps: Any, granted: None) -
     profile = handler(load_event("dream", "profile"))
     assert profile["statusCode"] == 200
     assert json.loads(profile["body"])["attributes"][0]["value"] == "Denver"
+
+
+def test_undo_is_exact_on_dynamodb(aws: Aws, deps: Any) -> None:
+    from memlane.services import dream, search
+
+    add(deps, "u-7", "I live in Boston.")
+    add(deps, "u-7", "I moved from Boston to Denver.", run="r-2")
+    add(deps, "u-7", "Denver is where I live now.", run="r-3")
+    scope = {"app_id": "support", "tenant_id": "u-7"}
+    before = aws.items("demo#support#u-7", "MEM#")
+
+    def found() -> list[tuple[str, str, float]]:
+        return [(h.memory.memory_id, h.memory.status, h.score)
+                for h in search.search(deps, "demo", query="where does Ann live", scope=scope, include_superseded=True)]
+
+    hits = found()
+    task = dream.start(deps, "demo", scope=scope, sync=True, mode="safe_auto", threshold=0.0)
+    applied = dream.list_actions(deps, "demo", task.task_id)[0]
+    assert applied and all(a.status == "applied" for a in applied)
+    assert aws.items("demo#support#u-7", "MEM#") != before
+    for a in reversed(applied):
+        dream.undo_action(deps, "demo", a.action_id)
+    assert aws.items("demo#support#u-7", "MEM#") == before
+    assert aws.items("demo#support#u-7", "PROFILE#") == []
+    assert found() == hits

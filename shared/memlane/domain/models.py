@@ -316,6 +316,7 @@ class UndoEntry(BaseModel):
 
     pk: str
     sk: str
+    memory_id: str | None = None  # None for a profile
     before: dict[str, Any] | None = None  # the whole item; None when the action created it
     after_digest: str  # undo refuses when the item changed since the action wrote it
 

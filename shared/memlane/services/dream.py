@@ -67,7 +67,7 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     task = DreamTask(task_id=sortable_id(now), store=store, scope=where, mode=mode or store_obj.dream_mode,
                      threshold=store_obj.dream_threshold if threshold is None else threshold,
                      kinds=sorted(set(kinds or ())), trigger=trigger, created_at=now, updated_at=now)
-    deps.repo.transact(deps.repo.dream_task_writes(task))
+    deps.repo.create_dream_task(task)
     if sync:
         try:
             return run(deps, store, task.task_id)
@@ -139,10 +139,12 @@ def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = Fa
                                            expect={"pending_since": info.pending_since,
                                                    "queued_task": info.queued_task})
                  for sk, info in p.entries[:scheduler.MAX_MARKED]]
-        try:
-            deps.repo.transact([*deps.repo.dream_task_writes(task), *marks])
+        try:  # the pointer and the registry marks are global partitions: one transaction
+            deps.repo.transact([deps.repo.dream_task_pointer(task), *marks])
         except ConditionFailed:
             continue  # an add or another scheduler moved one of its entries: it is picked next time
+        # the task itself in the tenant's partition; if this fails the marks lapse with their lease
+        _tenant(deps, task).repo.save_dream_task(task)
         created.append(task)
         if not run_inline:
             deps.queue.enqueue(Job(kind="dream", store=task.store, request_id=task.task_id))
@@ -150,8 +152,34 @@ def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = Fa
         if cursor != deps.repo.get_dream_cursor(store):
             deps.repo.set_dream_cursor(store, cursor)
     if run_inline:
-        created = [run(deps, t.store, t.task_id) for t in created]
+        created = [run(_tenant(deps, t), t.store, t.task_id) for t in created]
     return created
+
+
+def _tenant(deps: Deps, task: DreamTask) -> Deps:
+    return deps.for_tenant(task.store, task.scope.app_id, task.scope.tenant_id)
+
+
+def for_task(deps: Deps, store: str, task_id: str) -> Deps:
+    """`deps` bound to the tenant a dream task belongs to (its pointer, a global read): how a job or a
+    route addressed by task id reaches the tenant's partition."""
+    return deps.for_tenant(store, *task_owner(deps, store, task_id))
+
+
+def task_owner(deps: Deps, store: str, task_id: str) -> tuple[str, str]:
+    deps.repo.get_store(store)
+    owner = deps.repo.dream_task_tenant(store, validate_id("task_id", task_id))
+    if owner is None:
+        raise NotFound(f"dream task '{task_id}' not found", code="dream_task_not_found")
+    return owner
+
+
+def action_owner(deps: Deps, store: str, action_id: str) -> tuple[str, str]:
+    deps.repo.get_store(store)
+    owner = deps.repo.action_tenant(store, validate_id("action_id", action_id))
+    if owner is None:
+        raise NotFound(f"dream action '{action_id}' not found", code="dream_action_not_found")
+    return owner
 
 
 def _auto(deps: Deps, task: DreamTask, action: DreamAction) -> DreamAction:
@@ -240,14 +268,14 @@ def _record(deps: Deps, task: DreamTask, proposals: list[Proposal],
         if len(action.model_dump_json()) > MAX_ACTION_BYTES:
             stats["too_large"] = stats.get("too_large", 0) + 1
             continue
-        try:
-            repo.transact(repo.action_writes(action, len(by_id)))
-        except ConditionFailed:
+        sk = repo.claim_action(action, len(by_id))
+        if sk is None:
             stats["repeated"] += 1  # proposed before by another dream: decided there
             earlier = repo.get_action(task.store, aid)
             if earlier.status == DreamActionStatus.PENDING:
                 waiting.append(earlier)
             continue
+        repo.put_action(action, sk)
         by_id[aid] = action
         stats["proposed"] += 1
     return list(by_id.values()), waiting, stats

@@ -12,8 +12,7 @@ from ..domain.errors import InvalidInput
 from ..domain.models import MemoryStatus, MemoryType, Memory, Message
 from ..domain.scope import Scope, ScopeFilter, search_scope
 from ..domain.validation import check_metadata
-from ..policies.ranking import RECIPES, SearchRecipe, demote_redundant, min_max, reciprocal_rank_fusion, \
-    score_fusion, similarity_from_cosine
+from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import IndexQuery
 from . import scopes
 from .deps import Deps
@@ -50,16 +49,17 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
     statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if include_superseded else (MemoryStatus.ACTIVE,)
     result = deps.index.search(store, IndexQuery(
-        scope=where, text=query, vector=vector, k=plan.candidates,
+        scope=where, text=query, vector=vector, k=max(plan.candidates, plan.similarity_pool if vector else 0),
         memory_types=tuple(memory_types) if memory_types else None, statuses=statuses,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
-    lists = [(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)]
-    fused = score_fusion(lists) if plan.fusion == "score" else reciprocal_rank_fusion(lists, plan.rrf_k)
+    # Fusion sees `candidates` per signal; the longer vector list only supplies measured cosines.
+    lists = [(plan.keyword_weight, result.keyword[:plan.candidates]),
+             (plan.vector_weight, result.vector[:plan.candidates])]
+    fused = reciprocal_rank_fusion(lists, plan.rrf_k)
     ranked = sorted(fused, key=lambda mid: (-fused[mid], mid))
     reranking = plan.rerank and deps.reranker is not None
-    # Load enough to rerank and, after redundant results move back, still fill top_k.
-    depth = max(top_k * (2 if plan.demote_redundant else 1), plan.rerank_depth if reranking else 0)
+    depth = max(top_k, plan.rerank_depth if reranking else 0)
     memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
     # The table is the truth: drop what the index still holds but the table no longer shows.
     candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
@@ -74,10 +74,6 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         # Below the head, keep the fused order under the lowest head score.
         scores = {**{mid: floor - (i + 1) * 1e-6 for i, mid in enumerate(candidates[len(head):])}, **reranked}
         candidates = head + candidates[len(head):]
-    if plan.demote_redundant:
-        candidates = demote_redundant(candidates, {mid: memories[mid].text for mid in candidates})
-        for prev, mid in zip(candidates, candidates[1:]):  # scores stay non-increasing down the list
-            scores[mid] = min(scores[mid], scores[prev])
 
     cosines = {h.memory_id: h.score for h in result.vector}
     missing = [mid for mid in candidates[:top_k] if mid not in cosines]
@@ -107,9 +103,7 @@ def _recipe(name: str) -> SearchRecipe:
 def _rerank(deps: Deps, query: str, candidates: list[str], memories: dict[str, Memory], scores: dict[str, float],
             plan: SearchRecipe) -> dict[str, float]:
     assert deps.reranker is not None
-    texts = [f"{memories[mid].text}\n{memories[mid].keywords}" if plan.rerank_keywords else memories[mid].text
-             for mid in candidates]
-    relevance = deps.reranker.rerank(query, texts)
+    relevance = deps.reranker.rerank(query, [memories[mid].text for mid in candidates])
     fused_norm = min_max([scores[mid] for mid in candidates])
     rerank_norm = min_max(relevance)
     w = plan.rerank_weight

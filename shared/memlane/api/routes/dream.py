@@ -25,25 +25,23 @@ def routes(deps: Deps, gate: Gate) -> Router:
                             200: {"description": "Dreamt (sync), with its actions",
                                   "content": {"application/json": {"model": DreamTaskOut}}}})
     def start_dream(store: str, body: DreamIn) -> tuple[dict[str, Any], int]:
-        gate.require(router.current_event, body.scope.app_id, body.scope.tenant_id)
-        task = dream.start(deps, store, scope=body.scope.model_dump(exclude_none=True), mode=body.mode,
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id)
+        task = dream.start(d, store, scope=body.scope.model_dump(exclude_none=True), mode=body.mode,
                            threshold=body.threshold, kinds=body.kinds, sync=body.sync)
         if body.sync:
-            actions, _ = dream.list_actions(deps, store, task.task_id, limit=1000)
+            actions, _ = dream.list_actions(d, store, task.task_id, limit=1000)
             return DreamTaskOut.of(task, actions).model_dump(mode="json"), 200
         return DreamTaskOut.of(task).model_dump(mode="json"), 202
 
     @router.get("/v1/stores/<store>/dream-tasks/<task_id>", tags=["dream"], summary="A dream task")
     def get_dream_task(store: str, task_id: str) -> DreamTaskOut:
-        task = dream.get_task(deps, store, task_id)
-        gate.require(router.current_event, task.scope.app_id, task.scope.tenant_id)
-        return DreamTaskOut.of(task)
+        return DreamTaskOut.of(dream.get_task(_task_tenant(store, task_id), store, task_id))
 
     @router.get("/v1/stores/<store>/dream-tasks", tags=["dream"], summary="A tenant's dream tasks, newest first")
     def list_dream_tasks(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                          limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> DreamTaskList:
-        gate.require(router.current_event, app_id, tenant_id)
-        found, next_cursor = dream.list_tasks(deps, store, app_id=app_id, tenant_id=tenant_id, limit=limit,
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        found, next_cursor = dream.list_tasks(d, store, app_id=app_id, tenant_id=tenant_id, limit=limit,
                                               cursor=cursor)
         return DreamTaskList(tasks=[DreamTaskOut.of(t) for t in found], next_cursor=next_cursor)
 
@@ -51,42 +49,40 @@ def routes(deps: Deps, gate: Gate) -> Router:
                 summary="The actions a dream proposed, in order (optionally only those with one status)")
     def list_dream_actions(store: str, task_id: str, status: StatusParam = None,
                            limit: Limit = limits.MAX_PAGE_SIZE, cursor: Cursor = None) -> DreamActionList:
-        task = dream.get_task(deps, store, task_id)
-        gate.require(router.current_event, task.scope.app_id, task.scope.tenant_id)
-        found, next_cursor = dream.list_actions(deps, store, task_id, status=status, limit=limit, cursor=cursor)
+        d = _task_tenant(store, task_id)
+        found, next_cursor = dream.list_actions(d, store, task_id, status=status, limit=limit, cursor=cursor)
         return DreamActionList(actions=[DreamActionOut.of(a) for a in found], next_cursor=next_cursor)
 
     @router.get("/v1/stores/<store>/dream-actions/<action_id>", tags=["dream"], summary="A dream action")
     def get_dream_action(store: str, action_id: str) -> DreamActionOut:
-        return DreamActionOut.of(_allowed(store, action_id))
+        return DreamActionOut.of(dream.get_action(_action_tenant(store, action_id), store, action_id))
 
     @router.post("/v1/stores/<store>/dream-actions/<action_id>/apply", tags=["dream"],
                  summary="Apply a pending action (409 if what it is about changed since it was proposed)")
     def apply_dream_action(store: str, action_id: str) -> DreamActionOut:
-        _allowed(store, action_id)
-        return DreamActionOut.of(dream.apply_action(deps, store, action_id))
+        return DreamActionOut.of(dream.apply_action(_action_tenant(store, action_id), store, action_id))
 
     @router.post("/v1/stores/<store>/dream-actions/<action_id>/reject", tags=["dream"],
                  summary="Reject a pending action; a later dream does not propose it again")
     def reject_dream_action(store: str, action_id: str) -> DreamActionOut:
-        _allowed(store, action_id)
-        return DreamActionOut.of(dream.reject_action(deps, store, action_id))
+        return DreamActionOut.of(dream.reject_action(_action_tenant(store, action_id), store, action_id))
 
     @router.post("/v1/stores/<store>/dream-actions/<action_id>/undo", tags=["dream"],
                  summary="Undo an applied action: every memory it touched back exactly as it was")
     def undo_dream_action(store: str, action_id: str) -> DreamActionOut:
-        _allowed(store, action_id)
-        return DreamActionOut.of(dream.undo_action(deps, store, action_id))
+        return DreamActionOut.of(dream.undo_action(_action_tenant(store, action_id), store, action_id))
 
     @router.get("/v1/stores/<store>/profiles/<tenant_id>", tags=["dream"],
                 summary="The profile a dream built of a tenant (or, with agent_id, of one agent of it)")
     def get_profile(store: str, tenant_id: str, app_id: IdParam = None, agent_id: IdParam = None) -> ProfileOut:
-        gate.require(router.current_event, app_id, tenant_id)
-        return ProfileOut.of(dream.get_profile(deps, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id))
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        return ProfileOut.of(dream.get_profile(d, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id))
 
-    def _allowed(store: str, action_id: str):  # type: ignore[no-untyped-def]
-        action = dream.get_action(deps, store, action_id)
-        gate.require(router.current_event, action.scope.app_id, action.scope.tenant_id)
-        return action
+    def _task_tenant(store: str, task_id: str) -> Deps:
+        """The task's tenant (its pointer, a global read), checked against the grant and bound."""
+        return gate.bind(router.current_event, store, *dream.task_owner(deps, store, task_id))
+
+    def _action_tenant(store: str, action_id: str) -> Deps:
+        return gate.bind(router.current_event, store, *dream.action_owner(deps, store, action_id))
 
     return router

@@ -1,0 +1,189 @@
+"""The LLM dream engine: the model proposes, with a strict output schema; the engine checks.
+
+One call per agent of the scope (its memories, newest first, and its recent turns), one more
+for the tenant's profile. Numbers in the answer that do not resolve, actions on a memory an
+earlier action already took, and kinds the caller did not ask for are dropped. Expired plans are
+retired by rule as well (a date comparison needs no model).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Sequence
+
+from ..domain.models import (DreamActionKind, Memory, MemoryDraft, MemoryType, Message, Profile, ProfileEntry,
+                             ProfileSkill)
+from ..domain.scope import DEFAULT, Scope
+from ..policies import dream_rules
+from ..ports import LLM
+from ..prompts import dream as prompt
+from .engine import DreamInput, Proposal, draft_of, profile_proposal, same_scope_evidence
+
+MAX_MEMORIES = 150  # per call, newest first
+MAX_TURNS = 100
+MAX_CHARS = 1000  # of one memory or turn, as shown to the model
+
+
+class LLMEngine:
+    name = "llm"
+
+    def __init__(self, llm: LLM, *, plan_grace_days: float = 1.0):
+        self.llm = llm
+        self.plan_grace_days = plan_grace_days
+
+    def propose(self, data: DreamInput) -> list[Proposal]:
+        in_scope = data.in_scope()
+        by_agent: dict[str, list[Memory]] = defaultdict(list)
+        for m in in_scope:
+            by_agent[m.scope.agent_id].append(m)
+        turns: dict[str, list[Message]] = defaultdict(list)
+        for run in data.messages:
+            for msg in run:
+                turns[msg.scope.agent_id].append(msg)
+        out: list[Proposal] = []
+        claimed: set[str] = set()
+        for agent in sorted(set(by_agent) | set(turns)):
+            memories = sorted(by_agent[agent], key=dream_rules.recency, reverse=True)[:MAX_MEMORIES]
+            messages = sorted(turns[agent], key=lambda m: m.created_at)[-MAX_TURNS:]
+            wants_profile = DreamActionKind.EMIT_PROFILE in data.kinds and agent in data.profile_agents
+            out += self._agent(data, agent, memories, messages, claimed, wants_profile)
+        if DreamActionKind.DELETE in data.kinds:
+            for m in in_scope:
+                if m.memory_id not in claimed and dream_rules.expired_plan(m, data.now, self.plan_grace_days):
+                    claimed.add(m.memory_id)
+                    out.append(Proposal(DreamActionKind.DELETE, dream_rules.PLAN_RETIRE_CONFIDENCE,
+                                        f"expired plan: its time ({m.event_time:%Y-%m-%d}) has passed", m.scope,
+                                        target_ids=(m.memory_id,)))
+        if DreamActionKind.EMIT_PROFILE in data.kinds:
+            remaining = sorted((m for m in data.memories if m.memory_id not in claimed), key=dream_rules.recency,
+                               reverse=True)[:MAX_MEMORIES]
+            if remaining:
+                answer = self.llm.generate(system=prompt.PROFILE_SYSTEM, prompt=prompt.PROFILE_TEMPLATE.format(
+                    now=_time(data.now), memories=_memories(remaining)), response_model=prompt.ProfileResult)
+                built = _profile(answer.profile, data, None, remaining)
+                proposal = profile_proposal(data.profiles.get(None), built,
+                                            rationale=f"profile of the tenant from {len(remaining)} memories (llm)")
+                if proposal:
+                    out.append(proposal)
+        return out
+
+    def _agent(self, data: DreamInput, agent: str, memories: list[Memory], messages: list[Message],
+               claimed: set[str], wants_profile: bool) -> list[Proposal]:
+        if len(memories) < 2 and not messages and not wants_profile:
+            return []
+        answer = self.llm.generate(
+            system=prompt.SYSTEM,
+            prompt=prompt.USER_TEMPLATE.format(now=_time(data.now),
+                                               profile_request=prompt.PROFILE_REQUEST if wants_profile else "",
+                                               memories=_memories(memories) or "(none)",
+                                               messages=_turns(messages) or "(none)"),
+            response_model=prompt.DreamResult)
+        out: list[Proposal] = []
+        for action in answer.actions:
+            proposal = _action(action, memories, messages, data, agent)
+            if proposal is None or proposal.kind not in data.kinds:
+                continue
+            touched = {*proposal.target_ids, *([proposal.keep_id] if proposal.keep_id else [])}
+            if proposal.kind != DreamActionKind.NOOP and claimed & touched:
+                continue
+            claimed |= set(proposal.target_ids)
+            out.append(proposal)
+        if wants_profile and answer.profile is not None:
+            built = _profile(answer.profile, data, agent, memories)
+            proposal = profile_proposal(data.profiles.get(agent), built,
+                                        rationale=f"profile of agent '{agent}' from {len(memories)} memories (llm)")
+            if proposal:
+                out.append(proposal)
+        return out
+
+
+def _time(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _memories(memories: Sequence[Memory]) -> str:
+    return "\n".join(f"[m{i}] ({m.memory_type}, {_time(m.event_time or m.created_at)}) {m.text[:MAX_CHARS]}"
+                     for i, m in enumerate(memories, start=1))
+
+
+def _turns(messages: Sequence[Message]) -> str:
+    return "\n".join(f"[s{i}] {_time(m.created_at)} {m.name or m.role}: {m.content[:MAX_CHARS]}"
+                     for i, m in enumerate(messages, start=1))
+
+
+def _pick(numbers: Sequence[int], items: Sequence[object]) -> list:  # type: ignore[type-arg]
+    return [items[n - 1] for n in dict.fromkeys(numbers) if 1 <= n <= len(items)]
+
+
+def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Message], data: DreamInput,
+            agent: str) -> Proposal | None:
+    kind = DreamActionKind(a.kind)
+    targets: list[Memory] = _pick(a.targets, memories)
+    if len(targets) != len(dict.fromkeys(a.targets)):
+        return None  # a number that does not resolve: the answer is not about these memories
+    keep: Memory | None = None
+    if a.keep is not None:
+        if not 1 <= a.keep <= len(memories):
+            return None
+        keep = memories[a.keep - 1]
+    targets = [t for t in targets if keep is None or t.memory_id != keep.memory_id]
+    ids = tuple(t.memory_id for t in targets)
+    if kind == DreamActionKind.NOOP:
+        scope = (keep or (targets[0] if targets else None))
+        return Proposal(kind, a.confidence, a.rationale, scope.scope if scope else _default_scope(data, agent),
+                        target_ids=())
+    if kind == DreamActionKind.DELETE:
+        return Proposal(kind, a.confidence, a.rationale, targets[0].scope, target_ids=ids) if targets else None
+    if kind in (DreamActionKind.MERGE, DreamActionKind.UPDATE):
+        if not targets:
+            return None
+        if keep is None and kind == DreamActionKind.MERGE:
+            keep = max(targets, key=dream_rules.recency)  # no survivor named: keep the newest statement
+            targets = [t for t in targets if t.memory_id != keep.memory_id]
+            ids = tuple(t.memory_id for t in targets)
+            if not targets:
+                return None
+        if keep is not None:
+            draft = draft_of(keep, text=a.text, evidence=same_scope_evidence(keep, targets))
+            return Proposal(kind, a.confidence, a.rationale, keep.scope, target_ids=ids, keep_id=keep.memory_id,
+                            after=draft)
+        if not a.text:
+            return None
+        newest = max(targets, key=dream_rules.recency)
+        draft = MemoryDraft(text=a.text, memory_type=a.memory_type or newest.memory_type, scope=newest.scope,
+                            evidence=list(dict.fromkeys(e for t in targets if t.scope == newest.scope
+                                                        for e in t.evidence)))
+        return Proposal(kind, a.confidence, a.rationale, newest.scope, target_ids=ids, after=draft)
+    # ADD, EMIT_SKILL: new memories, placed in the run their evidence comes from
+    if not a.text:
+        return None
+    turns: list[Message] = _pick(a.evidence, messages)
+    scope = turns[-1].scope if turns else _default_scope(data, agent)
+    memory_type = MemoryType.PROCEDURE if kind == DreamActionKind.EMIT_SKILL else (a.memory_type or MemoryType.FACT)
+    draft = MemoryDraft(text=a.text, memory_type=memory_type, scope=scope,
+                        evidence=[t.message_id for t in turns if t.scope == scope],
+                        metadata={"skill": True} if kind == DreamActionKind.EMIT_SKILL else {})
+    return Proposal(kind, a.confidence, a.rationale, scope, after=draft)
+
+
+def _default_scope(data: DreamInput, agent: str) -> Scope:
+    return Scope(app_id=data.scope.app_id, tenant_id=data.scope.tenant_id, agent_id=agent,
+                 run_id=data.scope.run_id or DEFAULT)
+
+
+def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, memories: list[Memory]) -> Profile:
+    def entries(facts: list[prompt.ProfileFact]) -> list[ProfileEntry]:
+        out = []
+        for f in facts:
+            support: list[Memory] = _pick(f.evidence, memories)
+            out.append(ProfileEntry(name=f.name, value=f.value, confidence=f.confidence,
+                                    evidence=[m.memory_id for m in support], previous=f.previous,
+                                    since=max((m.event_time or m.created_at for m in support), default=None)))
+        return sorted(out, key=lambda e: (e.name, e.value.lower()))
+
+    skills = [m for m in memories if m.memory_type == MemoryType.PROCEDURE]
+    return Profile(store=data.store, app_id=data.scope.app_id, tenant_id=data.scope.tenant_id, agent_id=agent,
+                   subject=p.subject, attributes=entries(p.attributes), preferences=entries(p.preferences),
+                   skills=[ProfileSkill(memory_id=m.memory_id, title=m.text.split(":", 1)[0][:200]) for m in skills],
+                   summary=p.summary)

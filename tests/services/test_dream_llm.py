@@ -1,0 +1,153 @@
+"""Dream with an LLM: the prompt it gets, the schema it answers in, and what the engine keeps of the answer.
+
+The LLM is a scripted fake implementing the LLM port: it answers from the numbered memories it finds in
+the prompt, the way a model following the schema would, and records every call.
+"""
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain.errors import NotFound
+from memlane.domain.models import DreamActionKind, DreamActionStatus, DreamMode, MemoryStatus
+from memlane.prompts import dream as dream_prompt
+from memlane.services import dream, ingest, search, stores
+
+APP, TENANT = "app", "u1"
+SCOPE = {"app_id": APP, "tenant_id": TENANT, "agent_id": "bot", "run_id": "r1"}
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+
+class ScriptedLLM:
+    """Answers each call with `script(prompt, numbered memories)` validated against the response model."""
+
+    name = "scripted"
+
+    def __init__(self, dream_answer, profile_answer=None):
+        self.dream_answer, self.profile_answer = dream_answer, profile_answer
+        self.calls: list[tuple[str, str, type]] = []
+
+    def generate(self, *, system, prompt, response_model):
+        self.calls.append((system, prompt, response_model))
+        numbered = {int(n): text for n, text in re.findall(r"^\[m(\d+)\] \([^)]*\) (.*)$", prompt, re.M)}
+        if response_model is dream_prompt.DreamResult:
+            return response_model.model_validate(self.dream_answer(numbered))
+        assert response_model is dream_prompt.ProfileResult
+        return response_model.model_validate(self.profile_answer(numbered))
+
+
+
+
+
+def ref(numbered, fragment):
+    return next(n for n, text in numbered.items() if fragment in text)
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def say(deps, store, text, run, day):
+    ingest.add(deps, store, scope={**SCOPE, "run_id": run}, sync=True,
+               messages=[{"role": "user", "name": "Ann", "content": text, "created_at": T0 + timedelta(days=day)}])
+
+
+def test_llm_proposals_are_checked_recorded_and_applied(deps, store):
+    say(deps, store, "I'm allergic to peanuts.", "r1", 0)
+    say(deps, store, "I have a peanut allergy.", "r2", 1)
+    say(deps, store, "I work as a nurse at the city hospital.", "r3", 2)
+
+    def answer(numbered):
+        a, b = ref(numbered, "allergic"), ref(numbered, "peanut allergy")
+        nurse = ref(numbered, "nurse")
+        return {"actions": [
+            {"kind": "MERGE", "targets": [a, b], "keep": b, "text": "Ann is allergic to peanuts.",
+             "confidence": 0.95, "rationale": "same allergy stated twice"},
+            {"kind": "DELETE", "targets": [99], "confidence": 0.9, "rationale": "no such memory"},  # dropped
+            {"kind": "UPDATE", "targets": [a], "keep": nurse, "confidence": 0.9, "rationale": "takes a memory "
+             "an earlier action took"},  # dropped
+            {"kind": "NOOP", "targets": [nurse], "confidence": 0.9, "rationale": "unrelated"},
+        ], "profile": {"subject": "Ann", "attributes": [
+            {"name": "occupation", "value": "nurse", "evidence": [nurse], "confidence": 0.9}]}}
+
+    def profile(numbered):
+        return {"profile": {"subject": "Ann", "summary": "Ann is a nurse with a peanut allergy.", "attributes": [
+            {"name": "occupation", "value": "nurse", "evidence": [ref(numbered, "nurse")], "confidence": 0.9},
+            {"name": "allergies", "value": "peanuts", "evidence": [ref(numbered, "peanut")]}]}}
+
+    llm = ScriptedLLM(answer, profile)
+    deps.llm = llm
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot"}, sync=True)
+    assert task.engine == "llm" and task.stats["noop"] == 1
+
+    (system, text, model), (_, profile_text, profile_model) = llm.calls
+    assert model is dream_prompt.DreamResult and profile_model is dream_prompt.ProfileResult
+    assert system == dream_prompt.SYSTEM and "Ann is allergic to peanuts." in text and "[m3]" in text
+    assert "Also give `profile`" in text  # the agent's own profile is asked for in the same call
+
+    found, _ = dream.list_actions(deps, store, task.task_id)
+    kinds = [a.kind for a in found]
+    assert kinds == [DreamActionKind.MERGE, DreamActionKind.EMIT_PROFILE, DreamActionKind.EMIT_PROFILE]
+    merge = found[0]
+    assert merge.confidence == 0.95 and merge.rationale == "same allergy stated twice"
+    assert {p.agent_id for p in (found[1].profile, found[2].profile)} == {"bot", None}
+
+    dream.apply_action(deps, store, merge.action_id)
+    keep = deps.repo.get_memory(store, APP, TENANT, merge.keep_id)
+    gone = deps.repo.get_memory(store, APP, TENANT, merge.target_ids[0])
+    assert keep.text == "Ann is allergic to peanuts." and keep.status == MemoryStatus.ACTIVE
+    assert gone.status == MemoryStatus.SUPERSEDED and gone.superseded_by == keep.memory_id
+    top = search.search(deps, store, query="peanut", scope={"app_id": APP, "tenant_id": TENANT})
+    assert [h.memory.memory_id for h in top if "peanut" in h.memory.text] == [keep.memory_id]
+
+    tenant_profile = dream.apply_action(deps, store, next(a for a in found[1:] if a.profile.agent_id is None).action_id)
+    assert tenant_profile.status == DreamActionStatus.APPLIED
+    p = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
+    assert p.summary == "Ann is a nurse with a peanut allergy."
+    assert {(e.name, e.value) for e in p.attributes} == {("occupation", "nurse"), ("allergies", "peanuts")}
+    assert all(e.evidence for e in p.attributes)
+
+
+def test_llm_new_statements_and_skills_land_in_the_run_of_their_evidence(deps, store):
+    ingest.add(deps, store, scope={**SCOPE, "run_id": "r9"}, messages=[
+        {"role": "user", "content": "btw my cat is called Miso", "created_at": T0}])
+
+    def answer(numbered):
+        return {"actions": [
+            {"kind": "ADD", "text": "Ann has a cat called Miso.", "memory_type": "fact", "evidence": [1],
+             "confidence": 0.85, "rationale": "stated in the conversation, missed by extraction"},
+            {"kind": "EMIT_SKILL", "text": "How to book a vet visit: 1. Call. 2. Confirm.", "evidence": [1],
+             "confidence": 0.5, "rationale": "seen before"}]}
+
+    deps.llm = ScriptedLLM(answer, lambda n: {"profile": {"subject": "Ann"}})
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True, mode=DreamMode.SAFE_AUTO,
+                       threshold=0.8, kinds=[DreamActionKind.ADD, DreamActionKind.EMIT_SKILL])
+    found, _ = dream.list_actions(deps, store, task.task_id)
+    add, skill = found
+    assert add.status == DreamActionStatus.APPLIED and skill.status == DreamActionStatus.PENDING
+    (created,) = add.created_ids
+    m = deps.repo.get_memory(store, APP, TENANT, created)
+    assert m.scope.run_id == "r9" and m.evidence and m.metadata["dream_action"] == add.action_id
+    assert skill.after.memory_type == "procedure" and skill.after.metadata == {"skill": True}
+    dream.undo_action(deps, store, add.action_id)
+    with pytest.raises(NotFound):  # the memory it created is gone again
+        deps.repo.get_memory(store, APP, TENANT, created)
+
+
+def test_an_llm_failure_fails_the_task(deps, store):
+    from memlane.domain.errors import DependencyFailed
+    from memlane.domain.models import TaskStatus
+
+    say(deps, store, "I'm allergic to peanuts.", "r1", 0)
+    say(deps, store, "I have a peanut allergy.", "r2", 1)
+
+    def broken(numbered):
+        raise DependencyFailed("model unavailable", code="llm_failed")
+
+    deps.llm = ScriptedLLM(broken)
+    with pytest.raises(DependencyFailed):
+        dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
+    (task,), _ = dream.list_tasks(deps, store, app_id=APP, tenant_id=TENANT, limit=10, cursor=None)
+    assert task.status == TaskStatus.FAILED and "llm_failed" in task.error
