@@ -27,13 +27,13 @@ run: install
 ## checks, and — when engines are up (scripts/engines.sh start) — the integration suite.
 test: install-test
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest tests -q -n 2
+	$(BIN)/python -m pytest tests -n 2
 	scripts/check-template.sh
 	BIN=$(BIN) scripts/fuzz-api.sh 90
 	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \
 		set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \
 		echo "== integration suite against $$MEMLANE_OPENSEARCH_URL and $$MEMLANE_DYNAMODB_ENDPOINT"; \
-		$(BIN)/python -m pytest -m integration tests -q -n 4; \
+		$(BIN)/python -m pytest -m integration tests -n 4; \
 	else echo "== integration suite skipped: no engines running (scripts/engines.sh start)"; fi
 
 test-fast: install-test
