@@ -1,0 +1,49 @@
+"""Grants, API keys and the audit log."""
+
+from __future__ import annotations
+
+
+from ..domain.models import AuditRecord, Grant
+from ..ports import Table
+from .keys import GRANTS_PK, API_KEYS_PK, TTL_ATTRIBUTE
+from .keys import _dump
+
+
+class AccessRecords:
+    table: Table
+
+    # -- grants, API keys, audit -------------------------------------------------------------
+    def put_grant(self, grant: Grant) -> None:
+        self.table.put({"pk": GRANTS_PK, "sk": grant.principal, **_dump(grant)})
+
+    def get_grant(self, principal: str) -> Grant | None:
+        item = self.table.get(GRANTS_PK, principal)
+        return Grant.model_validate(item) if item else None
+
+    def list_grants(self, limit: int, cursor: str | None) -> tuple[list[Grant], str | None]:
+        page = self.table.query(GRANTS_PK, limit=limit, cursor=cursor)
+        return [Grant.model_validate(i) for i in page.items], page.cursor
+
+    def delete_grant(self, principal: str) -> None:
+        self.table.delete(GRANTS_PK, principal)
+
+    def put_api_key(self, key_hash: str, principal: str) -> None:
+        self.table.put({"pk": API_KEYS_PK, "sk": key_hash, "principal": principal}, if_absent=True)
+
+    def principal_for_key(self, key_hash: str) -> str | None:
+        item = self.table.get(API_KEYS_PK, key_hash)
+        return item["principal"] if item else None
+
+    def has_api_keys(self) -> bool:
+        return bool(self.table.query(API_KEYS_PK, limit=1).items)
+
+    def put_audit(self, record: AuditRecord, expires_at: int) -> None:
+        self.table.put({"pk": f"{record.store}#~audit", "sk": f"{record.at.isoformat()}#{record.request_id}",
+                        TTL_ATTRIBUTE: expires_at, **_dump(record)})
+
+    def list_audit(self, store: str, *, limit: int, cursor: str | None, since: str | None = None,
+                   until: str | None = None) -> tuple[list[AuditRecord], str | None]:
+        """Newest first. `since`/`until` are ISO times bounding the sort key."""
+        page = self.table.query(f"{store}#~audit", start=since or "0", end=(until or "9999") + "~", limit=limit,
+                                cursor=cursor, forward=False)
+        return [AuditRecord.model_validate(i) for i in page.items], page.cursor

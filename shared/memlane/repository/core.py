@@ -1,0 +1,173 @@
+"""Stores, messages, memories, tasks and the scope registry."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from ..domain.errors import ConditionFailed, Conflict, NotFound
+from ..domain.models import Memory, Message, \
+    ScopeInfo, Store, Task
+from ..domain.scope import Scope, ScopeFilter
+from ..ports import Put, Table, Write
+from .keys import STORES_PK, tenant_pk, requests_pk, message_sk
+from .keys import _dump
+
+
+class CoreRecords:
+    table: Table
+
+    # -- stores ------------------------------------------------------------------------------
+    def create_store(self, store: Store) -> None:
+        try:
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, if_absent=True)
+        except ConditionFailed:
+            raise Conflict(f"store '{store.name}' already exists", code="store_exists") from None
+
+    def get_store(self, name: str) -> Store:
+        item = self.table.get(STORES_PK, name)
+        if item is None:
+            raise NotFound(f"store '{name}' not found", code="store_not_found")
+        return Store.model_validate(item)
+
+    def list_stores(self, limit: int, cursor: str | None) -> tuple[list[Store], str | None]:
+        page = self.table.query(STORES_PK, limit=limit, cursor=cursor)
+        return [Store.model_validate(i) for i in page.items], page.cursor
+
+    def delete_store(self, name: str) -> None:
+        self.table.delete(STORES_PK, name)
+
+    def update_store(self, store: Store) -> None:
+        """Overwrite an existing store's record (reindex records the embedding model it used)."""
+        try:
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, expect={"name": store.name})
+        except ConditionFailed:
+            raise NotFound(f"store '{store.name}' not found", code="store_not_found") from None
+
+    # -- messages ----------------------------------------------------------------------------
+    def message_put(self, store: str, message: Message) -> Put:
+        s = message.scope
+        return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": message_sk(s, message.message_id),
+                    **_dump(message)})
+
+    def list_messages(self, store: str, scope: Scope, *, limit: int, cursor: str | None,
+                      forward: bool = True) -> tuple[list[Message], str | None]:
+        page = self.table.query(tenant_pk(store, scope.app_id, scope.tenant_id), prefix=message_sk(scope),
+                                limit=limit, cursor=cursor, forward=forward)
+        return [Message.model_validate(i) for i in page.items], page.cursor
+
+    def get_messages(self, store: str, scope: Scope, message_ids: Sequence[str]) -> list[Message]:
+        pk = tenant_pk(store, scope.app_id, scope.tenant_id)
+        items = self.table.batch_get([(pk, message_sk(scope, mid)) for mid in message_ids])
+        return [Message.model_validate(i) for i in items]
+
+    # -- memories ----------------------------------------------------------------------------
+    def memory_put(self, store: str, memory: Memory, *, expect: dict[str, Any] | None = None) -> Put:
+        s = memory.scope
+        return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": f"MEM#{memory.memory_id}", **_dump(memory)},
+                   expect=expect)
+
+    def put_memory(self, store: str, memory: Memory) -> None:
+        put = self.memory_put(store, memory)
+        self.table.put(put.item)
+
+    def get_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> Memory:
+        item = self.table.get(tenant_pk(store, app_id, tenant_id), f"MEM#{memory_id}")
+        if item is None:
+            raise NotFound(f"memory '{memory_id}' not found", code="memory_not_found")
+        return Memory.model_validate(item)
+
+    def get_memories(self, store: str, app_id: str, tenant_id: str, memory_ids: Sequence[str]) -> list[Memory]:
+        pk = tenant_pk(store, app_id, tenant_id)
+        return [Memory.model_validate(i) for i in self.table.batch_get([(pk, f"MEM#{m}") for m in memory_ids])]
+
+    def list_memories(self, store: str, scope: ScopeFilter, *, limit: int,
+                      cursor: str | None) -> tuple[list[Memory], str | None]:
+        """Memories of a tenant narrowed to the filter's agents/runs. Pages by the partition."""
+        page = self.table.query(tenant_pk(store, scope.app_id, scope.tenant_id), prefix="MEM#",
+                                limit=limit, cursor=cursor)
+        found = [Memory.model_validate(i) for i in page.items]
+        return [m for m in found if scope.matches(m.scope.as_dict())], page.cursor
+
+    def iter_memories(self, store: str, app_id: str, tenant_id: str) -> Iterator[Memory]:
+        cursor = None
+        while True:
+            page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="MEM#", limit=500, cursor=cursor)
+            yield from (Memory.model_validate(i) for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
+    # -- tasks -------------------------------------------------------------------------------
+    def claim_request(self, store: str, request_id: str, scope: Scope) -> None:
+        """Reserve a request id for a tenant (a global partition). Claiming it again for the same
+        tenant is fine — a retried add whose first attempt died after this step carries on."""
+        try:
+            self.table.put({"pk": requests_pk(store), "sk": request_id, "app_id": scope.app_id,
+                            "tenant_id": scope.tenant_id}, if_absent=True)
+        except ConditionFailed:
+            if self.task_tenant(store, request_id) != (scope.app_id, scope.tenant_id):
+                raise Conflict(f"request_id '{request_id}' was already used for another scope",
+                               code="request_id_in_use", field="request_id") from None
+
+    def task_put(self, task: Task) -> Put:
+        """The task item, written only if absent (the tenant's own guard against a replay)."""
+        s = task.scope
+        return Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
+                    **_dump(task)}, if_absent=True)
+
+    def task_tenant(self, store: str, request_id: str) -> tuple[str, str] | None:
+        """(app_id, tenant_id) a request id belongs to, from its pointer; None if unknown."""
+        pointer = self.table.get(requests_pk(store), request_id)
+        return (pointer["app_id"], pointer["tenant_id"]) if pointer else None
+
+    def find_task(self, store: str, request_id: str) -> Task | None:
+        """A pointer without its task (an add that died between the two writes) counts as absent."""
+        owner = self.task_tenant(store, request_id)
+        if owner is None:
+            return None
+        item = self.table.get(tenant_pk(store, *owner), f"TASK#{request_id}")
+        return Task.model_validate(item) if item else None
+
+    def get_task(self, store: str, request_id: str) -> Task:
+        task = self.find_task(store, request_id)
+        if task is None:
+            raise NotFound(f"task '{request_id}' not found", code="task_not_found")
+        return task
+
+    def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
+        s = task.scope
+        self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
+                        **_dump(task)}, expect={"status": expect_status} if expect_status else None)
+
+    def list_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
+                   cursor: str | None) -> tuple[list[Task], str | None]:
+        page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="TASK#", limit=limit, cursor=cursor,
+                                forward=False)
+        return [Task.model_validate(i) for i in page.items], page.cursor
+
+    # -- scope registry ----------------------------------------------------------------------
+    def _scope_key(self, store: str, scope: Scope) -> tuple[str, str]:
+        return tenant_pk(store, scope.app_id, scope.tenant_id), f"SCOPE#{scope.agent_id}#{scope.run_id}"
+
+    def get_scope(self, store: str, scope: Scope) -> ScopeInfo | None:
+        item = self.table.get(*self._scope_key(store, scope))
+        return ScopeInfo.model_validate(item) if item else None
+
+    def scope_write(self, store: str, info: ScopeInfo, *, previous: ScopeInfo | None) -> Write:
+        """Create or advance the registry entry; conditioned so concurrent adds cannot lose counts."""
+        pk, sk = self._scope_key(store, info.scope)
+        item = {"pk": pk, "sk": sk, **_dump(info)}
+        if previous is None:
+            return Put(item, if_absent=True)
+        return Put(item, expect={"message_count": previous.message_count})
+
+    def set_access_policy(self, store: str, info: ScopeInfo) -> None:
+        pk, sk = self._scope_key(store, info.scope)
+        self.table.put({"pk": pk, "sk": sk, **_dump(info)})
+
+    def list_scopes(self, store: str, app_id: str, tenant_id: str, *, limit: int,
+                    cursor: str | None) -> tuple[list[ScopeInfo], str | None]:
+        page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="SCOPE#", limit=limit, cursor=cursor)
+        return [ScopeInfo.model_validate(i) for i in page.items], page.cursor
+
+    def transact(self, writes: Sequence[Write]) -> None:
+        self.table.transact(writes)

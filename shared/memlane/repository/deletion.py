@@ -1,0 +1,58 @@
+"""Store deletion and tenant erasure."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from ..domain.errors import NotFound
+from ..domain.models import Erasure
+from ..ports import Delete, Table
+from .keys import ERASURES_PK, PURGING_PK, tenant_pk, requests_pk, activity_pk, dream_pk
+from .keys import _dump
+
+
+class DeletionRecords:
+    table: Table
+
+    # -- store deletion ----------------------------------------------------------------------
+    def mark_purging(self, store: str) -> None:
+        self.table.put({"pk": PURGING_PK, "sk": store})
+
+    def is_purging(self, store: str) -> bool:
+        return self.table.get(PURGING_PK, store) is not None
+
+    def purged(self, store: str) -> None:
+        self.table.delete(PURGING_PK, store)
+
+    def store_global_keys(self, store: str) -> Iterator[tuple[str, str]]:
+        """Keys of the store's global partitions except its audit log (kept for its retention)."""
+        for pk in (requests_pk(store), activity_pk(store), dream_pk(store)):
+            cursor = None
+            while True:
+                page = self.table.query(pk, limit=500, cursor=cursor)
+                yield from ((i["pk"], i["sk"]) for i in page.items)
+                if not (cursor := page.cursor):
+                    break
+
+    # -- erasure -------------------------------------------------------------------------------
+    def put_erasure(self, erasure: Erasure) -> None:
+        self.table.put({"pk": ERASURES_PK, "sk": erasure.erasure_id, **_dump(erasure)})
+
+    def get_erasure(self, erasure_id: str) -> Erasure:
+        item = self.table.get(ERASURES_PK, erasure_id)
+        if item is None:
+            raise NotFound(f"erasure '{erasure_id}' not found", code="erasure_not_found")
+        return Erasure.model_validate(item)
+
+    def tenant_keys(self, store: str, app_id: str, tenant_id: str, prefix: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of a tenant's partition (optionally one sort-key prefix), page by page."""
+        cursor = None
+        while True:
+            page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix=prefix, limit=500, cursor=cursor)
+            yield from page.items
+            if not (cursor := page.cursor):
+                return
+
+    def delete_items(self, keys: Sequence[tuple[str, str]]) -> None:
+        for start in range(0, len(keys), 25):
+            self.table.transact([Delete(pk, sk) for pk, sk in keys[start:start + 25]])

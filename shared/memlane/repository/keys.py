@@ -1,0 +1,52 @@
+"""The key layout: partition and sort keys of every item kind (see the package docstring)."""
+
+from __future__ import annotations
+
+__all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "GRANTS_PK", "API_KEYS_PK", "TTL_ATTRIBUTE", "tenant_pk",
+           "requests_pk", "message_sk", "activity_pk", "dream_pk"]
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ..domain.scope import Scope
+
+STORES_PK = "~stores"
+ERASURES_PK = "~erasures"
+PURGING_PK = "~stores-purging"  # stores deleted whose items are still being purged
+GRANTS_PK = "~grants"
+API_KEYS_PK = "~apikeys"
+TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it
+
+
+def tenant_pk(store: str, app_id: str, tenant_id: str) -> str:
+    return f"{store}#{app_id}#{tenant_id}"
+
+
+def requests_pk(store: str) -> str:
+    return f"{store}#~requests"
+
+
+def message_sk(scope: Scope, message_id: str = "") -> str:
+    return f"MSG#{scope.agent_id}#{scope.run_id}#{message_id}"
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def activity_pk(store: str) -> str:
+    return f"{store}#~activity"
+
+
+def dream_pk(store: str) -> str:
+    return f"{store}#~dream"
+
+
+_DATETIME = TypeAdapter(datetime)
+
+
+def _json_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Datetimes as the models store them (pydantic's JSON form), so conditions compare like with like."""
+    return {k: (_DATETIME.dump_python(v, mode="json") if isinstance(v, datetime) else v) for k, v in values.items()}
