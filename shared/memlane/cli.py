@@ -229,6 +229,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
+
+    # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
+    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens (memlane bench -h)", add_help=False)
     return p
 
 
@@ -237,6 +240,11 @@ COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks":
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)

@@ -49,3 +49,37 @@ def test_third_person_rewrites():
 def test_verb_agreement_after_rewrite():
     assert third_person("I work as a nurse and I really love it. I went home.", "Ann") == \
         "Ann works as a nurse and Ann really loves it. Ann went home."
+
+
+def test_a_reply_carries_the_question_it_answers_and_cites_it():
+    asked = msg("Congrats! Which team did you sign with?", name="Tim", mid="q")
+    [c] = RuleExtractor().extract([asked, msg("The Minnesota Wolves!", name="John", mid="a")])
+    assert c.text == "John: The Minnesota Wolves! (replying to Tim: Congrats! Which team did you sign with?)"
+    assert c.evidence == ["q", "a"]  # the question is quoted whole, so it is evidence too
+
+
+def test_a_long_question_turn_lends_only_its_question_and_is_not_cited():
+    long_turn = ("I spent the whole weekend repainting the fence, fixing the gate, planting tulips along the path "
+                 "and cleaning out the garage with my brother. Which team did you sign with?")
+    cands = RuleExtractor().extract([msg(long_turn, name="Tim", mid="q"),
+                                     msg("I signed with the Minnesota Wolves.", name="John", mid="a")])
+    reply = cands[-1]
+    assert reply.text.endswith("(replying to Tim: Which team did you sign with?)")
+    assert reply.evidence == ["a"]
+    assert [c.evidence for c in cands] == [["q"], ["a"]]  # the long turn keeps its own memory
+
+
+def test_a_turn_quoted_whole_by_its_reply_has_no_memory_of_its_own():
+    cands = RuleExtractor().extract([msg("I adopted a beagle puppy named Max. Do you have pets?", name="Tim", mid="q"),
+                                     msg("I have two cats at home.", name="John", mid="a")])
+    assert len(cands) == 1 and cands[0].evidence == ["q", "a"] and "beagle" in cands[0].text
+
+
+def test_neighbouring_turns_lend_their_words_to_the_keywords_only():
+    turns = [msg("I finally finished my first screenplay last Friday!", name="Joanna", mid="1"),
+             msg("Wow, congrats! So what is it about?", name="Nate", mid="2"),
+             msg("Thanks, Nate! It's a mix of drama and romance!", name="Joanna", mid="3")]
+    reply = RuleExtractor().extract(turns)[-1]
+    assert "screenplay" not in reply.text and "screenplay" in reply.keywords
+    assert "drama" not in reply.keywords.split()  # words the text already has are not repeated
+    assert "screenplay" not in RuleExtractor(context_window=0).extract(turns)[-1].keywords

@@ -89,31 +89,92 @@ def classify(text: str, has_time: bool) -> MemoryType:
     return MemoryType.FACT
 
 
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
+_CONTEXT_STOP = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did have "
+    "has had i me my we our you your he him his she her it its they them their this that these those what which who "
+    "whom when where why how not no so than too very can will would should could may might just oh hey hi yeah yes "
+    "wow really also about into up out there here all any some".split())
+
+
+def _questions(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip().endswith("?")]
+
+
+def _context_words(texts: Sequence[str], text: str) -> str:
+    """The distinct content words of neighbouring turns that `text` does not already hold, lower
+    case: matchable, never shown. Words the text has are left out so they do not count twice, and
+    the row stays short (BM25 normalises by the length of the whole row)."""
+    own = {w.lower() for w in _WORD.findall(text)}
+    words = dict.fromkeys(w.lower() for t in texts for w in _WORD.findall(t))
+    return " ".join(w for w in words if w not in _CONTEXT_STOP and w not in own and len(w) > 1)
+
+
 class RuleExtractor:
-    """One candidate per informative turn (its informative sentences, in the third person)."""
+    """One candidate per informative turn (its informative sentences, in the third person).
+
+    Conversation context makes a turn's memory findable and self-contained (each measured on
+    LoCoMo, docs/benchmarks.md):
+
+    - A reply to a question carries the question: when the turn before (by another speaker, any
+      role) asks something, the memory ends with it — the whole turn, cited as evidence, when it
+      is short (``reply_context_words``), else only its questions, uncited. "The Minnesota
+      Wolves!" becomes 'John: The Minnesota Wolves! (replying to Tim: Congrats! Which team did
+      you sign with?)'. A short reply (fewer than four words) to a question is kept, too, and a
+      turn quoted whole by its reply gets no memory of its own.
+    - The content words of the ``context_window`` turns on either side that the text lacks go
+      into the memory's keywords (indexed for keyword search, never shown), so "what genre is
+      Joanna's screenplay" finds "It's a mix of drama and romance!" said two turns after
+      "screenplay".
+    """
+
+    def __init__(self, *, context_window: int = 2, reply_context_words: int = 25) -> None:
+        self.context_window = context_window
+        self.reply_context_words = reply_context_words
 
     def extract(self, messages: Sequence[Message], *, instructions: str = "") -> list[Candidate]:
         out: list[Candidate] = []
-        for message in messages:
+        for i, message in enumerate(messages):
             if message.role not in ("user", "document"):
                 continue  # assistant turns restate and offer; memories are about the user and their world
             speaker = speaker_of(message)
-            sentences = [s for s in _SENTENCE.split(message.content.strip()) if informative(s)]
+            previous = messages[i - 1] if i > 0 and message.role != "document" else None
+            asked = _questions(previous.content) if previous is not None and speaker_of(previous) != speaker else []
+            parts = [s.strip() for s in _SENTENCE.split(message.content.strip()) if s.strip()]
+            sentences = [s for s in parts if informative(s)]
+            if not sentences and asked:
+                # A short answer ("The Minnesota Wolves!") means something next to its question.
+                sentences = [s for s in parts if not s.endswith("?") and not _PLEASANTRY.match(s)]
             if not sentences:
                 continue
-            text = " ".join(third_person(s.strip(), speaker) for s in sentences)
+            text = " ".join(third_person(s, speaker) for s in sentences)
             if message.role not in ("document",) and not text.startswith(speaker):
                 text = f"{speaker}: {text}"
             resolved = timeexpr.resolve(text, message.created_at)
+            memory_type = classify(text, resolved is not None)
+            evidence = [message.message_id]
+            if asked and previous is not None:
+                asker = speaker_of(previous)
+                if len(previous.content.split()) <= self.reply_context_words:
+                    text = f"{text} (replying to {asker}: {third_person(previous.content.strip(), asker)})"
+                    evidence.insert(0, previous.message_id)
+                else:
+                    text = f"{text} (replying to {asker}: {' '.join(asked)})"
             said_on = f"{message.created_at.day} {message.created_at:%B %Y}"
-            keywords = " ".join(x for x in (speaker, said_on, resolved.label() if resolved else "") if x)
+            w = self.context_window
+            context = _context_words([m.content for m in messages[max(0, i - w):i + w + 1] if m is not message],
+                                     text) if w > 0 else ""
+            keywords = " ".join(x for x in (speaker, said_on, resolved.label() if resolved else "", context) if x)
             words = len(text.split())
             out.append(Candidate(
                 text=text,
-                memory_type=classify(text, resolved is not None),
-                evidence=[message.message_id],
+                memory_type=memory_type,
+                evidence=evidence,
                 event_time=resolved.when if resolved else None,
                 keywords=keywords,
                 importance=round(min(1.0, 0.3 + words / 60), 3),
             ))
-        return out
+        # A turn quoted in full (and cited) by the reply to it needs no memory of its own: the same
+        # statement twice would take two of a search's few places.
+        quoted = {c.evidence[0] for c in out if len(c.evidence) > 1}
+        return [c for c in out if len(c.evidence) > 1 or c.evidence[0] not in quoted]

@@ -21,9 +21,9 @@ class SearchRecipe:
     # +0.02 recall@10 on LoCoMo (docs/benchmarks.md; 60 → 30 → 20 → 10 each a little better).
     rrf_k: int = 10
     candidates: int = 100  # per signal, into fusion
-    # Vector hits fetched for their cosines: a result the vector list misses has its similarity measured
-    # by embedding its text again (~5-10 ms per call on 2 cores); a longer list costs far less.
-    similarity_pool: int = 400
+    # Vector hits fetched per result asked for, for their cosines: a result the vector list misses has
+    # its similarity measured by embedding its text again (~5-10 ms on 2 cores); a longer list is cheaper.
+    similarity_pool_per_result: int = 20
     rerank: bool = True
     rerank_depth: int = 30  # how many fused candidates the reranker sees
     rerank_weight: float = 0.5  # blend of reranker score vs fused score, both min-max normalised

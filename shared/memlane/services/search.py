@@ -10,7 +10,7 @@ from typing import Any
 from ..domain import limits
 from ..domain.errors import InvalidInput
 from ..domain.models import MemoryStatus, MemoryType, Memory, Message
-from ..domain.scope import Scope, ScopeFilter, search_scope
+from ..domain.scope import search_scope
 from ..domain.validation import check_metadata
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import IndexQuery
@@ -48,8 +48,9 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
 
     vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
     statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if include_superseded else (MemoryStatus.ACTIVE,)
+    pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
-        scope=where, text=query, vector=vector, k=max(plan.candidates, plan.similarity_pool if vector else 0),
+        scope=where, text=query, vector=vector, k=max(plan.candidates, pool),
         memory_types=tuple(memory_types) if memory_types else None, statuses=statuses,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 

