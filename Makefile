@@ -27,7 +27,7 @@ run: install
 ## checks, and — when engines are up (scripts/engines.sh start) — the integration suite.
 test: install-test
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest tests -n 2
+	MEMLANE_REQUIRE_MODEL=1 $(BIN)/python -m pytest tests -n 2
 	scripts/check-template.sh
 	BIN=$(BIN) scripts/fuzz-api.sh 90
 	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \

@@ -34,10 +34,7 @@ def _opensearch() -> Iterator[Index]:
     url = os.environ.get("MEMLANE_OPENSEARCH_URL")
     if not url:
         pytest.skip("MEMLANE_OPENSEARCH_URL is not set; the OpenSearch index runs in the integration suite")
-    try:
-        from memlane.adapters.opensearch.index import OpenSearchIndex  # written separately
-    except ImportError as exc:
-        pytest.skip(f"memlane.adapters.opensearch.index.OpenSearchIndex is not importable: {exc}")
+    from memlane.adapters.opensearch.index import OpenSearchIndex
     idx: Any = OpenSearchIndex.from_url(url, index_prefix=f"contract-{uuid.uuid4().hex[:10]}")
     try:
         yield idx

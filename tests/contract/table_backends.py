@@ -56,7 +56,7 @@ def _moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[Table]:
 def _dynamodb_local(monkeypatch: pytest.MonkeyPatch) -> Iterator[Table]:
     endpoint = os.environ.get("MEMLANE_DYNAMODB_ENDPOINT")
     if not endpoint:
-        pytest.skip("MEMLANE_DYNAMODB_ENDPOINT is not set; DynamoDB Local runs in the integration suite")
+        pytest.skip("MEMLANE_DYNAMODB_ENDPOINT is not set; the DynamoDB-compatible server runs in the integration suite")
     import boto3
 
     from memlane.adapters.dynamodb.table import DynamoDBTable, create_table

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..domain import limits
-from ..domain.models import AccessPolicy, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
+from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
                              ProfileEntry)
 from ..services.search import SearchHit
@@ -242,23 +242,8 @@ class AccessPolicyIn(Strict):
     access_policy: AccessPolicy
 
 
-class AuditRecordOut(BaseModel):
-    request_id: str
-    store: str
-    operation: str
-    principal: str
-    status: int
-    error_code: str | None = None
-    latency_ms: float
-    app_id: str | None = None
-    tenant_id: str | None = None
-    agent_id: str | None = None
-    run_id: str | None = None
-    at: datetime
-
-
 class AuditList(BaseModel):
-    requests: list[AuditRecordOut]
+    requests: list[AuditRecord]  # the domain record is the public shape: nothing in it is internal
     next_cursor: str | None = None
 
 

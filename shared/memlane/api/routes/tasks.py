@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from ...services import audit, erase, scopes, tasks
 from ...services.deps import Deps
 from ..access import Gate
-from ..models import AccessPolicyIn, EraseTenantIn, ErasureOut, RunDeleted, AuditList, AuditRecordOut, ScopeInfoOut, ScopeList, TaskList, TaskOut
+from ..models import AccessPolicyIn, EraseTenantIn, ErasureOut, RunDeleted, AuditList, ScopeInfoOut, ScopeList, TaskList, TaskOut
 from .common import Cursor, IdParam, Limit
 
 
@@ -79,7 +79,6 @@ def routes(deps: Deps, gate: Gate) -> Router:
         found, next_cursor = audit.list_(deps, store, limit=limit, cursor=cursor, since=since, until=until,
                                          principal=principal, status=status, operation=operation,
                                          tenant_id=tenant_id)
-        return AuditList(requests=[AuditRecordOut.model_validate(r.model_dump()) for r in found],
-                         next_cursor=next_cursor)
+        return AuditList(requests=found, next_cursor=next_cursor)
 
     return router
