@@ -14,7 +14,7 @@ import logging
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .api.app import build_api
@@ -65,7 +65,7 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     }
 
 
-def make_handler(resolver_for_thread: Callable[[], Api]) -> type[BaseHTTPRequestHandler]:
+def make_handler(api: Api) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "memlane"
         protocol_version = "HTTP/1.1"
@@ -81,7 +81,7 @@ def make_handler(resolver_for_thread: Callable[[], Api]) -> type[BaseHTTPRequest
             body = self.rfile.read(length) if length else b""
             event = http_event(self.command, self.path, dict(self.headers), body, self.client_address[0])
             try:
-                result = resolver_for_thread().resolve(event, _LambdaContext())
+                result = api.resolve(event, _LambdaContext())
             except Exception:  # noqa: BLE001 — the last boundary: answer 500, never drop the connection
                 log.exception("unhandled error on %s %s", self.command, self.path)
                 self._reply(500, {"content-type": "application/json"},
@@ -152,17 +152,11 @@ class LocalServer:
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
             raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
                              "(memlane keys create ...) or bind to 127.0.0.1")
-        local = threading.local()
-
-        def resolver() -> Api:
-            # The resolver keeps the current event on itself, so each server thread gets its own.
-            if not hasattr(local, "app"):
-                local.app = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
-            return local.app
-
+        # One API for every server thread: it keeps no request state outside the calling thread.
+        api = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
         self.service = service
         self.dreams = DreamScheduler(service, dream_interval) if dream_interval > 0 else None
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(resolver))
+        self.httpd = ThreadingHTTPServer((host, port), make_handler(api))
         self.httpd.daemon_threads = True
 
     @property

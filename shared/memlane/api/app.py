@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, Iterable
 
@@ -20,8 +21,53 @@ FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.r
             "dream": dream.routes}
 
 
+class RequestScopedResolver(APIGatewayHttpResolver):
+    """Powertools' resolver with its per-request state kept per thread.
+
+    The framework assigns the current event and Lambda context to the `BaseRouter` *class* — sound in
+    Lambda, one request per process, but `memlane serve` resolves many requests at once, and a class
+    attribute let one thread read another's caller, scope and body. Here the event, the context and the
+    route state (`context`) live in a thread-local; every router reaches them through this resolver.
+    """
+
+    def __init__(self, **kwargs: Any):
+        self._request = threading.local()
+        super().__init__(**kwargs)
+
+    @property  # type: ignore[override]
+    def current_event(self) -> Any:
+        return self._request.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._request.event = value
+
+    @property  # type: ignore[override]
+    def lambda_context(self) -> Any:
+        return self._request.lambda_context
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._request.lambda_context = value
+
+    @property  # type: ignore[override]
+    def context(self) -> dict[str, Any]:
+        if not hasattr(self._request, "context"):
+            self._request.context = {}
+        return self._request.context
+
+    @context.setter
+    def context(self, value: dict[str, Any]) -> None:
+        self._request.context = value
+
+    def resolve(self, event: Any, context: Any) -> dict[str, Any]:
+        # The base class also writes the event to the shared class attribute; nothing here reads it.
+        self.current_event, self.lambda_context, self.context = self._to_proxy_event(event), context, {}
+        return super().resolve(event, context)
+
+
 def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = RequestScopedResolver(enable_validation=True)
     gate = Gate(deps, auth)
     for family in families:
         app.include_router(FAMILIES[family](deps, gate))
