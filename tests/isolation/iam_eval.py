@@ -15,15 +15,19 @@ Supported:
   inside its colon-separated segment, except a ``*`` that ends a segment, which may run on past
   colons (the documented rule). A statement without ``Resource`` is allowed only beside a
   ``Principal`` (a trust policy: the resource is the role itself).
-- ``Principal``: ``"*"`` or ``{"AWS": arn | [arn, ...]}``, matched exactly against the caller.
+- ``Principal``: ``"*"`` or ``{"AWS": arn | [arn, ...]}``, matched exactly against the caller, except
+  an account (``arn:<partition>:iam::<account>:root`` or the bare 12-digit id), which stands for every
+  principal of that account (the account delegates to its identity policies, as in AWS).
 - Policy variables ``${key}`` in Resource and condition values, for ``aws:PrincipalTag/<tag>``
   and any single-valued context key; ``${*}``, ``${?}``, ``${$}`` for the literal characters.
   A variable whose key is absent (or multivalued) resolves to nothing: a Resource holding it
   matches nothing, and a condition value holding it matches nothing — AWS calls such a
   statement invalid, and it grants nothing. A condition left with no usable value is false,
   whatever its operator.
-- Condition operators ``StringEquals``, ``StringLike``, their ``ForAllValues:`` and
-  ``ForAnyValue:`` forms, and ``Null``. Several operators, and several keys under one operator,
+- Condition operators ``StringEquals``, ``StringLike``, ``ArnEquals``, ``ArnLike``, their
+  ``ForAllValues:`` and ``ForAnyValue:`` forms, and ``Null``. The two ARN operators are the same in AWS:
+  the six colon-separated parts are compared one by one, each with ``*`` and ``?`` wildcards that stay
+  inside their part (the last part, the resource, is everything after the fifth colon). Several operators, and several keys under one operator,
   are ANDed; several values for one key are ORed.
   * A single-valued operator on an absent key is false; on a multivalued key it is refused
     (``UnsupportedPolicy``): AWS's documents say to use a set operator there.
@@ -35,6 +39,8 @@ Supported:
     multivalued key with no values counts as absent (AWS leaves such a key out of the
     request context).
 - Condition key names are case-insensitive; values are compared case-sensitively.
+- ``aws:PrincipalArn`` is the request's ``principal`` unless the context gives it (for a role
+  session, AWS sets it to the role's ARN, which is what the tests pass as the principal).
 - Session tags are checked as STS checks them (key 1-128, value 0-256 characters of letters,
   spaces, digits and ``_ . : / = + - @``; keys unique ignoring case): a ``Request`` carrying a
   tag STS would refuse raises ``InvalidSessionTag``, because no such session can exist.
@@ -56,7 +62,10 @@ ContextValue = Union[str, Sequence[str]]
 POLICY_VERSION = "2012-10-17"
 _STATEMENT_KEYS = {"Sid", "Effect", "Action", "Resource", "Condition", "Principal"}
 _SET_PREFIXES = ("ForAllValues:", "ForAnyValue:")
-_STRING_OPERATORS = {"StringEquals", "StringLike"}
+_STRING_OPERATORS = {"StringEquals", "StringLike", "ArnEquals", "ArnLike"}
+_ACCOUNT_ROOT = re.compile(r"^arn:[\w-]+:iam::(\d{12}):root$")
+_ACCOUNT_ID = re.compile(r"^\d{12}$")
+_CALLER_ACCOUNT = re.compile(r"^arn:[\w-]+:(?:iam|sts)::(\d{12}):")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _LITERAL_VARIABLES = {"*": "*", "?": "?", "$": "$"}
 _TAG_PUNCTUATION = set("_.:/=+-@")
@@ -230,7 +239,17 @@ def _principal_matches(principal: Any, caller: str | None) -> bool:
         return True
     if not isinstance(principal, Mapping) or set(principal) != {"AWS"}:
         raise UnsupportedPolicy(f"Principal {principal!r}: only '*' or {{'AWS': ...}} is supported")
-    return any(p == "*" or p == caller for p in _as_list(principal["AWS"]))
+    return any(p == "*" or p == caller or _account_matches(p, caller) for p in _as_list(principal["AWS"]))
+
+
+def _account_matches(pattern: str, caller: str | None) -> bool:
+    """An account principal (its root ARN or its id) stands for every principal of the account."""
+    account = _ACCOUNT_ROOT.match(pattern) or _ACCOUNT_ID.match(pattern)
+    if account is None or caller is None:
+        return False
+    caller_account = _CALLER_ACCOUNT.match(caller)
+    wanted = account.group(1) if account.re is _ACCOUNT_ROOT else pattern
+    return caller_account is not None and caller_account.group(1) == wanted
 
 
 def _action_matches(pattern: str, action: str) -> bool:
@@ -300,6 +319,8 @@ def _matchers(base: str, policy_values: list[Any], request: Request, substitute:
         if base == "StringEquals":
             text = "".join(t for t, _ in parts)
             out.append(lambda v, text=text: v == text)
+        elif base in ("ArnEquals", "ArnLike"):
+            out.append(lambda v, parts=parts: _arn_like(parts, v))
         else:
             out.append(_glob_parts(parts, crosses_colons=True).fullmatch)
     return out
@@ -316,6 +337,8 @@ def _context_value(request: Request, key: str) -> str | list[str] | None:
     for name, value in request.context.items():
         if name.lower() == lowered:
             return value if isinstance(value, str) else list(value)
+    if lowered == "aws:principalarn":
+        return request.principal
     return None
 
 
@@ -385,6 +408,22 @@ def _arn_regex(parts: list[tuple[str, bool]]) -> re.Pattern[str]:
             ends_segment = i + 1 == len(chars) or chars[i + 1][0] == ":"
             regex.append(".*" if ends_segment else "[^:]*")
     return re.compile("".join(regex), re.DOTALL)
+
+
+def _arn_like(parts: list[tuple[str, bool]], value: str) -> bool:
+    """ArnLike / ArnEquals: part by part over the six colon-separated parts, wildcards inside a part."""
+    chars = [(ch, literal) for text, literal in parts for ch in text]
+    pattern_parts: list[list[tuple[str, bool]]] = [[]]
+    for ch, literal in chars:
+        if ch == ":" and len(pattern_parts) < 6:
+            pattern_parts.append([])
+        else:
+            pattern_parts[-1].append((ch, literal))
+    value_parts = value.split(":", 5)
+    if len(pattern_parts) != 6 or len(value_parts) != 6:
+        return False
+    return all(_glob_parts([(ch, literal) for ch, literal in p], crosses_colons=True).fullmatch(v) is not None
+               for p, v in zip(pattern_parts, value_parts))
 
 
 def _tag_text(text: str) -> bool:

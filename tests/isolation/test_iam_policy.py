@@ -299,6 +299,60 @@ class TestNull:
             cond({"Null": {"k:a": "maybe"}})
 
 
+class TestArnOperators:
+    ROLE = "arn:aws:iam::123456789012:role/memlane-IngestRole-1"
+
+    @pytest.mark.parametrize("operator", ["ArnLike", "ArnEquals"])
+    @pytest.mark.parametrize("pattern", ["arn:aws:iam::123456789012:role/memlane-IngestRole-1",
+                                         "arn:aws:iam::123456789012:role/memlane-*", "arn:aws:iam::*:role/*",
+                                         "arn:*:iam::123456789012:role/memlane-IngestRole-?"])
+    def test_matches(self, operator, pattern):
+        assert is_allowed(policy(allow(condition={operator: {"aws:PrincipalArn": pattern}})),
+                          req(**{"aws:PrincipalArn": self.ROLE}))
+
+    @pytest.mark.parametrize("pattern", ["arn:aws:iam::123456789012:role/memlane-SearchRole-1",
+                                         "arn:aws:iam::999999999999:role/memlane-*", "arn:aws:iam:*:role/*",
+                                         "arn:aws:sts::123456789012:role/*"])
+    def test_does_not_match(self, pattern):
+        assert not is_allowed(policy(allow(condition={"ArnLike": {"aws:PrincipalArn": pattern}})),
+                              req(**{"aws:PrincipalArn": self.ROLE}))
+
+    def test_a_wildcard_stays_inside_its_part(self):
+        # "arn:aws:iam::*" would swallow the rest of the ARN as a string glob; part by part it cannot.
+        assert not is_allowed(policy(allow(condition={"ArnLike": {"aws:PrincipalArn": "arn:aws:*:role/x"}})),
+                              req(**{"aws:PrincipalArn": "arn:aws:iam::123456789012:role/x"}))
+
+    def test_a_prefix_pattern_matches_another_stacks_roles(self):
+        # Why a trust policy must not name roles by "<stack>-*": the staging stack's roles match too.
+        staging = "arn:aws:iam::123456789012:role/memlane-staging-IngestRole-9"
+        assert is_allowed(policy(allow(condition={"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::123456789012:role/memlane-*"}})),
+                          req(**{"aws:PrincipalArn": staging}))
+
+    def test_principal_arn_defaults_to_the_principal(self):
+        p = policy(allow(condition={"ArnEquals": {"aws:PrincipalArn": self.ROLE}}))
+        assert is_allowed(p, Request("s3:GetObject", "arn:aws:s3:::b/k", principal=self.ROLE))
+        assert not is_allowed(p, Request("s3:GetObject", "arn:aws:s3:::b/k", principal=self.ROLE + "x"))
+        assert not is_allowed(p, Request("s3:GetObject", "arn:aws:s3:::b/k"))
+
+
+class TestPrincipal:
+    ROLE = "arn:aws:iam::123456789012:role/r"
+
+    def trust(self, principal):
+        return policy({"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": principal})
+
+    def test_a_role_arn_matches_exactly(self):
+        assert is_allowed(self.trust({"AWS": self.ROLE}), Request("sts:AssumeRole", "x", principal=self.ROLE))
+        assert not is_allowed(self.trust({"AWS": self.ROLE}), Request("sts:AssumeRole", "x", principal=self.ROLE + "2"))
+
+    @pytest.mark.parametrize("account", ["arn:aws:iam::123456789012:root", "123456789012"])
+    def test_an_account_stands_for_all_its_principals(self, account):
+        assert is_allowed(self.trust({"AWS": account}), Request("sts:AssumeRole", "x", principal=self.ROLE))
+        assert not is_allowed(self.trust({"AWS": account}),
+                              Request("sts:AssumeRole", "x", principal="arn:aws:iam::999999999999:role/r"))
+        assert not is_allowed(self.trust({"AWS": account}), Request("sts:AssumeRole", "x"))
+
+
 class TestRefusesWhatItDoesNotImplement:
     @pytest.mark.parametrize("statement", [
         {"Effect": "Allow", "NotAction": "s3:*", "Resource": "*"},
@@ -682,3 +736,173 @@ class TestFunctionRole:
     def test_it_may_assume_the_scoped_role(self, action):
         assert is_allowed(GLOBAL, Request(action, TENANT_ROLE_ARN))
         assert not is_allowed(GLOBAL, Request(action, "arn:aws:iam::123456789012:role/admin"))
+
+
+# =============================================================================================
+# template.yaml: the documents as deployed, read from the template itself so they cannot drift
+# =============================================================================================
+#
+# What a function can touch in DynamoDB is the union of two paths: directly, with its own role's
+# credentials; and through the tenant data role, assumed with one tenant's session tags (its own
+# identity policy must allow the assume, the role's trust must accept it, the role's policy must
+# allow the item). `reaches` answers for both, so each case below names an attack, not a document.
+
+from tests.isolation import template_policies as tpl  # noqa: E402 — this section's own fixture
+
+STACK_TABLE = tpl.TABLE_ARN
+STACK_ROLE = tpl.TENANT_ROLE_ARN
+STACK_FUNCTION_ROLES = tpl.FUNCTION_ROLES
+ROLE_POLICIES = {name: tpl.function_role_policy(name) for name in tpl.FUNCTIONS}
+STACK_TRUST = tpl.trust_policy()
+STACK_DATA_POLICY = tpl.tenant_data_policy()
+# A role anyone could have made in the account: one that may call STS on anything (an admin, a CI role).
+ANY_STS = policy(allow(["sts:AssumeRole", "sts:TagSession"], "*"))
+OTHER = tenant_pk("s", "a", "u")
+
+
+def role_of(function):
+    return STACK_FUNCTION_ROLES[f"{function}Role"]
+
+
+def directly(function, action, *leading_keys, absent=False, resource=STACK_TABLE):
+    """`function` calls DynamoDB with its own role's credentials."""
+    context = {} if absent else {"dynamodb:LeadingKeys": list(leading_keys)}
+    return is_allowed(ROLE_POLICIES[function],
+                      Request(f"dynamodb:{action}", resource, context=context, principal=role_of(function)))
+
+
+def may_assume(principal, identity_policy, tags=TAGS):
+    """`principal` assumes the tenant data role with `tags`: its identity policy and the trust must agree."""
+    context = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+    context["aws:TagKeys"] = list(tags)
+    for action in ("sts:AssumeRole", "sts:TagSession"):
+        if not is_allowed(identity_policy, Request(action, STACK_ROLE, principal=principal)):
+            return False
+        if not is_allowed(STACK_TRUST, Request(action, STACK_ROLE, context=context, principal=principal)):
+            return False
+    return True
+
+
+def through_the_tenant_role(function, action, *leading_keys, tags=TAGS, absent=False):
+    """`function` assumes the tenant data role for `tags`, then calls DynamoDB with those credentials."""
+    if not may_assume(role_of(function), ROLE_POLICIES[function], tags):
+        return False
+    context = {} if absent else {"dynamodb:LeadingKeys": list(leading_keys)}
+    return is_allowed(STACK_DATA_POLICY, Request(f"dynamodb:{action}", STACK_TABLE, principal_tags=tags,
+                                                 context=context))
+
+
+def reaches(function, action, *leading_keys, tags=TAGS, absent=False):
+    """By either path: what a function serving tenant `tags` can do to these partitions."""
+    return (directly(function, action, *leading_keys, absent=absent)
+            or through_the_tenant_role(function, action, *leading_keys, tags=tags, absent=absent))
+
+
+def table_actions(function):
+    """The DynamoDB actions the function's role allows on the table (any partition)."""
+    return sorted({a.split(":")[1] for s in ROLE_POLICIES[function]["Statement"] if s["Effect"] == "Allow"
+                   and STACK_TABLE in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+                   for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+                   if a.startswith("dynamodb:")})
+
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+
+
+@pytest.mark.parametrize("function", tpl.FUNCTIONS)
+class TestTemplateFunctionRoles:
+    def test_own_global_partitions_with_its_own_credentials(self, function):
+        for pk in GLOBAL_PKS:
+            assert directly(function, "GetItem", pk) and directly(function, "Query", pk), pk
+        assert directly(function, "BatchGetItem", STORES_PK, requests_pk("s"))
+
+    @pytest.mark.parametrize("pk", [OWN, OTHER, "s#a#t2", "s#a", "s"])
+    def test_no_tenant_partition_with_its_own_credentials(self, function, pk):
+        for action in table_actions(function):
+            assert not directly(function, action, pk), action
+
+    def test_no_batch_that_adds_a_tenant_partition_to_a_global_one(self, function):
+        assert not directly(function, "BatchGetItem", STORES_PK, OWN)
+        assert not directly(function, "Query", requests_pk("s"), OTHER)
+
+    def test_own_tenant_only_through_the_tenant_role(self, function):
+        for action in ("GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"):
+            assert through_the_tenant_role(function, action, OWN), action
+            assert not directly(function, action, OWN), action
+
+    @pytest.mark.parametrize("pk", [OTHER, tenant_pk("s2", "a", "t"), tenant_pk("s", "b", "t")])
+    def test_not_another_tenant_by_either_path(self, function, pk):
+        for action in ("GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem"):
+            assert not reaches(function, action, pk), action
+            assert not reaches(function, "BatchGetItem", OWN, pk)
+
+    @pytest.mark.parametrize("pk", ["s#a#t2", "s#a#tt", "s#a#", "s#a#t#x"])
+    def test_not_a_prefix_or_extension_of_its_tenant_by_either_path(self, function, pk):
+        # tenant `t` must not reach `t2`: a StringLike "s#a#t*" would.
+        for action in ("GetItem", "Query", "PutItem", "DeleteItem"):
+            assert not reaches(function, action, pk), action
+
+    @pytest.mark.parametrize("action", ["GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "BatchGetItem",
+                                        "Scan"])
+    def test_no_request_without_leading_keys_by_either_path(self, function, action):
+        # ForAllValues over no keys is true: a Scan, or a query that names no key, passes without a Null guard.
+        assert not reaches(function, action, absent=True)
+        assert not reaches(function, action)
+
+    def test_no_index_of_the_table_and_no_scan(self, function):
+        assert not directly(function, "Query", STORES_PK, resource=STACK_TABLE + "/index/by-time")
+        assert not directly(function, "Scan", STORES_PK)
+
+    @pytest.mark.parametrize("pk", [GRANTS_PK, API_KEYS_PK])
+    def test_grants_and_api_keys_are_read_only(self, function, pk):
+        # A leaked function credential lives an hour at most; a grant it wrote would outlive it.
+        assert directly(function, "GetItem", pk)
+        for action in sorted(WRITES):
+            assert not directly(function, action, pk), action
+            assert not directly(function, action, STORES_PK, pk), action
+
+    def test_the_idempotency_table_is_ingests_alone(self, function):
+        allowed = directly(function, "GetItem", "any-hash", resource=tpl.IDEMPOTENCY_TABLE_ARN)
+        assert allowed == (function == "Ingest")
+
+
+class TestTemplateTrust:
+    def test_it_names_exactly_the_function_roles(self):
+        [statement] = STACK_TRUST["Statement"]
+        assert sorted(statement["Principal"]["AWS"]) == sorted(STACK_FUNCTION_ROLES.values())
+
+    @pytest.mark.parametrize("function", tpl.FUNCTIONS)
+    def test_each_function_role_may_assume_it_with_the_tenant_tags(self, function):
+        assert may_assume(role_of(function), ROLE_POLICIES[function])
+
+    @pytest.mark.parametrize("principal", [
+        "arn:aws:iam::123456789012:role/memlane-staging-IngestRole-9Z8Y7X",  # stack "memlane-staging"
+        "arn:aws:iam::123456789012:role/memlane-staging-TenantDataRole-1",
+        "arn:aws:iam::123456789012:role/memlane-IngestRole-1A2B3C-copy",
+    ])
+    def test_not_a_role_of_another_stack_named_alike(self, principal):
+        assert not may_assume(principal, ANY_STS)
+
+    @pytest.mark.parametrize("principal", [
+        STACK_ROLE,  # the data role itself
+        "arn:aws:iam::123456789012:role/memlane-admin",
+        "arn:aws:iam::123456789012:role/memlane-SearchDomainRole-1",
+        "arn:aws:iam::123456789012:user/memlane-deployer",
+        "arn:aws:sts::123456789012:assumed-role/memlane-IngestRole-1A2B3C/session",  # a session, not the role
+        "arn:aws:iam::999999999999:role/memlane-IngestRole-1A2B3C",  # another account
+        "arn:aws:iam::123456789012:root",
+    ])
+    def test_not_the_wrong_role(self, principal):
+        assert not may_assume(principal, ANY_STS)
+
+    def test_not_without_the_three_tags(self):
+        ingest = role_of("Ingest")
+        for tags in ({"store": "s", "app": "a"}, {**TAGS, "tenant": ""}, {**TAGS, "admin": "true"}):
+            assert not may_assume(ingest, ROLE_POLICIES["Ingest"], tags)
+
+    def test_a_stolen_data_role_session_reaches_one_tenant_only(self):
+        # What a leaked tenant-role credential gives: that one partition, for its remaining lifetime.
+        assert is_allowed(STACK_DATA_POLICY, Request("dynamodb:GetItem", STACK_TABLE, principal_tags=TAGS,
+                                                     context={"dynamodb:LeadingKeys": [OWN]}))
+        assert not is_allowed(STACK_DATA_POLICY, Request("dynamodb:GetItem", STACK_TABLE, principal_tags=TAGS,
+                                                         context={"dynamodb:LeadingKeys": [STORES_PK]}))
