@@ -124,3 +124,45 @@ def test_deps_layer_pins_every_package_within_pyproject_ranges() -> None:
         name = wanted.name.lower().replace("_", "-")
         version = next(iter(pins[name].specifier)).version
         assert wanted.specifier.contains(version), f"{name}=={version} is outside pyproject's {wanted.specifier}"
+
+
+# -- IAM: the template deploys exactly the documents of infra/iam (judged offline in tests/isolation) --------
+
+IAM_DIR = ROOT / "infra" / "iam"
+
+
+def iam_document(name: str, **placeholders: str) -> dict:
+    from tests.isolation.iam_eval import load_policy
+
+    return load_policy(IAM_DIR / name, **placeholders)
+
+
+def test_tenant_data_role_policy_is_the_infra_document() -> None:
+    from tests.isolation import template_policies as tpl
+
+    assert tpl.tenant_data_policy() == iam_document("tenant-data-policy.json", TableArn=tpl.TABLE_ARN)
+
+
+def test_tenant_data_role_trusts_exactly_the_function_roles_of_the_infra_document() -> None:
+    from tests.isolation import template_policies as tpl
+
+    shipped = iam_document("tenant-data-trust.json", **{f"{role}Arn": arn for role, arn in tpl.FUNCTION_ROLES.items()})
+    assert tpl.trust_policy() == shipped
+    # ... and those are all the template's functions: a new function reaching tenant data must be added to both.
+    assert {f"{name}Role" for name in functions()} == set(tpl.FUNCTION_ROLES)
+
+
+def test_every_function_role_keeps_only_the_global_partitions_of_the_infra_document() -> None:
+    from tests.isolation import template_policies as tpl
+
+    [global_only, *common] = iam_document("function-global-policy.json", TableArn=tpl.TABLE_ARN,
+                                          TenantDataRoleArn=tpl.TENANT_ROLE_ARN)["Statement"]
+    assert tpl.attached_roles("FunctionRolesPolicy") == [f"{name}Role" for name in tpl.FUNCTIONS]
+    assert tpl.resolve(resource("FunctionRolesPolicy")["Properties"]["PolicyDocument"])["Statement"] == common
+    for name in functions():
+        on_table = [s for s in tpl.function_role_policy(name)["Statement"]
+                    if s["Effect"] == "Allow" and s["Resource"] == tpl.TABLE_ARN]
+        assert [s["Sid"] for s in on_table] == ["GlobalPartitionsOnly"], name
+        [own] = on_table
+        assert own["Condition"] == global_only["Condition"], name
+        assert set(own["Action"]) <= set(global_only["Action"]), name

@@ -697,6 +697,9 @@ GLOBAL_PKS = [STORES_PK, GRANTS_PK, API_KEYS_PK, ERASURES_PK, requests_pk("s"), 
               "s#~audit"]
 
 
+GLOBAL_ACTIONS = [a.split(":")[1] for a in GLOBAL["Statement"][0]["Action"]]
+
+
 def function_request(action, *leading_keys, absent=False):
     context = {} if absent else {"dynamodb:LeadingKeys": list(leading_keys)}
     return Request(f"dynamodb:{action}", TABLE_ARN, context=context, principal=FUNCTION_ROLES["IngestRole"])
@@ -707,9 +710,20 @@ class TestFunctionRole:
         assert placeholders(GLOBAL_PATH) == {"TableArn", "TenantDataRoleArn"}
 
     @pytest.mark.parametrize("pk", GLOBAL_PKS)
-    @pytest.mark.parametrize("action", ITEM_ACTIONS)
+    @pytest.mark.parametrize("action", GLOBAL_ACTIONS)
     def test_the_global_partitions(self, pk, action):
-        assert is_allowed(GLOBAL, function_request(action, pk))
+        read_only = pk in (GRANTS_PK, API_KEYS_PK) and action in ("PutItem", "UpdateItem", "DeleteItem")
+        assert evaluate(GLOBAL, function_request(action, pk)) is (
+            Decision.EXPLICIT_DENY if read_only else Decision.ALLOW)
+
+    def test_batch_write_is_not_used_so_not_allowed(self):
+        # The DynamoDB adapter writes several items only in TransactWriteItems (authorized item by item).
+        assert not is_allowed(GLOBAL, function_request("BatchWriteItem", STORES_PK))
+
+    @pytest.mark.parametrize("action", ["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"])
+    def test_grants_and_api_keys_cannot_be_written_even_beside_another_key(self, action):
+        assert evaluate(GLOBAL, function_request(action, STORES_PK, GRANTS_PK)) is Decision.EXPLICIT_DENY
+        assert evaluate(GLOBAL, function_request(action, API_KEYS_PK)) is Decision.EXPLICIT_DENY
 
     def test_a_batch_over_global_partitions(self):
         assert is_allowed(GLOBAL, function_request("BatchGetItem", *GLOBAL_PKS))
