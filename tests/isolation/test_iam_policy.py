@@ -823,6 +823,34 @@ def table_actions(function):
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
 
 
+class TestTemplateResolver:
+    """The resolver the template tests rely on (tests/isolation/template_policies.py)."""
+
+    def test_the_five_functions_are_read_from_the_template(self):
+        assert set(tpl.FUNCTIONS) >= {"Ingest", "Search", "Tasks", "Extract", "Dream"}
+
+    def test_intrinsics(self):
+        node = {"A": {"Fn::GetAtt": ["Table", "Arn"]}, "B": {"Fn::Sub": "arn:${AWS::Partition}:x:${AWS::StackName}"},
+                "C": [{"Fn::If": ["HasReranker", "yes", "no"]}, {"Ref": "AWS::NoValue"}],
+                "D": {"Fn::If": ["UseExistingDomain", "yes", {"Ref": "AWS::NoValue"}]},
+                "E": "${aws:PrincipalTag/store}"}
+        assert tpl.resolve(node) == {"A": STACK_TABLE, "B": "arn:aws:x:memlane", "C": ["yes"],
+                                     "E": "${aws:PrincipalTag/store}"}
+
+    @pytest.mark.parametrize("node", [{"Fn::GetAtt": ["SearchDomain", "DomainEndpoint"]}, {"Ref": "Unknown"},
+                                      {"Fn::Join": [",", ["a"]]}, {"Fn::If": ["NoSuchCondition", 1, 2]}])
+    def test_what_it_does_not_know_is_refused(self, node):
+        with pytest.raises(tpl.UnresolvedTemplate):
+            tpl.resolve(node)
+
+    @pytest.mark.parametrize("entry", [{"DynamoDBCrudPolicy": {"TableName": {"Ref": "Table"}}},
+                                       "arn:aws:iam::aws:policy/AmazonDynamoDBFullAccess",
+                                       {"DynamoDBReadPolicy": {"TableName": {"Ref": "Table"}}}])
+    def test_a_policy_that_may_grant_dynamodb_cannot_be_judged_so_is_refused(self, entry):
+        with pytest.raises(tpl.UnresolvedTemplate):
+            tpl._function_policy("Search", entry, None)
+
+
 @pytest.mark.parametrize("function", tpl.FUNCTIONS)
 class TestTemplateFunctionRoles:
     def test_own_global_partitions_with_its_own_credentials(self, function):
