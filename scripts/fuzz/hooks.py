@@ -108,9 +108,17 @@ def no_other_tenants_data(ctx: Any, response: Any, case: Any) -> bool | None:
 def after_call(context: Any, case: Any, response: Any) -> None:
     status = str(response.status_code)
     label = f"{case.operation.method.upper()} {case.operation.path}"
+    if os.environ.get("MEMLANE_FUZZ_BY_PHASE"):
+        label += f" [{getattr(getattr(case.meta, 'phase', None), 'name', '?')}]"
+    code = ""
+    if response.status_code >= 400:
+        try:
+            code = ":" + str(json.loads(response.text)["error"]["code"])
+        except (ValueError, KeyError, TypeError):
+            code = ":?"
     with _lock:
         _statuses[status] += 1
-        _by_operation.setdefault(label, Counter())[status] += 1
+        _by_operation.setdefault(label, Counter())[status + code] += 1
 
 
 @atexit.register

@@ -78,7 +78,7 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
 def data(url: str, keys_file: str, out_dir: str) -> dict[str, Any]:
     keyring = json.loads(Path(keys_file).read_text())
     MemlaneClient(url, api_key=keyring["admin"]).create_store(STORE)
-    alice = _tenant(MemlaneClient(url, api_key=keyring[ALICE]))
+    alice = _tenant(MemlaneClient(url, api_key=keyring[ALICE]), ALICE)
     bob = _tenant(MemlaneClient(url, api_key=keyring[BOB]), BOB, BOB_MARKER)
     erasure = MemlaneClient(url, api_key=keyring[ALICE])._call("POST", "/v1/tenants/erase",
                                                                 {"app_id": SCRATCH_APP, "tenant_id": ALICE})
@@ -115,17 +115,19 @@ def config(seed: dict[str, Any]) -> str:
     lines = ["# written by scripts/fuzz/seed.py for one fuzzing run", "[dictionaries]"]
     lines += [f"{name} = {{ values = {_values(values)} }}" for name, values in pools.items() if values]
     bind = {
-        "path.store": ("stores", 1.0), "path.memory_id": ("memory_ids", 0.97), "path.request_id": ("request_ids", 0.97),
+        "path.memory_id": ("memory_ids", 0.97), "path.request_id": ("request_ids", 0.97),
         "path.task_id": ("dream_task_ids", 0.97), "path.action_id": ("action_ids", 0.97),
-        "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97), "path.tenant_id": ("tenants", 0.9),
-        "query.app_id": ("apps", 0.9), "query.tenant_id": ("tenants", 0.9), "query.agent_id": ("agents", 0.9),
-        "query.run_id": ("runs", 0.9),
-        "body.scope.app_id": ("apps", 0.9), "body.scope.tenant_id": ("tenants", 0.9),
+        "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
+        "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
-        "body.app_id": ("apps", 0.9), "body.tenant_id": ("tenants", 0.9),
     }
     lines.append("[parameters]")
     lines += [f'"{key}" = {{ dictionary = "{name}", probability = {p} }}' for key, (name, p) in bind.items()]
+    # the tenant's own app and id always (optional in the schema, so a dictionary would mostly be skipped):
+    # requests outside the grant are the isolation tests' job; here they would only stop at 403
+    fixed = {"path.store": STORE, "path.tenant_id": ALICE, "query.app_id": APP, "query.tenant_id": ALICE,
+             "body.scope.app_id": APP, "body.scope.tenant_id": ALICE, "body.app_id": APP, "body.tenant_id": ALICE}
+    lines += [f'"{key}" = "{value}"' for key, value in fixed.items()]
     # destructive operations draw from their own pools, so the ids every other operation reads survive
     for name, params in (
             ("DELETE /v1/stores/{store}/memories/{memory_id}", {"path.memory_id": "disposable_memory_ids"}),
@@ -134,6 +136,9 @@ def config(seed: dict[str, Any]) -> str:
         lines += [f'"{k}" = {{ dictionary = "{v}", probability = 0.97 }}' for k, v in params.items()]
     lines += ["[[operations]]", 'include-name = "POST /v1/tenants/erase"', "[operations.parameters]",
               f'"body.app_id" = "{SCRATCH_APP}"']
+    # a run's messages need all four scope fields: a seeded run with its agent
+    lines += ["[[operations]]", f'include-name = "GET /v1/stores/{{store}}/messages"', "[operations.parameters]",
+              f'"query.agent_id" = "{AGENTS[0]}"', f'"query.run_id" = "{KEEP_RUNS[0]}"']
     return "\n".join(lines) + "\n"
 
 

@@ -122,7 +122,8 @@ def _scope_sources(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         sources.append(("body", body))
         if isinstance(body.get("scope"), dict):
             sources.append(("body scope", body["scope"]))
-    return [(name, {f: v[f] for f in SCOPE_FIELDS if v.get(f) is not None}) for name, v in sources]
+    # an empty value is an absent one, as in the scope rules (domain/scope.py)
+    return [(name, {f: v[f] for f in SCOPE_FIELDS if v.get(f) not in (None, "")}) for name, v in sources]
 
 
 def _norm(value: Any, from_query: bool) -> tuple[str, ...] | None:
