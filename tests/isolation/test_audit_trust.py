@@ -111,6 +111,15 @@ def test_anonymous_failures_write_no_row_into_any_store_log_but_are_logged(world
     assert len(refused) == 6 and any("/v1/stores/victim/tasks" in r.getMessage() for r in refused)
 
 
+def test_an_identified_callers_request_to_a_missing_store_is_logged_globally_not_under_its_name(world):
+    api, deps, keys, _ = world
+    status, body = call(api, "GET", "/v1/stores/victim/tasks?app_id=travel&tenant_id=alice", key=keys["alice"])
+    assert status == 404 and body["error"]["code"] == "store_not_found"
+    assert audit_rows(deps, "victim") == []
+    row = next(r for r in audit_rows(deps, "~global") if r.operation == "GET /v1/stores/{store}/tasks")
+    assert (row.principal, row.tenant_id, row.status) == ("alice-app", "alice", 404)
+
+
 def test_without_a_key_every_id_route_answers_401_before_looking_anything_up(world):
     api, _, _, ids = world
     paths = ["/v1/stores/demo/tasks/" + ids["bob_task"], "/v1/stores/demo/tasks/no-such-task",
