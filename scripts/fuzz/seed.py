@@ -82,8 +82,7 @@ def data(url: str, keys_file: str, out_dir: str) -> dict[str, Any]:
     bob = _tenant(MemlaneClient(url, api_key=keyring[BOB]), BOB, BOB_MARKER)
     erasure = MemlaneClient(url, api_key=keyring[ALICE])._call("POST", "/v1/tenants/erase",
                                                                 {"app_id": SCRATCH_APP, "tenant_id": ALICE})
-    seed = {"alice": {**alice, "erasure_ids": [erasure["erasure_id"]]}, "bob": bob, "bob_marker": BOB_MARKER,
-            "alice_key": keyring[ALICE]}
+    seed = {"alice": {**alice, "erasure_ids": [erasure["erasure_id"]]}, "bob": bob, "bob_marker": BOB_MARKER}
     out = Path(out_dir)
     (out / "seed.json").write_text(json.dumps(seed, indent=1))
     (out / "schemathesis.toml").write_text(config(seed))

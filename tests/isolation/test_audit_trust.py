@@ -72,6 +72,12 @@ def test_the_same_scope_given_twice_is_accepted_and_audited_once_as_bound(world)
     assert status == 200 and body["results"]
     row = next(r for r in audit_rows(deps) if r.operation == "POST /v1/stores/{store}/search")
     assert (row.principal, row.app_id, row.tenant_id, row.status) == ("travel-backend", "travel", "bob", 200)
+    # a repeated query parameter is one value (API Gateway joins it with commas), not a conflict
+    status, body = call(api, "GET", "/v1/stores/demo/memories?app_id=travel&tenant_id=bob&run_id=r1&run_id=r2",
+                        key=keys["backend"])
+    assert status == 200 and body["memories"]
+    row = next(r for r in audit_rows(deps) if r.operation == "GET /v1/stores/{store}/memories")
+    assert (row.tenant_id, row.run_id) == ("bob", "r1,r2")
 
 
 def test_the_tenant_in_a_path_is_audited_and_a_second_tenant_in_the_query_is_refused(world):
