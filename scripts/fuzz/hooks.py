@@ -76,9 +76,25 @@ LINKS: list[tuple[str, str, str, str, dict[str, str]]] = [
 ]
 
 
+SCOPE = {"app_id": "travel", "tenant_id": "alice", "agent_id": "planner", "run_id": "r1"}
+# request bodies for the examples phase: valid, deep requests the random phases rarely hit at once
+EXAMPLES: dict[str, dict[str, Any]] = {
+    f"POST {S}/memories": {"scope": SCOPE, "text": "Alice books a window seat to Lisbon in May.", "sync": True},
+    f"POST {S}/search": {"query": "where does Alice live", "scope": {"app_id": "travel", "tenant_id": "alice",
+                                                                   "run_id": "*"}, "include_evidence": True},
+    f"POST {S}/dream": {"scope": {"app_id": "travel", "tenant_id": "alice"}, "mode": "proposal", "sync": True},
+    f"PUT {S}/access-policy": {"scope": SCOPE, "access_policy": "recall_and_store"},
+    f"PATCH {S}/memories/{{memory_id}}": {"app_id": "travel", "tenant_id": "alice", "importance": 0.7},
+}
+
+
 @schemathesis.hook
 def before_load_schema(context: Any, raw_schema: dict[str, Any]) -> None:
-    """Add the OpenAPI links (the API's document does not declare them; Powertools cannot emit them)."""
+    """Add the OpenAPI links (the API's document does not declare them; Powertools cannot emit them) and
+    request examples."""
+    for label, example in EXAMPLES.items():
+        method, path = label.split(" ", 1)
+        raw_schema["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]["example"] = example
     ids = {}
     for path, methods in raw_schema.get("paths", {}).items():
         for method, op in methods.items():

@@ -89,6 +89,13 @@ def data(url: str, keys_file: str, out_dir: str) -> dict[str, Any]:
     return seed
 
 
+def _with_one_foreign(own: list[str], foreign: list[str], size: int = 20) -> list[str]:
+    """The tenant's ids, repeated to `size - 1` entries, and one of the other tenant's: drawn one time in
+    `size`, it must answer exactly like an unknown id."""
+    padded = [own[i % len(own)] for i in range(max(size - 1, len(own)))] if own else []
+    return padded + foreign[:1]
+
+
 def _values(values: list[str]) -> str:
     return json.dumps(values)
 
@@ -98,11 +105,11 @@ def config(seed: dict[str, Any]) -> str:
     invalid or outside the grant); ids are alice's, with one of bob's in each pool, which must 404."""
     a, b = seed["alice"], seed["bob"]
     pools = {
-        "memory_ids": a["keep_memory_ids"] + b["keep_memory_ids"][:1],
+        "memory_ids": _with_one_foreign(a["keep_memory_ids"], b["keep_memory_ids"]),
         "disposable_memory_ids": a["disposable_memory_ids"],
-        "request_ids": a["request_ids"] + b["request_ids"][:1],
-        "dream_task_ids": a["dream_task_ids"] + b["dream_task_ids"][:1],
-        "action_ids": a["action_ids"] + b["action_ids"][:1],
+        "request_ids": _with_one_foreign(a["request_ids"], b["request_ids"]),
+        "dream_task_ids": _with_one_foreign(a["dream_task_ids"], b["dream_task_ids"]),
+        "action_ids": _with_one_foreign(a["action_ids"], b["action_ids"]),
         "erasure_ids": a["erasure_ids"],
         "runs": KEEP_RUNS,
         "disposable_runs": DISPOSABLE_RUNS,

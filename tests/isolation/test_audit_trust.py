@@ -171,3 +171,12 @@ def test_own_ids_still_resolve_for_their_tenant(world):
     assert call(api, "GET", f"/v1/stores/demo/dream-actions/{ids['alice_action']}", key=keys["alice"])[0] == 200
     assert call(api, "GET", f"/v1/stores/demo/tasks/{ids['bob_task']}", key=keys["backend"])[0] == 200
     assert call(api, "GET", f"/v1/erasures/{ids['bob_erasure']}", key=keys["admin"])[0] == 200
+
+
+def test_a_known_path_with_an_unsupported_method_is_405_with_allow_not_404(world):
+    api, _, keys, ids = world
+    result = api.resolve(http_event("PUT", f"/v1/stores/demo/tasks/{ids['alice_task']}",
+                                    {"authorization": f"Bearer {keys['alice']}"}, b"", "127.0.0.1"), _LambdaContext())
+    assert result["statusCode"] == 405 and json.loads(result["body"])["error"]["code"] == "method_not_allowed"
+    assert {k.lower(): v for k, v in result.get("headers", {}).items()}["allow"] == "GET"
+    assert call(api, "GET", "/v1/stores/demo/no-such-thing", key=keys["alice"])[0] == 404
