@@ -89,7 +89,7 @@ class Gate:
             return self.deps  # the service refuses the missing scope with a clear 400
         return self.deps.for_tenant(store, app_id, tenant_id)
 
-    def bind_owner(self, event: Any, store: str, owner: Callable[[Callable[[str, str], bool]], tuple[str, str]]) -> Deps:
+    def bind_owner(self, event: Any, store: str, owner: Callable[[access.Visible], tuple[str, str]]) -> Deps:
         """For a route addressed by an id (task, dream task, action): authenticate first, then find the id's
         tenant with `owner(visible)`, which answers the same 404 for an id outside the caller's grant as for
         one that does not exist — neither the owner nor the existence of the id leaks."""
