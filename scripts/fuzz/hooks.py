@@ -4,7 +4,8 @@
   search's or a list's `memory_id` the memory routes, a dream's `task_id` and `action_ids` the dream
   routes, an erasure's `erasure_id` its status — so sequences reach state the fuzzer itself created.
 * A check that no answer to the fuzzing tenant's key carries the other tenant's data (its marker).
-* A tally of the status of every answer, written at exit for the 404 ratio.
+* A tally of the status (and error code) of every answer per operation, written at exit to
+  MEMLANE_FUZZ_STATS for the 404 ratio; MEMLANE_FUZZ_BY_PHASE=1 splits it by schemathesis phase.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _statuses: Counter[str] = Counter()
 _by_operation: dict[str, Counter[str]] = {}
 
 S = "/v1/stores/{store}"
-# (source operation, status, link name, target operation, parameters, request body)
+# (source operation, status, link name, target operation, parameters)
 LINKS: list[tuple[str, str, str, str, dict[str, str]]] = [
     (f"POST {S}/memories", "202", "GetTask", f"GET {S}/tasks/{{request_id}}",
      {"store": "$request.path.store", "request_id": "$response.body#/request_id"}),
