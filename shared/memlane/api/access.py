@@ -1,43 +1,136 @@
-"""Who is calling: the principal of an HTTP event, checked against its grant by every route."""
+"""Who is calling: the principal of an HTTP event, checked against its grant by every route.
+
+The gate also remembers, per request, what it established — the caller and the scope its grant check
+decided on — so the audit log records that scope, not one re-read from wherever a caller put it.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
+from ..domain.errors import InvalidInput, MemlaneError
 from ..services import access
 from ..services.deps import Deps
 
+SCOPE_FIELDS = ("app_id", "tenant_id", "agent_id", "run_id")
+
+
+@dataclass
+class Checked:
+    """What the gate established about one request (one event): who called and the scope it checked."""
+
+    event: dict[str, Any]
+    caller: access.Caller | None = None
+    refusal: MemlaneError | None = None  # the caller could not be identified (401), or has no grant
+    scope: dict[str, str] = field(default_factory=dict)
+
 
 class Gate:
-    """Identifies the caller of the current event (API key locally, IAM identity on AWS) and checks scopes."""
+    """Identifies the caller of the current event (API key locally, IAM identity on AWS) and checks scopes.
+
+    Every route authenticates before it looks anything up, so without a valid key the answer is 401
+    whether or not the store or id exists.
+    """
 
     def __init__(self, deps: Deps, mode: access.AuthMode):
         self.deps, self.mode = deps, mode
+        self._local = threading.local()  # one request per thread at a time; keyed by the event itself
+
+    def checked(self, event: APIGatewayProxyEventV2 | dict[str, Any]) -> Checked:
+        raw = event.raw_event if isinstance(event, APIGatewayProxyEventV2) else event
+        current: Checked | None = getattr(self._local, "checked", None)
+        if current is None or current.event is not raw:
+            current = self._local.checked = Checked(raw)
+        return current
 
     def caller(self, event: APIGatewayProxyEventV2 | dict[str, Any]) -> access.Caller:
-        raw = event.raw_event if isinstance(event, APIGatewayProxyEventV2) else event
+        checked = self.checked(event)
+        if checked.caller is None and checked.refusal is None:
+            try:
+                checked.caller = self._identify(checked.event)
+            except MemlaneError as error:
+                checked.refusal = error
+        if checked.refusal is not None:
+            raise checked.refusal
+        assert checked.caller is not None
+        return checked.caller
+
+    def _identify(self, raw: dict[str, Any]) -> access.Caller:
         headers = {k.lower(): v for k, v in (raw.get("headers") or {}).items()}
         authorization = headers.get("authorization", "")
         api_key = authorization[7:].strip() if authorization.lower().startswith("bearer ") else None
         iam = ((raw.get("requestContext") or {}).get("authorizer") or {}).get("iam") or {}
         return access.identify(self.deps, self.mode, api_key=api_key, iam_principal=iam.get("userArn"))
 
-    def require(self, event: Any, app_id: str | None, tenant_id: str | None) -> access.Caller:
+    def require(self, event: Any, app_id: str | None, tenant_id: str | None, **narrower: Any) -> access.Caller:
+        """Check the caller's grant for app/tenant. `narrower` are the route's other scope fields (agent_id,
+        run_id): recorded with it. The scope must come from one place: given again elsewhere in the
+        request (query string, body, path) with another value, it is refused (400 `conflicting_scope`)."""
         caller = self.caller(event)
+        checked = self.checked(event)
+        bound = {"app_id": app_id, "tenant_id": tenant_id, **narrower}
+        # a list (search may name several runs) is kept comma-joined: ids never contain a comma
+        checked.scope = {k: ",".join(v) if isinstance(v, list) else v for k, v in bound.items()
+                         if isinstance(v, (str, list))}
+        _refuse_conflicts(checked.event, bound)
         access.require(caller, app_id, tenant_id)
         return caller
 
-    def bind(self, event: Any, store: str, app_id: str | None, tenant_id: str | None) -> Deps:
+    def bind(self, event: Any, store: str, app_id: str | None, tenant_id: str | None, **narrower: Any) -> Deps:
         """Check the caller's grant, then the deps to serve it with: bound to that one tenant, so its
         partition is reached with that tenant's credentials only (STS-scoped on AWS)."""
-        self.require(event, app_id, tenant_id)
+        self.require(event, app_id, tenant_id, **narrower)
         if app_id is None or tenant_id is None:
             return self.deps  # the service refuses the missing scope with a clear 400
         return self.deps.for_tenant(store, app_id, tenant_id)
+
+    def bind_owner(self, event: Any, store: str, owner: Callable[[access.Visible], tuple[str, str]]) -> Deps:
+        """For a route addressed by an id (task, dream task, action): authenticate first, then find the id's
+        tenant with `owner(visible)`, which answers the same 404 for an id outside the caller's grant as for
+        one that does not exist — neither the owner nor the existence of the id leaks."""
+        caller = self.caller(event)
+        app_id, tenant_id = owner(caller.may_use)
+        return self.bind(event, store, app_id, tenant_id)
 
     def require_admin(self, event: Any) -> access.Caller:
         caller = self.caller(event)
         access.require_admin(caller)
         return caller
+
+
+def _refuse_conflicts(raw: dict[str, Any], bound: Mapping[str, Any]) -> None:
+    """400 if a scope field the route reads appears elsewhere in the request with another value."""
+    for source, values in _scope_sources(raw):
+        for name, given in values.items():
+            if name in bound and _norm(given, source == "query") != _norm(bound[name], False):
+                raise InvalidInput(f"{name} is given twice with different values (in the {source} too); give the "
+                                   "scope in one place", code="conflicting_scope", field=name)
+
+
+def _scope_sources(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    sources = [("query", raw.get("queryStringParameters") or {})]
+    try:
+        body = json.loads(raw.get("body") or "null")
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        sources.append(("body", body))
+        if isinstance(body.get("scope"), dict):
+            sources.append(("body scope", body["scope"]))
+    # an empty value is an absent one, as in the scope rules (domain/scope.py)
+    return [(name, {f: v[f] for f in SCOPE_FIELDS if v.get(f) not in (None, "")}) for name, v in sources]
+
+
+def _norm(value: Any, from_query: bool) -> tuple[str, ...] | None:
+    """Compare scope values across sources: API Gateway joins a repeated query parameter with commas
+    (ids never contain one); a body may carry a list."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return tuple(str(value).split(",")) if from_query else (str(value),)

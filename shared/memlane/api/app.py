@@ -66,9 +66,10 @@ class RequestScopedResolver(APIGatewayHttpResolver):
         return super().resolve(event, context)
 
 
-def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
+def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
+              gate: Gate | None = None) -> APIGatewayHttpResolver:
     app = RequestScopedResolver(enable_validation=True)
-    gate = Gate(deps, auth)
+    gate = gate or Gate(deps, auth)
     for family in families:
         app.include_router(FAMILIES[family](deps, gate))
     errors.register(app)
@@ -89,8 +90,10 @@ class Api:
 
     def __init__(self, deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
                  audit_retention_days: int = 30):
-        self.app = build_app(deps, families, auth=auth)
-        self.deps, self.gate, self.retention_days = deps, Gate(deps, auth), audit_retention_days
+        # one gate for the routes and the audit record: it keeps what it checked for each request
+        self.gate = Gate(deps, auth)
+        self.app = build_app(deps, families, auth=auth, gate=self.gate)
+        self.deps, self.retention_days = deps, audit_retention_days
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()

@@ -1,4 +1,10 @@
-"""Every request — including those refused before a route runs — is written to the audit log."""
+"""Every request of an identified caller — including those refused before a route runs — is written to
+the audit log of the store it named, with the scope the grant check decided on (see api/access.Gate).
+
+A request whose caller cannot be identified (no or an unknown key, no IAM identity) or has no grant at all
+writes nothing into any store's log: whoever is anonymous could otherwise fill any store's log, so it is
+one warning line in the application log (`memlane.audit`), where the log platform bounds its volume.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,6 @@ from .access import Gate
 log = logging.getLogger("memlane.audit")
 _STORE_PATH = re.compile(r"^/v1/stores/([^/]+)(/.*)?$")
 _ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|runs|tenants)/[^/]+")
-_SCOPE_FIELDS = ("app_id", "tenant_id", "agent_id", "run_id")
 
 
 def operation(method: str, path: str) -> str:
@@ -24,24 +29,6 @@ def operation(method: str, path: str) -> str:
     if m:
         path = "/v1/stores/{store}" + _ID_AFTER.sub(r"/\1/{id}", m.group(2) or "")
     return f"{method} {path}"
-
-
-def _scope(event: dict[str, Any]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    query = event.get("queryStringParameters") or {}
-    try:
-        body = json.loads(event.get("body") or "null")
-    except ValueError:
-        body = None
-    sources = [query]
-    if isinstance(body, dict):
-        sources += [body.get("scope") if isinstance(body.get("scope"), dict) else {}, body]
-    for source in sources:
-        for f in _SCOPE_FIELDS:
-            value = source.get(f)
-            if f not in found and isinstance(value, str) and len(value) <= 256:
-                found[f] = value
-    return found
 
 
 def record_request(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], latency_ms: float,
@@ -65,15 +52,20 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
             error_code = json.loads(result.get("body") or "{}").get("error", {}).get("code")
         except (ValueError, AttributeError):
             error_code = None
+    context = event.get("requestContext") or {}
+    http = context.get("http") or {}
+    op = operation(http.get("method", "GET"), path)
     try:
-        principal = gate.caller(event).principal
-    except MemlaneError:
-        principal = "anonymous"
+        principal = gate.caller(event).principal  # established by the route already, or identified now
+    except MemlaneError as refused:
+        log.warning("refused %s %r: %s %s from %s (request %s)", op, path[:200], status,
+                    error_code or refused.code, http.get("sourceIp", "-"), context.get("requestId") or "-")
+        return
     m = _STORE_PATH.match(path)
     store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
-    context = event.get("requestContext") or {}
-    method = (context.get("http") or {}).get("method", "GET")
-    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=operation(method, path),
+    if error_code == "store_not_found":
+        store = audit.GLOBAL_STORE  # no rows under the name of a store that does not exist
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
-                        at=deps.clock.now(), **_scope(event))
+                        at=deps.clock.now(), **gate.checked(event).scope)
     audit.record(deps, entry, retention_days)

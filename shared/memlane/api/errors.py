@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -53,6 +55,20 @@ def register(app: ApiGatewayResolver) -> None:
         code = "payload_too_large" if first.get("type") == "too_long" and "messages" in loc[:1] else "invalid_input"
         return error_response(413 if code == "payload_too_large" else 400, code, message, field)
 
+    @cache
+    def routes() -> list[tuple[re.Pattern[str], str]]:
+        """(path pattern, method) of every documented route, from the API's own OpenAPI paths."""
+        paths = app.get_openapi_schema().paths or {}
+        return [(re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(path)) + "$"), method.upper())
+                for path, item in paths.items() for method in ("get", "put", "post", "delete", "patch")
+                if getattr(item, method, None) is not None]
+
     @app.not_found
     def _not_found(_: Exception) -> Response:
+        path = app.current_event.path
+        allowed = sorted({method for pattern, method in routes() if pattern.match(path)})
+        if allowed:  # the resource exists, the method does not: 405 with what it does take
+            response = error_response(405, "method_not_allowed", f"{path} takes {', '.join(allowed)}")
+            response.headers["Allow"] = ", ".join(allowed)
+            return response
         return error_response(404, "route_not_found", "no such route")

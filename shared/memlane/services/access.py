@@ -6,7 +6,7 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 from ..domain.errors import Forbidden, InvalidInput, Unauthenticated
 from ..domain.models import Grant
@@ -16,6 +16,7 @@ from .deps import Deps
 AuthMode = Literal["none", "api_key", "iam"]
 LOCAL_ADMIN = "local-admin"
 KEY_PREFIX = "ml_"
+Visible = Callable[[str, str], bool]  # may the caller see what belongs to (app_id, tenant_id)?
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
 
 
@@ -30,6 +31,11 @@ class Caller:
 
     def may_use(self, app_id: str, tenant_id: str) -> bool:
         return self.grant is None or self.grant.allows(app_id, tenant_id)
+
+
+def everyone(app_id: str, tenant_id: str) -> bool:
+    """The visibility of internal callers (the worker, the scheduler): they act for every tenant."""
+    return True
 
 
 def _hash(key: str) -> str:

@@ -26,6 +26,7 @@ from ..policies.dream_rules import recency
 from ..ports import Job
 from . import dream_actions as executor
 from . import dream_schedule as scheduler
+from .access import Visible, everyone
 from .deps import Deps
 
 # An action record must fit a DynamoDB item (400 KB) once apply adds its undo record, which is about
@@ -166,18 +167,19 @@ def for_task(deps: Deps, store: str, task_id: str) -> Deps:
     return deps.for_tenant(store, *task_owner(deps, store, task_id))
 
 
-def task_owner(deps: Deps, store: str, task_id: str) -> tuple[str, str]:
+def task_owner(deps: Deps, store: str, task_id: str, visible: Visible = everyone) -> tuple[str, str]:
+    """The dream task's tenant; outside what the caller may see, the same 404 as an unknown id."""
     deps.repo.get_store(store)
     owner = deps.repo.dream_task_tenant(store, validate_id("task_id", task_id))
-    if owner is None:
+    if owner is None or not visible(*owner):
         raise NotFound(f"dream task '{task_id}' not found", code="dream_task_not_found")
     return owner
 
 
-def action_owner(deps: Deps, store: str, action_id: str) -> tuple[str, str]:
+def action_owner(deps: Deps, store: str, action_id: str, visible: Visible = everyone) -> tuple[str, str]:
     deps.repo.get_store(store)
     owner = deps.repo.action_tenant(store, validate_id("action_id", action_id))
-    if owner is None:
+    if owner is None or not visible(*owner):
         raise NotFound(f"dream action '{action_id}' not found", code="dream_action_not_found")
     return owner
 

@@ -8,15 +8,17 @@ from ..domain.errors import NotFound
 from ..domain.models import Task
 from ..domain.scope import validate_id
 from ..domain.validation import check_request_id
+from .access import Visible, everyone
 from .deps import Deps
 
 
-def owner(deps: Deps, store: str, request_id: str) -> tuple[str, str]:
-    """(app_id, tenant_id) of a request id — read before binding to the tenant it belongs to."""
+def owner(deps: Deps, store: str, request_id: str, visible: Visible = everyone) -> tuple[str, str]:
+    """(app_id, tenant_id) of a request id — read before binding to the tenant it belongs to. A task the
+    caller may not see is as not found as one that does not exist: a 403 would name its owner."""
     deps.repo.get_store(store)
     check_request_id(request_id)
     found = deps.repo.task_tenant(store, request_id)
-    if found is None:
+    if found is None or not visible(*found):
         raise NotFound(f"task '{request_id}' not found", code="task_not_found")
     return found
 

@@ -25,7 +25,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
                             200: {"description": "Dreamt (sync), with its actions",
                                   "content": {"application/json": {"model": DreamTaskOut}}}})
     def start_dream(store: str, body: DreamIn) -> tuple[dict[str, Any], int]:
-        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id)
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
+                      agent_id=body.scope.agent_id, run_id=body.scope.run_id)
         task = dream.start(d, store, scope=body.scope.model_dump(exclude_none=True), mode=body.mode,
                            threshold=body.threshold, kinds=body.kinds, sync=body.sync)
         if body.sync:
@@ -75,14 +76,16 @@ def routes(deps: Deps, gate: Gate) -> Router:
     @router.get("/v1/stores/<store>/profiles/<tenant_id>", tags=["dream"],
                 summary="The profile a dream built of a tenant (or, with agent_id, of one agent of it)")
     def get_profile(store: str, tenant_id: str, app_id: IdParam = None, agent_id: IdParam = None) -> ProfileOut:
-        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id)
         return ProfileOut.of(dream.get_profile(d, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id))
 
     def _task_tenant(store: str, task_id: str) -> Deps:
-        """The task's tenant (its pointer, a global read), checked against the grant and bound."""
-        return gate.bind(router.current_event, store, *dream.task_owner(deps, store, task_id))
+        """The task's tenant (its pointer, a global read after authentication), checked and bound."""
+        return gate.bind_owner(router.current_event, store,
+                               lambda visible: dream.task_owner(deps, store, task_id, visible))
 
     def _action_tenant(store: str, action_id: str) -> Deps:
-        return gate.bind(router.current_event, store, *dream.action_owner(deps, store, action_id))
+        return gate.bind_owner(router.current_event, store,
+                               lambda visible: dream.action_owner(deps, store, action_id, visible))
 
     return router

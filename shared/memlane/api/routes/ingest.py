@@ -20,7 +20,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
                             200: {"description": "Extracted (sync)",
                                   "content": {"application/json": {"model": TaskOut}}}})
     def add_memories(store: str, body: AddIn) -> tuple[dict[str, Any], int]:
-        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id or DEFAULT)
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id or DEFAULT,
+                      agent_id=body.scope.agent_id or DEFAULT, run_id=body.scope.run_id or DEFAULT)
         task = ingest.add(
             d, store, scope=body.scope.model_dump(exclude_none=True),
             messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,

@@ -16,7 +16,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.post("/v1/stores/<store>/search", tags=["search"], summary="Hybrid search over long-term memories")
     def search_memories(store: str, body: SearchIn) -> SearchOut:
-        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id)
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
+                      agent_id=body.scope.agent_id, run_id=body.scope.run_id)
         hits = search.search(
             d, store, query=body.query, scope=body.scope.model_dump(exclude_none=True), top_k=body.top_k,
             min_similarity=body.min_similarity, include_evidence=body.include_evidence, filters=body.filters,
@@ -28,9 +29,9 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def list_memories(store: str, app_id: IdParam = None, tenant_id: IdParam = None, agent_id: ListParam = None,
                       run_id: ListParam = None, limit: Limit = limits.DEFAULT_PAGE_SIZE,
                       cursor: Cursor = None) -> MemoryList:
-        d = gate.bind(router.current_event, store, app_id, tenant_id)
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": selector(agent_id),
                  "run_id": selector(run_id)}
+        d = gate.bind(router.current_event, store, **scope)
         found, next_cursor = memories.list_(d, store, scope=scope, limit=limit, cursor=cursor)
         return MemoryList(memories=[MemoryOut.of(m) for m in found], next_cursor=next_cursor)
 
@@ -53,8 +54,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def list_messages(store: str, app_id: IdParam = None, tenant_id: IdParam = None, agent_id: IdParam = None,
                       run_id: IdParam = None, limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None,
                       newest_first: bool = False) -> MessageList:
-        d = gate.bind(router.current_event, store, app_id, tenant_id)
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
+        d = gate.bind(router.current_event, store, **scope)
         found, next_cursor = messages.list_(d, store, scope=scope, limit=limit, cursor=cursor,
                                             newest_first=newest_first)
         return MessageList(messages=[MessageOut.of(m) for m in found], next_cursor=next_cursor)

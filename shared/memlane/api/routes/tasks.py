@@ -8,6 +8,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
+from ...domain.errors import NotFound
 from ...services import audit, erase, scopes, tasks
 from ...services.deps import Deps
 from ..access import Gate
@@ -20,8 +21,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"], summary="Status of an add's extraction")
     def get_task(store: str, request_id: str) -> TaskOut:
-        app_id, tenant_id = tasks.owner(deps, store, request_id)  # the request-id pointer: a global read
-        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        # the request-id pointer is a global read: only after authentication, and blind to other tenants
+        d = gate.bind_owner(router.current_event, store, lambda visible: tasks.owner(deps, store, request_id, visible))
         task = tasks.get(d, store, request_id)
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
@@ -43,7 +44,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.put("/v1/stores/<store>/access-policy", tags=["tasks"], summary="Set a run's access policy")
     def set_access_policy(store: str, body: AccessPolicyIn) -> ScopeInfoOut:
-        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id)
+        d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
+                      agent_id=body.scope.agent_id, run_id=body.scope.run_id)
         info = scopes.set_access_policy(d, store, scope=body.scope.model_dump(exclude_none=True),
                                         policy=body.access_policy)
         return ScopeInfoOut.of(info)
@@ -52,8 +54,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
                    summary="Delete a run: its messages and run-scoped memories, from table and index")
     def delete_run(store: str, run_id: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    agent_id: IdParam = None) -> RunDeleted:
-        d = gate.bind(router.current_event, store, app_id, tenant_id)
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
+        d = gate.bind(router.current_event, store, **scope)
         return RunDeleted(**erase.delete_run(d, store, scope=scope))
 
     @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
@@ -65,7 +67,10 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.get("/v1/erasures/<erasure_id>", tags=["tasks"], summary="Status of a tenant erasure")
     def get_erasure(erasure_id: str) -> ErasureOut:
+        caller = gate.caller(router.current_event)  # 401 before any lookup
         found = deps.repo.get_erasure(erasure_id)
+        if not caller.may_use(found.app_id, found.tenant_id):  # the same 404 as an unknown id: no owner named
+            raise NotFound(f"erasure '{erasure_id}' not found", code="erasure_not_found")
         gate.require(router.current_event, found.app_id, found.tenant_id)
         return ErasureOut.model_validate(found.model_dump())
 

@@ -1,0 +1,182 @@
+"""An audit log you can trust, and no existence oracle: the log records the scope the grant check
+authorized (never a guess from the query string or body), a scope given twice and differently is
+refused, anonymous failures write nothing into a store's log, and ids outside a caller's grant answer
+exactly like ids that do not exist — 401 before any lookup without a key."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.api.app import build_api
+from memlane.server import _LambdaContext, http_event
+from memlane.services import access, dream, erase, ingest, stores
+
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+BOB = {"app_id": "travel", "tenant_id": "bob", "agent_id": "bot", "run_id": "r1"}
+ALICE = {"app_id": "travel", "tenant_id": "alice", "agent_id": "bot", "run_id": "r1"}
+
+
+@pytest.fixture()
+def world(deps):
+    keys = {"admin": access.create_api_key(deps, "ops", {}, admin=True),
+            "alice": access.create_api_key(deps, "alice-app", {"travel": ["alice"]}),
+            "backend": access.create_api_key(deps, "travel-backend", {"travel": ["*"]})}
+    stores.create(deps, name="demo")
+    ids = {}
+    for who, name, scope in (("alice", "Ann", ALICE), ("bob", "Bea", BOB)):
+        for run, day, text in (("r1", 0, "I live in Boston."), ("r2", 9, "I moved from Boston to Denver.")):
+            task = ingest.add(deps, "demo", scope={**scope, "run_id": run}, sync=True, request_id=f"{name.lower()}-{run}",
+                              messages=[{"role": "user", "name": name, "content": text,
+                                         "created_at": T0 + timedelta(days=day)}])
+        ids[f"{who}_task"] = task.request_id
+        dreamt = dream.start(deps, "demo", scope={"app_id": "travel", "tenant_id": who}, sync=True)
+        assert dreamt.action_ids, "the seed needs a dream action"
+        ids[f"{who}_dream"], ids[f"{who}_action"] = dreamt.task_id, dreamt.action_ids[0]
+    ids["bob_erasure"] = erase.request_erasure(deps, app_id="travel", tenant_id="nobody", principal="ops").erasure_id
+    return build_api(deps, auth="api_key"), deps, keys, ids
+
+
+def call(api, method, path, body=None, key=None):
+    headers = {"content-type": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    result = api.resolve(http_event(method, path, headers, json.dumps(body).encode() if body is not None else b"",
+                                    "127.0.0.1"), _LambdaContext())
+    return result["statusCode"], json.loads(result["body"]) if result.get("body") else None
+
+
+def audit_rows(deps, store="demo"):
+    return deps.repo.list_audit(store, limit=200, cursor=None)[0]
+
+
+def test_a_scope_given_in_the_query_and_differently_in_the_body_is_refused_and_audited_as_the_body(world):
+    api, deps, keys, _ = world
+    status, body = call(api, "POST", "/v1/stores/demo/search?app_id=other-app&tenant_id=alice",
+                        {"query": "where do I live", "scope": {"app_id": "travel", "tenant_id": "bob"}},
+                        keys["backend"])
+    assert status == 400 and body["error"]["code"] == "conflicting_scope", body
+    assert "results" not in body
+    row = next(r for r in audit_rows(deps) if r.operation == "POST /v1/stores/{store}/search")
+    assert (row.app_id, row.tenant_id, row.status, row.error_code) == ("travel", "bob", 400, "conflicting_scope")
+
+
+def test_the_same_scope_given_twice_is_accepted_and_audited_once_as_bound(world):
+    api, deps, keys, _ = world
+    status, body = call(api, "POST", "/v1/stores/demo/search?tenant_id=bob",
+                        {"query": "where do I live", "scope": {"app_id": "travel", "tenant_id": "bob"}},
+                        keys["backend"])
+    assert status == 200 and body["results"]
+    row = next(r for r in audit_rows(deps) if r.operation == "POST /v1/stores/{store}/search")
+    assert (row.principal, row.app_id, row.tenant_id, row.status) == ("travel-backend", "travel", "bob", 200)
+    # a repeated query parameter is one value (API Gateway joins it with commas), not a conflict
+    status, body = call(api, "GET", "/v1/stores/demo/memories?app_id=travel&tenant_id=bob&run_id=r1&run_id=r2",
+                        key=keys["backend"])
+    assert status == 200 and body["memories"]
+    row = next(r for r in audit_rows(deps) if r.operation == "GET /v1/stores/{store}/memories")
+    assert (row.tenant_id, row.run_id) == ("bob", "r1,r2")
+
+
+def test_the_tenant_in_a_path_is_audited_and_a_second_tenant_in_the_query_is_refused(world):
+    api, deps, keys, ids = world
+    status, _ = call(api, "GET", "/v1/stores/demo/profiles/bob?app_id=travel", key=keys["backend"])
+    assert status in (200, 404)
+    status, body = call(api, "GET", "/v1/stores/demo/profiles/bob?app_id=travel&tenant_id=alice",
+                        key=keys["backend"])
+    assert status == 400 and body["error"]["code"] == "conflicting_scope"
+    status, body = call(api, "DELETE", "/v1/stores/demo/runs/r1?app_id=travel&tenant_id=bob&agent_id=bot&run_id=r2",
+                        key=keys["backend"])
+    assert status == 400 and body["error"]["code"] == "conflicting_scope"
+    status, _ = call(api, "GET", f"/v1/stores/demo/tasks/{ids['alice_task']}", key=keys["alice"])
+    assert status == 200
+    rows = audit_rows(deps)
+    profile = [r for r in rows if r.operation == "GET /v1/stores/{store}/profiles/{id}"]
+    assert [(r.app_id, r.tenant_id) for r in profile] == [("travel", "bob"), ("travel", "bob")]
+    run = next(r for r in rows if r.operation == "DELETE /v1/stores/{store}/runs/{id}")
+    assert (run.tenant_id, run.agent_id, run.run_id) == ("bob", "bot", "r1")
+    task = next(r for r in rows if r.operation == "GET /v1/stores/{store}/tasks/{id}")
+    assert (task.app_id, task.tenant_id, task.status) == ("travel", "alice", 200)  # from the task, not the query
+
+
+def test_anonymous_failures_write_no_row_into_any_store_log_but_are_logged(world, caplog):
+    api, deps, keys, ids = world
+    before = {s: len(audit_rows(deps, s)) for s in ("demo", "victim", "~global")}
+    with caplog.at_level(logging.WARNING, logger="memlane.audit"):
+        for key in (None, "ml_not-a-real-key"):
+            for method, path, body in (
+                    ("POST", "/v1/stores/demo/search", {"query": "x", "scope": {"app_id": "travel", "tenant_id": "bob"}}),
+                    ("GET", "/v1/stores/victim/tasks/whatever", None),
+                    ("GET", "/v1/stores", None)):
+                status, _ = call(api, method, path, body, key)
+                assert status == 401
+    assert {s: len(audit_rows(deps, s)) for s in before} == before
+    refused = [r for r in caplog.records if r.name == "memlane.audit" and "401" in r.getMessage()]
+    assert len(refused) == 6 and any("/v1/stores/victim/tasks" in r.getMessage() for r in refused)
+
+
+def test_an_identified_callers_request_to_a_missing_store_is_logged_globally_not_under_its_name(world):
+    api, deps, keys, _ = world
+    status, body = call(api, "GET", "/v1/stores/victim/tasks?app_id=travel&tenant_id=alice", key=keys["alice"])
+    assert status == 404 and body["error"]["code"] == "store_not_found"
+    assert audit_rows(deps, "victim") == []
+    row = next(r for r in audit_rows(deps, "~global") if r.operation == "GET /v1/stores/{store}/tasks")
+    assert (row.principal, row.tenant_id, row.status) == ("alice-app", "alice", 404)
+
+
+def test_without_a_key_every_id_route_answers_401_before_looking_anything_up(world):
+    api, _, _, ids = world
+    paths = ["/v1/stores/demo/tasks/" + ids["bob_task"], "/v1/stores/demo/tasks/no-such-task",
+             "/v1/stores/nostore/tasks/no-such-task", "/v1/stores/demo/dream-tasks/" + ids["bob_dream"],
+             "/v1/stores/demo/dream-tasks/nope", "/v1/stores/nostore/dream-tasks/nope",
+             f"/v1/stores/demo/dream-tasks/{ids['bob_dream']}/actions", "/v1/stores/demo/dream-actions/nope",
+             "/v1/stores/demo/dream-actions/" + ids["bob_action"], "/v1/stores/nostore",
+             "/v1/erasures/" + ids["bob_erasure"], "/v1/erasures/nope"]
+    answers = {p: call(api, "GET", p) for p in paths}
+    assert {p: a[0] for p, a in answers.items()} == {p: 401 for p in paths}
+    assert len({json.dumps(a[1], sort_keys=True) for a in answers.values()}) == 1  # nothing tells them apart
+    for action in ("apply", "reject", "undo"):
+        assert call(api, "POST", f"/v1/stores/nostore/dream-actions/nope/{action}")[0] == 401
+
+
+@pytest.mark.parametrize("route", ["task", "dream_task", "dream_actions", "action", "apply", "reject", "undo",
+                                   "erasure"])
+def test_an_id_outside_the_grant_answers_exactly_like_a_missing_id(world, route):
+    api, _, keys, ids = world
+    paths = {"task": ("GET", "/v1/stores/demo/tasks/{}", ids["bob_task"]),
+             "dream_task": ("GET", "/v1/stores/demo/dream-tasks/{}", ids["bob_dream"]),
+             "dream_actions": ("GET", "/v1/stores/demo/dream-tasks/{}/actions", ids["bob_dream"]),
+             "action": ("GET", "/v1/stores/demo/dream-actions/{}", ids["bob_action"]),
+             "apply": ("POST", "/v1/stores/demo/dream-actions/{}/apply", ids["bob_action"]),
+             "reject": ("POST", "/v1/stores/demo/dream-actions/{}/reject", ids["bob_action"]),
+             "undo": ("POST", "/v1/stores/demo/dream-actions/{}/undo", ids["bob_action"]),
+             "erasure": ("GET", "/v1/erasures/{}", ids["bob_erasure"])}
+    method, template, foreign = paths[route]
+    missing = "X" + foreign[1:]  # the same shape, but no such id
+    status, body = call(api, method, template.format(foreign), key=keys["alice"])
+    status_missing, body_missing = call(api, method, template.format(missing), key=keys["alice"])
+    assert status == status_missing == 404
+    assert body["error"]["code"] == body_missing["error"]["code"]
+    assert body["error"]["message"] == body_missing["error"]["message"].replace(missing, foreign)
+    assert "bob" not in json.dumps(body).replace(foreign, "") and "nobody" not in json.dumps(body)
+
+
+def test_own_ids_still_resolve_for_their_tenant(world):
+    api, _, keys, ids = world
+    assert call(api, "GET", f"/v1/stores/demo/tasks/{ids['alice_task']}", key=keys["alice"])[0] == 200
+    assert call(api, "GET", f"/v1/stores/demo/dream-tasks/{ids['alice_dream']}", key=keys["alice"])[0] == 200
+    assert call(api, "GET", f"/v1/stores/demo/dream-tasks/{ids['alice_dream']}/actions", key=keys["alice"])[0] == 200
+    assert call(api, "GET", f"/v1/stores/demo/dream-actions/{ids['alice_action']}", key=keys["alice"])[0] == 200
+    assert call(api, "GET", f"/v1/stores/demo/tasks/{ids['bob_task']}", key=keys["backend"])[0] == 200
+    assert call(api, "GET", f"/v1/erasures/{ids['bob_erasure']}", key=keys["admin"])[0] == 200
+
+
+def test_a_known_path_with_an_unsupported_method_is_405_with_allow_not_404(world):
+    api, _, keys, ids = world
+    result = api.resolve(http_event("PUT", f"/v1/stores/demo/tasks/{ids['alice_task']}",
+                                    {"authorization": f"Bearer {keys['alice']}"}, b"", "127.0.0.1"), _LambdaContext())
+    assert result["statusCode"] == 405 and json.loads(result["body"])["error"]["code"] == "method_not_allowed"
+    assert {k.lower(): v for k, v in result.get("headers", {}).items()}["allow"] == "GET"
+    assert call(api, "GET", "/v1/stores/demo/no-such-thing", key=keys["alice"])[0] == 404
