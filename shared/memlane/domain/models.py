@@ -377,5 +377,6 @@ class Erasure(BaseModel):
     updated_at: datetime
     deleted_items: int = 0
     deleted_documents: int = 0
+    deleted: dict[str, dict[str, int]] = Field(default_factory=dict)  # per store: counts per record kind
     stores: list[str] = Field(default_factory=list)
     error: str | None = None
