@@ -41,6 +41,7 @@ class CreateStoreIn(Strict):
     extract_instructions: str = Field(default="", max_length=limits.MAX_INSTRUCTIONS_CHARS)
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    keywords_from_assistant: bool = False
 
 
 class StoreOut(BaseModel):
@@ -51,6 +52,7 @@ class StoreOut(BaseModel):
     embedding_dim: int
     dream_mode: DreamMode
     dream_threshold: float
+    keywords_from_assistant: bool = False
     created_at: datetime
 
     @classmethod

@@ -79,6 +79,8 @@ class Store(BaseModel):
     embedding_dim: int = 0
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    # Whether the assistant's turns lend words to the hidden keywords of the memories near them.
+    keywords_from_assistant: bool = False
     created_at: datetime
 
 

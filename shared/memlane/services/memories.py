@@ -11,6 +11,7 @@ from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id
 from ..domain.validation import check_metadata
+from ..extractors.rules import edited_keywords
 from . import redaction
 from .deps import Deps
 from .redaction import Redacted
@@ -39,6 +40,11 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         if not text.strip() or len(text) > MAX_CONTENT_CHARS:
             raise InvalidInput(f"text must be 1-{MAX_CONTENT_CHARS} characters", field="text")
         changes["text"] = text
+        # The old hidden keywords described the old text's surroundings: keep only who said it and when.
+        store_obj = deps.repo.get_store(store)
+        evidence = deps.repo.get_messages(store, memory.scope, memory.evidence)
+        changes["keywords"] = edited_keywords(text, evidence,
+                                              keywords_from_assistant=store_obj.keywords_from_assistant)
     if metadata is not None:
         changes["metadata"] = check_metadata(metadata)
     if memory_type is not None:
