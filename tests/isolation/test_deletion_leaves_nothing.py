@@ -80,6 +80,16 @@ def _everything(call, tenant="alice"):
     return json.dumps(seen)
 
 
+def _copies(call, tenant="alice"):
+    """Where the marker was copied before the delete: task outcomes, dream actions, the profile."""
+    q = f"app_id={APP}&tenant_id={tenant}"
+    tasks = json.dumps(call("GET", f"/v1/stores/demo/tasks?{q}&limit=100")[1])
+    dreams = call("GET", f"/v1/stores/demo/dream-tasks?{q}")[1]["tasks"]
+    actions = json.dumps([call("GET", f"/v1/stores/demo/dream-tasks/{d['task_id']}/actions")[1] for d in dreams])
+    profile = json.dumps(call("GET", f"/v1/stores/demo/profiles/{tenant}?app_id={APP}")[1])
+    return {"tasks": MARKER in tasks, "dream_actions": MARKER in actions, "profile": MARKER in profile}
+
+
 def _files_holding_marker(data_dir: Path) -> list[str]:
     return [str(p.relative_to(data_dir)) for p in sorted(data_dir.rglob("*"))
             if p.is_file() and ON_DISK.search(p.read_bytes())]
@@ -113,7 +123,8 @@ def test_deleting_a_memory_leaves_no_trace_of_its_text(deps, call, data_dir):
                           {"app_id": APP, "tenant_id": "alice", "text": f"Ann works at {MARKER}."})
     assert status == 200
     _dream_and_apply_profile(call)
-    assert MARKER in _everything(call)  # the edit reached the profile, the dream actions, search
+    assert _copies(call) == {"tasks": False, "dream_actions": True, "profile": True}  # the edit's copies
+    assert MARKER in _everything(call)
     assert _files_holding_marker(data_dir)
 
     status, gone = call("DELETE", f"/v1/stores/demo/memories/{job['memory_id']}?{q}")
@@ -130,6 +141,7 @@ def test_deleting_a_memory_leaves_no_trace_of_its_text(deps, call, data_dir):
 
 def test_deleting_a_run_leaves_no_trace_of_it(seeded, call, data_dir):
     _dream_and_apply_profile(call)
+    assert _copies(call) == {"tasks": True, "dream_actions": True, "profile": True}
     assert MARKER in _everything(call)
     assert _files_holding_marker(data_dir)
 
