@@ -170,3 +170,26 @@ def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir)
     assert MARKER not in _everything(call)
     assert "crane" in _everything(call, "bob")  # another tenant untouched
     assert _files_holding_marker(data_dir) == []
+
+
+def test_a_memory_delete_that_dies_half_way_can_be_retried_to_the_end(deps, call, monkeypatch):
+    from memlane.services import memories, redaction
+
+    _seed(deps, MARKER)
+    _dream_and_apply_profile(call)
+    job = next(m for m in memories.list_(deps, "demo", scope={"app_id": APP, "tenant_id": "alice"}, limit=50,
+                                         cursor=None)[0] if MARKER in m.text)
+    real = redaction._rewrite_all
+
+    def dies_at_profiles(deps_, store, app_id, tenant_id, prefix, change):
+        if prefix == "PROFILE#":
+            raise RuntimeError("crash")
+        return real(deps_, store, app_id, tenant_id, prefix, change)
+
+    monkeypatch.setattr(redaction, "_rewrite_all", dies_at_profiles)
+    with pytest.raises(RuntimeError):
+        memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id=job.memory_id)
+    monkeypatch.setattr(redaction, "_rewrite_all", real)
+    memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id=job.memory_id)  # the retry
+    profile = call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1]
+    assert MARKER not in json.dumps(profile) and "Denver" in json.dumps(profile)

@@ -36,9 +36,10 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     # Index first: a memory must never stay findable after its table item is gone.
     if memory_ids:
         deps.index.delete(store, memory_ids)
+    # Copies before the items themselves: a retry after a crash still finds the memories to redact.
+    redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
                            + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")])
-    redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     deps.compact()
     return {"messages": len(messages), "memories": len(memory_ids), "tasks_redacted": redacted.tasks,
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}

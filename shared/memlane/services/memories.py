@@ -73,7 +73,9 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     s = memory.scope
     deps.index.delete(store, [memory_id])  # index first: never findable once the table item is gone
-    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
+    # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
+    # of the delete redacts the rest (redaction is idempotent).
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
+    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
     deps.compact()
     return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)
