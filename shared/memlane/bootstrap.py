@@ -10,7 +10,7 @@ from .config import Settings
 from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
-from .ports import LLM, Embedder, Index, Queue, Reranker, Table, TenantTables
+from .ports import LLM, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables
 from .services import jobs
 from .services.deps import CoreSettings, Deps
 
@@ -24,14 +24,16 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
     table = _table(settings)
+    index = _index(settings)
     return Deps(
-        table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings), index=_index(settings), embedder=embedder,
+        table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings), index=index, embedder=embedder,
         extractor=extractor, clock=SystemClock(), reranker=_reranker(settings), llm=llm,
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
                               dream_merge_similarity=settings.dream_merge_similarity,
                               dream_max_scopes=settings.dream_max_scopes,
                               dream_scan_limit=settings.dream_scan_limit),
+        compactors=_compactors(table, index),
     )
 
 
@@ -99,6 +101,19 @@ def _table(settings: Settings) -> Table:
     client = boto3.client("dynamodb", region_name=settings.aws_region,
                           endpoint_url=settings.dynamodb_endpoint or None)
     return DynamoDBTable(settings.table_name, client=client)
+
+
+def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:
+    """The local files whose deleted bytes linger until compacted: the SQLite table and the embedded index."""
+    from .adapters.local.compaction import SqliteFileCompactor
+    from .adapters.local.sqlite_table import SqliteTable
+
+    found: list[Compactor] = []
+    if isinstance(table, SqliteTable):
+        found.append(SqliteFileCompactor(table.path))
+    if isinstance(index, Compactor):
+        found.append(index)
+    return tuple(found)
 
 
 def _tenant_tables(settings: Settings) -> TenantTables | None:

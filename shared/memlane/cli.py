@@ -157,6 +157,27 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fsck(args: argparse.Namespace) -> int:
+    """Compare a store's index with its table; repair the drift with --repair. Exit 1: drift left."""
+    from .bootstrap import build
+    from .config import Settings
+    from .domain.errors import MemlaneError
+    from .services.fsck import fsck
+
+    deps = build(Settings.from_env(data_dir=args.data_dir))
+    try:
+        report = fsck(deps, args.store, repair=args.repair,
+                      progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except MemlaneError as error:
+        print(f"error: {error.code}: {error.message}", file=sys.stderr)
+        return 2
+    drift = report.missing + report.orphans + report.stale
+    _print(args, vars(report), f"{report.store}: {report.memories} memories, {report.documents} documents; "
+                               f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
+                               + (f"; repaired {report.repaired}" if args.repair else ""))
+    return 0 if drift == 0 or args.repair else 1
+
+
 class _NoEmbedder:
     """Admin commands touch no vectors; this keeps them from loading a model."""
 
@@ -226,6 +247,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)  # also accepted after the command
 
+    s = sub.add_parser("fsck", help="compare a store's index with its table; --repair fixes the drift")
+    s.add_argument("store")
+    s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
+    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
+
     s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
@@ -252,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_access(args)
     if args.command == "reindex":
         return cmd_reindex(args)
+    if args.command == "fsck":
+        return cmd_fsck(args)
     client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
                            else HttpTransport(args.url, api_key=args.api_key))
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -170,6 +170,35 @@ class Index(Protocol):
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         """Both ranked lists in one round trip, each already limited to the query's scope."""
         ...
+
+
+@dataclass(frozen=True)
+class IndexedDoc:
+    """One document as the index holds it: what `memlane fsck` compares with the table."""
+
+    memory_id: str
+    app_id: str
+    tenant_id: str
+    agent_id: str
+    run_id: str
+    status: str
+    text: str
+    keywords: str
+
+
+@runtime_checkable
+class IndexInventory(Protocol):
+    """An index that can list its documents (the embedded one). OpenSearch may add it with a scroll."""
+
+    def documents(self, store: str) -> Iterator[IndexedDoc]: ...
+
+
+@runtime_checkable
+class Compactor(Protocol):
+    """Storage whose deleted bytes can linger (SQLite free pages, WAL frames, FTS segments).
+    `compact` makes what was deleted unrecoverable from the files; deletion paths call it last."""
+
+    def compact(self) -> None: ...
 
 
 # ---------------------------------------------------------------------------------------------

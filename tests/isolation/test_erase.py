@@ -31,7 +31,7 @@ def hits(deps, store, tenant, query="bees cello"):
 
 def test_delete_run_removes_its_messages_and_memories_only(loaded):
     deps = loaded
-    assert erase.delete_run(deps, "one", scope=ALICE_R1) == {"messages": 1, "memories": 1}
+    assert erase.delete_run(deps, "one", scope=ALICE_R1).items() >= {"messages": 1, "memories": 1}.items()
     assert messages.list_(deps, "one", scope=ALICE_R1, limit=10, cursor=None)[0] == []
     texts = [h.memory.text for h in hits(deps, "one", "alice")]
     assert texts and all("bees" not in t for t in texts) and any("cello" in t for t in texts)

@@ -73,7 +73,7 @@ def test_same_fact_twice_is_a_noop(service, deps, store):
 
 def test_failing_extraction_ends_failed_with_reason(service, deps, store):
     class Broken:
-        def extract(self, messages, instructions=""):
+        def extract(self, messages, **_):
             raise RuntimeError("model exploded")
 
     deps.extractor = Broken()

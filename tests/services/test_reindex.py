@@ -4,7 +4,8 @@ tests/integration/test_opensearch_service.py)."""
 import pytest
 
 from memlane.domain.errors import NotFound
-from memlane.services import ingest, memories, search, stores
+from memlane.domain.models import MemoryStatus
+from memlane.services import ingest, search, stores
 from memlane.services.reindex import reindex
 
 U1 = {"app_id": "app", "tenant_id": "u1", "run_id": "r1"}
@@ -37,7 +38,8 @@ def test_reindex_rebuilds_every_tenant_from_the_table(deps, store):
 
 def test_reindex_leaves_deleted_memories_out(deps, store):
     [hit] = search.search(deps, store, query="nurse", scope=U1, top_k=1)
-    memories.delete(deps, store, app_id="app", tenant_id="u1", memory_id=hit.memory.memory_id)
+    # A dream's DELETE retires a memory (status deleted, kept for undo); a user's delete removes it.
+    deps.repo.put_memory(store, hit.memory.model_copy(update={"status": MemoryStatus.DELETED}))
     report = reindex(deps, store)
     assert (report.indexed, report.skipped) == (2, 1)
     assert "nurse" not in " ".join(texts(search.search(deps, store, query="nurse", scope=U1)))

@@ -83,3 +83,17 @@ def test_neighbouring_turns_lend_their_words_to_the_keywords_only():
     assert "screenplay" not in reply.text and "screenplay" in reply.keywords
     assert "drama" not in reply.keywords.split()  # words the text already has are not repeated
     assert "screenplay" not in RuleExtractor(context_window=0).extract(turns)[-1].keywords
+
+
+def test_hidden_keywords_come_from_the_speakers_own_turns_only():
+    turns = [msg("Your scan showed a tumour; we should discuss chemotherapy.", name=None, role="assistant", mid="1"),
+             msg("My sister Lena moved to Oslo for her residency.", name="Nate", mid="2"),
+             msg("I start a new job on Monday.", name="Ann", mid="3"),
+             msg("I used to bake at a small bakery downtown.", name="Ann", mid="4")]
+    job = next(c for c in RuleExtractor().extract(turns) if c.evidence == ["3"])
+    words = job.keywords.lower().split()
+    assert "bakery" in words  # the same speaker, a turn away: deleted with the speaker's run
+    assert "chemotherapy" not in words and "tumour" not in words  # the assistant, two turns away
+    assert "oslo" not in words and "residency" not in words  # another person's words
+    opted_in = next(c for c in RuleExtractor().extract(turns, keywords_from_assistant=True) if c.evidence == ["3"])
+    assert "chemotherapy" in opted_in.keywords.lower().split()  # the store asked for it

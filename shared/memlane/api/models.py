@@ -11,6 +11,7 @@ from ..domain import limits
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
                              ProfileEntry)
+from ..services.memories import Deleted
 from ..services.search import SearchHit
 
 
@@ -40,6 +41,7 @@ class CreateStoreIn(Strict):
     extract_instructions: str = Field(default="", max_length=limits.MAX_INSTRUCTIONS_CHARS)
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    keywords_from_assistant: bool = False
 
 
 class StoreOut(BaseModel):
@@ -50,6 +52,7 @@ class StoreOut(BaseModel):
     embedding_dim: int
     dream_mode: DreamMode
     dream_threshold: float
+    keywords_from_assistant: bool = False
     created_at: datetime
 
     @classmethod
@@ -117,6 +120,29 @@ class MemoryOut(BaseModel):
                    status=m.status, created_at=m.created_at, updated_at=m.updated_at, event_time=m.event_time,
                    metadata=m.metadata, importance=m.importance, evidence_ids=m.evidence, supersedes=m.supersedes,
                    superseded_by=m.superseded_by)
+
+
+class RedactedOut(BaseModel):
+    """Records rewritten so that none keeps a copy of deleted content."""
+
+    tasks: int
+    dream_actions: int
+    profiles: int
+
+
+class MemoryDeletedOut(BaseModel):
+    """The receipt of a memory delete: the memory and its text are gone; no tombstone keeps the text."""
+
+    memory_id: str
+    scope: ScopeOut
+    status: str = "deleted"
+    deleted_at: datetime
+    redacted: RedactedOut
+
+    @classmethod
+    def of(cls, d: Deleted) -> "MemoryDeletedOut":
+        return cls(memory_id=d.memory_id, scope=ScopeOut(**d.scope.as_dict()), deleted_at=d.deleted_at,
+                   redacted=RedactedOut(**vars(d.redacted)))
 
 
 class MemoryList(BaseModel):
@@ -262,6 +288,7 @@ class ErasureOut(BaseModel):
     updated_at: datetime
     deleted_items: int
     deleted_documents: int
+    deleted: dict[str, dict[str, int]] = Field(default_factory=dict)  # per store: counts per record kind
     stores: list[str]
     error: str | None = None
 
@@ -269,6 +296,9 @@ class ErasureOut(BaseModel):
 class RunDeleted(BaseModel):
     messages: int
     memories: int
+    tasks_redacted: int
+    dream_actions_redacted: int
+    profiles_recomputed: int
 
 
 # -- dream ------------------------------------------------------------------------------------

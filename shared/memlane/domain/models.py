@@ -79,6 +79,8 @@ class Store(BaseModel):
     embedding_dim: int = 0
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
+    # Whether the assistant's turns lend words to the hidden keywords of the memories near them.
+    keywords_from_assistant: bool = False
     created_at: datetime
 
 
@@ -377,5 +379,6 @@ class Erasure(BaseModel):
     updated_at: datetime
     deleted_items: int = 0
     deleted_documents: int = 0
+    deleted: dict[str, dict[str, int]] = Field(default_factory=dict)  # per store: counts per record kind
     stores: list[str] = Field(default_factory=list)
     error: str | None = None

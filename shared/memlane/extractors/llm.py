@@ -15,7 +15,8 @@ class LLMExtractor:
     def __init__(self, llm: LLM):
         self.llm = llm
 
-    def extract(self, messages: Sequence[Message], *, instructions: str = "") -> list[Candidate]:
+    def extract(self, messages: Sequence[Message], *, instructions: str = "",
+                keywords_from_assistant: bool = False) -> list[Candidate]:
         transcript = "\n".join(
             f"[{i}] {m.created_at:%Y-%m-%d %H:%M} {speaker_of(m)}: {m.content}" for i, m in enumerate(messages)
         )
@@ -27,13 +28,15 @@ class LLMExtractor:
         )
         out: list[Candidate] = []
         for item in result.memories:
-            evidence = [messages[i].message_id for i in item.evidence if 0 <= i < len(messages)]
+            cited = [messages[i] for i in item.evidence if 0 <= i < len(messages)] or list(messages)
             out.append(Candidate(
                 text=item.text.strip(),
                 memory_type=item.memory_type,
-                evidence=evidence or [m.message_id for m in messages],
+                evidence=[m.message_id for m in cited],
                 event_time=_parse_time(item.event_time),
-                keywords=" ".join(dict.fromkeys(speaker_of(m) for m in messages)),
+                # The names of who said its evidence: findable, never shown, deleted with them.
+                keywords=" ".join(dict.fromkeys(speaker_of(m) for m in cited
+                                                if m.role != "assistant" or keywords_from_assistant)),
                 importance=item.importance,
             ))
         return out

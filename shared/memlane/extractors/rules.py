@@ -97,6 +97,22 @@ _CONTEXT_STOP = frozenset(
     "wow really also about into up out there here all any some".split())
 
 
+def _said_on(message: Message) -> str:
+    return f"{message.created_at.day} {message.created_at:%B %Y}"
+
+
+def edited_keywords(text: str, evidence: Sequence[Message], *, keywords_from_assistant: bool = False) -> str:
+    """The hidden keywords of a memory whose text a person rewrote: who said it, the day it was said
+    and the time the new text names. None of the words of the turns around it: the edit may have
+    taken out just what they say. `evidence`: the memory's evidence messages, its own turn last."""
+    if not evidence:
+        return ""
+    own = evidence[-1]
+    resolved = timeexpr.resolve(text, own.created_at)
+    speaker = speaker_of(own) if own.role != "assistant" or keywords_from_assistant else ""
+    return " ".join(x for x in (speaker, _said_on(own), resolved.label() if resolved else "") if x)
+
+
 def _questions(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip().endswith("?")]
 
@@ -125,14 +141,17 @@ class RuleExtractor:
     - The content words of the ``context_window`` turns on either side that the text lacks go
       into the memory's keywords (indexed for keyword search, never shown), so "what genre is
       Joanna's screenplay" finds "It's a mix of drama and romance!" said two turns after
-      "screenplay".
+      "screenplay". Only the speaker's own turns and the memory's evidence lend words — what is
+      deleted with the memory's run — and the assistant's turns only when the store sets
+      ``keywords_from_assistant``: a memory must not be found by what someone else said near it.
     """
 
     def __init__(self, *, context_window: int = 2, reply_context_words: int = 25) -> None:
         self.context_window = context_window
         self.reply_context_words = reply_context_words
 
-    def extract(self, messages: Sequence[Message], *, instructions: str = "") -> list[Candidate]:
+    def extract(self, messages: Sequence[Message], *, instructions: str = "",
+                keywords_from_assistant: bool = False) -> list[Candidate]:
         out: list[Candidate] = []
         for i, message in enumerate(messages):
             if message.role not in ("user", "document"):
@@ -160,11 +179,15 @@ class RuleExtractor:
                     evidence.insert(0, previous.message_id)
                 else:
                     text = f"{text} (replying to {asker}: {' '.join(asked)})"
-            said_on = f"{message.created_at.day} {message.created_at:%B %Y}"
             w = self.context_window
-            context = _context_words([m.content for m in messages[max(0, i - w):i + w + 1] if m is not message],
-                                     text) if w > 0 else ""
-            keywords = " ".join(x for x in (speaker, said_on, resolved.label() if resolved else "", context) if x)
+            # Only words that go when the memory goes: its evidence and its speaker's own turns
+            # (another person's words, or the assistant's unless the store asks, are not the speaker's).
+            nearby = [m for m in messages[max(0, i - w):i + w + 1] if m is not message and (
+                m.message_id in evidence or speaker_of(m) == speaker
+                or (m.role == "assistant" and keywords_from_assistant))]
+            context = _context_words([m.content for m in nearby], text) if w > 0 else ""
+            keywords = " ".join(x for x in (speaker, _said_on(message), resolved.label() if resolved else "",
+                                            context) if x)
             words = len(text.split())
             out.append(Candidate(
                 text=text,

@@ -123,3 +123,22 @@ def _summary(subject: str, attributes: list[ProfileEntry], preferences: list[Pro
     if not parts:
         return ""
     return (f"{subject}: " if subject else "") + "; ".join(parts) + "."
+
+
+def supported_by(profile: Profile, memory_ids: set[str]) -> bool:
+    """Whether any entry or skill of `profile` rests on one of `memory_ids`."""
+    return any(set(e.evidence) & memory_ids for e in (*profile.attributes, *profile.preferences)) or \
+        any(s.memory_id in memory_ids for s in profile.skills)
+
+
+def without(profile: Profile, memory_ids: set[str]) -> Profile:
+    """A past copy of a profile (a dream action's) with nothing of `memory_ids` left in it: an entry
+    any of whose evidence is gone is dropped (its value or earlier values may quote the deleted text),
+    and the summary is written again from what is left. The current profile is rebuilt instead (`build`)."""
+    if not supported_by(profile, memory_ids):
+        return profile
+    attributes = [e for e in profile.attributes if not set(e.evidence) & memory_ids]
+    preferences = [e for e in profile.preferences if not set(e.evidence) & memory_ids]
+    skills = [s for s in profile.skills if s.memory_id not in memory_ids]
+    return profile.model_copy(update={"attributes": attributes, "preferences": preferences, "skills": skills,
+                                      "summary": _summary(profile.subject, attributes, preferences)})

@@ -56,3 +56,12 @@ class DeletionRecords:
     def delete_items(self, keys: Sequence[tuple[str, str]]) -> None:
         for start in range(0, len(keys), 25):
             self.table.transact([Delete(pk, sk) for pk, sk in keys[start:start + 25]])
+
+    # -- redaction: rewriting what keeps a copy of deleted content ----------------------------
+    def delete_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> None:
+        """A hard delete: no tombstone keeps the text (the audit log keeps who deleted and when)."""
+        self.table.delete(tenant_pk(store, app_id, tenant_id), f"MEM#{memory_id}")
+
+    def rewrite(self, item: dict[str, Any], model: Any, *, expect: dict[str, Any]) -> None:
+        """Replace an item (by its keys) with `model`, if it still holds what `expect` says."""
+        self.table.put({"pk": item["pk"], "sk": item["sk"], **_dump(model)}, expect=expect)

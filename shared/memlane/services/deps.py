@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..extractors import Extractor
-from ..ports import LLM, Clock, Embedder, Index, Queue, Reranker, Table, TenantTables
+from ..ports import LLM, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables
 from ..repository import Repository
 from ..split_table import SplitTable
 
@@ -42,6 +42,12 @@ class Deps:
     settings: CoreSettings = field(default_factory=CoreSettings)
     # How a tenant's partition is reached (AWS: STS credentials scoped to it). None: the one table.
     tenant_tables: TenantTables | None = None
+    # Local files that keep deleted bytes until compacted (SQLite); deletion paths compact them last.
+    compactors: tuple[Compactor, ...] = ()
+
+    def compact(self) -> None:
+        for compactor in self.compactors:
+            compactor.compact()
 
     @property
     def repo(self) -> Repository:

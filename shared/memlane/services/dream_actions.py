@@ -21,6 +21,8 @@ from ..domain.errors import ConditionFailed, Conflict
 from ..domain.ids import derived_id
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Memory, MemoryDraft, MemoryStatus,
                              Profile, UndoEntry)
+from ..domain.scope import Scope
+from ..policies import dream_profile
 from ..ports import Delete, Item, Put, Write
 from .deps import Deps
 
@@ -204,3 +206,49 @@ def _index(deps: Deps, store: str, upsert: list[Memory], delete: list[str]) -> N
         deps.index.upsert(store, list(zip(upsert, vectors)))
     if delete:
         deps.index.delete(store, delete)
+
+
+REDACTED = "redacted: a memory or run it was about was deleted"
+
+
+def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None) -> DreamAction | None:
+    """`action` with no copy left of the deleted memories (or of anything of the deleted `run`):
+    their texts in `before`, `after` and the undo before-images are emptied, its profile loses the
+    entries they supported, its rationale (which may quote them) is replaced. A pending action can no
+    longer be applied and is marked failed; an applied one can no longer be undone (its items are
+    gone, so undo refuses). None when the action touched none of it."""
+    def gone(memory_id: str | None, scope: Any = None) -> bool:
+        return memory_id in memory_ids or (run is not None and scope is not None and Scope.model_validate(scope) == run)
+
+    involved = [*action.target_ids, *([action.keep_id] if action.keep_id else []), *action.created_ids]
+    touched = (any(m in memory_ids for m in involved) or any(gone(m.memory_id, m.scope) for m in action.before)
+               or any(gone(e.memory_id, (e.before or {}).get("scope")) for e in action.undo if e.memory_id)
+               or (run is not None and action.scope == run)
+               or (action.after is not None and run is not None and action.after.scope == run))
+    profile_ids = set(memory_ids)
+    if run is not None:
+        profile_ids |= {m.memory_id for m in action.before if m.scope == run}
+    profiles = [action.profile] if action.profile else []
+    profiles += [Profile.model_validate(e.before) for e in action.undo if e.memory_id is None and e.before]
+    if not touched and not any(dream_profile.supported_by(p, profile_ids) for p in profiles):
+        return None
+    changes: dict[str, Any] = {"rationale": REDACTED}
+    changes["before"] = [m.model_copy(update={"text": "", "keywords": ""}) if gone(m.memory_id, m.scope) else m
+                         for m in action.before]
+    if action.after is not None and touched:
+        changes["after"] = action.after.model_copy(update={"text": "", "keywords": ""})
+    if action.profile is not None:
+        changes["profile"] = dream_profile.without(action.profile, profile_ids)
+    undo = []
+    for entry in action.undo:
+        before = entry.before
+        if before is not None and entry.memory_id is None:
+            before = {**before, **dream_profile.without(Profile.model_validate(before), profile_ids)
+                      .model_dump(mode="json", exclude_none=True)}
+        elif before is not None and gone(entry.memory_id, before.get("scope")):
+            before = {**before, "text": "", "keywords": ""}
+        undo.append(entry.model_copy(update={"before": before}))
+    changes["undo"] = undo
+    if action.status == DreamActionStatus.PENDING:
+        changes.update(status=DreamActionStatus.FAILED, error=REDACTED)
+    return action.model_copy(update=changes)

@@ -1,7 +1,10 @@
 """Deletion: a run (its messages and run-scoped memories), or a whole tenant in every store.
 
-Both remove table items and index documents. Tenant erasure runs as an asynchronous task: it is
-idempotent (re-running finds less and less to delete) and safe to retry after a failure.
+Both remove table items and index documents, then compact the local files (SQLite keeps deleted
+bytes in free pages, WAL frames and FTS segments until then). Run deletion also redacts the copies
+of the run's content that other records of the tenant keep (services/redaction.py). Tenant erasure
+runs as an asynchronous task: it is idempotent (re-running finds less and less to delete) and safe
+to retry after a failure; its report counts what it deleted per store and record kind.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
 from ..repository import requests_pk, tenant_pk
+from . import redaction
 from .deps import Deps
 
 
 def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, int]:
-    """Delete a run's messages, its memories and its registry entry. Returns what was deleted."""
+    """Delete a run's messages, its memories and its registry entry, redact every copy of them kept
+    elsewhere in the tenant (task outcomes, dream actions, profiles), then compact the local files.
+    Returns what was deleted and rewritten."""
     deps.repo.get_store(store)
     run = exact_scope(scope)
     deps = deps.for_tenant(store, run.app_id, run.tenant_id)
@@ -30,9 +36,13 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     # Index first: a memory must never stay findable after its table item is gone.
     if memory_ids:
         deps.index.delete(store, memory_ids)
+    # Copies before the items themselves: a retry after a crash still finds the memories to redact.
+    redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
                            + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")])
-    return {"messages": len(messages), "memories": len(memory_ids)}
+    deps.compact()
+    return {"messages": len(messages), "memories": len(memory_ids), "tasks_redacted": redacted.tasks,
+            "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
 
 
 def request_erasure(deps: Deps, *, app_id: Any, tenant_id: Any, principal: str) -> Erasure:
@@ -52,21 +62,25 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
         return erasure
     erasure = erasure.model_copy(update={"status": TaskStatus.RUNNING, "updated_at": deps.clock.now()})
     repo.put_erasure(erasure)
-    items = documents = 0
-    touched: list[str] = []
+    deleted = {store: dict(counts) for store, counts in erasure.deleted.items()}
     cursor = None
     while True:
         stores, cursor = repo.list_stores(100, cursor)
         for store in stores:
-            n_items, n_docs = _erase_in_store(deps, store.name, erasure.app_id, erasure.tenant_id)
-            if n_items:
-                touched.append(store.name)
-            items, documents = items + n_items, documents + n_docs
+            counts = _erase_in_store(deps, store.name, erasure.app_id, erasure.tenant_id)
+            if counts:
+                mine = deleted.setdefault(store.name, {})
+                for kind, n in counts.items():
+                    mine[kind] = mine.get(kind, 0) + n
         if cursor is None:
             break
-    done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted_items": erasure.deleted_items + items,
-                                      "deleted_documents": erasure.deleted_documents + documents,
-                                      "stores": sorted(set(erasure.stores + touched)), "updated_at": deps.clock.now()})
+    deps.compact()  # nothing erased may linger in free pages, WAL frames or index segments
+    documents = sum(c.get("index_documents", 0) for c in deleted.values())
+    done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted": deleted,
+                                      "deleted_items": sum(n for c in deleted.values() for k, n in c.items()
+                                                           if k != "index_documents"),
+                                      "deleted_documents": documents, "stores": sorted(deleted),
+                                      "updated_at": deps.clock.now()})
     repo.put_erasure(done)
     return done
 
@@ -77,7 +91,17 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
                                                      "updated_at": deps.clock.now()}))
 
 
-def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> tuple[int, int]:
+# Sort-key prefix → the record kind an erasure report counts.
+_KINDS = {"MSG#": "messages", "MEM#": "memories", "TASK#": "tasks", "SCOPE#": "scopes", "DREAM#": "dream_tasks",
+          "DACT#": "dream_actions", "PROFILE#": "profiles"}
+
+
+def _kind(sk: str) -> str:
+    return next((kind for prefix, kind in _KINDS.items() if sk.startswith(prefix)), "other")
+
+
+def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict[str, int]:
+    """Delete the tenant's items of one store; the counts per record kind (empty: nothing there)."""
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
@@ -85,10 +109,19 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> tupl
         deps.index.delete(store, memory_ids)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
     guards = [(requests_pk(store), i["request_id"]) for i in items if i["sk"].startswith("TASK#")]
-    guards += deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
+    outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
-    deps.repo.delete_items(guards)
-    return len(items) + len(guards), len(memory_ids)
+    deps.repo.delete_items(guards + outside)
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[_kind(item["sk"])] = counts.get(_kind(item["sk"]), 0) + 1
+    if guards:
+        counts["request_ids"] = len(guards)
+    if outside:
+        counts["registry_entries"] = len(outside)
+    if memory_ids:
+        counts["index_documents"] = len(memory_ids)
+    return counts
 
 
 def purge_store(deps: Deps, store: str) -> int:

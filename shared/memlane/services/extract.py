@@ -27,7 +27,8 @@ def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = No
     repo.save_task(task)
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
-    candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions)
+    candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions,
+                                        keywords_from_assistant=store_obj.keywords_from_assistant)
     outcomes = _consolidate(deps, store, task, candidates)
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,

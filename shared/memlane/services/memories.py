@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..domain.errors import InvalidInput
 from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import Memory, MemoryStatus, MemoryType
-from ..domain.scope import search_scope, validate_id
+from ..domain.scope import Scope, search_scope, validate_id
 from ..domain.validation import check_metadata
+from ..extractors.rules import edited_keywords
+from . import redaction
 from .deps import Deps
+from .redaction import Redacted
 
 
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Memory:
@@ -35,6 +40,11 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         if not text.strip() or len(text) > MAX_CONTENT_CHARS:
             raise InvalidInput(f"text must be 1-{MAX_CONTENT_CHARS} characters", field="text")
         changes["text"] = text
+        # The old hidden keywords described the old text's surroundings: keep only who said it and when.
+        store_obj = deps.repo.get_store(store)
+        evidence = deps.repo.get_messages(store, memory.scope, memory.evidence)
+        changes["keywords"] = edited_keywords(text, evidence,
+                                              keywords_from_assistant=store_obj.keywords_from_assistant)
     if metadata is not None:
         changes["metadata"] = check_metadata(metadata)
     if memory_type is not None:
@@ -47,10 +57,25 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     return updated
 
 
-def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Memory:
-    """Soft delete in the table (kept for audit and undo), gone from the index."""
+@dataclass(frozen=True)
+class Deleted:
+    """What a memory delete leaves: a receipt without the text."""
+
+    memory_id: str
+    scope: Scope
+    deleted_at: datetime
+    redacted: Redacted
+
+
+def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Deleted:
+    """A hard delete: the memory's text and keywords leave the index and the table, then every copy
+    of them in the tenant's tasks, dream actions and profiles is redacted, and local files compacted."""
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
-    deleted = memory.model_copy(update={"status": MemoryStatus.DELETED, "updated_at": deps.clock.now()})
-    deps.repo.put_memory(store, deleted)
-    deps.index.delete(store, [memory_id])
-    return deleted
+    s = memory.scope
+    deps.index.delete(store, [memory_id])  # index first: never findable once the table item is gone
+    # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
+    # of the delete redacts the rest (redaction is idempotent).
+    report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
+    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
+    deps.compact()
+    return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)

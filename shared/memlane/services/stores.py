@@ -10,14 +10,16 @@ from .deps import Deps
 
 
 def create(deps: Deps, *, name: str, description: str = "", extract_instructions: str = "",
-           dream_mode: DreamMode = DreamMode.PROPOSAL, dream_threshold: float = 0.8) -> Store:
+           dream_mode: DreamMode = DreamMode.PROPOSAL, dream_threshold: float = 0.8,
+           keywords_from_assistant: bool = False) -> Store:
     validate_store_name(name)
     if len(extract_instructions) > MAX_INSTRUCTIONS_CHARS:
         raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
                            field="extract_instructions")
     store = Store(name=name, description=description, extract_instructions=extract_instructions,
                   embedding_model=deps.embedder.name, embedding_dim=deps.embedder.dim, dream_mode=dream_mode,
-                  dream_threshold=dream_threshold, created_at=deps.clock.now())
+                  dream_threshold=dream_threshold, keywords_from_assistant=keywords_from_assistant,
+                  created_at=deps.clock.now())
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
     if deps.repo.is_purging(name):
         raise Conflict(f"store '{name}' is still being deleted; try again shortly", code="store_deleting",

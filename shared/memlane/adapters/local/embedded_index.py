@@ -34,10 +34,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound
+from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, validate_store_name
 from ...domain.scope import ScopeFilter
-from ...ports import Hit, IndexQuery, IndexResult
+from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -230,6 +230,8 @@ class EmbeddedIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
         self._db.execute("PRAGMA busy_timeout=5000")
+        # Deleted rows are overwritten with zeros, not left in free space (erasure leaves nothing).
+        self._db.execute("PRAGMA secure_delete=ON")
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
         if version not in (0, _SCHEMA_VERSION):
             # The index is derived data: the fix is to delete the file and run `memlane reindex`.
@@ -290,6 +292,32 @@ class EmbeddedIndex:
                 touched = self._remove(store, list(memory_ids))
             for key in touched:
                 self._evict(key)
+
+    def compact(self) -> None:
+        """Leave no deleted text in the file. An FTS5 delete only appends a tombstone: the terms stay
+        in the older segments until they are merged, so merge them all ('optimize'; SQLite 3.40 has no
+        FTS5 secure-delete). Freed pages are zeroed (secure_delete), then the WAL, which still holds
+        the pages as they were before, is checkpointed into the file and truncated."""
+        with self._lock:
+            with self._write():
+                self._db.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                raise Retryable("the index file is busy: its write-ahead log could not be truncated; "
+                                "retry the deletion", code="storage_busy")
+
+    def documents(self, store: str) -> Iterator[IndexedDoc]:
+        """Every document of the store, in id order (fsck compares them with the table)."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT id, memory_id, app_id, tenant_id, agent_id, run_id, status, text, keywords FROM docs "
+                    "WHERE store = ? AND id > ? ORDER BY id LIMIT 500", (store, last)).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield from (IndexedDoc(*row[1:]) for row in rows)
 
     def count(self, store: str) -> int:
         with self._lock:

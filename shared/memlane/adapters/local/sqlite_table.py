@@ -50,6 +50,7 @@ class SqliteTable:
             self._db.execute("PRAGMA journal_mode=WAL")
             # FULL: a write we acknowledged survives a power cut ("nothing accepted is ever lost").
             self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA secure_delete=ON")  # deleted items are zeroed, not left in free space
             self._db.execute(_SCHEMA)
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ from ...domain import limits
 from ...services import memories, messages, search
 from ...services.deps import Deps
 from ..access import Gate
-from ..models import MemoryList, MemoryOut, MessageList, MessageOut, SearchIn, SearchOut, SearchResultOut, \
+from ..models import MemoryDeletedOut, MemoryList, MemoryOut, MessageList, MessageOut, SearchIn, SearchOut, SearchResultOut, \
     UpdateMemoryIn
 from .common import Cursor, IdParam, Limit, ListParam, selector
 
@@ -46,9 +46,11 @@ def routes(deps: Deps, gate: Gate) -> Router:
         return MemoryOut.of(memories.update(d, store, memory_id=memory_id, **body.model_dump()))
 
     @router.delete("/v1/stores/<store>/memories/<memory_id>", tags=["search"], summary="Delete a memory")
-    def delete_memory(store: str, memory_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> MemoryOut:
+    def delete_memory(store: str, memory_id: str, app_id: IdParam = None,
+                      tenant_id: IdParam = None) -> MemoryDeletedOut:
         d = gate.bind(router.current_event, store, app_id, tenant_id)
-        return MemoryOut.of(memories.delete(d, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id))
+        return MemoryDeletedOut.of(memories.delete(d, store, app_id=app_id, tenant_id=tenant_id,
+                                                   memory_id=memory_id))
 
     @router.get("/v1/stores/<store>/messages", tags=["search"], summary="Short-term memory: a run's messages")
     def list_messages(store: str, app_id: IdParam = None, tenant_id: IdParam = None, agent_id: IdParam = None,

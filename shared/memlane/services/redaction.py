@@ -1,0 +1,93 @@
+"""Redaction: after memories (or a whole run) are deleted, rewrite every record of the tenant that
+keeps a copy of their content, so that no route shows it again.
+
+- tasks: the text of each outcome that produced or matched a deleted memory (and, for a run, the
+  add's own text) is emptied; status, ids and counts stay for the record;
+- dream actions: their before/after copies, undo before-images, profile copies and rationale
+  (services/dream_actions.redacted);
+- profiles resting on a deleted memory are rebuilt from the tenant's remaining active memories,
+  so an attribute whose only evidence was deleted disappears (policies/dream_profile.build).
+
+Each rewrite is conditioned on the item not having changed since it was read; a lost race is
+read again. Summaries of threads would belong here too; the service keeps none yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..domain.errors import ConditionFailed
+from ..domain.models import DreamAction, MemoryStatus, Profile, Task
+from ..domain.scope import Scope
+from ..policies import dream_profile
+from .dream_actions import redacted as redacted_action
+from .deps import Deps
+
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Redacted:
+    tasks: int = 0
+    dream_actions: int = 0
+    profiles: int = 0
+
+
+def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: set[str],
+           run: Scope | None = None) -> Redacted:
+    """`deps` must be bound to the tenant (`Deps.for_tenant`)."""
+    def task(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        found = Task.model_validate(item)
+        new = _redacted_task(found, memory_ids, run)
+        return (new, {"status": str(found.status), "updated_at": item["updated_at"]}) if new else None
+
+    def action(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        new = redacted_action(DreamAction.model_validate(item), memory_ids, run)
+        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
+
+    def profile(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        found = Profile.model_validate(item)
+        if not dream_profile.supported_by(found, memory_ids):
+            return None
+        active = [m for m in deps.repo.iter_memories(store, app_id, tenant_id)
+                  if m.status == MemoryStatus.ACTIVE and m.memory_id not in memory_ids
+                  and (found.agent_id is None or m.scope.agent_id == found.agent_id)]
+        built = dream_profile.build(store=store, app_id=app_id, tenant_id=tenant_id, agent_id=found.agent_id,
+                                    memories=active)
+        new = built.model_copy(update={"version": found.version + 1, "updated_at": deps.clock.now()})
+        return new, {"version": found.version}
+
+    return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
+                    dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", action),
+                    profiles=_rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile))
+
+
+def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task | None:
+    whole = run is not None and task.scope == run
+    if not whole and not any(o.memory_id in memory_ids or o.target_id in memory_ids for o in task.outcomes):
+        return None
+    outcomes = [o.model_copy(update={"text": ""}) if whole or o.memory_id in memory_ids or o.target_id in memory_ids
+                else o for o in task.outcomes]
+    return task.model_copy(update={"outcomes": outcomes, "text": None if whole else task.text})
+
+
+def _rewrite_all(deps: Deps, store: str, app_id: str, tenant_id: str, prefix: str,
+                 change: Callable[[dict[str, Any]], tuple[Any, dict[str, Any]] | None]) -> int:
+    repo = deps.repo
+    count = 0
+    for item in list(repo.tenant_keys(store, app_id, tenant_id, prefix=prefix)):
+        for _ in range(_ATTEMPTS):
+            planned = change(item)
+            if planned is None:
+                break
+            try:
+                repo.rewrite(item, planned[0], expect=planned[1])
+                count += 1
+                break
+            except ConditionFailed:  # changed meanwhile (a dream, an extraction): read it again
+                fresh = repo.table.get(item["pk"], item["sk"])
+                if fresh is None:
+                    break
+                item = fresh
+    return count

@@ -1,0 +1,195 @@
+"""Deletion that leaves nothing: after deleting a memory, a run or a whole tenant, no route returns
+its text, and no file of the data dir holds it (WAL files, free pages and FTS segments included).
+
+Each test writes a unique marker into the tenant's data, reads it back through every route that
+could show it, deletes, then checks the routes and the bytes of every file under the data dir.
+"""
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from memlane.api.app import build_app
+from memlane.server import _LambdaContext, http_event
+from memlane.services import ingest, stores
+
+MARKER = "Zqxmarker7731"
+# FTS5 stores terms lower case and prefix-compressed against the term before: look for a tail of it.
+ON_DISK = re.compile(rb"(?i)marker7731")
+APP = "app"
+R1 = {"app_id": APP, "tenant_id": "alice", "agent_id": "bot", "run_id": "r1"}
+R2 = {**R1, "run_id": "r2"}
+BOB = {**R1, "tenant_id": "bob"}
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+
+@pytest.fixture()
+def call(deps):
+    app = build_app(deps)
+
+    def send(method, path, body=None):
+        raw = json.dumps(body).encode() if body is not None else b""
+        result = app.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
+                             _LambdaContext())
+        return result["statusCode"], json.loads(result["body"]) if result.get("body") else None
+
+    return send
+
+
+def _add(deps, scope, day, text):
+    ingest.add(deps, "demo", scope=scope, sync=True, messages=[
+        {"role": "user", "name": "Ann", "content": text, "created_at": T0 + timedelta(days=day)}])
+
+
+def _dream_and_apply_profile(call, tenant="alice"):
+    status, task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": tenant},
+                                                          "sync": True})
+    assert status == 200, task
+    for action in task["actions"]:
+        if action["kind"] == "EMIT_PROFILE" and action["profile"]["agent_id"] is None:
+            assert call("POST", f"/v1/stores/demo/dream-actions/{action['action_id']}/apply")[0] == 200
+    return task
+
+
+def _everything(call, tenant="alice"):
+    """Every route's answer about the tenant, as one text (what a caller could read)."""
+    q = f"app_id={APP}&tenant_id={tenant}"
+    seen = []
+    seen.append(call("POST", "/v1/stores/demo/search", {"query": f"{MARKER} work", "top_k": 50,
+                                                       "scope": {"app_id": APP, "tenant_id": tenant}})[1])
+    listed = call("GET", f"/v1/stores/demo/memories?{q}&limit=100")[1]
+    seen.append(listed)
+    seen += [call("GET", f"/v1/stores/demo/memories/{m['memory_id']}?{q}")[1] for m in listed.get("memories", [])]
+    tasks = call("GET", f"/v1/stores/demo/tasks?{q}&limit=100")[1]
+    seen.append(tasks)
+    seen += [call("GET", f"/v1/stores/demo/tasks/{t['request_id']}")[1] for t in tasks.get("tasks", [])]
+    dreams = call("GET", f"/v1/stores/demo/dream-tasks?{q}")[1]
+    seen.append(dreams)
+    for d in dreams.get("tasks", []):
+        seen.append(call("GET", f"/v1/stores/demo/dream-tasks/{d['task_id']}")[1])
+        actions = call("GET", f"/v1/stores/demo/dream-tasks/{d['task_id']}/actions")[1]
+        seen.append(actions)
+        seen += [call("GET", f"/v1/stores/demo/dream-actions/{a['action_id']}")[1]
+                 for a in actions.get("actions", [])]
+    seen.append(call("GET", f"/v1/stores/demo/profiles/{tenant}?app_id={APP}")[1])
+    for run in ("r1", "r2"):
+        seen.append(call("GET", f"/v1/stores/demo/messages?{q}&agent_id=bot&run_id={run}")[1])
+    return json.dumps(seen)
+
+
+def _copies(call, tenant="alice"):
+    """Where the marker was copied before the delete: task outcomes, dream actions, the profile."""
+    q = f"app_id={APP}&tenant_id={tenant}"
+    tasks = json.dumps(call("GET", f"/v1/stores/demo/tasks?{q}&limit=100")[1])
+    dreams = call("GET", f"/v1/stores/demo/dream-tasks?{q}")[1]["tasks"]
+    actions = json.dumps([call("GET", f"/v1/stores/demo/dream-tasks/{d['task_id']}/actions")[1] for d in dreams])
+    profile = json.dumps(call("GET", f"/v1/stores/demo/profiles/{tenant}?app_id={APP}")[1])
+    return {"tasks": MARKER in tasks, "dream_actions": MARKER in actions, "profile": MARKER in profile}
+
+
+def _files_holding_marker(data_dir: Path) -> list[str]:
+    return [str(p.relative_to(data_dir)) for p in sorted(data_dir.rglob("*"))
+            if p.is_file() and ON_DISK.search(p.read_bytes())]
+
+
+@pytest.fixture()
+def data_dir(service):
+    return Path(service.deps.table.path).parent
+
+
+def _seed(deps, job):
+    stores.create(deps, name="demo")
+    _add(deps, R1, 0, f"I work at {job} now.")
+    _add(deps, R2, 5, "I live in Denver with my two cats.")
+    _add(deps, BOB, 0, "I work at the harbour as a crane operator.")
+    return deps
+
+
+@pytest.fixture()
+def seeded(deps):
+    return _seed(deps, MARKER)
+
+
+def test_deleting_a_memory_leaves_no_trace_of_its_text(deps, call, data_dir):
+    _seed(deps, "the bakery")
+    q = f"app_id={APP}&tenant_id=alice"
+    # The marker reaches the memory by an edit: it never was in a message.
+    listed = call("GET", f"/v1/stores/demo/memories?{q}")[1]["memories"]
+    job = next(m for m in listed if "work" in m["text"])
+    status, edited = call("PATCH", f"/v1/stores/demo/memories/{job['memory_id']}",
+                          {"app_id": APP, "tenant_id": "alice", "text": f"Ann works at {MARKER}."})
+    assert status == 200
+    _dream_and_apply_profile(call)
+    assert _copies(call) == {"tasks": False, "dream_actions": True, "profile": True}  # the edit's copies
+    assert MARKER in _everything(call)
+    assert _files_holding_marker(data_dir)
+
+    status, gone = call("DELETE", f"/v1/stores/demo/memories/{job['memory_id']}?{q}")
+    assert status == 200 and gone["status"] == "deleted" and "text" not in gone
+    assert call("GET", f"/v1/stores/demo/memories/{job['memory_id']}?{q}")[0] == 404
+    assert MARKER not in _everything(call)
+    assert [m["memory_id"] for m in call("GET", f"/v1/stores/demo/memories?{q}")[1]["memories"]
+            if m["memory_id"] == job["memory_id"]] == []
+    profile = call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1]
+    assert "employer" not in {a["name"] for a in profile["attributes"]}  # its only evidence is gone
+    assert "Denver" in json.dumps(profile["attributes"])  # the rest of the profile stays
+    assert _files_holding_marker(data_dir) == []
+
+
+def test_deleting_a_run_leaves_no_trace_of_it(seeded, call, data_dir):
+    _dream_and_apply_profile(call)
+    assert _copies(call) == {"tasks": True, "dream_actions": True, "profile": True}
+    assert MARKER in _everything(call)
+    assert _files_holding_marker(data_dir)
+
+    status, deleted = call("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")
+    assert status == 200 and deleted["messages"] == 1 and deleted["memories"] == 1
+    assert deleted["tasks_redacted"] == 1 and deleted["profiles_recomputed"] == 1
+    assert deleted["dream_actions_redacted"] >= 1
+    seen = _everything(call)
+    assert MARKER not in seen and "Denver" in seen  # the other run of the tenant stays
+    profile = call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1]
+    assert "employer" not in {a["name"] for a in profile["attributes"]}
+    assert _files_holding_marker(data_dir) == []
+
+
+def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir):
+    _dream_and_apply_profile(call)
+    assert MARKER in _everything(call)
+    status, erasure = call("POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": "alice"})
+    assert status == 202
+    service.drain()
+    status, done = call("GET", f"/v1/erasures/{erasure['erasure_id']}")
+    assert done["status"] == "SUCCEEDED"
+    counts = done["deleted"]["demo"]
+    assert counts["messages"] == 2 and counts["memories"] == 2 and counts["tasks"] == 2
+    assert counts["profiles"] == 1 and counts["dream_tasks"] == 1 and counts["index_documents"] == 2
+    assert MARKER not in _everything(call)
+    assert "crane" in _everything(call, "bob")  # another tenant untouched
+    assert _files_holding_marker(data_dir) == []
+
+
+def test_a_memory_delete_that_dies_half_way_can_be_retried_to_the_end(deps, call, monkeypatch):
+    from memlane.services import memories, redaction
+
+    _seed(deps, MARKER)
+    _dream_and_apply_profile(call)
+    job = next(m for m in memories.list_(deps, "demo", scope={"app_id": APP, "tenant_id": "alice"}, limit=50,
+                                         cursor=None)[0] if MARKER in m.text)
+    real = redaction._rewrite_all
+
+    def dies_at_profiles(deps_, store, app_id, tenant_id, prefix, change):
+        if prefix == "PROFILE#":
+            raise RuntimeError("crash")
+        return real(deps_, store, app_id, tenant_id, prefix, change)
+
+    monkeypatch.setattr(redaction, "_rewrite_all", dies_at_profiles)
+    with pytest.raises(RuntimeError):
+        memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id=job.memory_id)
+    monkeypatch.setattr(redaction, "_rewrite_all", real)
+    memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id=job.memory_id)  # the retry
+    profile = call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1]
+    assert MARKER not in json.dumps(profile) and "Denver" in json.dumps(profile)

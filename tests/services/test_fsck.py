@@ -1,0 +1,78 @@
+"""`memlane fsck STORE`: table and index compared; drift found, counted and (with repair) fixed."""
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from memlane.cli import main
+from memlane.domain.models import Memory
+from memlane.domain.scope import Scope
+from memlane.services import ingest, memories, search, stores
+from memlane.services.fsck import fsck
+
+U1 = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
+U2 = {**U1, "tenant_id": "u2"}
+
+
+@pytest.fixture()
+def store(deps):
+    stores.create(deps, name="demo")
+    ingest.add(deps, "demo", scope=U1, sync=True, messages=[
+        {"role": "user", "name": "Ann", "content": "I adopted a beagle named Max."},
+        {"role": "user", "name": "Ann", "content": "I work as a nurse in Denver."}])
+    ingest.add(deps, "demo", scope=U2, sync=True, messages=[
+        {"role": "user", "name": "Bob", "content": "I play the cello in a quartet."}])
+    return "demo"
+
+
+def _memories(deps, tenant):
+    return memories.list_(deps, "demo", scope={"app_id": "app", "tenant_id": tenant}, limit=50, cursor=None)[0]
+
+
+def _drift(deps):
+    """One doc lost, one ghost with no table row, one doc whose text and tenant are stale."""
+    beagle, nurse = sorted(_memories(deps, "u1"), key=lambda m: "nurse" in m.text)
+    deps.index.delete("demo", [beagle.memory_id])
+    now = datetime.now(timezone.utc)
+    ghost = Memory(memory_id="ghost1", scope=Scope(**U1), text="Ann owns a yacht.", created_at=now, updated_at=now)
+    stale = nurse.model_copy(update={"text": "Ann is a pilot.", "scope": Scope(**U2)})
+    deps.index.upsert("demo", [(ghost, deps.embedder.embed([ghost.text])[0]),
+                               (stale, deps.embedder.embed([stale.text])[0])])
+    return beagle, nurse
+
+
+def _hits(deps, tenant, query):
+    return [h.memory.memory_id for h in search.search(deps, "demo", query=query, top_k=5, recipe="keyword",
+                                                      scope={"app_id": "app", "tenant_id": tenant})]
+
+
+def test_a_consistent_store_is_clean(deps, store):
+    report = fsck(deps, store)
+    assert (report.memories, report.documents, report.missing, report.orphans, report.stale) == (3, 3, 0, 0, 0)
+
+
+def test_drift_is_found_then_repaired(deps, store):
+    beagle, nurse = _drift(deps)
+    found = fsck(deps, store)
+    assert (found.missing, found.orphans, found.stale, found.repaired) == (1, 1, 1, 0)
+    assert beagle.memory_id not in _hits(deps, "u1", "beagle")  # a check alone changes nothing
+
+    fixed = fsck(deps, store, repair=True)
+    assert (fixed.missing, fixed.orphans, fixed.stale, fixed.repaired) == (1, 1, 1, 3)
+    again = fsck(deps, store)
+    assert (again.missing, again.orphans, again.stale) == (0, 0, 0)
+    assert beagle.memory_id in _hits(deps, "u1", "beagle")
+    assert _hits(deps, "u1", "yacht") == [] and _hits(deps, "u2", "pilot") == []
+    assert nurse.memory_id in _hits(deps, "u1", "nurse")
+
+
+def test_cli_reports_counts_and_exit_status(service, store, capsys):
+    _drift(service.deps)
+    data_dir = str(service.deps.table.path).rsplit("/", 1)[0]
+    assert main(["--json", "fsck", store, "--data-dir", data_dir]) == 1  # drift found, not repaired
+    report = json.loads(capsys.readouterr().out)
+    assert (report["missing"], report["orphans"], report["stale"]) == (1, 1, 1)
+    assert main(["fsck", store, "--data-dir", data_dir, "--repair"]) == 0
+    assert "repaired 3" in capsys.readouterr().out
+    assert main(["fsck", store, "--data-dir", data_dir]) == 0
