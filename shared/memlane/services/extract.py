@@ -16,9 +16,10 @@ from ..ports import IndexQuery
 from .deps import Deps
 
 
-def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = None) -> Task:
+def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
+        store_obj: Store | None = None) -> Task:
     repo = deps.repo
-    task = repo.get_task(store, request_id)
+    task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
         return task  # redelivery of a finished job: nothing to do
     store_obj = store_obj or repo.get_store(store)
@@ -36,9 +37,10 @@ def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = No
     return done
 
 
-def fail(deps: Deps, store: str, request_id: str, reason: str) -> Task:
+def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | None = None,
+         tenant_id: str | None = None) -> Task:
     """Mark a task FAILED after its job was given up on (dead-lettered)."""
-    task = deps.repo.get_task(store, request_id)
+    task = deps.repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status == TaskStatus.SUCCEEDED:
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],

@@ -2,29 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from ..domain.errors import NotFound
+from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
 from ..domain.scope import validate_id
 from ..domain.validation import check_request_id
 from .deps import Deps
 
 
-def owner(deps: Deps, store: str, request_id: str) -> tuple[str, str]:
-    """(app_id, tenant_id) of a request id — read before binding to the tenant it belongs to."""
+def owner(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant_id: Any = None,
+          may_use: Callable[[str, str], bool] = lambda _app, _tenant: True) -> tuple[str, str]:
+    """(app_id, tenant_id) of a request id, to bind to before reading the task. Request ids are per
+    tenant: given both, they are the answer; else the one tenant that used the id among those
+    `may_use` allows (another tenant's use is not revealed: 404), or 400 `tenant_required` if several."""
     deps.repo.get_store(store)
     check_request_id(request_id)
-    found = deps.repo.task_tenant(store, request_id)
-    if found is None:
+    if app_id is not None or tenant_id is not None:
+        return validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    found = [o for o in deps.repo.task_owners(store, request_id) if may_use(*o)]
+    if not found:
         raise NotFound(f"task '{request_id}' not found", code="task_not_found")
-    return found
+    if len(found) > 1:
+        raise InvalidInput(f"request_id '{request_id}' is used by several tenants: name app_id and tenant_id",
+                           code="tenant_required", field="tenant_id")
+    return found[0]
 
 
-def get(deps: Deps, store: str, request_id: str) -> Task:
+def get(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant_id: Any = None) -> Task:
     deps.repo.get_store(store)
     check_request_id(request_id)
-    return deps.repo.get_task(store, request_id)
+    if app_id is not None or tenant_id is not None:
+        app_id, tenant_id = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    return deps.repo.locate_task(store, request_id, app_id, tenant_id)
 
 
 def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
