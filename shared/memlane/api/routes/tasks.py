@@ -18,11 +18,16 @@ from .common import Cursor, IdParam, Limit
 def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
-    @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"], summary="Status of an add's extraction")
-    def get_task(store: str, request_id: str) -> TaskOut:
-        app_id, tenant_id = tasks.owner(deps, store, request_id)  # the request-id pointer: a global read
+    @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"],
+                summary="Status of an add's extraction (app_id and tenant_id name the tenant whose request id it is; "
+                        "needed only when several tenants within your grant used it)")
+    def get_task(store: str, request_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> TaskOut:
+        caller = gate.caller(router.current_event)
+        # Request ids are per tenant: the tenant named, or the one within the grant that used the id.
+        app_id, tenant_id = tasks.owner(deps, store, request_id, app_id=app_id, tenant_id=tenant_id,
+                                        may_use=caller.may_use)
         d = gate.bind(router.current_event, store, app_id, tenant_id)
-        task = tasks.get(d, store, request_id)
+        task = tasks.get(d, store, request_id, app_id=app_id, tenant_id=tenant_id)
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
