@@ -29,7 +29,7 @@ REGION = "us-west-2"
 ACCOUNT = "123456789012"
 # The caller of the sample events (an assumed-role session) and the role a grant names.
 CALLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/support-agent"
-TABLE, IDEMPOTENCY_TABLE = "memlane-test", "memlane-test-idempotency"
+TABLE = "memlane-test"
 DIM = 256  # a Titan V2 dimension; small keeps the stubbed vectors short
 
 _deserializer = TypeDeserializer()
@@ -70,7 +70,7 @@ class Aws:
         own environment from template.yaml, and return its handler bound to a fake context."""
         logical_id = function.capitalize()
         own = resource(logical_id)["Properties"].get("Environment", {}).get("Variables", {})
-        refs = {"IdempotencyTable": IDEMPOTENCY_TABLE, "Table": TABLE, "ExtractQueue": self.queue_url}
+        refs = {"Table": TABLE, "ExtractQueue": self.queue_url}
         with self.monkeypatch.context() as env:
             for key, value in own.items():
                 env.setenv(key, refs[value["Ref"]] if isinstance(value, dict) else str(value))
@@ -88,10 +88,6 @@ class Aws:
         resp = self.dynamodb.query(TableName=TABLE, KeyConditionExpression=condition,
                                    ExpressionAttributeValues=values)
         return [{k: _deserializer.deserialize(v) for k, v in i.items()} for i in resp["Items"]]
-
-    def idempotency_records(self) -> list[dict[str, Any]]:
-        items = self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
-        return [{k: _deserializer.deserialize(v) for k, v in i.items()} for i in items]
 
     def queued(self, queue_url: str | None = None) -> list[dict[str, Any]]:
         """The messages waiting in the queue, received the way Lambda's poller receives them."""
@@ -124,7 +120,6 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Aws]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_table(dynamodb, "Table", TABLE)
-        create_table(dynamodb, "IdempotencyTable", IDEMPOTENCY_TABLE)
         sqs = boto3.client("sqs", region_name=REGION)
         queue = resource("ExtractQueue")["Properties"]
         dead = sqs.create_queue(QueueName="memlane-test-dlq")["QueueUrl"]

@@ -67,8 +67,8 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
             error_code = None
     try:
         principal = gate.caller(event).principal
-    except MemlaneError:
-        principal = "anonymous"
+    except MemlaneError as refused:  # authenticated but without a grant still names who called
+        principal = str(refused.details.get("principal") or "anonymous")
     m = _STORE_PATH.match(path)
     store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
     context = event.get("requestContext") or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
@@ -24,6 +24,7 @@ from . import extract
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
+REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pending longer than this
 ROLES = ("user", "assistant", "system", "tool", "document")
 
 
@@ -158,7 +159,8 @@ def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) 
     if not same:
         raise Conflict(f"request_id '{request_id}' was already used with another body; use a new request_id",
                        code="request_id_reused", field="request_id")
-    if existing.status == TaskStatus.PENDING:
-        # The first attempt may have died between its write and its enqueue; extraction is idempotent.
+    if existing.status == TaskStatus.PENDING and deps.clock.now() - existing.updated_at >= REQUEUE_AFTER:
+        # Still pending well after it was written: the first attempt may have died between its write and
+        # its enqueue. Extraction is idempotent; a fresh task's job is simply on its way, not sent twice.
         deps.queue.enqueue(_job(store, request_id, scope))
     return existing
