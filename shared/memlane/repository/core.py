@@ -17,11 +17,13 @@ class CoreRecords:
     table: Table
 
     # -- stores ------------------------------------------------------------------------------
-    def create_store(self, store: Store) -> None:
+    def create_store(self, store: Store) -> Store:
+        created = store.model_copy(update={"version": 1})  # 0 stands for a record written before versions
         try:
-            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, if_absent=True)
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(created)}, if_absent=True)
         except ConditionFailed:
             raise Conflict(f"store '{store.name}' already exists", code="store_exists") from None
+        return created
 
     def get_store(self, name: str) -> Store:
         item = self.table.get(STORES_PK, name)
@@ -36,12 +38,19 @@ class CoreRecords:
     def delete_store(self, name: str) -> None:
         self.table.delete(STORES_PK, name)
 
-    def update_store(self, store: Store) -> None:
-        """Overwrite an existing store's record (reindex records the embedding model it used)."""
+    def update_store(self, store: Store) -> Store:
+        """Replace a store's record read as `store` (its version), bumping the version: two rewrites (a
+        reindex, a first use recording the embedder) never overwrite each other. ConditionFailed if the
+        record changed since it was read; NotFound if it is gone."""
+        updated = store.model_copy(update={"version": store.version + 1})
         try:
-            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, expect={"name": store.name})
+            # Version 0: a record written before versions, which has no such attribute.
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(updated)},
+                           expect={"name": store.name, "version": store.version or None})
         except ConditionFailed:
-            raise NotFound(f"store '{store.name}' not found", code="store_not_found") from None
+            self.get_store(store.name)  # gone → NotFound
+            raise
+        return updated
 
     # -- messages ----------------------------------------------------------------------------
     def message_put(self, store: str, message: Message) -> Put:

@@ -13,6 +13,7 @@ from ..domain.models import Candidate, ExtractAction, Memory, Store, Task, TaskO
 from ..domain.scope import ScopeFilter
 from ..policies.consolidation import Neighbour, decide
 from ..ports import IndexQuery
+from . import embedder_guard
 from .deps import Deps
 
 
@@ -22,7 +23,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
         return task  # redelivery of a finished job: nothing to do
-    store_obj = store_obj or repo.get_store(store)
+    store_obj = embedder_guard.ensure(deps, store_obj or repo.get_store(store))  # vectors of the store's model only
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
                                    "updated_at": deps.clock.now()})
     repo.save_task(task)

@@ -20,7 +20,7 @@ from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..ports import Job
-from . import extract
+from . import embedder_guard, extract
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
@@ -61,6 +61,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     repo = deps.repo
     store_obj = repo.get_store(store)
     write = write_scope(scope)
+    store_obj = embedder_guard.ensure(deps, store_obj)  # its extraction embeds with this process's model
     check_request_id(request_id)
     metadata = check_metadata(metadata)
     if (messages is None) == (text is None):
