@@ -187,11 +187,33 @@ def unit(i: int) -> list[float]:
     return [1.0 if j == i else 0.0 for j in range(DIM)]
 
 
+class AnswersReferenceTexts:
+    """bedrock-runtime as the functions get it: every call goes to the stubbed client, except the
+    embeddings of the embedder guard's reference texts (services/embedder_guard.py), which each cold
+    start makes once and which Bedrock answers the same way every time — so the tests stub only the
+    calls they are about."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def invoke_model(self, **params: Any) -> dict[str, Any]:
+        from memlane.services.embedder_guard import REFERENCE_TEXTS
+
+        text = json.loads(params["body"]).get("inputText")
+        if text not in REFERENCE_TEXTS:
+            return self._client.invoke_model(**params)
+        body = json.dumps({"embedding": unit(61 + REFERENCE_TEXTS.index(text)), "inputTextTokenCount": 9}).encode()
+        return {"body": StreamingBody(io.BytesIO(body), len(body)), "contentType": "application/json"}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 @pytest.fixture()
 def bedrock(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> Iterator[Bedrock]:
     runtime = boto3.client("bedrock-runtime", region_name=REGION)
     agent = boto3.client("bedrock-agent-runtime", region_name=REGION)
-    stubbed = {"bedrock-runtime": runtime, "bedrock-agent-runtime": agent}
+    stubbed = {"bedrock-runtime": AnswersReferenceTexts(runtime), "bedrock-agent-runtime": agent}
     make_client = boto3.client
 
     def client(service: str, *args: Any, **kwargs: Any) -> Any:

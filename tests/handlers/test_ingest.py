@@ -23,6 +23,7 @@ def test_create_store_writes_the_catalog_entry(aws: Aws, store: str) -> None:
     catalog = aws.items("~stores")
     assert [(i["sk"], i["embedding_model"], i["embedding_dim"]) for i in catalog] == \
         [("demo", "amazon.titan-embed-text-v2:0", 256)]
+    assert catalog[0]["embedding_fingerprint"] and len(catalog[0]["embedding_probe"]) == 3  # embedder_guard
     assert store == "demo"
 
 
