@@ -14,7 +14,7 @@ from memlane.bootstrap import build_local
 from memlane.config import Settings
 from memlane.domain.errors import Conflict
 from memlane.repository import STORES_PK
-from memlane.services import ingest, memories, search, stores, tasks
+from memlane.services import dream, ingest, memories, search, stores, tasks
 from memlane.services.reindex import reindex
 
 SCOPE = {"app_id": "app", "tenant_id": "ann", "agent_id": "bot", "run_id": "r1"}
@@ -83,6 +83,7 @@ def test_the_same_model_name_with_other_vectors_is_refused_by_the_fingerprint(tm
         error = refused(lambda: search.search(other, "demo", query="kitten", scope=WHO))
         assert "fingerprint" in error.message
         refused(lambda: ingest.add(other, "demo", scope=SCOPE, text="I have a dog."))
+        refused(lambda: dream.start(other, "demo", scope=WHO, sync=True))  # dreams embed and index too
         assert search.search(svc.deps, "demo", query="kitten", scope=WHO) is not None  # its own model still works
     finally:
         svc.close()
