@@ -8,6 +8,7 @@ import json
 
 from tests.handlers.conftest import ACCOUNT, Aws, Bedrock, unit
 from tests.handlers.events import load_event, with_body
+from tests.handlers.test_scoped_access import partition_keys, signed  # noqa: F401  (the fixture)
 
 TENANT_PK = "demo#support#u-42"
 BEAGLE = "Ann adopted a beagle named Max on 2024-03-09."
@@ -82,11 +83,18 @@ def test_the_same_request_id_with_another_body_is_409_request_id_reused(aws: Aws
     assert aws.items(TENANT_PK) == before and len(aws.queued()) == 1
 
 
-def test_another_tenant_reusing_a_request_id_gets_its_own_task_not_a_502(aws: Aws, store: str, ingest) -> None:
+def test_another_tenant_reusing_a_request_id_gets_its_own_task_not_a_502(aws: Aws, store: str, ingest,
+                                                                          signed) -> None:
     assert ingest(add_event())["statusCode"] == 202
+    signed.clear()
 
     other = ingest(add_event(scope={"app_id": "support", "tenant_id": "u-43"},
                              messages=[{"role": "user", "content": "I play the cello."}]))
+
+    # Its replay check read only its own partition: with u-43's STS credentials a read of u-42's is an
+    # AccessDenied on AWS (moto does not evaluate the policy, so the test looks at the requests).
+    touched = {pk for _, op, body in signed if op != "AssumeRole" for pk in partition_keys(body) if "~" not in pk}
+    assert touched == {"demo#support#u-43"}
 
     assert other["statusCode"] == 202, other  # not 502 (AccessDenied on the first tenant's partition), not 409
     assert body(other) == {"request_id": "req-7f3a9c", "status": "PENDING"}
