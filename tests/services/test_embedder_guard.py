@@ -14,7 +14,7 @@ from memlane.bootstrap import build_local
 from memlane.config import Settings
 from memlane.domain.errors import Conflict
 from memlane.repository import STORES_PK
-from memlane.services import dream, ingest, memories, search, stores, tasks
+from memlane.services import dream, extract, ingest, memories, search, stores, tasks
 from memlane.services.reindex import reindex
 
 SCOPE = {"app_id": "app", "tenant_id": "ann", "agent_id": "bot", "run_id": "r1"}
@@ -82,7 +82,11 @@ def test_the_same_model_name_with_other_vectors_is_refused_by_the_fingerprint(tm
         assert (other.embedder.name, other.embedder.dim) == (svc.deps.embedder.name, svc.deps.embedder.dim)
         error = refused(lambda: search.search(other, "demo", query="kitten", scope=WHO))
         assert "fingerprint" in error.message
-        refused(lambda: ingest.add(other, "demo", scope=SCOPE, text="I have a dog."))
+        refused(lambda: ingest.add(other, "demo", scope=SCOPE, text="I have a dog.", sync=True))
+        assert len(tasks.list_(svc.deps, "demo", app_id="app", tenant_id="ann", limit=10, cursor=None)[0]) == 1
+        # an asynchronous add embeds nothing itself: it is accepted, and its extraction refuses the store
+        queued = ingest.add(other, "demo", scope=SCOPE, text="I have a parrot.")
+        refused(lambda: extract.run(other, "demo", queued.request_id, app_id="app", tenant_id="ann"))
         refused(lambda: dream.start(other, "demo", scope=WHO, sync=True))  # dreams embed and index too
         assert search.search(svc.deps, "demo", query="kitten", scope=WHO) is not None  # its own model still works
     finally:
@@ -99,7 +103,7 @@ def test_a_store_recorded_before_fingerprints_gets_one_on_first_use(tmp_path):
         deps.table.put(legacy)  # as a store created by an earlier version was stored
         assert deps.repo.get_store("demo").embedding_probe is None
 
-        ingest.add(deps, "demo", scope=SCOPE, text="I have a kitten.")
+        search.search(deps, "demo", query="kitten", scope=WHO)
 
         record = deps.repo.get_store("demo")
         assert record.embedding_fingerprint and record.embedding_probe and record.version == 1

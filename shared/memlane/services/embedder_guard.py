@@ -75,13 +75,17 @@ def recorded(store: Store, embedder: Embedder) -> Store:
                                     "embedding_fingerprint": mine.fingerprint, "embedding_probe": mine.probe})
 
 
-def ensure(deps: Deps, store: Store) -> Store:
+def ensure(deps: Deps, store: Store, *, probe: bool = True) -> Store:
     """Refuse (409 embedder_mismatch) unless this process embeds as the store's vectors were embedded.
-    A store without a probe yet gets this process's, if the name and dimension agree."""
+    A store without a probe yet gets this process's, if the name and dimension agree. `probe=False`
+    compares name and dimension only, with no model call: an asynchronous add, which embeds nothing
+    itself (its extraction checks the probe), stays available when the model endpoint is not."""
     for _ in range(3):
-        mine = identity(deps.embedder) if _names_agree(store, deps.embedder) else None
-        if mine is None:
+        if not _names_agree(store, deps.embedder):
             raise _mismatch(store, deps.embedder, None)
+        if not probe:
+            return store
+        mine = identity(deps.embedder)
         if store.embedding_probe is not None:
             if not _agree(store.embedding_probe, mine.probe):
                 raise _mismatch(store, deps.embedder, mine)
@@ -118,5 +122,5 @@ def _mismatch(store: Store, embedder: Embedder, mine: Identity | None) -> Confli
     return Conflict(
         f"store '{store.name}' holds vectors of {theirs}; this process embeds with {ours}. Their vectors are not "
         f"comparable, so it neither writes to nor searches the store. Run it with the store's model, or move the "
-        f"store to this one: memlane reindex {store.name}", code="embedder_mismatch", field="store", store_model=store.embedding_model,
-        process_model=embedder.name)
+        f"store to this one: memlane reindex {store.name}", code="embedder_mismatch",
+        store_model=store.embedding_model, process_model=embedder.name)

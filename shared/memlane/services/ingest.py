@@ -61,13 +61,15 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     repo = deps.repo
     store_obj = repo.get_store(store)
     write = write_scope(scope)
-    store_obj = embedder_guard.ensure(deps, store_obj)  # its extraction embeds with this process's model
     check_request_id(request_id)
     metadata = check_metadata(metadata)
     if (messages is None) == (text is None):
         raise InvalidInput("give exactly one of messages or text", field="messages")
     now = deps.clock.now()
     request_id = request_id or sortable_id(now)
+    # Before anything is written. The probe (model calls) only when this request extracts inline; an
+    # asynchronous add checks name and dimension, and its extraction checks the probe.
+    store_obj = embedder_guard.ensure(deps, store_obj, probe=sync)
     digest = body_hash(write, messages=messages, text=text, metadata=metadata, access_policy=access_policy)
 
     if text is not None:
