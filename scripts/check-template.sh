@@ -90,7 +90,7 @@ for function in Ingest Search Tasks Extract Dream; do
       AWS_LAMBDA_FUNCTION_NAME="memlane-$function" POWERTOOLS_SERVICE_NAME="$(tr '[:upper:]' '[:lower:]' <<<"$function")" \
       MEMLANE_MODE=aws MEMLANE_AUTH=iam MEMLANE_TABLE=dynamodb MEMLANE_TABLE_NAME=memlane-smoke \
       MEMLANE_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/memlane-smoke \
-      MEMLANE_IDEMPOTENCY_TABLE=memlane-smoke-idempotency MEMLANE_INDEX=opensearch \
+      MEMLANE_INDEX=opensearch \
       MEMLANE_OPENSEARCH_URL=https://search-memlane-smoke-abc123.us-east-1.es.amazonaws.com \
       MEMLANE_EMBEDDER=bedrock MEMLANE_LLM=bedrock MEMLANE_RERANKER=bedrock MEMLANE_DATA_DIR=/tmp/memlane-smoke \
       "$PY313" -I -c 'import sys; sys.path[:0] = [".", *sys.argv[1].split(":")]; import app; assert callable(app.lambda_handler)' \

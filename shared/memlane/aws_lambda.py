@@ -13,14 +13,16 @@ Gateway request id (or, for a job, the add's request_id), Tracer (X-Ray) and EMF
     MemoriesExtracted, ExtractionFailures,    the extract function (failures: records handed back to SQS;
     TasksFailed                               failed tasks: jobs given up on before the dead-letter queue)
 
-`add` is idempotent on the client's `request_id` (Powertools idempotency, when MEMLANE_IDEMPOTENCY_TABLE
-is set): a repeat of a successful add is answered from the stored response without touching the
-service, so it creates no second task and sends no second queue message. See docs/deploy.md.
+`add` is idempotent on the client's `request_id` by the service itself (services/ingest.py), inside the
+route, so a replay is answered only after the caller is authenticated, its grant checked, the request
+bound to its tenant and audited: a replay of the same body returns the first task (no second task, no
+second queue message), another body is 409 `request_id_reused`. There is deliberately no Powertools
+idempotency in front of the resolver: a cached answer served before the grant check hands one caller's
+response to another (see docs/security.md).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -30,13 +32,6 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyPersistenceLayerError,
-    IdempotencyValidationError,
-)
-from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
 from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import Json
 
@@ -54,10 +49,6 @@ Handler = Callable[[Event, Any], dict[str, Any]]
 Resolve = Callable[[Event, Any], dict[str, Any]]
 
 NAMESPACE = "memlane"
-# The add's idempotency key: one request_id per store (the path names the store), never across stores.
-ADD_KEY = "[requestContext.http.method, rawPath, powertools_json(body).request_id]"
-# A repeated request_id must come with the same scope, as the service itself requires.
-ADD_PAYLOAD = "powertools_json(body).scope"
 
 
 @dataclass
@@ -89,9 +80,6 @@ def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Ha
     api = build_api(rt.deps, families, auth=bootstrap.auth_mode(rt.settings, rt.deps),
                     audit_retention_days=rt.settings.audit_retention_days)
     resolve: Resolve = api.resolve
-    store = bootstrap.idempotency_store(rt.settings)
-    if store is not None:
-        resolve = idempotent_adds(resolve, store)
 
     @rt.logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @rt.tracer.capture_lambda_handler(capture_response=False)  # responses carry memories: keep them out of X-Ray
@@ -107,66 +95,6 @@ def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Ha
         return response
 
     return lambda_handler
-
-
-class _NotKept(Exception):
-    """Carries an answer that must not be stored: only a success is replayed for a repeated request_id.
-    Raising it makes Powertools delete its in-progress record, so a retry after a 4xx/5xx runs again."""
-
-    def __init__(self, response: dict[str, Any]):
-        super().__init__(response.get("statusCode"))
-        self.response = response
-
-
-def idempotent_adds(resolve: Resolve, store: BasePersistenceLayer) -> Resolve:
-    """`resolve`, with adds that carry a request_id answered at most once per (store, request_id)."""
-    config = IdempotencyConfig(event_key_jmespath=ADD_KEY, payload_validation_jmespath=ADD_PAYLOAD,
-                               raise_on_no_idempotency_key=False)
-
-    @idempotent_function(data_keyword_argument="event", config=config, persistence_store=store,
-                         key_prefix="memlane.add")
-    def answer(event: Event, context: Any) -> dict[str, Any]:
-        response = resolve(event, context)
-        if not 200 <= int(response.get("statusCode", 500)) < 300:
-            raise _NotKept(response)
-        return response
-
-    def resolve_once(event: Event, context: Any) -> dict[str, Any]:
-        if not _carries_request_id(event):
-            return resolve(event, context)
-        config.register_lambda_context(context)
-        try:
-            return answer(event=event, context=context)
-        except _NotKept as refused:
-            return refused.response
-        except IdempotencyValidationError:
-            return _error(409, "request_id_in_use", "request_id was already used with another scope", "request_id")
-        except IdempotencyAlreadyInProgressError:
-            return _error(409, "request_in_progress", "an add with this request_id is in progress; retry shortly",
-                          "request_id")
-        except IdempotencyPersistenceLayerError:
-            return _error(503, "retryable", "the idempotency store is unavailable; retry with the same request_id")
-
-    return resolve_once
-
-
-def _carries_request_id(event: Event) -> bool:
-    """Only a POST with a JSON object body naming a request_id goes through the idempotency store."""
-    if ((event.get("requestContext") or {}).get("http") or {}).get("method") != "POST":
-        return False
-    if event.get("isBase64Encoded") or not isinstance(event.get("body"), str):
-        return False
-    try:
-        body = json.loads(event["body"])
-    except ValueError:
-        return False  # the resolver answers 400
-    return isinstance(body, dict) and isinstance(body.get("request_id"), str) and bool(body["request_id"])
-
-
-def _error(status: int, code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message, **({"field": field} if field else {})}
-    return {"statusCode": status, "headers": {"Content-Type": "application/json"},
-            "body": json.dumps({"error": error}), "isBase64Encoded": False}
 
 
 # -- the extract function ----------------------------------------------------------------------

@@ -64,18 +64,6 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
     return "api_key" if deps.repo.has_api_keys() else "none"
 
 
-def idempotency_store(settings: Settings) -> "DynamoDBPersistenceLayer | None":  # noqa: F821
-    """Powertools' records of answered adds (the Lambda ingest function), or None when not configured.
-    A table of its own: its hashed keys spread over partitions, and the main table's keys stay tenant-scoped."""
-    if not settings.idempotency_table:
-        return None
-    import boto3
-    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-    client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=settings.dynamodb_endpoint or None)
-    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_client=client)
-
-
 def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
     from .adapters.local.durable_queue import DurableQueue
 

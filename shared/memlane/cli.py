@@ -77,7 +77,7 @@ def cmd_add(args: argparse.Namespace, client: MemlaneClient) -> int:
     else:
         result = client.add(args.store, _scope(args), text=args.text, **options)
     if args.wait and not args.sync:
-        result = client.wait_task(args.store, result["request_id"])
+        result = client.wait_task(args.store, result["request_id"], **_tenant(args))
     human = f"request {result['request_id']}: {result['status']}"
     for memory in result.get("memories", []):
         human += f"\n  + [{memory['memory_type']}] {memory['text']}"
@@ -97,10 +97,14 @@ def cmd_search(args: argparse.Namespace, client: MemlaneClient) -> int:
     return 0
 
 
+def _tenant(args: argparse.Namespace) -> dict[str, str]:
+    """The tenant a request id belongs to, when the command names it (request ids are per tenant)."""
+    return {"app_id": args.app, "tenant_id": args.tenant} if args.app and args.tenant else {}
+
+
 def cmd_tasks(args: argparse.Namespace, client: MemlaneClient) -> int:
     if args.request_id:
-        task = client.wait_task(args.store, args.request_id) if args.wait else client.get_task(args.store,
-                                                                                               args.request_id)
+        task = (client.wait_task if args.wait else client.get_task)(args.store, args.request_id, **_tenant(args))
         human = f"{task['request_id']}: {task['status']}" + (f" ({task['error']})" if task.get("error") else "")
         human += "".join(f"\n  {o['action']:<6} {o['text']}" for o in task["outcomes"])
         _print(args, task, human)

@@ -81,13 +81,17 @@ class MemlaneClient:
         return self._call("POST", f"/v1/stores/{store}/memories", body)
 
     # tasks
-    def get_task(self, store: str, request_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/tasks/{request_id}")
+    def get_task(self, store: str, request_id: str, *, app_id: str | None = None,
+                 tenant_id: str | None = None) -> dict[str, Any]:
+        """Request ids are per tenant: name the tenant when several within your grant used the id."""
+        return self._call("GET", f"/v1/stores/{store}/tasks/{request_id}" + _query({"app_id": app_id,
+                                                                                     "tenant_id": tenant_id}))
 
-    def wait_task(self, store: str, request_id: str, *, timeout: float = 60.0, poll: float = 0.2) -> dict[str, Any]:
+    def wait_task(self, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
+                  timeout: float = 60.0, poll: float = 0.2) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            task = self.get_task(store, request_id)
+            task = self.get_task(store, request_id, app_id=app_id, tenant_id=tenant_id)
             if task["status"] in ("SUCCEEDED", "FAILED") or time.monotonic() > deadline:
                 return task
             time.sleep(poll)

@@ -27,8 +27,6 @@ class Settings(BaseModel):
     table_name: str = "memlane"
     tenant_role_arn: str = ""  # AWS: reach tenant partitions through this role, STS-tagged per tenant
     queue_url: str = ""
-    # Powertools idempotency records for add (the Lambda ingest function); empty = off
-    idempotency_table: str = ""
     dynamodb_endpoint: str = ""
     opensearch_url: str = ""
     opensearch_sigv4: bool = True

@@ -122,6 +122,10 @@ class Job(BaseModel):
     kind: str  # "extract" | "dream" | "erase"
     store: str
     request_id: str
+    # The tenant an extract job's request_id belongs to (request ids are namespaced per tenant).
+    # None on jobs queued before: the request-id pointer then names it, if only one tenant used the id.
+    app_id: str | None = None
+    tenant_id: str | None = None
 
 
 class Queue(Protocol):

@@ -16,7 +16,8 @@ SCOPE = {"app_id": "a", "tenant_id": "t", "agent_id": "g", "run_id": "r"}
 def test_queued_job_is_extracted_after_restart(tmp_path):
     data = tmp_path / "data"
     # Accept an add while no worker runs (as if the process died right after answering 202).
-    svc = build_local(Settings.from_env(env={}, data_dir=data, embedder="hashing", reranker="none"))
+    # The server's own embedder (auto: MiniLM): a store's vectors come from one model (embedder_guard).
+    svc = build_local(Settings.from_env(env={}, data_dir=data, reranker="none"))
     stores.create(svc.deps, name="demo")
     task = ingest.add(svc.deps, "demo", scope=SCOPE, messages=[
         {"role": "user", "content": "My sister Clara lives in Lisbon and teaches piano."}])

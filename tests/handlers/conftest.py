@@ -29,7 +29,7 @@ REGION = "us-west-2"
 ACCOUNT = "123456789012"
 # The caller of the sample events (an assumed-role session) and the role a grant names.
 CALLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/support-agent"
-TABLE, IDEMPOTENCY_TABLE = "memlane-test", "memlane-test-idempotency"
+TABLE = "memlane-test"
 DIM = 256  # a Titan V2 dimension; small keeps the stubbed vectors short
 
 _deserializer = TypeDeserializer()
@@ -70,7 +70,7 @@ class Aws:
         own environment from template.yaml, and return its handler bound to a fake context."""
         logical_id = function.capitalize()
         own = resource(logical_id)["Properties"].get("Environment", {}).get("Variables", {})
-        refs = {"IdempotencyTable": IDEMPOTENCY_TABLE, "Table": TABLE, "ExtractQueue": self.queue_url}
+        refs = {"Table": TABLE, "ExtractQueue": self.queue_url}
         with self.monkeypatch.context() as env:
             for key, value in own.items():
                 env.setenv(key, refs[value["Ref"]] if isinstance(value, dict) else str(value))
@@ -88,10 +88,6 @@ class Aws:
         resp = self.dynamodb.query(TableName=TABLE, KeyConditionExpression=condition,
                                    ExpressionAttributeValues=values)
         return [{k: _deserializer.deserialize(v) for k, v in i.items()} for i in resp["Items"]]
-
-    def idempotency_records(self) -> list[dict[str, Any]]:
-        items = self.dynamodb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
-        return [{k: _deserializer.deserialize(v) for k, v in i.items()} for i in items]
 
     def queued(self, queue_url: str | None = None) -> list[dict[str, Any]]:
         """The messages waiting in the queue, received the way Lambda's poller receives them."""
@@ -124,7 +120,6 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Aws]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         create_table(dynamodb, "Table", TABLE)
-        create_table(dynamodb, "IdempotencyTable", IDEMPOTENCY_TABLE)
         sqs = boto3.client("sqs", region_name=REGION)
         queue = resource("ExtractQueue")["Properties"]
         dead = sqs.create_queue(QueueName="memlane-test-dlq")["QueueUrl"]
@@ -192,11 +187,33 @@ def unit(i: int) -> list[float]:
     return [1.0 if j == i else 0.0 for j in range(DIM)]
 
 
+class AnswersReferenceTexts:
+    """bedrock-runtime as the functions get it: every call goes to the stubbed client, except the
+    embeddings of the embedder guard's reference texts (services/embedder_guard.py), which each cold
+    start makes once and which Bedrock answers the same way every time — so the tests stub only the
+    calls they are about."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def invoke_model(self, **params: Any) -> dict[str, Any]:
+        from memlane.services.embedder_guard import REFERENCE_TEXTS
+
+        text = json.loads(params["body"]).get("inputText")
+        if text not in REFERENCE_TEXTS:
+            return self._client.invoke_model(**params)
+        body = json.dumps({"embedding": unit(61 + REFERENCE_TEXTS.index(text)), "inputTextTokenCount": 9}).encode()
+        return {"body": StreamingBody(io.BytesIO(body), len(body)), "contentType": "application/json"}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 @pytest.fixture()
 def bedrock(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> Iterator[Bedrock]:
     runtime = boto3.client("bedrock-runtime", region_name=REGION)
     agent = boto3.client("bedrock-agent-runtime", region_name=REGION)
-    stubbed = {"bedrock-runtime": runtime, "bedrock-agent-runtime": agent}
+    stubbed = {"bedrock-runtime": AnswersReferenceTexts(runtime), "bedrock-agent-runtime": agent}
     make_client = boto3.client
 
     def client(service: str, *args: Any, **kwargs: Any) -> Any:

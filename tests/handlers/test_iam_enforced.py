@@ -21,13 +21,13 @@ from typing import Any, Callable
 import botocore.auth
 import pytest
 
-from tests.handlers.conftest import ACCOUNT, IDEMPOTENCY_TABLE, TABLE, Aws, Bedrock
+from tests.handlers.conftest import ACCOUNT, TABLE, Aws, Bedrock
 from tests.handlers.events import load_event
 from tests.isolation import template_policies as tpl
 from tests.isolation.iam_eval import Decision, Request, evaluate
 
-HASH_KEYS = {TABLE: "pk", IDEMPOTENCY_TABLE: "id"}
-TABLE_ARNS = {TABLE: tpl.TABLE_ARN, IDEMPOTENCY_TABLE: tpl.IDEMPOTENCY_TABLE_ARN}
+HASH_KEYS = {TABLE: "pk"}
+TABLE_ARNS = {TABLE: tpl.TABLE_ARN}
 TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                     "ConditionCheck": "ConditionCheckItem"}
 _KEY_CONDITION = re.compile(r"(#\w+|\w+)\s*=\s*(:\w+)")
@@ -213,7 +213,7 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     fn.http("Ingest", "GET", "/v1/stores")
     fn.http("Ingest", "GET", "/v1/stores/demo")
     add(fn, "req-1", "I live in Boston.")
-    add(fn, "req-1", "I live in Boston.")  # a replay: the idempotency record answers
+    add(fn, "req-1", "I live in Boston.")  # a replay: the service answers it from the task, after the grant check
     add(fn, "req-2", "I adopted a beagle named Max.", run="r-2", sync=True)
     # Extract: the queued extraction
     assert fn.drain() == 1

@@ -24,13 +24,12 @@ REGION = "us-east-1"
 PARTITION = "aws"
 STACK = "memlane"
 TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{STACK}-Table-ABC123"
-IDEMPOTENCY_TABLE_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{STACK}-IdempotencyTable-XYZ789"
 TENANT_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-TenantDataRole-1"
 # Every function of the template (a new one is judged like the others, and must join the trust to reach
 # tenant data); what CloudFormation names the role SAM makes for function F: <stack>-<F>Role-<suffix>.
 FUNCTIONS = tuple(name for name, r in load_template()["Resources"].items() if r["Type"] == "AWS::Serverless::Function")
 FUNCTION_ROLES = {f"{name}Role": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-{name}Role-1A2B3C" for name in FUNCTIONS}
-ARNS = {"Table": TABLE_ARN, "IdempotencyTable": IDEMPOTENCY_TABLE_ARN, "TenantDataRole": TENANT_ROLE_ARN,
+ARNS = {"Table": TABLE_ARN, "TenantDataRole": TENANT_ROLE_ARN,
         **FUNCTION_ROLES}
 PSEUDO = {"AWS::Partition": PARTITION, "AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::StackName": STACK,
           "AWS::URLSuffix": "amazonaws.com"}

@@ -2,6 +2,7 @@
 
 import pytest
 
+from memlane.domain.errors import Conflict
 from memlane.domain.models import AccessPolicy
 from memlane.services import ingest, scopes, search, stores, tasks
 
@@ -49,7 +50,10 @@ def test_none_stores_messages_only(service, deps, store):
 
 def test_policy_is_set_on_first_use_visible_and_changeable(service, deps, store):
     tell(deps, store, "r1", "I run marathons.", policy="recall_only")
-    tell(deps, store, "r1", "I also swim every morning.", policy="recall_and_store")  # later value ignored
+    with pytest.raises(Conflict) as e:  # an existing run keeps its policy: naming another one is refused
+        tell(deps, store, "r1", "I also swim every morning.", policy="recall_and_store")
+    assert e.value.code == "access_policy_mismatch"
+    tell(deps, store, "r1", "I also swim every morning.")
     service.drain()
     [info] = scopes.list_(deps, store, app_id="app", tenant_id="ann", limit=10, cursor=None)[0]
     assert info.access_policy == AccessPolicy.RECALL_ONLY and info.message_count == 2

@@ -49,7 +49,7 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
     rid = alice.add("demo", ALICE, text="Alice is allergic to peanuts.", sync=True)["request_id"]
     assert "peanuts" in alice.search("demo", "allergies", {"app_id": "travel", "tenant_id": "alice"})[0]["text"]
     backend = client(server, keys["any_tenant"])
-    backend.add("demo", BOB, text="Bob collects vintage maps.", sync=True)
+    bob_rid = backend.add("demo", BOB, text="Bob collects vintage maps.", sync=True)["request_id"]
 
     forbidden = [
         lambda: alice.search("demo", "maps", {"app_id": "travel", "tenant_id": "bob"}),
@@ -59,14 +59,17 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
         lambda: alice.add("demo", {"app_id": "travel"}, text="x"),  # tenant defaults to __default__
         lambda: alice.create_store("mine"),
         lambda: alice.scopes("demo", "travel", "bob"),
+        lambda: alice.get_task("demo", bob_rid, app_id="travel", tenant_id="bob"),
     ]
     for call in forbidden:
         with pytest.raises(ApiError) as e:
             call()
         assert e.value.status == 403, e.value
-    with pytest.raises(ApiError) as e:  # another tenant's id: as unknown as a missing one, its owner unnamed
-        alice.get_task("demo", backend.list_tasks("demo", "travel", "bob")["tasks"][0]["request_id"])
-    assert e.value.status == 404 and e.value.code == "task_not_found" and "bob" not in str(e.value)
+    # a request id named alone is looked up among the caller's tenants only: another's is as unknown as a
+    # missing one, its owner unnamed
+    with pytest.raises(ApiError) as e:
+        alice.get_task("demo", bob_rid)
+    assert (e.value.status, e.value.code) == (404, "task_not_found") and "bob" not in str(e.value)
     assert alice.get_task("demo", rid)["status"] == "SUCCEEDED"
     assert backend.search("demo", "maps", {"app_id": "travel", "tenant_id": "bob"})
 

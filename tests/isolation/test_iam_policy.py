@@ -903,9 +903,8 @@ class TestTemplateFunctionRoles:
             assert not directly(function, action, pk), action
             assert not directly(function, action, STORES_PK, pk), action
 
-    def test_the_idempotency_table_is_ingests_alone(self, function):
-        allowed = directly(function, "GetItem", "any-hash", resource=tpl.IDEMPOTENCY_TABLE_ARN)
-        assert allowed == (function == "Ingest")
+    def test_no_other_table(self, function):
+        assert not directly(function, "GetItem", "any-hash", resource=OTHER_TABLE_ARN)
 
 
 class TestTemplateTrust:

@@ -49,9 +49,17 @@ def test_replay_with_same_request_id_creates_nothing_new(deps, store):
 def test_request_id_reused_for_another_scope_is_a_conflict(deps, store):
     ingest.add(deps, store, scope=SCOPE, messages=CONVO, request_id="req-1")
     with pytest.raises(Conflict) as e:
-        ingest.add(deps, store, scope={**SCOPE, "tenant_id": "u2"}, messages=CONVO, request_id="req-1")
-    assert e.value.code == "request_id_in_use"
-    assert all_items(deps, tenant_pk(store, "app", "u2")) == []
+        ingest.add(deps, store, scope={**SCOPE, "run_id": "r2"}, messages=CONVO, request_id="req-1")
+    assert e.value.code == "request_id_reused"
+    assert [i["sk"] for i in all_items(deps, tenant_pk(store, "app", "u1")) if "r2" in i["sk"]] == []
+
+
+def test_request_ids_are_per_tenant(deps, store):
+    ingest.add(deps, store, scope=SCOPE, messages=CONVO, request_id="req-1")
+    theirs = ingest.add(deps, store, scope={**SCOPE, "tenant_id": "u2"}, messages=CONVO, request_id="req-1")
+    assert theirs.scope.tenant_id == "u2"
+    assert [i["sk"] for i in all_items(deps, tenant_pk(store, "app", "u2")) if i["sk"].startswith("TASK#")] == \
+        ["TASK#req-1"]
 
 
 @pytest.mark.parametrize("kwargs, error, field", [

@@ -58,9 +58,12 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
     try:
         principal = gate.caller(event).principal  # established by the route already, or identified now
     except MemlaneError as refused:
-        log.warning("refused %s %r: %s %s from %s (request %s)", op, path[:200], status,
-                    error_code or refused.code, http.get("sourceIp", "-"), context.get("requestId") or "-")
-        return
+        named = refused.details.get("principal")  # authenticated, only without a grant: audited by name
+        if not named:  # unidentified (401): no row anywhere, anyone could fill a store's log
+            log.warning("refused %s %r: %s %s from %s (request %s)", op, path[:200], status,
+                        error_code or refused.code, http.get("sourceIp", "-"), context.get("requestId") or "-")
+            return
+        principal = str(named)
     m = _STORE_PATH.match(path)
     store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
     if error_code == "store_not_found":

@@ -252,7 +252,7 @@ class Memlane:
             request_ids.append(task.request_id)
         self.service.drain(timeout=600)
         for rid in request_ids:
-            task = self.deps.repo.get_task(STORE, rid)
+            task = self.deps.repo.locate_task(STORE, rid)
             if task.status != "SUCCEEDED":
                 self.failed_tasks += 1
             self.memories += len(task.memory_ids)

@@ -82,6 +82,11 @@ class Store(BaseModel):
     # Whether the assistant's turns lend words to the hidden keywords of the memories near them.
     keywords_from_assistant: bool = False
     created_at: datetime
+    # What the store's vectors were made with, beyond the name: a few reference texts embedded, quantised
+    # (services/embedder_guard.py). A process whose embedder disagrees refuses the store's writes and searches.
+    embedding_fingerprint: str | None = None
+    embedding_probe: list[list[int]] | None = None
+    version: int = 0  # bumped by every rewrite of the record; rewrites are conditioned on it
 
 
 class Message(BaseModel):
@@ -149,6 +154,9 @@ class Task(BaseModel):
     outcomes: list[TaskOutcome] = Field(default_factory=list)
     error: str | None = None
     attempts: int = 0
+    # sha256 of the add's canonical body (scope, messages or text, metadata, access policy): a request_id
+    # reused with another body is refused. None on tasks written before it was recorded.
+    body_hash: str | None = None
 
     @property
     def memory_ids(self) -> list[str]:
@@ -163,6 +171,9 @@ class ScopeInfo(BaseModel):
     first_seen: datetime
     last_activity: datetime
     message_count: int = 0
+    # Bumped by every write of the entry, each conditioned on the version it read (0: written before
+    # versions, no attribute), so an add and a policy change can never overwrite each other.
+    version: int = 0
 
 
 class Candidate(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Sequence
 
-from ..domain.errors import ConditionFailed, Conflict, NotFound
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.models import Memory, Message, \
     ScopeInfo, Store, Task
 from ..domain.scope import Scope, ScopeFilter
@@ -17,11 +17,13 @@ class CoreRecords:
     table: Table
 
     # -- stores ------------------------------------------------------------------------------
-    def create_store(self, store: Store) -> None:
+    def create_store(self, store: Store) -> Store:
+        created = store.model_copy(update={"version": 1})  # 0 stands for a record written before versions
         try:
-            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, if_absent=True)
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(created)}, if_absent=True)
         except ConditionFailed:
             raise Conflict(f"store '{store.name}' already exists", code="store_exists") from None
+        return created
 
     def get_store(self, name: str) -> Store:
         item = self.table.get(STORES_PK, name)
@@ -36,12 +38,19 @@ class CoreRecords:
     def delete_store(self, name: str) -> None:
         self.table.delete(STORES_PK, name)
 
-    def update_store(self, store: Store) -> None:
-        """Overwrite an existing store's record (reindex records the embedding model it used)."""
+    def update_store(self, store: Store) -> Store:
+        """Replace a store's record read as `store` (its version), bumping the version: two rewrites (a
+        reindex, a first use recording the embedder) never overwrite each other. ConditionFailed if the
+        record changed since it was read; NotFound if it is gone."""
+        updated = store.model_copy(update={"version": store.version + 1})
         try:
-            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(store)}, expect={"name": store.name})
+            # Version 0: a record written before versions, which has no such attribute.
+            self.table.put({"pk": STORES_PK, "sk": store.name, **_dump(updated)},
+                           expect={"name": store.name, "version": store.version or None})
         except ConditionFailed:
-            raise NotFound(f"store '{store.name}' not found", code="store_not_found") from None
+            self.get_store(store.name)  # gone → NotFound
+            raise
+        return updated
 
     # -- messages ----------------------------------------------------------------------------
     def message_put(self, store: str, message: Message) -> Put:
@@ -97,16 +106,19 @@ class CoreRecords:
                 return
 
     # -- tasks -------------------------------------------------------------------------------
+    # A request id is namespaced by its tenant: the task lives at TASK#<request_id> in the tenant's
+    # partition, and that item (written only if absent) is the tenant's own replay guard. The
+    # pointer <request_id>#<app>#<tenant> in the store's global requests partition only finds the
+    # tenant of a request id named alone (GET .../tasks/{request_id}, old jobs); another tenant's
+    # pointer never stops a claim, so no tenant can squat another's ids.
+    def request_pointer_key(self, store: str, app_id: str, tenant_id: str, request_id: str) -> tuple[str, str]:
+        return requests_pk(store), f"{request_id}#{app_id}#{tenant_id}"
+
     def claim_request(self, store: str, request_id: str, scope: Scope) -> None:
-        """Reserve a request id for a tenant (a global partition). Claiming it again for the same
-        tenant is fine — a retried add whose first attempt died after this step carries on."""
-        try:
-            self.table.put({"pk": requests_pk(store), "sk": request_id, "app_id": scope.app_id,
-                            "tenant_id": scope.tenant_id}, if_absent=True)
-        except ConditionFailed:
-            if self.task_tenant(store, request_id) != (scope.app_id, scope.tenant_id):
-                raise Conflict(f"request_id '{request_id}' was already used for another scope",
-                               code="request_id_in_use", field="request_id") from None
+        """Record the pointer of a tenant's request id (idempotent: a retried add writes it again)."""
+        pk, sk = self.request_pointer_key(store, scope.app_id, scope.tenant_id, request_id)
+        self.table.put({"pk": pk, "sk": sk, "request_id": request_id, "app_id": scope.app_id,
+                        "tenant_id": scope.tenant_id})
 
     def task_put(self, task: Task) -> Put:
         """The task item, written only if absent (the tenant's own guard against a replay)."""
@@ -114,24 +126,38 @@ class CoreRecords:
         return Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
                     **_dump(task)}, if_absent=True)
 
-    def task_tenant(self, store: str, request_id: str) -> tuple[str, str] | None:
-        """(app_id, tenant_id) a request id belongs to, from its pointer; None if unknown."""
-        pointer = self.table.get(requests_pk(store), request_id)
-        return (pointer["app_id"], pointer["tenant_id"]) if pointer else None
+    def task_owners(self, store: str, request_id: str) -> list[tuple[str, str]]:
+        """Every (app_id, tenant_id) that used this request id in the store, from the pointers."""
+        owners = [(i["app_id"], i["tenant_id"]) for i in self.table.query(
+            requests_pk(store), prefix=f"{request_id}#", limit=1000).items]
+        legacy = self.table.get(requests_pk(store), request_id)  # a pointer written before ids were per tenant
+        if legacy is not None and (legacy["app_id"], legacy["tenant_id"]) not in owners:
+            owners.append((legacy["app_id"], legacy["tenant_id"]))
+        return owners
 
-    def find_task(self, store: str, request_id: str) -> Task | None:
-        """A pointer without its task (an add that died between the two writes) counts as absent."""
-        owner = self.task_tenant(store, request_id)
-        if owner is None:
-            return None
-        item = self.table.get(tenant_pk(store, *owner), f"TASK#{request_id}")
+    def find_task(self, store: str, app_id: str, tenant_id: str, request_id: str) -> Task | None:
+        item = self.table.get(tenant_pk(store, app_id, tenant_id), f"TASK#{request_id}")
         return Task.model_validate(item) if item else None
 
-    def get_task(self, store: str, request_id: str) -> Task:
-        task = self.find_task(store, request_id)
+    def get_task(self, store: str, app_id: str, tenant_id: str, request_id: str) -> Task:
+        task = self.find_task(store, app_id, tenant_id, request_id)
         if task is None:
             raise NotFound(f"task '{request_id}' not found", code="task_not_found")
         return task
+
+    def locate_task(self, store: str, request_id: str, app_id: str | None = None,
+                    tenant_id: str | None = None) -> Task:
+        """A task by its tenant and request id; without the tenant, the one tenant that used the id
+        (InvalidInput `tenant_required` when several did)."""
+        if app_id is not None and tenant_id is not None:
+            return self.get_task(store, app_id, tenant_id, request_id)
+        owners = self.task_owners(store, request_id)
+        if len(owners) > 1:
+            raise InvalidInput(f"request_id '{request_id}' is used by several tenants: name app_id and tenant_id",
+                               code="tenant_required", field="tenant_id")
+        if not owners:
+            raise NotFound(f"task '{request_id}' not found", code="task_not_found")
+        return self.get_task(store, *owners[0], request_id)
 
     def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
         s = task.scope
@@ -152,17 +178,15 @@ class CoreRecords:
         item = self.table.get(*self._scope_key(store, scope))
         return ScopeInfo.model_validate(item) if item else None
 
-    def scope_write(self, store: str, info: ScopeInfo, *, previous: ScopeInfo | None) -> Write:
-        """Create or advance the registry entry; conditioned so concurrent adds cannot lose counts."""
+    def scope_write(self, store: str, info: ScopeInfo, *, previous: ScopeInfo | None) -> Put:
+        """Create the registry entry, or replace the one read as `previous` — only if nobody wrote it since
+        (its version), so neither an add nor a policy change can overwrite the other. Bumps the version."""
         pk, sk = self._scope_key(store, info.scope)
-        item = {"pk": pk, "sk": sk, **_dump(info)}
         if previous is None:
-            return Put(item, if_absent=True)
-        return Put(item, expect={"message_count": previous.message_count})
-
-    def set_access_policy(self, store: str, info: ScopeInfo) -> None:
-        pk, sk = self._scope_key(store, info.scope)
-        self.table.put({"pk": pk, "sk": sk, **_dump(info)})
+            return Put({"pk": pk, "sk": sk, **_dump(info.model_copy(update={"version": 1}))}, if_absent=True)
+        item = {"pk": pk, "sk": sk, **_dump(info.model_copy(update={"version": previous.version + 1}))}
+        # Version 0: an entry written before versions, which has no such attribute.
+        return Put(item, expect={"version": previous.version or None})
 
     def list_scopes(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                     cursor: str | None) -> tuple[list[ScopeInfo], str | None]:

@@ -65,7 +65,8 @@ def identify(deps: Deps, mode: AuthMode, *, api_key: str | None = None, iam_prin
     if grant is None and (role := role_arn(principal)):
         grant = deps.repo.get_grant(role)
     if grant is None:
-        raise Forbidden(f"principal '{principal}' has no grant", code="no_grant")
+        # The principal is authenticated, only not granted: the audit log records who it was.
+        raise Forbidden(f"principal '{principal}' has no grant", code="no_grant", principal=principal)
     return Caller(principal, grant)
 
 

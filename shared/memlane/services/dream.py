@@ -25,6 +25,7 @@ from ..dream.rules import RulesEngine
 from ..policies.dream_rules import recency
 from ..ports import Job
 from . import dream_actions as executor
+from . import embedder_guard
 from . import dream_schedule as scheduler
 from .access import Visible, everyone
 from .deps import Deps
@@ -60,7 +61,7 @@ def engine_for(deps: Deps) -> DreamEngine:
 def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMode | None = None,
           threshold: float | None = None, kinds: Iterable[DreamActionKind] | None = None, sync: bool = False,
           trigger: str = "api") -> DreamTask:
-    store_obj = deps.repo.get_store(store)
+    store_obj = embedder_guard.ensure(deps, deps.repo.get_store(store))  # a dream embeds and indexes
     where = dream_scope(scope)
     if threshold is not None and not 0.0 <= threshold <= 1.0:
         raise InvalidInput("threshold must be between 0 and 1", field="threshold")
@@ -85,6 +86,7 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     task = repo.get_dream_task(store, task_id)
     if task.status.finished:
         return task
+    embedder_guard.ensure(deps, repo.get_store(store))
     now = deps.clock.now()
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1, "updated_at": now})
     repo.save_dream_task(task)
@@ -310,6 +312,7 @@ def get_action(deps: Deps, store: str, action_id: str) -> DreamAction:
 
 
 def apply_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    embedder_guard.ensure(deps, deps.repo.get_store(store))  # applying indexes with this process's vectors
     return executor.apply(deps, get_action(deps, store, action_id))
 
 
@@ -318,6 +321,7 @@ def reject_action(deps: Deps, store: str, action_id: str) -> DreamAction:
 
 
 def undo_action(deps: Deps, store: str, action_id: str) -> DreamAction:
+    embedder_guard.ensure(deps, deps.repo.get_store(store))
     return executor.undo(deps, get_action(deps, store, action_id))
 
 

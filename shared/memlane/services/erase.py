@@ -15,7 +15,7 @@ from ..domain.ids import sortable_id
 from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
-from ..repository import requests_pk, tenant_pk
+from ..repository import tenant_pk
 from . import redaction
 from .deps import Deps
 
@@ -108,7 +108,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     if memory_ids:
         deps.index.delete(store, memory_ids)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
-    guards = [(requests_pk(store), i["request_id"]) for i in items if i["sk"].startswith("TASK#")]
+    guards = [deps.repo.request_pointer_key(store, app_id, tenant_id, i["request_id"]) for i in items
+              if i["sk"].startswith("TASK#")]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     deps.repo.delete_items(guards + outside)

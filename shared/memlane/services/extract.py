@@ -13,15 +13,17 @@ from ..domain.models import Candidate, ExtractAction, Memory, Store, Task, TaskO
 from ..domain.scope import ScopeFilter
 from ..policies.consolidation import Neighbour, decide
 from ..ports import IndexQuery
+from . import embedder_guard
 from .deps import Deps
 
 
-def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = None) -> Task:
+def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
+        store_obj: Store | None = None) -> Task:
     repo = deps.repo
-    task = repo.get_task(store, request_id)
+    task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
         return task  # redelivery of a finished job: nothing to do
-    store_obj = store_obj or repo.get_store(store)
+    store_obj = embedder_guard.ensure(deps, store_obj or repo.get_store(store))  # vectors of the store's model only
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
                                    "updated_at": deps.clock.now()})
     repo.save_task(task)
@@ -37,9 +39,10 @@ def run(deps: Deps, store: str, request_id: str, *, store_obj: Store | None = No
     return done
 
 
-def fail(deps: Deps, store: str, request_id: str, reason: str) -> Task:
+def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | None = None,
+         tenant_id: str | None = None) -> Task:
     """Mark a task FAILED after its job was given up on (dead-lettered)."""
-    task = deps.repo.get_task(store, request_id)
+    task = deps.repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status == TaskStatus.SUCCEEDED:
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],

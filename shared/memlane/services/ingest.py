@@ -1,12 +1,16 @@
 """Add: validate, write the raw messages and the task atomically, enqueue extraction, answer.
 
 Messages are readable as short-term memory as soon as add returns. A client `request_id`
-makes add idempotent: a replay returns the existing task and writes nothing new.
+makes add idempotent: a replay of the same body returns the existing task and writes nothing new;
+the same id with another body is refused (409 `request_id_reused`). Request ids are namespaced per
+tenant (store, app, tenant, request_id), so one tenant's ids never collide with another's.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
@@ -16,10 +20,11 @@ from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..ports import Job
-from . import extract
+from . import embedder_guard, extract
 from .deps import Deps
 
-_RACE_RETRIES = 5
+_RACE_RETRIES = 20  # each retry means another writer committed first
+REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pending longer than this
 ROLES = ("user", "assistant", "system", "tool", "document")
 
 
@@ -62,10 +67,10 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         raise InvalidInput("give exactly one of messages or text", field="messages")
     now = deps.clock.now()
     request_id = request_id or sortable_id(now)
-
-    replay = _replay(deps, store, request_id, write)
-    if replay is not None:
-        return replay
+    # Before anything is written. The probe (model calls) only when this request extracts inline; an
+    # asynchronous add checks name and dimension, and its extraction checks the probe.
+    store_obj = embedder_guard.ensure(deps, store_obj, probe=sync)
+    digest = body_hash(write, messages=messages, text=text, metadata=metadata, access_policy=access_policy)
 
     if text is not None:
         messages = [{"role": "document", "content": text}]
@@ -73,16 +78,20 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         raise InvalidInput("messages may not be empty", field="messages")
     msgs = _messages(write, request_id, messages, now)
 
-    # The request id lives in a global partition, the task and messages in the tenant's: two writes,
-    # never one transaction (on AWS no single credential may write both; see split_table.py).
+    replay = _replay(deps, store, request_id, write, digest)
+    if replay is not None:
+        return replay
+
+    # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
+    # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
     repo.claim_request(store, request_id, write)
     task = None
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
-        policy = info.access_policy if info else AccessPolicy(access_policy or AccessPolicy.RECALL_AND_STORE)
+        policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
-                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED)
+                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest)
         new_info = ScopeInfo(scope=write, access_policy=policy, first_seen=info.first_seen if info else now,
                              last_activity=now, message_count=(info.message_count if info else 0) + len(msgs))
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
@@ -91,8 +100,9 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
             repo.transact(writes)
             break
         except ConditionFailed:
-            # Either the request id was taken meanwhile (a concurrent replay) or the scope registry moved.
-            replay = _replay(deps, store, request_id, write)
+            # Either this tenant's request id was taken meanwhile (a concurrent replay) or the scope entry
+            # moved (another add, a policy change): read both again.
+            replay = _replay(deps, store, request_id, write, digest)
             if replay is not None:
                 return replay
     else:
@@ -102,19 +112,58 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     assert task is not None
     if task.extract:
         if sync:
-            return extract.run(deps, store, request_id, store_obj=store_obj)
-        deps.queue.enqueue(Job(kind="extract", store=store, request_id=request_id))
+            return extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
+                               store_obj=store_obj)
+        deps.queue.enqueue(_job(store, request_id, write))
     return task
 
 
-def _replay(deps: Deps, store: str, request_id: str, scope: Scope) -> Task | None:
-    existing = deps.repo.find_task(store, request_id)
+def body_hash(scope: Scope, *, messages: Sequence[dict[str, Any]] | None, text: str | None,
+              metadata: dict[str, Any], access_policy: AccessPolicy | None) -> str:
+    """sha256 of what an add asks for — scope (defaults filled in), messages or text, metadata, access
+    policy — in one canonical JSON form (key order, time zones and `sync` do not matter)."""
+    def when(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+        return value
+
+    body = {"scope": scope.as_dict(), "metadata": metadata,
+            "access_policy": str(access_policy) if access_policy is not None else None,
+            "text": text, "messages": None if messages is None else [
+                {"role": m.get("role"), "content": m.get("content"), "name": m.get("name"),
+                 "created_at": when(m.get("created_at"))} for m in messages]}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _run_policy(info: ScopeInfo | None, asked: AccessPolicy | None) -> AccessPolicy:
+    """A new run takes the policy the add names (default recall_and_store). An existing run keeps its own:
+    naming another one is refused rather than ignored — a run's policy changes only by PUT /access-policy."""
+    if info is None:
+        return AccessPolicy(asked or AccessPolicy.RECALL_AND_STORE)
+    if asked is not None and AccessPolicy(asked) != info.access_policy:
+        raise Conflict(f"run '{info.scope.run_id}' has access policy '{info.access_policy}', not '{asked}'; change "
+                       "it with PUT /access-policy, or leave access_policy out", code="access_policy_mismatch",
+                       field="access_policy")
+    return info.access_policy
+
+
+def _job(store: str, request_id: str, scope: Scope) -> Job:
+    return Job(kind="extract", store=store, request_id=request_id, app_id=scope.app_id, tenant_id=scope.tenant_id)
+
+
+def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) -> Task | None:
+    """The tenant's own task of that request id, if any (request ids are per tenant: only its partition is read).
+    The same body is a replay and gets the first task; another body is refused."""
+    existing = deps.repo.find_task(store, scope.app_id, scope.tenant_id, request_id)
     if existing is None:
         return None
-    if existing.scope != scope:
-        raise Conflict(f"request_id '{request_id}' was already used for another scope", code="request_id_in_use",
-                       field="request_id")
-    if existing.status == TaskStatus.PENDING:
-        # The first attempt may have died between its write and its enqueue; extraction is idempotent.
-        deps.queue.enqueue(Job(kind="extract", store=store, request_id=request_id))
+    same = existing.body_hash == digest if existing.body_hash is not None else existing.scope == scope
+    if not same:
+        raise Conflict(f"request_id '{request_id}' was already used with another body; use a new request_id",
+                       code="request_id_reused", field="request_id")
+    if existing.status == TaskStatus.PENDING and deps.clock.now() - existing.updated_at >= REQUEUE_AFTER:
+        # Still pending well after it was written: the first attempt may have died between its write and
+        # its enqueue. Extraction is idempotent; a fresh task's job is simply on its way, not sent twice.
+        deps.queue.enqueue(_job(store, request_id, scope))
     return existing

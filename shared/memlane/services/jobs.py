@@ -12,7 +12,9 @@ from .deps import Deps
 def handle(deps: Deps, job: Job) -> Task | None:
     """Run one job; an extraction returns its finished task (the extract Lambda counts its memories)."""
     if job.kind == "extract":
-        return extract.run(_bound(deps, job), job.store, job.request_id)
+        app_id, tenant_id = _owner(deps, job)
+        return extract.run(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, app_id=app_id,
+                           tenant_id=tenant_id)
     if job.kind == "purge_store":
         erase.purge_store(deps, job.store)
         return None
@@ -28,16 +30,21 @@ def handle(deps: Deps, job: Job) -> Task | None:
 def give_up(deps: Deps, job: Job, reason: str) -> None:
     """A job that will not be retried again: its task must say FAILED, with the reason."""
     if job.kind == "extract":
-        extract.fail(_bound(deps, job), job.store, job.request_id, reason)
+        app_id, tenant_id = _owner(deps, job)
+        extract.fail(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, reason, app_id=app_id,
+                     tenant_id=tenant_id)
     elif job.kind == "erase":
         erase.fail_erasure(deps, job.request_id, reason)
     elif job.kind == "dream":
         dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
 
 
-def _bound(deps: Deps, job: Job) -> Deps:
-    """An extraction works in the tenant its request id belongs to, with that tenant's credentials."""
-    owner = deps.repo.task_tenant(job.store, job.request_id)
-    if owner is None:
-        raise NotFound(f"task '{job.request_id}' not found", code="task_not_found")
-    return deps.for_tenant(job.store, *owner)
+def _owner(deps: Deps, job: Job) -> tuple[str, str]:
+    """The tenant an extraction works in (with that tenant's credentials): named by the job, or, for a job
+    queued before jobs named it, by the request-id pointer when one tenant alone used the id."""
+    if job.app_id is not None and job.tenant_id is not None:
+        return job.app_id, job.tenant_id
+    owners = deps.repo.task_owners(job.store, job.request_id)
+    if len(owners) != 1:
+        raise NotFound(f"task '{job.request_id}' not found (or not named by its tenant)", code="task_not_found")
+    return owners[0]

@@ -12,7 +12,7 @@ from ..domain.models import Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
-from . import redaction
+from . import embedder_guard, redaction
 from .deps import Deps
 from .redaction import Redacted
 
@@ -32,6 +32,7 @@ def list_(deps: Deps, store: str, *, scope: dict[str, Any], limit: int,
 def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str, text: str | None = None,
            metadata: dict[str, Any] | None = None, memory_type: MemoryType | None = None,
            importance: float | None = None) -> Memory:
+    embedder_guard.ensure(deps, deps.repo.get_store(store))  # the index gets a vector of the store's model
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     if memory.status == MemoryStatus.DELETED:
         raise InvalidInput("a deleted memory cannot be updated", code="memory_deleted", field="memory_id")

@@ -7,7 +7,8 @@ delete. Run it after losing the index, or to move a store to another embedding m
 
 While it runs, searches of the store find only what has been indexed so far, and an
 extraction that writes to the index between the drop and the re-creation fails and is
-retried by its queue; nothing in the table is touched except the store's model record.
+retried by its queue; nothing in the table is touched except the store's model record (name,
+dimension and probe of the embedder: from then on, processes with another embedder refuse the store).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..domain.models import Memory, MemoryStatus
+from ..domain.errors import ConditionFailed, Conflict
+from . import embedder_guard
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -63,13 +66,23 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
                 say(f"{store}: {indexed} memories indexed ({tenants} tenants read)")
     indexed += _index(deps, store, pending)
 
-    if (record.embedding_model, record.embedding_dim) != (embedder.name, embedder.dim):
-        deps.repo.update_store(record.model_copy(update={"embedding_model": embedder.name,
-                                                         "embedding_dim": embedder.dim}))
+    _record_embedder(deps, store)
     seconds = (deps.clock.now() - started).total_seconds()
     say(f"{store}: done, {indexed} memories of {tenants} tenants indexed, {skipped} deleted skipped, "
         f"{seconds:.1f}s")
     return ReindexReport(store=store, tenants=tenants, indexed=indexed, skipped=skipped, seconds=seconds)
+
+
+def _record_embedder(deps: Deps, store: str) -> None:
+    """The store's vectors are now this process's embedder's: record its name, dimension and probe
+    (services/embedder_guard.py), conditioned on the record's version and read again if it moved."""
+    for _ in range(5):
+        try:
+            deps.repo.update_store(embedder_guard.recorded(deps.repo.get_store(store), deps.embedder))
+            return
+        except ConditionFailed:
+            continue
+    raise Conflict(f"store '{store}' kept changing while its embedder was recorded; run reindex again", code="busy")
 
 
 def _index(deps: Deps, store: str, memories: list[Memory]) -> int:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import AccessPolicy, ScopeInfo
 from ..domain.scope import ScopeFilter, exact_scope, validate_id
 from .deps import Deps
+
+RACE_RETRIES = 20  # each retry means another writer succeeded; only a storm of them exhausts this
 
 
 def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
@@ -17,13 +20,22 @@ def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
 
 
 def set_access_policy(deps: Deps, store: str, *, scope: dict[str, Any], policy: AccessPolicy) -> ScopeInfo:
+    """Set a run's policy. A read-modify-write of the registry entry, conditioned on the version read:
+    an add that commits in between (a count, an activity time) makes this read again, never lost."""
     deps.repo.get_store(store)
     where = exact_scope(scope)
-    now = deps.clock.now()
-    info = deps.repo.get_scope(store, where) or ScopeInfo(scope=where, first_seen=now, last_activity=now)
-    info = info.model_copy(update={"access_policy": policy})
-    deps.repo.set_access_policy(store, info)
-    return info
+    for _ in range(RACE_RETRIES):
+        now = deps.clock.now()
+        previous = deps.repo.get_scope(store, where)
+        info = (previous or ScopeInfo(scope=where, first_seen=now, last_activity=now)).model_copy(
+            update={"access_policy": policy})
+        write = deps.repo.scope_write(store, info, previous=previous)
+        try:
+            deps.repo.transact([write])
+        except ConditionFailed:
+            continue  # an add or another change moved the entry: read it again
+        return ScopeInfo.model_validate(write.item)
+    raise Conflict("the run is too busy; retry the policy change", code="busy")
 
 
 def recall_filter(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | None:

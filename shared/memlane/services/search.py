@@ -14,7 +14,7 @@ from ..domain.scope import search_scope
 from ..domain.validation import check_metadata
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import IndexQuery
-from . import scopes
+from . import embedder_guard, scopes
 from .deps import Deps
 
 
@@ -31,8 +31,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
            memory_types: list[MemoryType] | None = None, include_superseded: bool = False,
            time_from: datetime | None = None, time_to: datetime | None = None,
            recipe: str | None = None) -> list[SearchHit]:
-    deps.repo.get_store(store)  # unknown store → 404
     where = search_scope(scope)
+    embedder_guard.ensure(deps, deps.repo.get_store(store))  # unknown store → 404; another model's store → 409
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query must be a non-empty string", field="query")
     if len(query) > limits.MAX_QUERY_CHARS:

@@ -6,6 +6,7 @@ from ..domain.errors import Conflict, InvalidInput
 from ..domain.limits import MAX_INSTRUCTIONS_CHARS
 from ..domain.models import DreamMode, Store, validate_store_name
 from ..ports import Job
+from . import embedder_guard
 from .deps import Deps
 
 
@@ -16,17 +17,16 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
     if len(extract_instructions) > MAX_INSTRUCTIONS_CHARS:
         raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
                            field="extract_instructions")
-    store = Store(name=name, description=description, extract_instructions=extract_instructions,
-                  embedding_model=deps.embedder.name, embedding_dim=deps.embedder.dim, dream_mode=dream_mode,
-                  dream_threshold=dream_threshold, keywords_from_assistant=keywords_from_assistant,
-                  created_at=deps.clock.now())
+    store = embedder_guard.recorded(Store(name=name, description=description, extract_instructions=extract_instructions,
+                                          dream_mode=dream_mode, dream_threshold=dream_threshold,
+                                          keywords_from_assistant=keywords_from_assistant,
+                                          created_at=deps.clock.now()), deps.embedder)
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
     if deps.repo.is_purging(name):
         raise Conflict(f"store '{name}' is still being deleted; try again shortly", code="store_deleting",
                        field="name")
     deps.index.ensure_store(name, deps.embedder.dim)
-    deps.repo.create_store(store)
-    return store
+    return deps.repo.create_store(store)
 
 
 def get(deps: Deps, name: str) -> Store:

@@ -19,11 +19,17 @@ from .common import Cursor, IdParam, Limit
 def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
-    @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"], summary="Status of an add's extraction")
-    def get_task(store: str, request_id: str) -> TaskOut:
-        # the request-id pointer is a global read: only after authentication, and blind to other tenants
-        d = gate.bind_owner(router.current_event, store, lambda visible: tasks.owner(deps, store, request_id, visible))
-        task = tasks.get(d, store, request_id)
+    @router.get("/v1/stores/<store>/tasks/<request_id>", tags=["tasks"],
+                summary="Status of an add's extraction (app_id and tenant_id name the tenant whose request id it is; "
+                        "needed only when several tenants within your grant used it)")
+    def get_task(store: str, request_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> TaskOut:
+        # Request ids are per tenant: the tenant named, or the one within the grant that used the id. The
+        # pointer is a global read: only after authentication, and blind to other tenants.
+        event = router.current_event
+        d = gate.bind_owner(event, store, lambda visible: tasks.owner(
+            deps, store, request_id, app_id=app_id, tenant_id=tenant_id, visible=visible))
+        owner = gate.checked(event).scope  # the tenant just found and authorized
+        task = tasks.get(d, store, request_id, app_id=owner["app_id"], tenant_id=owner["tenant_id"])
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 

@@ -1,0 +1,77 @@
+"""request_id over the API, with one key per tenant: ids are per tenant (no squatting, no leak), a task
+named by its id alone is found among the caller's own tenants, and reuse with another body or an
+access policy other than the run's is a 409 with its code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memlane.api.app import build_api
+from memlane.bootstrap import build
+from memlane.config import Settings
+from memlane.services import access
+
+
+def _event(method: str, path: str, body: dict | None = None, key: str | None = None, query: str = "") -> dict:
+    headers = {"content-type": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
+    params = dict(p.split("=", 1) for p in query.split("&")) if query else None
+    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
+            "headers": headers, "queryStringParameters": params,
+            "requestContext": {"requestId": "r", "http": {"method": method, "path": path, "sourceIp": "127.0.0.1"},
+                               "stage": "$default"},
+            "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False}
+
+
+@pytest.fixture()
+def call(tmp_path):
+    deps = build(Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none"))
+    keys = {t: access.create_api_key(deps, f"{t}-app", {"travel": [t]}) for t in ("alice", "bob")}
+    keys["backend"] = access.create_api_key(deps, "backend", {"travel": ["*"]})
+    keys["admin"] = access.create_api_key(deps, "ops", {}, admin=True)
+    api = build_api(deps, auth="api_key")
+
+    def call(who: str, method: str, path: str, body: dict | None = None, query: str = "") -> tuple[int, dict]:
+        out = api.resolve(_event(method, path, body, keys[who], query), None)
+        return out["statusCode"], json.loads(out["body"] or "null")
+
+    assert call("admin", "POST", "/v1/stores", {"name": "demo"})[0] == 201
+    return call
+
+
+def add(tenant: str, text: str, **extra: object) -> dict:
+    return {"scope": {"app_id": "travel", "tenant_id": tenant, "run_id": "r"}, "text": text, "request_id": "req-1",
+            **extra}
+
+
+def test_two_tenants_use_one_request_id_and_each_sees_only_its_own_task(call):
+    assert call("alice", "POST", "/v1/stores/demo/memories", add("alice", "Alice likes tea."))[0] == 202
+    assert call("bob", "POST", "/v1/stores/demo/memories", add("bob", "Bob likes coffee."))[0] == 202
+
+    status, mine = call("alice", "GET", "/v1/stores/demo/tasks/req-1")
+    assert status == 200 and mine["scope"]["tenant_id"] == "alice", mine
+    status, theirs = call("bob", "GET", "/v1/stores/demo/tasks/req-1")
+    assert status == 200 and theirs["scope"]["tenant_id"] == "bob"
+    assert mine["message_ids"] != theirs["message_ids"]
+    # alice naming bob is outside her grant; a caller granted both must say which
+    assert call("alice", "GET", "/v1/stores/demo/tasks/req-1", query="app_id=travel&tenant_id=bob")[0] == 403
+    status, error = call("backend", "GET", "/v1/stores/demo/tasks/req-1")
+    assert (status, error["error"]["code"]) == (400, "tenant_required")
+    status, named = call("backend", "GET", "/v1/stores/demo/tasks/req-1", query="app_id=travel&tenant_id=bob")
+    assert status == 200 and named["scope"]["tenant_id"] == "bob"
+
+
+def test_reuse_with_another_body_and_another_policy_are_409s_with_their_codes(call):
+    first = call("alice", "POST", "/v1/stores/demo/memories", add("alice", "Alice likes tea.", sync=True))
+    assert first[0] == 200
+    again = call("alice", "POST", "/v1/stores/demo/memories", add("alice", "Alice likes tea."))
+    assert again[0] == 202 and again[1]["request_id"] == "req-1"
+
+    status, error = call("alice", "POST", "/v1/stores/demo/memories", add("alice", "Alice likes green tea."))
+    assert (status, error["error"]["code"], error["error"]["field"]) == (409, "request_id_reused", "request_id")
+
+    status, error = call("alice", "POST", "/v1/stores/demo/memories",
+                         add("alice", "Alice likes green tea.", request_id="req-2", access_policy="none"))
+    assert (status, error["error"]["code"], error["error"]["field"]) == (409, "access_policy_mismatch",
+                                                                        "access_policy")
