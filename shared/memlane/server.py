@@ -512,12 +512,12 @@ class LocalServer:
     """The HTTP server, the worker and the dream scheduler of one local service."""
 
     def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
-                 audit_retention_days: int = 30, dream_interval: float = 0, **http: Any):
+                 audit_retention_days: int = 30, dream_interval: float = 0, api: Api | None = None, **http: Any):
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
             raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
                              "(memlane keys create ...) or bind to 127.0.0.1")
         # One API for every server thread: it keeps no request state outside the calling thread.
-        api = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
+        api = api or build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
         self.service = service
         self.dreams = DreamScheduler(service, dream_interval) if dream_interval > 0 else None
         # `http` tunes the server: workers, queue_size, max_connections, io_timeout, header_timeout,

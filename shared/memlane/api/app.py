@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 
 from .. import __version__
 from ..domain.errors import MemlaneError
+from ..domain.validation import parse_body
 from ..services.deps import Deps
 from . import errors
 from ..services.access import AuthMode
@@ -68,7 +69,8 @@ class RequestScopedResolver(APIGatewayHttpResolver):
 
 
 def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
-    app = RequestScopedResolver(enable_validation=True)
+    # Bodies go through one parser that answers every malformed one with 400 invalid_json.
+    app = RequestScopedResolver(enable_validation=True, json_body_deserializer=parse_body)
     gate = Gate(deps, auth)
     for family in families:
         app.include_router(FAMILIES[family](deps, gate))

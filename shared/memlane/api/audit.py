@@ -31,7 +31,7 @@ def _scope(event: dict[str, Any]) -> dict[str, str]:
     query = event.get("queryStringParameters") or {}
     try:
         body = json.loads(event.get("body") or "null")
-    except ValueError:
+    except (ValueError, RecursionError):  # a malformed body is answered 400; its record has no scope
         body = None
     sources = [query]
     if isinstance(body, dict):
