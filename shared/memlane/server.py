@@ -119,9 +119,11 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
             self.request = self.connection = sock
             self.client_address, self.server, self.rfile = client_address, server, rfile
             self.wfile = _SocketWriter(sock)
-            self.close_connection = True
+            self.close_connection, self.expects_continue = True, False
 
         def _serve(self) -> None:
+            if len(self.headers.get_all("Host") or []) > 1:
+                return self._refuse(400, "bad_request", "one Host header, please")
             if auth == "none" and not host_allowed(self.headers.get("Host"), self.server.server_address[1]):
                 return self._refuse(421, "host_not_allowed", "this server answers only to a loopback Host "
                                     "(localhost or 127.0.0.1 with its port)")
@@ -144,6 +146,8 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
                 if refused is not None:
                     return self._answer(refused, close=True)
             try:
+                if length and self.expects_continue:  # only now: a refused client never sends its body
+                    self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = self.rfile.read(length) if length else b""
             except TimeoutError:
                 return self._refuse(408, "request_timeout", "the body did not arrive in time")
@@ -179,9 +183,15 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(data)
 
+        def handle_expect_100(self) -> bool:
+            # The stdlib answers `Expect: 100-continue` while parsing; wait until the request is accepted.
+            self.expects_continue = True
+            return True
+
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             # The stdlib's own refusals (bad request line, too many headers, ...) in the API's JSON shape.
-            self._refuse(code, "bad_request" if code == 400 else "http_error", message or "bad request")
+            phrase = HTTPStatus(code).phrase
+            self._refuse(code, phrase.lower().replace(" ", "_").replace("-", "_"), message or phrase)
 
         def __getattr__(self, name: str) -> Any:
             # Every method (TRACE, OPTIONS, ...) reaches the resolver, which answers 404 for unknown

@@ -212,3 +212,28 @@ def test_keep_alive_serves_several_requests_on_one_connection(tmp_path):
             sock.sendall(head("GET", "/health", port_of(server)) + head("GET", "/v1/stores", port_of(server)))
             assert json.loads(read_response(sock)[2])["status"] == "ok"
             assert "stores" in json.loads(read_response(sock)[2])
+
+
+def test_expect_100_continue_is_granted_only_to_an_authenticated_caller(tmp_path):
+    """curl sends `Expect: 100-continue` with large bodies: a stranger gets 401, not an invitation."""
+    with running(tmp_path, keyed=True) as (server, keys):
+        stranger = head("POST", "/v1/stores", port_of(server), "Expect: 100-continue", "Content-Length: 16")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(stranger)
+            assert read_response(sock)[0] == 401
+        admin = head("POST", "/v1/stores", port_of(server), "Expect: 100-continue", "Content-Length: 16",
+                     f"Authorization: Bearer {keys['admin']}")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(admin)
+            assert read_response(sock)[0] == 100
+            sock.sendall(b'{"name": "demo"}')
+            status, _, body = read_response(sock)
+            assert status == 201 and json.loads(body)["name"] == "demo"
+
+
+def test_two_host_headers_are_refused(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        port = port_of(server)
+        raw = f"GET /v1/stores HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\n\r\n".encode()
+        status, _, body = request(server, raw)
+        assert status == 400 and body["error"]["code"] == "bad_request"

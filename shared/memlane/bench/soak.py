@@ -135,8 +135,7 @@ def _client_loop(n: int, tenant: str, others: list[str], client: MemlaneClient, 
                 i += 1
                 marker = f"{tenant}mk{n}x{i}"  # one word, unique to this add and tenant
                 rid = f"soak-{tenant}-{n}-{i}"
-                contents = [f"I really love the {marker} trail in the mountains near town.",
-                            f"Noted: you love the {marker} trail."]
+                contents = [_statement(rng, marker), f"Noted, {marker}."]
                 got = client.add(store, {**scope, "agent_id": "agent", "run_id": run}, request_id=rid,
                                  messages=[{"role": "user", "content": contents[0]},
                                            {"role": "assistant", "content": contents[1]}])
@@ -163,6 +162,20 @@ def _client_loop(n: int, tenant: str, others: list[str], client: MemlaneClient, 
             tally.record(op, time.perf_counter() - started, error.status)
         except OSError as error:
             tally.record(op, time.perf_counter() - started, type(error).__name__)
+
+
+_LIKES = ("kayaking", "jazz", "pottery", "chess", "sourdough", "birdwatching", "opera", "rock climbing", "origami",
+          "cycling", "tango", "astronomy", "knitting", "sailing", "calligraphy", "surfing", "board games", "gardening")
+_WHEN = ("on Sunday mornings", "after work", "every winter", "during long weekends", "with my sister",
+         "when it rains", "on holiday", "before breakfast")
+_PLACES = ("Lisbon", "Oslo", "Kyoto", "Denver", "Nairobi", "Hobart", "Quebec", "Valparaiso", "Tallinn", "Cusco")
+
+
+def _statement(rng: random.Random, marker: str) -> str:
+    """A preference the extractor keeps, different enough from the others not to be a near-duplicate,
+    with one word (`marker`) unique to this add."""
+    return (f"I really love {rng.choice(_LIKES)} and {rng.choice(_LIKES)} {rng.choice(_WHEN)} in "
+            f"{rng.choice(_PLACES)}, my friend {marker} knows it.")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -364,5 +377,6 @@ def main(args: argparse.Namespace) -> int:
     clean = (report["cross_tenant_during_load"] == 0 and report["verify"]["cross_tenant_after_count"] == 0
              and report["lost_adds"] == 0 and report["verify"]["missing_messages"] == 0
              and report["server_errors"] == 0
-             and report["verify"]["found_by_own_tenant"] == report["verify"]["searched"])
+             and report["verify"]["found_by_own_tenant"] == report["verify"]["searched"]
+             and (report["verify"]["searched"] > 0 or report["adds_accepted"] == 0))
     return 0 if clean else 1
