@@ -69,7 +69,7 @@ class RequestScopedResolver(APIGatewayHttpResolver):
 
 
 def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none") -> APIGatewayHttpResolver:
-    # Bodies go through one parser that answers every malformed one with 400 invalid_json.
+    # Bodies go through one parser that answers every malformed one with 400 invalid_input.
     app = RequestScopedResolver(enable_validation=True, json_body_deserializer=parse_body)
     gate = Gate(deps, auth)
     for family in families:

@@ -14,18 +14,18 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
 
 
 def parse_body(text: str) -> Any:
-    """A request body as JSON, or InvalidInput (`invalid_json`) — never an error the caller cannot act on.
+    """A request body as JSON, or InvalidInput (400 `invalid_input`, no field) — never an error the caller cannot act on.
 
     The standard parser recurses (a body nested 100,000 deep raises RecursionError), refuses integers
     past 4,300 digits with a bare ValueError and accepts NaN / Infinity, which are not JSON."""
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
-        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels", code="invalid_json") from None
+        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError, and the digit limit of int()
-        raise InvalidInput(f"the body is not valid JSON: {error}", code="invalid_json") from None
+        raise InvalidInput(f"the body is not valid JSON: {error}") from None
     if _depth_over(value, limits.MAX_JSON_DEPTH):
-        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels", code="invalid_json")
+        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels")
     return value
 
 
