@@ -122,6 +122,8 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
             self.close_connection, self.expects_continue = True, False
 
         def _serve(self) -> None:
+            if self.request_version == "HTTP/0.9":
+                return self.send_error(400, "HTTP/0.9 is not served")
             if len(self.headers.get_all("Host") or []) > 1:
                 return self._refuse(400, "bad_request", "one Host header, please")
             if auth == "none" and not host_allowed(self.headers.get("Host"), self.server.server_address[1]):
@@ -169,6 +171,9 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
 
         def _refuse(self, status: int, code: str, message: str, *, close: bool = True) -> None:
             body = json.dumps({"error": {"code": code, "message": message}}).encode()
+            if self.command and hasattr(self, "headers") and status != 500:  # a parsed request is audited
+                event = http_event(self.command, self.path, dict(self.headers), b"", self.client_address[0])
+                api.record_refusal(event, {"statusCode": status, "body": body.decode()})
             self._reply(status, {"Content-Type": "application/json"}, body, close=close)
 
         def _reply(self, status: int, headers: dict[str, str], data: bytes, *, close: bool) -> None:
@@ -190,6 +195,8 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
 
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             # The stdlib's own refusals (bad request line, too many headers, ...) in the API's JSON shape.
+            if self.request_version == "HTTP/0.9":  # nobody speaks 0.9: answer with a status line anyway
+                self.request_version = "HTTP/1.0"
             phrase = HTTPStatus(code).phrase
             self._refuse(code, phrase.lower().replace(" ", "_").replace("-", "_"), message or phrase)
 
@@ -362,7 +369,8 @@ class BoundedHTTPServer:
             self._dispatch(conn)
         elif len(conn.buffer) > MAX_HEADER_BYTES:
             self._forget(selector, conn)
-            self._quick_refusal(conn, 431, "headers_too_large", f"headers exceed {MAX_HEADER_BYTES} bytes")
+            self._quick_refusal(conn, 431, "request_header_fields_too_large",
+                                f"headers exceed {MAX_HEADER_BYTES} bytes")
 
     def _dispatch(self, conn: _Connection) -> None:
         try:

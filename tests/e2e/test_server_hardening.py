@@ -122,6 +122,9 @@ def test_keyless_mode_refuses_a_foreign_host_header(tmp_path, host):
         for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
             raw = (f"GET /v1/stores HTTP/1.1\r\nHost: {good}\r\n\r\n").encode()
             assert request(server, raw)[0] == 200
+        # the refusal is in the audit log
+        status, _, log = request(server, head("GET", "/v1/stores/~global/requests?status=421", port))
+        assert status == 200 and [r["operation"] for r in log["requests"]] == ["GET /v1/stores"]
 
 
 def test_an_unauthenticated_body_is_refused_from_its_headers_without_being_read(tmp_path):
@@ -237,3 +240,22 @@ def test_two_host_headers_are_refused(tmp_path):
         raw = f"GET /v1/stores HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\n\r\n".encode()
         status, _, body = request(server, raw)
         assert status == 400 and body["error"]["code"] == "bad_request"
+
+
+@pytest.mark.parametrize("raw, status, code", [
+    (b"BLAH\r\n\r\n", 400, "bad_request"),
+    (b"GET /health\r\n\r\n", 400, "bad_request"),  # HTTP/0.9: no status line would come back
+    (b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n", 431,
+     "request_header_fields_too_large"),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431, "request_header_fields_too_large"),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000, 431, "request_header_fields_too_large"),  # and no end
+])
+def test_malformed_requests_get_a_status_line_and_a_json_code(tmp_path, raw, status, code):
+    with running(tmp_path, keyed=False) as (server, _):
+        with connect(server) as sock:
+            try:
+                sock.sendall(raw)
+            except OSError:
+                pass
+            got, _, body = read_response(sock)
+        assert got == status and json.loads(body)["error"]["code"] == code

@@ -63,6 +63,9 @@ CASES = {
     "metadata integer of 5,000 digits": ("POST", "/v1/stores/demo/memories",
                                          '{"scope": {"app_id": "travel", "tenant_id": "alice"}, "text": "x", '
                                          '"metadata": {"n": ' + "9" * 5000 + "}}", 400, "invalid_input"),
+    "metadata NaN (not JSON)": ("POST", "/v1/stores/demo/memories",
+                                '{"scope": {"app_id": "travel", "tenant_id": "alice"}, "text": "x", '
+                                '"metadata": {"n": NaN}}', 400, "invalid_input"),
     "metadata integer past 64 bits": (*add(metadata={"n": 10 ** 30}), 400, "invalid_input"),
     "metadata nested 900 deep": (*add(metadata=nested(900)), 400, "invalid_input"),
     "metadata nested past its limit": (*add(metadata=nested(limits.MAX_METADATA_DEPTH + 1)), 400,

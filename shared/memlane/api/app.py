@@ -102,6 +102,10 @@ class Api:
                        self.retention_days)
         return result
 
+    def record_refusal(self, event: dict[str, Any], result: dict[str, Any]) -> None:
+        """Audit a request the HTTP server refused before it reached the API (bad framing, foreign Host)."""
+        record_request(self.deps, self.gate, event, result, 0.0, self.retention_days)
+
     def refuse_unauthenticated(self, event: dict[str, Any]) -> dict[str, Any] | None:
         """The answer (audited) to a caller its headers do not identify — no key, an unknown key, no grant —
         or None. The local server asks before it reads a body, so no stranger's body is read or parsed;

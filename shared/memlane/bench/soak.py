@@ -298,10 +298,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               + (" (global lock)" if args.global_lock else ""), file=sys.stderr, flush=True)
         started = time.monotonic()
         deadline = started + args.seconds
+        owner = [tenants[n % len(tenants)] for n in range(args.clients)]  # each client keeps one tenant
         threads = [threading.Thread(target=_client_loop, name=f"soak-client-{n}",
-                                    args=(n, tenants[n % len(tenants)], [t for t in tenants if t != tenants[n % len(tenants)]],
-                                          clients[tenants[n % len(tenants)]], store, deadline, tally,
-                                          random.Random(args.seed * 1000 + n)))
+                                    args=(n, owner[n], [t for t in tenants if t != owner[n]], clients[owner[n]],
+                                          store, deadline, tally, random.Random(args.seed * 1000 + n)))
                    for n in range(args.clients)]
         stop = threading.Event()
         progress = threading.Thread(target=_progress, args=(tally, started, args.seconds, stop, target), daemon=True)
@@ -320,8 +320,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lat = tally.latencies.get(op, [])
         ok = tally.statuses.get(f"{op} 200", 0)
         operations[op] = {"count": len(lat), "ok": ok, "per_s": round(len(lat) / elapsed, 2),
-                          "p50_ms": round(percentile(lat, 50) * 1000, 1), "p95_ms": round(percentile(lat, 95) * 1000, 1),
-                          "p99_ms": round(percentile(lat, 99) * 1000, 1)}
+                          **{f"p{q}_ms": round(percentile(lat, q) * 1000, 1) for q in (50, 95, 99)}}
     total = sum(o["count"] for o in operations.values())
     errors = {k: v for k, v in tally.statuses.items() if not k.endswith(" 200")}
     accepted = len(tally.accepted)

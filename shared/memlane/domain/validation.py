@@ -14,7 +14,8 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
 
 
 def parse_body(text: str) -> Any:
-    """A request body as JSON, or InvalidInput (400 `invalid_input`, no field) — never an error the caller cannot act on.
+    """A request body as JSON, or InvalidInput (400 `invalid_input`, no field): never an error the
+    caller cannot act on.
 
     The standard parser recurses (a body nested 100,000 deep raises RecursionError), refuses integers
     past 4,300 digits with a bare ValueError and accepts NaN / Infinity, which are not JSON."""
