@@ -262,7 +262,7 @@ class BoundedHTTPServer:
     """
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = 16,
-                 queue_size: int = 64, max_connections: int = 1024, io_timeout: float = 10.0,
+                 queue_size: int = 64, max_connections: int = 512, io_timeout: float = 10.0,
                  header_timeout: float = 10.0, keepalive_timeout: float = 15.0):
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.socket = socket.create_server(address, family=family, backlog=128)
@@ -325,8 +325,9 @@ class BoundedHTTPServer:
                 sock, address = self.socket.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
-                log.exception("accept failed")
+            except OSError as error:  # EMFILE and the like: the socket stays readable, so do not spin
+                log.error("accept failed: %s", error)
+                time.sleep(0.05)
                 return
             conn = _Connection(sock, address, time.monotonic() + self.header_timeout)
             with self._open_lock:

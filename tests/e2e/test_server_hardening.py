@@ -259,3 +259,21 @@ def test_malformed_requests_get_a_status_line_and_a_json_code(tmp_path, raw, sta
                 pass
             got, _, body = read_response(sock)
         assert got == status and json.loads(body)["error"]["code"] == code
+
+
+def test_past_the_connection_limit_a_new_connection_gets_503(tmp_path):
+    with running(tmp_path, keyed=False, max_connections=5) as (server, _):
+        idle = [connect(server) for _ in range(5)]
+        try:
+            with connect(server) as extra:
+                status, headers, body = read_response(extra)  # answered without sending anything
+            assert status == 503 and headers["retry-after"] == "1"
+            assert json.loads(body)["error"]["code"] == "server_busy"
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 5  # the closed ones are counted out again
+        status = 0
+        while status != 200 and time.monotonic() < deadline:
+            status = request(server, head("GET", "/v1/stores", port_of(server)))[0]
+        assert status == 200
