@@ -3,7 +3,6 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...domain import limits
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
