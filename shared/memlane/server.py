@@ -7,13 +7,16 @@ handed to the same resolver, so local mode runs exactly the routes that AWS runs
 from __future__ import annotations
 
 import base64
+import io
 import ipaddress
-import socket
 import json
 import logging
+import re
+import socket
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,10 +25,12 @@ from .api.app import Api
 from .bootstrap import LocalService, auth_mode, build_local
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
+from .httpd import BoundedHTTPServer, SocketWriter
 from .services import dream
 from .services.access import AuthMode
 
 log = logging.getLogger("memlane.server")
+_DIGITS = re.compile(r"[0-9]{1,15}")
 
 
 class _LambdaContext:
@@ -65,41 +70,131 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     }
 
 
-def make_handler(api: Api) -> type[BaseHTTPRequestHandler]:
+def host_allowed(host: str | None, port: int) -> bool:
+    """Keyless mode answers only requests addressed to a loopback name with this server's port: a page
+    on evil.example whose name was rebound to 127.0.0.1 sends `Host: evil.example` and is refused."""
+    if host is None:
+        return True  # HTTP/1.0 without Host: no browser sends that
+    host = host.strip().lower()
+    if host.startswith("["):
+        name, _, rest = host[1:].partition("]")
+        given = rest[1:] if rest.startswith(":") else (None if not rest else "bad")
+    else:
+        name, sep, given_port = host.rpartition(":") if ":" in host else (host, "", "")
+        given = given_port if sep else None
+    if given is None:
+        if port != 80:
+            return False
+    elif given != str(port):
+        return False
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def content_length(values: list[str]) -> int:
+    """The one Content-Length of a request: digits only, every copy the same (RFC 9110 §8.6)."""
+    found = {v.strip() for value in values for v in value.split(",")}
+    if len(found) != 1 or not all(_DIGITS.fullmatch(v) for v in found):
+        raise ValueError(f"Content-Length must be one non-negative number, got {', '.join(values)!r}")
+    return int(found.pop())
+
+
+def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        """One request on a connection whose headers are already buffered (see `BoundedHTTPServer`)."""
+
         server_version = "memlane"
         protocol_version = "HTTP/1.1"
 
+        def __init__(self, sock: socket.socket, client_address: Any, rfile: io.BufferedReader, server: Any):
+            # Not BaseRequestHandler.__init__: the server drives one request at a time and keeps the socket.
+            self.request = self.connection = sock
+            self.client_address, self.server, self.rfile = client_address, server, rfile
+            self.wfile = SocketWriter(sock)
+            self.close_connection, self.expects_continue = True, False
+
         def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            if self.request_version == "HTTP/0.9":
+                return self.send_error(400, "HTTP/0.9 is not served")
+            if len(self.headers.get_all("Host") or []) > 1:
+                return self._refuse(400, "bad_request", "one Host header, please")
+            if auth == "none" and not host_allowed(self.headers.get("Host"), self.server.server_address[1]):
+                return self._refuse(421, "host_not_allowed", "this server answers only to a loopback Host "
+                                    "(localhost or 127.0.0.1 with its port)")
+            if self.headers.get("Transfer-Encoding") is not None:
+                # Chunked bodies are refused rather than decoded: every client memlane knows sends a length,
+                # and one framing rule leaves no room for smuggling between the two.
+                return self._refuse(411, "length_required", "send the body with a Content-Length, not chunked")
+            lengths = self.headers.get_all("Content-Length") or []
+            try:
+                length = content_length(lengths) if lengths else 0
+            except ValueError as error:
+                return self._refuse(400, "invalid_content_length", str(error))
             if length > MAX_BODY_BYTES:
-                self._reply(413, {"content-type": "application/json"},
-                            json.dumps({"error": {"code": "payload_too_large",
-                                                  "message": f"body exceeds {MAX_BODY_BYTES} bytes"}}).encode())
-                self.close_connection = True
+                return self._refuse(413, "payload_too_large", f"body exceeds {MAX_BODY_BYTES} bytes")
+            headers = dict(self.headers)
+            if length:
+                # The caller is identified from the headers before a byte of the body is read.
+                refused = api.refuse_unauthenticated(http_event(self.command, self.path, headers, b"",
+                                                                self.client_address[0]))
+                if refused is not None:
+                    return self._answer(refused, close=True)
+            try:
+                if length and self.expects_continue:  # only now: a refused client never sends its body
+                    self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body = self.rfile.read(length) if length else b""
+            except TimeoutError:
+                return self._refuse(408, "request_timeout", "the body did not arrive in time")
+            if len(body) < length:
+                self.close_connection = True  # the client went away mid-body: nobody to answer
                 return
-            body = self.rfile.read(length) if length else b""
-            event = http_event(self.command, self.path, dict(self.headers), body, self.client_address[0])
+            event = http_event(self.command, self.path, headers, body, self.client_address[0])
             try:
                 result = api.resolve(event, _LambdaContext())
             except Exception:  # noqa: BLE001 — the last boundary: answer 500, never drop the connection
                 log.exception("unhandled error on %s %s", self.command, self.path)
-                self._reply(500, {"content-type": "application/json"},
-                            b'{"error": {"code": "internal_error", "message": "internal error"}}')
-                return
+                return self._refuse(500, "internal_error", "internal error", close=False)
+            self._answer(result, close=False)
+
+        def _answer(self, result: dict[str, Any], *, close: bool) -> None:
             payload = result.get("body") or ""
             data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
-            self._reply(result["statusCode"], result.get("headers") or {}, data)
+            self._reply(result["statusCode"], result.get("headers") or {}, data, close=close)
 
-        def _reply(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        def _refuse(self, status: int, code: str, message: str, *, close: bool = True) -> None:
+            body = json.dumps({"error": {"code": code, "message": message}}).encode()
+            if self.command and hasattr(self, "headers") and status != 500:  # a parsed request is audited
+                event = http_event(self.command, self.path, dict(self.headers), b"", self.client_address[0])
+                api.record_refusal(event, {"statusCode": status, "body": body.decode()})
+            self._reply(status, {"Content-Type": "application/json"}, body, close=close)
+
+        def _reply(self, status: int, headers: dict[str, str], data: bytes, *, close: bool) -> None:
             self.send_response(status)
             for key, value in headers.items():
                 if key.lower() not in ("content-length", "connection"):
                     self.send_header(key, value)
             self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")  # also sets close_connection
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
+
+        def handle_expect_100(self) -> bool:
+            # The stdlib answers `Expect: 100-continue` while parsing; wait until the request is accepted.
+            self.expects_continue = True
+            return True
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            # The stdlib's own refusals (bad request line, too many headers, ...) in the API's JSON shape.
+            if self.request_version == "HTTP/0.9":  # nobody speaks 0.9: answer with a status line anyway
+                self.request_version = "HTTP/1.0"
+            phrase = HTTPStatus(code).phrase
+            self._refuse(code, phrase.lower().replace(" ", "_").replace("-", "_"), message or phrase)
 
         def __getattr__(self, name: str) -> Any:
             # Every method (TRACE, OPTIONS, ...) reaches the resolver, which answers 404 for unknown
@@ -148,16 +243,17 @@ class LocalServer:
     """The HTTP server, the worker and the dream scheduler of one local service."""
 
     def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
-                 audit_retention_days: int = 30, dream_interval: float = 0):
+                 audit_retention_days: int = 30, dream_interval: float = 0, api: Api | None = None, **http: Any):
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
             raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
                              "(memlane keys create ...) or bind to 127.0.0.1")
         # One API for every server thread: it keeps no request state outside the calling thread.
-        api = build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
+        api = api or build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
         self.service = service
         self.dreams = DreamScheduler(service, dream_interval) if dream_interval > 0 else None
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(api))
-        self.httpd.daemon_threads = True
+        # `http` tunes the server: workers, queue_size, max_connections, io_timeout, header_timeout,
+        # keepalive_timeout (see BoundedHTTPServer).
+        self.httpd = BoundedHTTPServer((host, port), make_handler(api, auth), **http)
 
     @property
     def url(self) -> str:

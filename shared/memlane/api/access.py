@@ -116,7 +116,7 @@ def _scope_sources(raw: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     sources = [("query", raw.get("queryStringParameters") or {})]
     try:
         body = json.loads(raw.get("body") or "null")
-    except ValueError:
+    except (ValueError, RecursionError):  # a malformed body is answered 400 by the parser
         body = None
     if isinstance(body, dict):
         sources.append(("body", body))

@@ -10,6 +10,8 @@ from typing import Any, Iterable
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 
 from .. import __version__
+from ..domain.errors import MemlaneError
+from ..domain.validation import parse_body
 from ..services.deps import Deps
 from . import errors
 from ..services.access import AuthMode
@@ -68,7 +70,8 @@ class RequestScopedResolver(APIGatewayHttpResolver):
 
 def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
               gate: Gate | None = None) -> APIGatewayHttpResolver:
-    app = RequestScopedResolver(enable_validation=True)
+    # Bodies go through one parser that answers every malformed one with 400 invalid_input.
+    app = RequestScopedResolver(enable_validation=True, json_body_deserializer=parse_body)
     gate = gate or Gate(deps, auth)
     for family in families:
         app.include_router(FAMILIES[family](deps, gate))
@@ -102,16 +105,38 @@ class Api:
                        self.retention_days)
         return result
 
+    def record_refusal(self, event: dict[str, Any], result: dict[str, Any]) -> None:
+        """Audit a request the HTTP server refused before it reached the API (bad framing, foreign Host)."""
+        record_request(self.deps, self.gate, event, result, 0.0, self.retention_days)
+
+    def refuse_unauthenticated(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer (audited) to a caller its headers do not identify — no key, an unknown key, no grant —
+        or None. The local server asks before it reads a body, so no stranger's body is read or parsed;
+        the routes check the same `Gate` again, with the scope, once the body is in."""
+        started = time.perf_counter()
+        try:
+            self.gate.caller(event)
+            return None
+        except MemlaneError as error:
+            result = _error_result(errors.status_of(error), error.code, error.message)
+        record_request(self.deps, self.gate, event, result, (time.perf_counter() - started) * 1000,
+                       self.retention_days)
+        return result
+
     @staticmethod
     def _refuse_non_json(event: dict[str, Any]) -> dict[str, Any] | None:
         """A body sent as anything but JSON (curl -d sends a form) gets a clear 415 before any parsing."""
         headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
         if not event.get("body") or headers.get("content-type", "").lower().startswith("application/json"):
             return None
-        body = {"error": {"code": "unsupported_media_type",
-                          "message": "send the body as JSON with the header Content-Type: application/json"}}
-        return {"statusCode": 415, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body),
-                "isBase64Encoded": False}
+        return _error_result(415, "unsupported_media_type",
+                             "send the body as JSON with the header Content-Type: application/json")
+
+
+def _error_result(status: int, code: str, message: str) -> dict[str, Any]:
+    body = {"error": {"code": code, "message": message}}
+    return {"statusCode": status, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body),
+            "isBase64Encoded": False}
 
 
 def build_api(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from ..domain import limits
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
@@ -16,7 +16,23 @@ from ..services.search import SearchHit
 
 
 class Strict(BaseModel):
+    """A request body: no unknown field. Numbers and booleans are declared strict field by field
+    (`top_k: "5"`, `sync: "yes"` are refused, not coerced); times and enums still parse from JSON strings."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+def utc_representable(value: datetime) -> datetime:
+    """9999-12-31T23:59:59-14:00 parses, but its UTC instant is past year 9999: refuse it here."""
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError("the time is out of range once converted to UTC") from None
+    return value
+
+
+Instant = Annotated[datetime, AfterValidator(utc_representable)]
 
 
 class ScopeIn(Strict):
@@ -24,7 +40,7 @@ class ScopeIn(Strict):
 
     app_id: str | None = Field(default=None, max_length=256)
     tenant_id: str | None = Field(default=None, max_length=256)
-    agent_id: str | list[str] | None = None
+    agent_id: str | list[str] | None = None  # a list is bounded by the scope rules (domain/scope.py)
     run_id: str | list[str] | None = None
 
 
@@ -40,8 +56,8 @@ class CreateStoreIn(Strict):
     description: str = Field(default="", max_length=1000)
     extract_instructions: str = Field(default="", max_length=limits.MAX_INSTRUCTIONS_CHARS)
     dream_mode: DreamMode = DreamMode.PROPOSAL
-    dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
-    keywords_from_assistant: bool = False
+    dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0, strict=True)
+    keywords_from_assistant: bool = Field(default=False, strict=True)
 
 
 class StoreOut(BaseModel):
@@ -69,7 +85,7 @@ class MessageIn(Strict):
     role: Literal["user", "assistant", "system", "tool", "document"]
     content: str = Field(min_length=1, max_length=limits.MAX_CONTENT_CHARS)
     name: str | None = Field(default=None, max_length=limits.MAX_NAME_CHARS)
-    created_at: datetime | None = None
+    created_at: Instant | None = None
 
 
 class AddIn(Strict):
@@ -77,7 +93,7 @@ class AddIn(Strict):
     messages: list[MessageIn] | None = Field(default=None, max_length=limits.MAX_MESSAGES_PER_ADD)
     text: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CONTENT_CHARS)
     metadata: dict[str, Any] | None = None
-    sync: bool = False
+    sync: bool = Field(default=False, strict=True)
     request_id: str | None = Field(default=None, max_length=limits.MAX_REQUEST_ID_CHARS)
     access_policy: AccessPolicy | None = None
 
@@ -156,7 +172,7 @@ class UpdateMemoryIn(Strict):
     text: str | None = Field(default=None, min_length=1, max_length=limits.MAX_CONTENT_CHARS)
     metadata: dict[str, Any] | None = None
     memory_type: MemoryType | None = None
-    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    importance: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
 
 
 class OutcomeOut(BaseModel):
@@ -200,15 +216,25 @@ class AddAccepted(BaseModel):
 class SearchIn(Strict):
     query: str = Field(min_length=1, max_length=limits.MAX_QUERY_CHARS)
     scope: ScopeIn
-    top_k: int = Field(default=limits.DEFAULT_TOP_K, ge=1, le=limits.MAX_TOP_K)
-    min_similarity: float = Field(default=0.0, ge=0.0, le=1.0)
-    include_evidence: bool = False
-    include_superseded: bool = False
+    top_k: int = Field(default=limits.DEFAULT_TOP_K, ge=1, le=limits.MAX_TOP_K, strict=True)
+    min_similarity: float = Field(default=0.0, ge=0.0, le=1.0, strict=True)
+    include_evidence: bool = Field(default=False, strict=True)
+    include_superseded: bool = Field(default=False, strict=True)
     filters: dict[str, Any] | None = None
     memory_types: list[MemoryType] | None = Field(default=None, max_length=6)
-    time_from: datetime | None = None
-    time_to: datetime | None = None
+    time_from: Instant | None = None
+    time_to: Instant | None = None
     recipe: str | None = Field(default=None, max_length=64)
+
+    @model_validator(mode="after")
+    def _ordered_range(self) -> "SearchIn":
+        if self.time_from and self.time_to and _utc(self.time_from) > _utc(self.time_to):
+            raise ValueError("time_from must not be after time_to")
+        return self
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 class EvidenceOut(BaseModel):
@@ -314,9 +340,9 @@ class DreamScopeIn(Strict):
 class DreamIn(Strict):
     scope: DreamScopeIn
     mode: DreamMode | None = None  # default: the store's dream_mode
-    threshold: float | None = Field(default=None, ge=0.0, le=1.0)  # default: the store's dream_threshold
+    threshold: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)  # default: the store's
     kinds: list[DreamActionKind] | None = Field(default=None, max_length=len(DreamActionKind))  # default: all
-    sync: bool = False
+    sync: bool = Field(default=False, strict=True)
 
 
 class DreamScopeOut(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -12,30 +13,73 @@ from .errors import InvalidInput, PayloadTooLarge
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
 
 
+def parse_body(text: str) -> Any:
+    """A request body as JSON, or InvalidInput (400 `invalid_input`, no field): never an error the
+    caller cannot act on.
+
+    The standard parser recurses (a body nested 100,000 deep raises RecursionError), refuses integers
+    past 4,300 digits with a bare ValueError and accepts NaN / Infinity, which are not JSON."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError, and the digit limit of int()
+        raise InvalidInput(f"the body is not valid JSON: {error}") from None
+    if _depth_over(value, limits.MAX_JSON_DEPTH):
+        raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when containers nest deeper than `limit` (iterative: safe on any input)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def check_metadata(metadata: dict[str, Any] | None, field: str = "metadata") -> dict[str, Any]:
-    """JSON object, bounded in size, depth and key count; keys are plain identifiers."""
+    """JSON object, bounded in size, depth, key count and list length; keys are plain identifiers;
+    numbers are finite and integers fit 64 bits."""
     if metadata is None:
         return {}
     if not isinstance(metadata, dict):
         raise InvalidInput(f"{field} must be an object", field=field)
-    encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
-    if len(encoded.encode()) > limits.MAX_METADATA_BYTES:
-        raise PayloadTooLarge(f"{field} exceeds {limits.MAX_METADATA_BYTES} bytes", field=field)
+    if _depth_over(metadata, limits.MAX_METADATA_DEPTH):  # first: what follows recurses
+        raise InvalidInput(f"{field} may nest at most {limits.MAX_METADATA_DEPTH} levels", field=field)
     if len(metadata) > limits.MAX_METADATA_KEYS:
         raise InvalidInput(f"{field} may have at most {limits.MAX_METADATA_KEYS} keys", field=field)
     for key in metadata:
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,64}", key):
             raise InvalidInput(f"{field} keys must be 1-64 characters of letters, digits, _ . -", field=field)
-
-    def depth(v: Any) -> int:
-        if isinstance(v, dict):
-            return 1 + max((depth(x) for x in v.values()), default=0)
-        if isinstance(v, list):
-            return 1 + max((depth(x) for x in v), default=0)
-        return 0
-
-    if depth(metadata) > limits.MAX_METADATA_DEPTH:
-        raise InvalidInput(f"{field} may nest at most {limits.MAX_METADATA_DEPTH} levels", field=field)
+    stack: list[Any] = [metadata]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            if len(item) > limits.MAX_LIST_VALUES:
+                raise InvalidInput(f"a list in {field} may hold at most {limits.MAX_LIST_VALUES} values", field=field)
+            stack.extend(item)
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, int) and abs(item) > limits.MAX_METADATA_INT:
+            raise InvalidInput(f"integers in {field} must fit in 64 bits", field=field)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput(f"numbers in {field} must be finite", field=field)
+    encoded = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+    if len(encoded.encode()) > limits.MAX_METADATA_BYTES:
+        raise PayloadTooLarge(f"{field} exceeds {limits.MAX_METADATA_BYTES} bytes", field=field)
     return metadata
 
 

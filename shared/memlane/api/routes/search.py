@@ -8,7 +8,7 @@ from ...services.deps import Deps
 from ..access import Gate
 from ..models import MemoryDeletedOut, MemoryList, MemoryOut, MessageList, MessageOut, SearchIn, SearchOut, SearchResultOut, \
     UpdateMemoryIn
-from .common import Cursor, IdParam, Limit, ListParam, selector
+from .common import Cursor, FlagParam, IdParam, Limit, ListParam, selector
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -55,7 +55,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
     @router.get("/v1/stores/<store>/messages", tags=["search"], summary="Short-term memory: a run's messages")
     def list_messages(store: str, app_id: IdParam = None, tenant_id: IdParam = None, agent_id: IdParam = None,
                       run_id: IdParam = None, limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None,
-                      newest_first: bool = False) -> MessageList:
+                      newest_first: FlagParam = False) -> MessageList:
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
         d = gate.bind(router.current_event, store, **scope)
         found, next_cursor = messages.list_(d, store, scope=scope, limit=limit, cursor=cursor,

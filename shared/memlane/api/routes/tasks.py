@@ -3,7 +3,6 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...domain import limits
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -13,7 +12,7 @@ from ...services import audit, erase, scopes, tasks
 from ...services.deps import Deps
 from ..access import Gate
 from ..models import AccessPolicyIn, EraseTenantIn, ErasureOut, RunDeleted, AuditList, ScopeInfoOut, ScopeList, TaskList, TaskOut
-from .common import Cursor, IdParam, Limit
+from .common import Cursor, IdParam, InstantParam, Limit
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -81,8 +80,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         return ErasureOut.model_validate(found.model_dump())
 
     @router.get("/v1/stores/<store>/requests", tags=["tasks"], summary="The audit log of a store, newest first")
-    def list_requests(store: str, since: Annotated[datetime | None, Query()] = None,
-                      until: Annotated[datetime | None, Query()] = None, principal: IdParam = None,
+    def list_requests(store: str, since: InstantParam = None, until: InstantParam = None, principal: IdParam = None,
                       status: Annotated[int | None, Query(ge=100, le=599)] = None,
                       operation: Annotated[str | None, Query(max_length=200)] = None, tenant_id: IdParam = None,
                       limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> AuditList:

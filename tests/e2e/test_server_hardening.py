@@ -1,0 +1,282 @@
+"""The local HTTP server under hostile clients: real sockets against a LocalServer in a thread.
+
+Each test names the attack (issue 15, finding 10): a lying Content-Length, chunked bodies, stalled
+connections, a rebinding Host header, and an unauthenticated body that must not even be read."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import pytest
+
+from memlane.bootstrap import build_local
+from memlane.config import Settings
+from memlane.domain.limits import MAX_BODY_BYTES
+from memlane.server import LocalServer
+from memlane.services import access
+
+pytestmark = pytest.mark.e2e
+
+
+@contextmanager
+def running(tmp_path, *, keyed: bool, **options) -> Iterator[tuple[LocalServer, dict[str, str]]]:
+    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none"))
+    keys = {}
+    if keyed:
+        keys["admin"] = access.create_api_key(service.deps, "ops", {}, admin=True)
+    server = LocalServer(service, "127.0.0.1", 0, auth="api_key" if keyed else "none", **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, keys
+    finally:
+        server.shutdown()
+        thread.join(10)
+
+
+def connect(server: LocalServer, timeout: float = 10.0) -> socket.socket:
+    return socket.create_connection(server.httpd.server_address[:2], timeout=timeout)
+
+
+_readers: "weakref.WeakKeyDictionary[socket.socket, Any]" = weakref.WeakKeyDictionary()
+
+
+def read_response(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP response: status, headers (lower-case), body. Bytes past it stay for the next call."""
+    reader = _readers.setdefault(sock, sock.makefile("rb"))
+    status_line = reader.readline()
+    if not status_line:
+        raise ConnectionError("closed before a response")
+    status = int(status_line.split()[1])
+    headers = {}
+    while (line := reader.readline().decode("latin-1").strip()):
+        key, _, value = line.partition(":")
+        headers[key.strip().lower()] = value.strip()
+    return status, headers, reader.read(int(headers.get("content-length", "0")))
+
+
+def request(server: LocalServer, raw: bytes) -> tuple[int, dict[str, str], dict]:
+    with connect(server) as sock:
+        sock.sendall(raw)
+        status, headers, body = read_response(sock)
+    return status, headers, json.loads(body) if body else {}
+
+
+def head(method: str, path: str, port: int, *extra: str) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def port_of(server: LocalServer) -> int:
+    return server.httpd.server_address[1]
+
+
+@pytest.mark.parametrize("lengths", [["-1"], ["abc"], ["12", "13"], ["1e3"], ["+5"], ["99999999999999999999999"]])
+def test_a_bad_content_length_is_answered_400_and_the_body_is_not_read(tmp_path, lengths):
+    with running(tmp_path, keyed=False) as (server, _):
+        raw = head("POST", "/v1/stores", port_of(server), *(f"Content-Length: {v}" for v in lengths))
+        with connect(server, timeout=5) as sock:
+            # the start of a body that never ends: a server that reads it waits (and times out here)
+            sock.sendall(raw + b'{"name": "x' + b"x" * 1000)
+            status, headers, body = read_response(sock)
+            assert status == 400
+            assert json.loads(body)["error"]["code"] == "invalid_content_length"
+            assert headers.get("connection") == "close"
+            assert _readers[sock].read() == b""  # and the connection is closed: the rest is never read
+        # nothing was parsed: no store was created from whatever the body said
+        assert request(server, head("GET", "/v1/stores", port_of(server)))[2]["stores"] == []
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        status, headers, body = request(server, head("POST", "/v1/stores", port_of(server),
+                                                     f"Content-Length: {MAX_BODY_BYTES + 1}"))
+        assert status == 413 and body["error"]["code"] == "payload_too_large"
+
+
+def test_chunked_bodies_are_refused_with_411(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        payload = json.dumps({"name": "chunky"}).encode()
+        raw = head("POST", "/v1/stores", port_of(server), "Transfer-Encoding: chunked") \
+            + f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
+        status, _, body = request(server, raw)
+        assert status == 411 and body["error"]["code"] == "length_required"
+        assert request(server, head("GET", "/v1/stores", port_of(server)))[2]["stores"] == []
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.evil.example:{port}",
+                                  "localhost:1", "10.0.0.1:{port}"])
+def test_keyless_mode_refuses_a_foreign_host_header(tmp_path, host):
+    """DNS rebinding: a browser page on evil.example resolved to 127.0.0.1 sends Host: evil.example."""
+    with running(tmp_path, keyed=False) as (server, _):
+        port = port_of(server)
+        raw = (f"GET /v1/stores HTTP/1.1\r\nHost: {host.format(port=port)}\r\n\r\n").encode()
+        status, _, body = request(server, raw)
+        assert status == 421 and body["error"]["code"] == "host_not_allowed"
+        for good in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+            raw = (f"GET /v1/stores HTTP/1.1\r\nHost: {good}\r\n\r\n").encode()
+            assert request(server, raw)[0] == 200
+        # the refusal is in the audit log
+        status, _, log = request(server, head("GET", "/v1/stores/~global/requests?status=421", port))
+        assert status == 200 and [r["operation"] for r in log["requests"]] == ["GET /v1/stores"]
+
+
+def test_an_unauthenticated_body_is_refused_from_its_headers_without_being_read(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="memlane.audit")
+    with running(tmp_path, keyed=True) as (server, keys):
+        # a body within the cap, but its bytes never sent: the answer must come from the headers alone
+        raw = head("POST", "/v1/stores", port_of(server), f"Content-Length: {MAX_BODY_BYTES}")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(raw + b'{"name": ')
+            status, headers, body = read_response(sock)
+        assert status == 401 and json.loads(body)["error"]["code"] == "missing_api_key"
+        assert headers.get("connection") == "close"
+        wrong = head("POST", "/v1/stores", port_of(server), "Authorization: Bearer ml_nope",
+                     f"Content-Length: {MAX_BODY_BYTES}")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(wrong)
+            status, _, body = read_response(sock)
+        assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
+        # unidentified callers write no audit rows (anyone could fill the log); the refusals reach the server log
+        admin = head("GET", "/v1/stores/~global/requests?status=401", port_of(server),
+                     f"Authorization: Bearer {keys['admin']}")
+        status, _, log = request(server, admin)
+        assert status == 200 and log["requests"] == []
+        refused = [r.getMessage() for r in caplog.records if r.name == "memlane.audit"]
+        assert len([m for m in refused if m.startswith("refused POST /v1/stores '/v1/stores': 401")]) == 2, refused
+
+
+def test_stalled_connections_do_not_stop_a_normal_request(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        stalled = []
+        try:
+            for i in range(300):
+                sock = connect(server)
+                if i % 2:  # half say nothing at all, half stop in the middle of their headers
+                    sock.sendall(b"POST /v1/stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+                stalled.append(sock)
+            status, _, body = request(server, head("POST", "/v1/stores", port_of(server), "Content-Length: 16")
+                                      + b'{"name": "demo"}')
+            assert status == 201 and body["name"] == "demo"
+            assert threading.active_count() < 100  # a bounded pool, not a thread per connection
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def test_a_stalled_body_is_timed_out_and_frees_its_worker(tmp_path):
+    with running(tmp_path, keyed=False, workers=2, io_timeout=0.5) as (server, _):
+        stalled = []
+        try:
+            for _ in range(4):  # each holds a worker while its body never arrives
+                sock = connect(server)
+                sock.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100") + b"{")
+                stalled.append(sock)
+            for sock in stalled:  # every one is answered (408) instead of held for ever
+                status, _, _ = read_response(sock)
+                assert status == 408
+            assert request(server, head("GET", "/v1/stores", port_of(server)))[0] == 200
+        finally:
+            for sock in stalled:
+                sock.close()
+
+
+def test_past_the_pool_and_its_queue_the_answer_is_503_with_retry_after(tmp_path):
+    with running(tmp_path, keyed=False, workers=1, queue_size=1, io_timeout=5) as (server, _):
+        held = []
+        try:
+            # one request on the worker (its body never comes), then one waiting in the queue
+            for attr in ("active", "queued"):
+                sock = connect(server)
+                sock.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100"))
+                held.append(sock)
+                deadline = time.monotonic() + 5
+                while getattr(server.httpd, attr) < 1 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            status, headers, body = request(server, head("GET", "/v1/stores", port_of(server)))
+            assert status == 503 and body["error"]["code"] == "server_busy" and headers["retry-after"] == "1"
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        with connect(server) as sock:
+            for _ in range(3):
+                sock.sendall(head("GET", "/v1/stores", port_of(server)))
+                status, _, body = read_response(sock)
+                assert status == 200 and json.loads(body) == {"stores": [], "next_cursor": None}
+            # two requests in one write (pipelined) are both answered, in order
+            sock.sendall(head("GET", "/health", port_of(server)) + head("GET", "/v1/stores", port_of(server)))
+            assert json.loads(read_response(sock)[2])["status"] == "ok"
+            assert "stores" in json.loads(read_response(sock)[2])
+
+
+def test_expect_100_continue_is_granted_only_to_an_authenticated_caller(tmp_path):
+    """curl sends `Expect: 100-continue` with large bodies: a stranger gets 401, not an invitation."""
+    with running(tmp_path, keyed=True) as (server, keys):
+        stranger = head("POST", "/v1/stores", port_of(server), "Expect: 100-continue", "Content-Length: 16")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(stranger)
+            assert read_response(sock)[0] == 401
+        admin = head("POST", "/v1/stores", port_of(server), "Expect: 100-continue", "Content-Length: 16",
+                     f"Authorization: Bearer {keys['admin']}")
+        with connect(server, timeout=5) as sock:
+            sock.sendall(admin)
+            assert read_response(sock)[0] == 100
+            sock.sendall(b'{"name": "demo"}')
+            status, _, body = read_response(sock)
+            assert status == 201 and json.loads(body)["name"] == "demo"
+
+
+def test_two_host_headers_are_refused(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        port = port_of(server)
+        raw = f"GET /v1/stores HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\n\r\n".encode()
+        status, _, body = request(server, raw)
+        assert status == 400 and body["error"]["code"] == "bad_request"
+
+
+@pytest.mark.parametrize("raw, status, code", [
+    (b"BLAH\r\n\r\n", 400, "bad_request"),
+    (b"GET /health\r\n\r\n", 400, "bad_request"),  # HTTP/0.9: no status line would come back
+    (b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n", 431,
+     "request_header_fields_too_large"),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", 431, "request_header_fields_too_large"),
+    (b"GET / HTTP/1.1\r\nX: " + b"a" * 70_000, 431, "request_header_fields_too_large"),  # and no end
+])
+def test_malformed_requests_get_a_status_line_and_a_json_code(tmp_path, raw, status, code):
+    with running(tmp_path, keyed=False) as (server, _):
+        with connect(server) as sock:
+            try:
+                sock.sendall(raw)
+            except OSError:
+                pass
+            got, _, body = read_response(sock)
+        assert got == status and json.loads(body)["error"]["code"] == code
+
+
+def test_past_the_connection_limit_a_new_connection_gets_503(tmp_path):
+    with running(tmp_path, keyed=False, max_connections=5) as (server, _):
+        idle = [connect(server) for _ in range(5)]
+        try:
+            with connect(server) as extra:
+                status, headers, body = read_response(extra)  # answered without sending anything
+            assert status == 503 and headers["retry-after"] == "1"
+            assert json.loads(body)["error"]["code"] == "server_busy"
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.monotonic() + 5  # the closed ones are counted out again
+        status = 0
+        while status != 200 and time.monotonic() < deadline:
+            status = request(server, head("GET", "/v1/stores", port_of(server)))[0]
+        assert status == 200

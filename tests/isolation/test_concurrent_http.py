@@ -1,0 +1,112 @@
+"""Concurrent tenants over real HTTP against `memlane serve`: no answer ever carries another tenant's
+data or another request's id, a tenant key never reads the audit log, and every accepted message is
+stored (issue 15, finding 1, end to end)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memlane.bootstrap import build
+from memlane.client import ApiError, MemlaneClient
+from memlane.config import Settings
+from memlane.services import access
+
+from ..e2e.conftest import Server
+
+pytestmark = pytest.mark.e2e
+
+TENANTS = ("alice", "bob", "carol", "dave")
+THREADS_PER_TENANT = 2
+ROUNDS = 20
+
+
+@pytest.fixture()
+def keyed_server(tmp_path):
+    data = tmp_path / "data"
+    deps = build(Settings.from_env(env={}, data_dir=data, embedder="hashing", reranker="none"))
+    keys = {t: access.create_api_key(deps, f"{t}-app", {"travel": [t]}) for t in TENANTS}
+    keys["admin"] = access.create_api_key(deps, "ops", {}, admin=True)
+    server = Server(data).start()
+    yield server, keys
+    server.stop()
+
+
+def test_concurrent_tenants_over_http_never_mix_and_lose_nothing(keyed_server):
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("demo")
+    for t in TENANTS:
+        clients[t].add("demo", {"app_id": "travel", "tenant_id": t, "run_id": "seed"},
+                       text=f"{t} keeps the secret word {t}word.", sync=True)
+
+    problems: list[str] = []
+    sent: dict[tuple[str, str], list[str]] = {}  # (tenant, run) → contents, in order
+    accepted: dict[str, str] = {}  # request_id → tenant
+    start = threading.Barrier(len(TENANTS) * THREADS_PER_TENANT + 2)
+    done = threading.Event()
+
+    def tenant_client(t: str, n: int) -> None:
+        client, run = clients[t], f"run-{n}"
+        scope = {"app_id": "travel", "tenant_id": t}
+        contents = sent.setdefault((t, run), [])
+        start.wait()
+        for i in range(ROUNDS):
+            rid, content = f"{t}-{n}-{i}", f"{t} note {n}.{i} about {t}word"
+            try:
+                got = client.add("demo", {**scope, "agent_id": "a", "run_id": run},
+                                 messages=[{"role": "user", "content": content}], request_id=rid)
+                if got["request_id"] != rid:
+                    problems.append(f"{t} add {rid} answered with request_id {got['request_id']}")
+                contents.append(content)
+                accepted[rid] = t
+                for hit in client.search("demo", f"secret word note {i}", scope, top_k=20):
+                    if hit["scope"]["tenant_id"] != t or f"{t}word" not in hit["text"]:
+                        problems.append(f"{t} search answered {hit['scope']['tenant_id']}: {hit['text']!r}")
+            except ApiError as error:
+                problems.append(f"{t} round {i}: {error}")
+
+    def admin_reader() -> None:
+        start.wait()
+        while not done.is_set():
+            try:
+                clients["admin"]._call("GET", "/v1/stores/demo/requests?limit=20")
+            except ApiError as error:
+                problems.append(f"admin audit read: {error}")
+
+    def audit_prober() -> None:
+        start.wait()
+        while not done.is_set():
+            try:
+                clients["alice"]._call("GET", "/v1/stores/demo/requests?limit=5")
+                problems.append("a tenant key read the audit log")
+            except ApiError as error:
+                if error.status != 403:
+                    problems.append(f"tenant audit probe: {error}")
+
+    workers = [threading.Thread(target=tenant_client, args=(t, n)) for t in TENANTS
+               for n in range(THREADS_PER_TENANT)]
+    watchers = [threading.Thread(target=admin_reader), threading.Thread(target=audit_prober)]
+    for thread in workers + watchers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    done.set()
+    for thread in watchers:
+        thread.join()
+    assert problems == []
+
+    # afterwards: every accepted add reached SUCCEEDED under its own tenant, and every message is there
+    assert len(accepted) == len(TENANTS) * THREADS_PER_TENANT * ROUNDS
+    for rid, t in accepted.items():
+        task = clients[t].wait_task("demo", rid, timeout=120)
+        assert task["status"] == "SUCCEEDED" and task["scope"]["tenant_id"] == t, task
+    for (t, run), contents in sent.items():
+        scope = {"app_id": "travel", "tenant_id": t, "agent_id": "a", "run_id": run}
+        stored = [m["content"] for m in clients[t].messages("demo", scope, limit=200)["messages"]]
+        assert stored == contents
+    # and one tenant's key cannot read another's task: to it, the id does not exist
+    with pytest.raises(ApiError) as refused:
+        clients["bob"].get_task("demo", "alice-0-0")
+    assert (refused.value.status, refused.value.code) == (404, "task_not_found")
