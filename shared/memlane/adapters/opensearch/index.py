@@ -15,10 +15,17 @@
   sequential (measured 1.0 s per single-doc upsert on the test node), on an asynchronous path.
   Batches split into several bulk requests are refreshed once at the end instead.
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
+- Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
+  with that tenant's own credentials when `tenant_clients` is configured (the security plugin's
+  document-level security, or IAM on AWS, confines them to its documents). A bound index refuses
+  calls naming another tenant, and deletes by query: ids AND the tenant's store/app/tenant terms,
+  routed to its shard. Nothing is ever looked up or deleted by id alone; the unbound (service)
+  index does not delete by id at all.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -28,14 +35,16 @@ from typing import Any, Callable, Literal, Sequence
 
 from opensearchpy import OpenSearch
 
-from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
+from ...domain.errors import Conflict, DependencyFailed, Forbidden, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, validate_store_name
 from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
+from ..tenant_binding import TenantBinding
 from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
 from .errors import INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
-from .queries import MAX_K, search_lines
+from .queries import MAX_K, search_lines, tenant_delete_query
+from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
 KnnEngine = Literal["lucene", "faiss"]
@@ -43,7 +52,7 @@ KnnEngine = Literal["lucene", "faiss"]
 BULK_MAX_DOCS = 500
 BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
 BULK_ATTEMPTS = 6  # first try + retries of the items OpenSearch answered 429
-LOCATE_CHUNK = 1000
+DELETE_CHUNK = 1000  # ids per delete-by-query
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -73,7 +82,7 @@ def index_body(dim: int, *, engine: KnnEngine = "lucene", shards: int | None = N
 class OpenSearchIndex:
     def __init__(self, client: OpenSearch, *, index_prefix: str = "memlane", refresh: Refresh = "wait_for",
                  knn_engine: KnnEngine = "lucene", shards: int | None = None, replicas: int | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, tenant_clients: TenantClients | None = None):
         if not index_prefix or index_prefix[0] in "-_" or not set(index_prefix) <= _PREFIX_CHARS:
             raise InvalidInput("index_prefix must be lower-case letters, digits and '-'", field="index_prefix")
         self.client = client
@@ -83,6 +92,9 @@ class OpenSearchIndex:
         self.shards, self.replicas = shards, replicas
         self._sleep = sleep
         self._dims: dict[str, int] = {}  # store → dimension, as read from (or written to) its mapping
+        self.tenant_clients = tenant_clients  # None: tenants go through this client, confined by the adapter only
+        self.binding: TenantBinding | None = None  # set on the copies for_tenant hands out
+        self._root = self
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -90,10 +102,23 @@ class OpenSearchIndex:
         return cls(client or build_client(url, region=region, sigv4=sigv4), index_prefix=index_prefix, **options)
 
     def close(self) -> None:
-        self.client.close()
+        if self._root is self:  # a tenant's client belongs to tenant_clients (its cache closes it)
+            self.client.close()
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> OpenSearchIndex:
+        """This index as one authorized tenant uses it (see the module docstring)."""
+        root = self._root
+        binding = TenantBinding.of(store, app_id, tenant_id)
+        bound = copy.copy(root)  # shares the dimension cache; its own client and binding
+        bound.binding = binding
+        if root.tenant_clients is not None:
+            bound.client = root.tenant_clients.client_for(binding.store, binding.app_id, binding.tenant_id)
+        return bound
 
     # -- stores --------------------------------------------------------------------------------
     def ensure_store(self, store: str, dim: int) -> None:
+        if self.binding is not None:
+            self.binding.check_lifecycle(store)
         validate_store_name(store)
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
             raise InvalidInput("embedding dimension must be a positive integer", field="dim")
@@ -117,6 +142,8 @@ class OpenSearchIndex:
                            "drop and rebuild it to change the embedding model", code="dimension_conflict")
 
     def drop_store(self, store: str) -> None:
+        if self.binding is not None:
+            self.binding.check_lifecycle(store)
         validate_store_name(store)  # also what keeps "*" or "," out of the delete below
         self._dims.pop(store, None)
         alias = alias_name(self.prefix, store)
@@ -129,6 +156,9 @@ class OpenSearchIndex:
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
         """Replace each doc by memory_id. Every vector is checked before anything is sent."""
+        if self.binding is not None:
+            for memory, _ in docs:
+                self.binding.check(store, memory.scope.app_id, memory.scope.tenant_id)
         dim = self._dim(store)
         if dim is None:
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
@@ -147,21 +177,40 @@ class OpenSearchIndex:
         self._bulk(store, actions)
 
     def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        """Delete by id (unknown ids are fine). Finds each doc's routing first, so it sees what
-        has been refreshed: with refresh="false", a doc written a moment ago may be missed."""
+        """Delete the bound tenant's docs among `memory_ids` (others, and unknown ids, are left alone).
+
+        One delete-by-query per chunk: ids AND the tenant's terms, routed to its shard, so no id
+        alone ever selects a document. It sees what has been refreshed: with refresh="false", a doc
+        written a moment ago may be missed.
+        """
+        binding = self.binding
+        if binding is None:
+            raise Forbidden("an OpenSearch delete needs the tenant: use index.for_tenant(store, app, tenant)",
+                            code="tenant_required")
+        binding.check(store)
         ids = list(dict.fromkeys(memory_ids))
-        if not ids:
-            return
         alias = alias_name(self.prefix, store)
-        located = self._locate(alias, ids)
-        self._bulk(store, [(mid, {"delete": {"_index": alias, "_id": mid, "routing": routing}}, None)
-                           for mid, routing in located.items()])
+        for i in range(0, len(ids), DELETE_CHUNK):
+            body = tenant_delete_query(binding.store, binding.app_id, binding.tenant_id, ids[i:i + DELETE_CHUNK])
+            with boundary("delete"):
+                resp = self.client.delete_by_query(
+                    index=alias, body=body, routing=routing_key(binding.app_id, binding.tenant_id),
+                    params={"conflicts": "proceed", "refresh": "false" if self.refresh == "false" else "true"},
+                    ignore=404)
+            if _missing(resp):
+                return  # no index: nothing to delete
+            if resp.get("failures"):
+                first = resp["failures"][0]
+                raise from_status(first.get("status"), first.get("cause") or first, "delete",
+                                  failures=len(resp["failures"]))
 
     # -- search --------------------------------------------------------------------------------
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         k = min(max(query.k, 0), MAX_K)
         if k == 0:
             return IndexResult(keyword=[], vector=[])
+        if self.binding is not None:
+            self.binding.check(store, query.scope.app_id, query.scope.tenant_id)
         vector = None
         if query.vector is not None:
             # With the dimension known (the usual case) a bad vector is refused here; otherwise
@@ -206,22 +255,6 @@ class OpenSearchIndex:
                                    code="index_failed")
         self._dims[store] = dim = int(dims.pop())
         return dim
-
-    def _locate(self, alias: str, ids: list[str]) -> dict[str, str]:
-        """memory_id → routing of the docs that exist. Deletes need the routing and the port's
-        delete is by id only; an ids query (no content, no scores) is the only read that is not
-        a scoped search, and it runs across shards because the tenant is not known here."""
-        found: dict[str, str] = {}
-        for i in range(0, len(ids), LOCATE_CHUNK):
-            chunk = ids[i:i + LOCATE_CHUNK]
-            with boundary("locate"):
-                resp = self.client.search(index=alias, ignore=404, body={
-                    "size": len(chunk), "_source": False, "track_total_hits": False,
-                    "query": {"ids": {"values": chunk}}})
-            if _missing(resp):
-                return {}
-            found.update({h["_id"]: h["_routing"] for h in resp["hits"]["hits"]})
-        return found
 
     def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
         """Send index/delete actions in size-bounded requests, retrying the items answered 429.
