@@ -24,7 +24,7 @@ from opensearchpy.exceptions import AuthenticationException, AuthorizationExcept
 from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.tenant_auth import TokenClients, tenant_token
-from memlane.domain.errors import Forbidden
+from memlane.domain.errors import Conflict, Forbidden
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
 from tests.contract.test_index_contract import DIM, embed, mem, put
@@ -144,16 +144,46 @@ def test_a_tenants_credentials_cannot_read_another_tenants_document_by_id(confin
     assert docs[1]["_source"]["text"] == "alice likes zebra tea"
 
 
-def test_a_tenants_credentials_cannot_delete_another_tenants_documents(confined: OpenSearchIndex) -> None:
+def test_a_tenants_credentials_cannot_delete_or_overwrite_any_document(confined: OpenSearchIndex) -> None:
     _two_tenants(confined)
     alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
-    # A delete-by-query that forgot the tenant (and names bob's ids) deletes alice's documents only.
-    resp = alice.delete_by_query(index=alias, body={"query": {"match_all": {}}}, params={"refresh": "true"})
-    assert resp["deleted"] == 2
-    resp = alice.delete_by_query(index=alias, body={"query": {"ids": {"values": ["b1", "b2"]}}},
-                                 params={"refresh": "true"})
-    assert resp["deleted"] == 0
-    assert _ids(confined, "s1") == {"b1", "b2"}
+    bob = routing_key("app", "bob")
+    # DLS filters reads only: a principal that may write by id could reach any document, so the
+    # tenant's credentials write nothing — not by id, not by query, not in bulk.
+    with pytest.raises(AuthorizationException):
+        alice.delete(index=alias, id="b1", routing=bob)
+    with pytest.raises(AuthorizationException):
+        alice.delete_by_query(index=alias, body={"query": {"match_all": {}}})
+    with pytest.raises(AuthorizationException):
+        alice.index(index=alias, id="b2", routing=bob, body={"text": "overwritten"})
+    items = alice.bulk(body=[{"delete": {"_index": alias, "_id": "b1", "routing": bob}},
+                             {"index": {"_index": alias, "_id": "b2", "routing": bob}}, {"text": "x"}])["items"]
+    assert [(op, r["status"]) for item in items for op, r in item.items()] == [("delete", 403), ("index", 403)]
+    assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
+    assert confined.client.get(index=alias, id="b2", routing=bob)["_source"]["text"] == "bob zebra secret"
+
+
+def test_a_write_never_replaces_another_tenants_document_of_the_same_id(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alias = alias_name(os_index.prefix, "s1")
+    for writer in (os_index, os_index.for_tenant("s1", "app", "alice")):
+        with pytest.raises(Conflict) as caught:
+            put(writer, "s1", mem("a3", "alice new", tenant="alice"), mem("b1", "alice's text under bob's id", tenant="alice"))
+        assert caught.value.code == "index_id_conflict" and caught.value.details["conflict_ids"] == ["b1"]
+    got = os_index.client.get(index=alias, id="b1", routing=routing_key("app", "bob"))["_source"]
+    assert (got["tenant_id"], got["text"]) == ("bob", "bob likes zebra coffee")
+
+
+def test_a_tenant_rewrites_and_deletes_its_own_documents(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alice = os_index.for_tenant("s1", "app", "alice")
+    put(alice, "s1", mem("a1", "alice rewrote this", tenant="alice"))
+    put(alice, "s1", mem("a1", "and again", tenant="alice"))
+    alias = alias_name(os_index.prefix, "s1")
+    assert os_index.client.get(index=alias, id="a1", routing=routing_key("app", "alice"))["_source"]["text"] \
+        == "and again"
+    alice.delete("s1", ["a1", "a1", "a2"])
+    assert _ids(os_index, "s1") == {"b1", "b2"}
 
 
 def test_the_adapters_tenant_calls_go_through_the_engines_confinement(confined: OpenSearchIndex) -> None:

@@ -43,7 +43,7 @@ from ..tenant_binding import TenantBinding
 from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
 from .errors import INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
-from .queries import MAX_K, search_lines, tenant_delete_query
+from .queries import MAX_K, search_lines, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
@@ -52,7 +52,8 @@ KnnEngine = Literal["lucene", "faiss"]
 BULK_MAX_DOCS = 500
 BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
 BULK_ATTEMPTS = 6  # first try + retries of the items OpenSearch answered 429
-DELETE_CHUNK = 1000  # ids per delete-by-query
+LOOKUP_CHUNK = 1000  # ids per version lookup
+WRITE_ATTEMPTS = 3  # a write whose condition failed is looked up and tried again
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -95,6 +96,7 @@ class OpenSearchIndex:
         self.tenant_clients = tenant_clients  # None: tenants go through this client, confined by the adapter only
         self.binding: TenantBinding | None = None  # set on the copies for_tenant hands out
         self._root = self
+        self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -169,40 +171,21 @@ class OpenSearchIndex:
             if vector is None:  # cosine is undefined for it, and OpenSearch refuses it
                 raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
             latest[memory.memory_id] = (memory, vector)
-        alias = alias_name(self.prefix, store)
-        actions = [(m.memory_id,
-                    {"index": {"_index": alias, "_id": m.memory_id,
-                               "routing": routing_key(m.scope.app_id, m.scope.tenant_id)}},
-                    to_document(store, m, vec)) for m, vec in latest.values()]
-        self._bulk(store, actions)
+        groups: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = {}
+        for m, vec in latest.values():
+            groups.setdefault((m.scope.app_id, m.scope.tenant_id), {})[m.memory_id] = to_document(store, m, vec)
+        for (app_id, tenant_id), sources in groups.items():
+            self._write(store, app_id, tenant_id, sources)
 
     def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        """Delete the bound tenant's docs among `memory_ids` (others, and unknown ids, are left alone).
-
-        One delete-by-query per chunk: ids AND the tenant's terms, routed to its shard, so no id
-        alone ever selects a document. It sees what has been refreshed: with refresh="false", a doc
-        written a moment ago may be missed.
-        """
+        """Delete the bound tenant's docs among `memory_ids`; others, and unknown ids, are left alone.
+        It sees what has been refreshed: with refresh="false", a doc written a moment ago may be missed."""
         binding = self.binding
         if binding is None:
             raise Forbidden("an OpenSearch delete needs the tenant: use index.for_tenant(store, app, tenant)",
                             code="tenant_required")
         binding.check(store)
-        ids = list(dict.fromkeys(memory_ids))
-        alias = alias_name(self.prefix, store)
-        for i in range(0, len(ids), DELETE_CHUNK):
-            body = tenant_delete_query(binding.store, binding.app_id, binding.tenant_id, ids[i:i + DELETE_CHUNK])
-            with boundary("delete"):
-                resp = self.client.delete_by_query(
-                    index=alias, body=body, routing=routing_key(binding.app_id, binding.tenant_id),
-                    params={"conflicts": "proceed", "refresh": "false" if self.refresh == "false" else "true"},
-                    ignore=404)
-            if _missing(resp):
-                return  # no index: nothing to delete
-            if resp.get("failures"):
-                first = resp["failures"][0]
-                raise from_status(first.get("status"), first.get("cause") or first, "delete",
-                                  failures=len(resp["failures"]))
+        self._write(store, binding.app_id, binding.tenant_id, dict.fromkeys(memory_ids))
 
     # -- search --------------------------------------------------------------------------------
     def search(self, store: str, query: IndexQuery) -> IndexResult:
@@ -256,61 +239,126 @@ class OpenSearchIndex:
         self._dims[store] = dim = int(dims.pop())
         return dim
 
-    def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
-        """Send index/delete actions in size-bounded requests, retrying the items answered 429.
+    def _write(self, store: str, app_id: str, tenant_id: str, docs: dict[str, dict[str, Any] | None]) -> None:
+        """Index (a source) or delete (None) these ids of one tenant, each on the condition that the
+        document is the version the tenant itself can see.
+
+        The versions come from a lookup that carries the tenant twice: the query's terms, and the
+        tenant's own credentials when configured (the engine's DLS); then the writes are conditional
+        (``if_seq_no``/``if_primary_term``; ``create`` where the tenant sees nothing). So a document
+        the tenant cannot see — another tenant's, whatever its id — is never overwritten nor deleted:
+        such a write comes back 409. A 409 on the tenant's own document (written meanwhile, or not yet
+        refreshed) is retried after a refresh.
+        """
+        alias, routing = alias_name(self.prefix, store), routing_key(app_id, tenant_id)
+        pending = docs
+        for attempt in range(WRITE_ATTEMPTS):
+            seen = self._versions(alias, store, app_id, tenant_id, list(pending))
+            if seen is None:  # no index
+                if any(source is not None for source in pending.values()):
+                    self._dims.pop(store, None)
+                    raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
+                return
+            actions = []
+            for mid, source in pending.items():
+                header: dict[str, Any] = {"_index": alias, "_id": mid, "routing": routing}
+                if mid in seen:
+                    header["if_seq_no"], header["if_primary_term"] = seen[mid]
+                if source is None:
+                    if mid in seen:
+                        actions.append((mid, {"delete": header}, None))
+                else:
+                    actions.append((mid, {"index" if mid in seen else "create": header}, source))
+            conflicts = self._bulk(store, actions)
+            if not conflicts:
+                return
+            pending = {mid: docs[mid] for mid in conflicts}
+            if attempt < WRITE_ATTEMPTS - 1:
+                with boundary("refresh"):
+                    self._writer.indices.refresh(index=alias)
+        raise Conflict(f"{len(pending)} document ids of store '{store}' belong to another tenant's documents "
+                       f"(or kept changing): {sorted(pending)[:5]}", code="index_id_conflict",
+                       conflict_ids=sorted(pending))
+
+    def _versions(self, alias: str, store: str, app_id: str, tenant_id: str,
+                  ids: list[str]) -> dict[str, tuple[int, int]] | None:
+        """id → (seq_no, primary_term) of the docs among `ids` that the tenant can see; None: no index."""
+        found: dict[str, tuple[int, int]] = {}
+        for i in range(0, len(ids), LOOKUP_CHUNK):
+            chunk = ids[i:i + LOOKUP_CHUNK]
+            with boundary("lookup"):
+                resp = self.client.search(index=alias, routing=routing_key(app_id, tenant_id), ignore=404, body={
+                    "size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
+                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)})
+            if _missing(resp):
+                return None
+            found.update({h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
+        return found
+
+    def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> set[str]:
+        """Send write actions in size-bounded requests, retrying the items answered 429; return the
+        ids whose condition failed (409), for `_write` to look up again.
 
         A single request carries the configured refresh policy; a batch split into several
         requests is sent unrefreshed and made visible by one refresh at the end (a per-request
         wait_for would wait about a second per request).
         """
         if not actions:
-            return
+            return set()
         chunks = _chunks(actions)
         per_request: Refresh = self.refresh if len(chunks) == 1 else "false"
         failed: dict[str, str] = {}
+        conflicts: set[str] = set()
         for chunk in chunks:
-            failed.update(self._send(store, chunk, per_request))
+            chunk_failed, chunk_conflicts = self._send(store, chunk, per_request)
+            failed.update(chunk_failed)
+            conflicts |= chunk_conflicts
         if any(INDEX_NOT_FOUND in reason for reason in failed.values()):
             self._dims.pop(store, None)
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
         if len(chunks) > 1 and self.refresh != "false":  # also when some failed: the rest is written
             with boundary("refresh"):
-                self.client.indices.refresh(index=alias_name(self.prefix, store))
+                self._writer.indices.refresh(index=alias_name(self.prefix, store))
         if failed:
             sample = "; ".join(f"{mid}: {why}" for mid, why in list(failed.items())[:5])
             raise DependencyFailed(f"OpenSearch refused {len(failed)} of {len(actions)} documents of store "
                                    f"'{store}': {sample}", code="index_partial_failure", failed_ids=sorted(failed))
+        return conflicts
 
-    def _send(self, store: str, chunk: list[tuple[str, bytes]], refresh: Refresh) -> dict[str, str]:
-        """One bulk request (plus retries of its throttled items); the ids that failed for good."""
+    def _send(self, store: str, chunk: list[tuple[str, bytes]], refresh: Refresh) -> tuple[dict[str, str], set[str]]:
+        """One bulk request (plus retries of its throttled items): the ids that failed for good, and
+        those whose condition failed (409)."""
         failed: dict[str, str] = {}
+        conflicts: set[str] = set()
         pending = chunk
         for attempt in range(BULK_ATTEMPTS):
             try:
                 with boundary("bulk"):
                     # require_alias: a write to a dropped store fails instead of auto-creating an index.
-                    resp = self.client.bulk(body=b"".join(lines for _, lines in pending),
-                                            params={"refresh": refresh, "require_alias": "true"})
+                    resp = self._writer.bulk(body=b"".join(lines for _, lines in pending),
+                                             params={"refresh": refresh, "require_alias": "true"})
             except Retryable:
                 if attempt == BULK_ATTEMPTS - 1:
                     raise
                 self._sleep(backoff_delay(attempt))
                 continue
             if not resp.get("errors"):
-                return failed
+                return failed, conflicts
             throttled = []
             for (mid, lines), item in zip(pending, resp["items"]):
                 op, result = next(iter(item.items()))
                 status = int(result.get("status", 500))
                 if status < 300 or (op == "delete" and status == 404):
                     continue
-                if status in RETRYABLE_STATUSES:
+                if status == 409:
+                    conflicts.add(mid)
+                elif status in RETRYABLE_STATUSES:
                     throttled.append((mid, lines))
                 else:
                     failed[mid] = f"{status} {error_type(result.get('error'))}: " \
                                   f"{str((result.get('error') or {}).get('reason', ''))[:200]}"
             if not throttled:
-                return failed
+                return failed, conflicts
             pending = throttled
             self._sleep(backoff_delay(attempt))
         raise Retryable(f"OpenSearch kept throttling {len(pending)} documents of store '{store}'",

@@ -1,6 +1,6 @@
-"""The one place a query is built. Every search goes through `search_lines`, and every delete
-through `tenant_delete_query`: both always carry the store, app and tenant terms (and are sent
-with the tenant's routing); nothing else in the adapter builds a query over memory content.
+"""The one place a query is built. Every search goes through `search_lines`, and the lookup
+before every by-id write through `tenant_ids_query`: both always carry the store, app and tenant
+terms (and are sent with the tenant's routing); nothing else builds a query over memory content.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]
     return [{"term": {"store": store}}, {"term": {"app_id": app_id}}, {"term": {"tenant_id": tenant_id}}]
 
 
-def tenant_delete_query(store: str, app_id: str, tenant_id: str, ids: list[str]) -> dict[str, Any]:
-    """A delete-by-query body: these ids, and only if they are this tenant's."""
-    return {"query": {"bool": {"filter": [{"ids": {"values": ids}}, *tenant_terms(store, app_id, tenant_id)]}}}
+def tenant_ids_query(store: str, app_id: str, tenant_id: str, ids: list[str]) -> dict[str, Any]:
+    """These ids, and only if they are this tenant's: how a by-id write finds what it may touch."""
+    return {"bool": {"filter": [{"ids": {"values": ids}}, *tenant_terms(store, app_id, tenant_id)]}}
 
 
 def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
