@@ -20,6 +20,8 @@ def build_client(url: str, *, region: str = "us-east-1", sigv4: bool = False, se
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InvalidInput(f"OpenSearch URL must be http(s)://host[:port], got {url!r}", field="opensearch_url")
+    if sigv4 and (parsed.username or parsed.password):
+        raise InvalidInput("a SigV4-signed OpenSearch URL carries no user:password", field="opensearch_url")
     options: dict[str, Any] = {
         "hosts": [url],
         "http_compress": True,  # bulk bodies are mostly vectors: gzip roughly halves them

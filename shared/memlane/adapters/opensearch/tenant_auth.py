@@ -54,7 +54,7 @@ def tenant_token(key: bytes, store: str, app_id: str, tenant_id: str, *, now: fl
     return f"{signing_input}.{_b64url(signature)}"
 
 
-def _without_userinfo(url: str) -> str:
+def without_userinfo(url: str) -> str:
     """The URL minus any user:password: a tenant's client must never carry the service's login."""
     p = urlparse(url)
     host = p.hostname or ""
@@ -98,7 +98,7 @@ class TokenClients:
         self.key = base64.b64decode(key_b64)
         if len(self.key) < 32:
             raise ValueError("the tenant token key must be at least 32 bytes (base64)")
-        self.url, self.seconds = _without_userinfo(url), seconds
+        self.url, self.seconds = without_userinfo(url), seconds
         self._cache = _Cache(self._make, clock, max_clients)
 
     def client_for(self, store: str, app_id: str, tenant_id: str) -> OpenSearch:
