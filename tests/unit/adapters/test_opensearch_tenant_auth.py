@@ -57,3 +57,47 @@ def test_clients_are_cached_per_tenant_renewed_before_expiry_and_bounded() -> No
 def test_a_short_key_is_refused() -> None:
     with pytest.raises(ValueError):
         TokenClients("http://127.0.0.1:9200", base64.b64encode(b"short").decode())
+
+
+def test_on_aws_a_tenants_requests_are_signed_with_its_own_sts_session() -> None:
+    import boto3
+    import requests
+    from botocore.stub import ANY, Stubber
+
+    from memlane.adapters.opensearch.tenant_auth import SigV4Clients, TenantSessions
+
+    sts = boto3.client("sts", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="y")
+    stubber = Stubber(sts)
+    stubber.add_response("assume_role", {"Credentials": {
+        "AccessKeyId": "ASIATENANTALICE1", "SecretAccessKey": "s", "SessionToken": "t",
+        "Expiration": "2030-01-01T00:00:00Z"}}, {
+        "RoleArn": "arn:aws:iam::123456789012:role/TenantDataRole", "RoleSessionName": ANY,
+        "Tags": [{"Key": "store", "Value": "s1"}, {"Key": "app", "Value": "app"}, {"Key": "tenant", "Value": "alice"}],
+        "DurationSeconds": 900})
+    sessions = TenantSessions("arn:aws:iam::123456789012:role/TenantDataRole", region="eu-west-1", sts_client=sts)
+    clients = SigV4Clients("https://search.example.com", sessions.credentials_for, region="eu-west-1")
+    with stubber:
+        client = clients.client_for("s1", "app", "alice")
+    stubber.assert_no_pending_responses()
+    signed = client.transport.get_connection().session.auth(
+        requests.Request("POST", "https://search.example.com/_msearch").prepare())
+    assert signed.headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=ASIATENANTALICE1/")
+    assert signed.headers["X-Amz-Security-Token"] == "t"
+
+
+def test_bootstrap_gives_tenants_their_own_credentials_when_configured(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")  # the functions' own credentials (no call is made)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    from memlane.adapters.opensearch.tenant_auth import SigV4Clients
+    from memlane.bootstrap import _index
+    from memlane.config import Settings
+
+    key = base64.b64encode(KEY).decode()
+    local = _index(Settings(index="opensearch", opensearch_url="http://admin:pw@127.0.0.1:9", opensearch_tenant_key=key,
+                            data_dir=tmp_path))
+    assert isinstance(local.tenant_clients, TokenClients)
+    assert _index(Settings(index="opensearch", opensearch_url="http://127.0.0.1:9", data_dir=tmp_path)).tenant_clients \
+        is None
+    aws = _index(Settings(mode="aws", index="opensearch", opensearch_url="https://search.example.com",
+                          tenant_role_arn="arn:aws:iam::123456789012:role/TenantDataRole", data_dir=tmp_path))
+    assert isinstance(aws.tenant_clients, SigV4Clients)
