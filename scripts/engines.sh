@@ -251,8 +251,8 @@ ensure_opensearch() {
   rm -rf "$tmp"
 }
 
-# The security plugin with the demo TLS certificates (transport; HTTP stays plain on loopback), the admin
-# password, and memlane's tenant role appended to the plugin's role files (config.yml is written per start).
+# The security plugin with the demo TLS certificates (transport; HTTP stays plain on loopback) and the admin
+# password; memlane's configuration is written at each start (write_security_config).
 install_security() { # HOME ZIP
   local home="$1" tools="$1/plugins/opensearch-security/tools"
   log "installing the security plugin $KNN_VERSION"
@@ -263,15 +263,21 @@ install_security() { # HOME ZIP
     "$tools/install_demo_configuration.sh" -y -i -s >&2 || die "security demo configuration failed"
   grep -q '^plugins.security.ssl.transport.pemcert_filepath' "$home/config/opensearch.yml" ||
     die "the security demo configuration wrote no TLS settings into $home/config/opensearch.yml"
-  cat "$SECURITY_CONF_SRC/roles.yml" >>"$home/config/opensearch-security/roles.yml"
-  cat "$SECURITY_CONF_SRC/roles_mapping.yml" >>"$home/config/opensearch-security/roles_mapping.yml"
+  local f
+  for f in roles roles_mapping; do # the plugin's own files, which each start extends with memlane's
+    cp "$home/config/opensearch-security/$f.yml" "$home/config/opensearch-security/$f.yml.dist"
+  done
   printf '%s\n' "$ADMIN_PASSWORD" >"$home/.admin-password"
   chmod 600 "$home/.admin-password"
 }
 
-# config.yml with a fresh token signing key: read into the security index when the (fresh) node starts.
+# The security configuration the (fresh) node reads into its security index when it starts: config.yml with
+# a fresh token signing key, and the plugin's roles extended with infra/opensearch/security's as they are now.
 write_security_config() {
-  local key
+  local key f dir="$OS_HOME/config/opensearch-security"
+  for f in roles roles_mapping; do
+    cat "$dir/$f.yml.dist" "$SECURITY_CONF_SRC/$f.yml" >"$dir/$f.yml"
+  done
   key="$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"
   sed "s|__MEMLANE_JWT_KEY__|$key|" "$SECURITY_CONF_SRC/config.yml" >"$OS_HOME/config/opensearch-security/config.yml"
   printf '%s\n' "$key" >"$OS_JWT_KEY_FILE"
