@@ -16,11 +16,12 @@
   Batches split into several bulk requests are refreshed once at the end instead.
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
 - Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
-  with that tenant's own credentials when `tenant_clients` is configured (the security plugin's
-  document-level security, or IAM on AWS, confines them to its documents). A bound index refuses
-  calls naming another tenant, and deletes by query: ids AND the tenant's store/app/tenant terms,
-  routed to its shard. Nothing is ever looked up or deleted by id alone; the unbound (service)
-  index does not delete by id at all.
+  reading with that tenant's own credentials when `tenant_clients` is configured (the security
+  plugin's document-level security confines them to its documents; they may not write). A bound
+  index refuses calls naming another tenant. Every write — upsert or delete — is the service's,
+  conditional on the version a lookup *as the tenant* saw (ids AND the tenant's terms, routed to its
+  shard; `_write`), so nothing is read, overwritten or deleted by id alone, and the unbound
+  (service) index does not delete at all.
 """
 
 from __future__ import annotations
