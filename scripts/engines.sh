@@ -6,16 +6,19 @@
 #   scripts/engines.sh status   # what runs (exit 0: both up and healthy, 3: not)
 #   scripts/engines.sh env      # print `export KEY=VALUE` lines: eval "$(scripts/engines.sh env)"
 #
-# OpenSearch: the integ-test zip from Maven Central + the k-NN plugin zip (same version), plus the
-#   lang-painless and analysis-common modules rebuilt from their Maven Central jars (the integ-test zip
-#   ships only transport-netty4, and k-NN extends lang-painless). Single node, security-free, 512 MB heap.
+# OpenSearch: the integ-test zip from Maven Central + the k-NN and security plugin zips (same version),
+#   plus the lang-painless, analysis-common and reindex modules rebuilt from their Maven Central jars (the
+#   integ-test zip ships only transport-netty4; k-NN extends lang-painless; reindex gives _delete_by_query).
+#   Single node, 512 MB heap. Security: demo certificates on the transport layer, plain HTTP with basic
+#   auth for the admin user and HS256 tokens for tenants (infra/opensearch/security/).
 # DynamoDB: moto's server (PyPI, Apache-2.0) in a venv in the cache, in memory. Amazon's DynamoDB Local is
 #   not used: it is under the vendor's own licence terms, which this project's environment rules out.
 #
 # Settings (environment): MEMLANE_ENGINES_DIR (cache, default ~/.cache/memlane-engines),
 #   MEMLANE_OPENSEARCH_VERSION (2.19.1), MEMLANE_MOTO_VERSION (5.2.5), MEMLANE_OPENSEARCH_PORT,
 #   MEMLANE_DYNAMODB_PORT (default: a free port), MEMLANE_ENGINES_TIMEOUT (seconds, 180),
-#   MEMLANE_ENGINES_JAVA_HOME (a Java 11..23 for OpenSearch; default: JAVA_HOME, java on PATH, Java 17).
+#   MEMLANE_ENGINES_JAVA_HOME (a Java 11..23 for OpenSearch; default: JAVA_HOME, java on PATH, Java 17),
+#   MEMLANE_OPENSEARCH_ADMIN_PASSWORD (the admin user's password, set when the cache is first built).
 # See docs/engines.md.
 set -euo pipefail
 
@@ -28,8 +31,14 @@ DEP_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 OS_ZIP_GAV="org.opensearch.distribution.integ-test-zip:opensearch:${OS_VERSION}:zip"
 KNN_ZIP_GAV="org.opensearch.plugin:opensearch-knn:${KNN_VERSION}:zip"
+SEC_ZIP_GAV="org.opensearch.plugin:opensearch-security:${KNN_VERSION}:zip"
+# Maven Central publishes no checksum files for the security zip, so Maven cannot verify it: we pin its hash.
+SEC_ZIP_SHA256_2_19_1_0="94a04f12ac6033902209fac1e4e512618d45beee604bbf0e42c3ed79c55220cf"
+ADMIN_PASSWORD="${MEMLANE_OPENSEARCH_ADMIN_PASSWORD:-mL7-q2Zx-Engines9k}"
 # module name -> Maven artifact (jar + its runtime deps form the module directory)
-OS_MODULES=(lang-painless analysis-common)
+OS_MODULES=(lang-painless analysis-common reindex)
+module_artifact() { case "$1" in reindex) echo reindex-client ;; *) echo "$1" ;; esac; }
+SECURITY_CONF_SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/infra/opensearch/security"
 
 DOWNLOADS="$CACHE/downloads"
 OS_HOME="$CACHE/opensearch-${OS_VERSION}"
@@ -38,6 +47,7 @@ RUN="$CACHE/run"
 OS_RUN="$RUN/opensearch"
 OS_PID="$RUN/opensearch.pid"
 OS_PORT_FILE="$RUN/opensearch.port"
+OS_JWT_KEY_FILE="$RUN/opensearch.jwt-key"
 DDB_PID="$RUN/dynamodb.pid"
 DDB_PORT_FILE="$RUN/dynamodb.port"
 DDB_LOG="$RUN/dynamodb.log"
@@ -97,6 +107,21 @@ mvn_copy() { # GAV FILE: resolve through the local Maven repository (~/.m2), the
   mvn -B -C "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$tmp" -Dmdep.useBaseVersion=true \
     >"$tmp/mvn.log" 2>&1 || { tail -n 30 "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "Maven could not resolve $1"; }
   for f in "$tmp"/*.zip; do mv "$f" "$2"; done # rename: a half-copied file never looks complete
+  rm -rf "$tmp"
+  [[ -s "$2" ]] || die "Maven resolved $1 but no zip came out"
+}
+
+mvn_copy_pinned() { # GAV FILE SHA256: for artifacts Central serves without checksum files; we check the hash
+  local tmp f sum
+  log "resolving $1 (Maven, hash pinned here)"
+  tmp="$(mktemp -d "$CACHE/.fetch.XXXXXX")"
+  mvn -B -c "$DEP_PLUGIN:copy" -Dartifact="$1" -DoutputDirectory="$tmp" -Dmdep.useBaseVersion=true \
+    >"$tmp/mvn.log" 2>&1 || { tail -n 30 "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "Maven could not resolve $1"; }
+  for f in "$tmp"/*.zip; do
+    sum="$(sha256sum "$f" | cut -d' ' -f1)"
+    [[ -z "$3" || "$sum" == "$3" ]] || { rm -rf "$tmp"; die "$1: sha256 $sum, expected $3"; }
+    mv "$f" "$2"
+  done
   rm -rf "$tmp"
   [[ -s "$2" ]] || die "Maven resolved $1 but no zip came out"
 }
@@ -161,6 +186,12 @@ EOF
         classname="org.opensearch.analysis.common.CommonAnalysisModulePlugin"
       extended="lang-painless"
       ;;
+    reindex) # _reindex, _update_by_query, _delete_by_query (remote reindex is not used, so no socket policy)
+      description="The Reindex module adds APIs to reindex from one index to another or update documents in place."
+      classname="org.opensearch.index.reindex.ReindexPlugin"
+      unzip -l "$dir/reindex-client-${OS_VERSION}.jar" 2>/dev/null | grep -q 'reindex/ReindexModulePlugin.class' &&
+        classname="org.opensearch.index.reindex.ReindexModulePlugin"
+      ;;
     *) die "no descriptor known for module $name" ;;
   esac
   cat >"$dir/plugin-descriptor.properties" <<EOF
@@ -175,22 +206,26 @@ has.native.controller=false
 EOF
 }
 
+READY_MARK=".memlane-ready-security" # a cache built before the security plugin came is built again
+
 ensure_opensearch() {
-  if [[ -f "$OS_HOME/.memlane-ready" ]]; then
-    log "OpenSearch $OS_VERSION + k-NN $KNN_VERSION: cached in $OS_HOME"
+  if [[ -f "$OS_HOME/$READY_MARK" ]]; then
+    log "OpenSearch $OS_VERSION + k-NN + security $KNN_VERSION: cached in $OS_HOME"
     return 0
   fi
   need mvn
   mkdir -p "$DOWNLOADS"
   local os_zip="$DOWNLOADS/opensearch-${OS_VERSION}.zip" knn_zip="$DOWNLOADS/opensearch-knn-${KNN_VERSION}.zip"
+  local sec_zip="$DOWNLOADS/opensearch-security-${KNN_VERSION}.zip" sec_sum_var="SEC_ZIP_SHA256_${KNN_VERSION//./_}"
   rm -rf "$CACHE"/.fetch.* "$CACHE"/.unpack.* # leftovers of an interrupted first run (we hold the lock)
   [[ -s "$os_zip" ]] || mvn_copy "$OS_ZIP_GAV" "$os_zip"
   [[ -s "$knn_zip" ]] || mvn_copy "$KNN_ZIP_GAV" "$knn_zip"
+  [[ -s "$sec_zip" ]] || mvn_copy_pinned "$SEC_ZIP_GAV" "$sec_zip" "${!sec_sum_var:-}"
   local m
   for m in "${OS_MODULES[@]}"; do
     if [[ ! -f "$DOWNLOADS/module-$m/.done" ]]; then
       rm -rf "$DOWNLOADS/module-$m"
-      mvn_copy_with_deps "org.opensearch.plugin:$m:$OS_VERSION" "$DOWNLOADS/module-$m"
+      mvn_copy_with_deps "org.opensearch.plugin:$(module_artifact "$m"):$OS_VERSION" "$DOWNLOADS/module-$m"
       touch "$DOWNLOADS/module-$m/.done" # written last: a partial directory is fetched again
     fi
   done
@@ -209,11 +244,47 @@ ensure_opensearch() {
   OPENSEARCH_JAVA_HOME="$JAVA_FOR_OS" OPENSEARCH_PATH_CONF="$home/config" \
     "$home/bin/opensearch-plugin" install --batch "file://$knn_zip" >&2 ||
     die "k-NN plugin install failed"
-  touch "$home/.memlane-ready"
+  install_security "$home" "$sec_zip"
+  touch "$home/$READY_MARK"
   rm -rf "$OS_HOME"
   mv "$home" "$OS_HOME"
   rm -rf "$tmp"
 }
+
+# The security plugin with the demo TLS certificates (transport; HTTP stays plain on loopback) and the admin
+# password; memlane's configuration is written at each start (write_security_config).
+install_security() { # HOME ZIP
+  local home="$1" tools="$1/plugins/opensearch-security/tools"
+  log "installing the security plugin $KNN_VERSION"
+  OPENSEARCH_JAVA_HOME="$JAVA_FOR_OS" OPENSEARCH_PATH_CONF="$home/config" \
+    "$home/bin/opensearch-plugin" install --batch "file://$2" >&2 || die "security plugin install failed"
+  chmod +x "$tools"/*.sh
+  OPENSEARCH_INITIAL_ADMIN_PASSWORD="$ADMIN_PASSWORD" JAVA_HOME="$JAVA_FOR_OS" OPENSEARCH_PATH_CONF="$home/config" \
+    "$tools/install_demo_configuration.sh" -y -i -s >&2 || die "security demo configuration failed"
+  grep -q '^plugins.security.ssl.transport.pemcert_filepath' "$home/config/opensearch.yml" ||
+    die "the security demo configuration wrote no TLS settings into $home/config/opensearch.yml"
+  local f
+  for f in roles roles_mapping; do # the plugin's own files, which each start extends with memlane's
+    cp "$home/config/opensearch-security/$f.yml" "$home/config/opensearch-security/$f.yml.dist"
+  done
+  printf '%s\n' "$ADMIN_PASSWORD" >"$home/.admin-password"
+  chmod 600 "$home/.admin-password"
+}
+
+# The security configuration the (fresh) node reads into its security index when it starts: config.yml with
+# a fresh token signing key, and the plugin's roles extended with infra/opensearch/security's as they are now.
+write_security_config() {
+  local key f dir="$OS_HOME/config/opensearch-security"
+  for f in roles roles_mapping; do
+    cat "$dir/$f.yml.dist" "$SECURITY_CONF_SRC/$f.yml" >"$dir/$f.yml"
+  done
+  key="$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"
+  sed "s|__MEMLANE_JWT_KEY__|$key|" "$SECURITY_CONF_SRC/config.yml" >"$OS_HOME/config/opensearch-security/config.yml"
+  printf '%s\n' "$key" >"$OS_JWT_KEY_FILE"
+  chmod 600 "$OS_JWT_KEY_FILE"
+}
+
+admin_password() { cat "$OS_HOME/.admin-password" 2>/dev/null || printf '%s\n' "$ADMIN_PASSWORD"; }
 
 ensure_moto() {
   if [[ -f "$MOTO_VENV/.memlane-ready" ]]; then
@@ -229,9 +300,10 @@ ensure_moto() {
 }
 
 # ---------------------------------------------------------------- health
-os_healthy() { # PORT
-  curl -fsS -o /dev/null --max-time 5 "http://127.0.0.1:$1/" 2>/dev/null &&
-    curl -fsS --max-time 10 "http://127.0.0.1:$1/_cluster/health?wait_for_status=yellow&timeout=5s" 2>/dev/null |
+os_healthy() { # PORT (a node still initialising its security index answers 503)
+  local auth="admin:$(admin_password)"
+  curl -fsS -o /dev/null --max-time 5 -u "$auth" "http://127.0.0.1:$1/" 2>/dev/null &&
+    curl -fsS --max-time 10 -u "$auth" "http://127.0.0.1:$1/_cluster/health?wait_for_status=yellow&timeout=5s" 2>/dev/null |
     grep -qE '"status":"(yellow|green)"'
 }
 
@@ -279,6 +351,7 @@ launch_opensearch() {
   # Fresh data and logs on each start: tests get an empty cluster, and a stale node never blocks startup.
   rm -rf "$OS_RUN/data" "$OS_RUN/logs"
   mkdir -p "$OS_RUN/data" "$OS_RUN/logs"
+  write_security_config
   local libdir="" d
   for d in "$OS_HOME/plugins/opensearch-knn/lib" "$OS_HOME/plugins/opensearch-knn/knnlib"; do
     if compgen -G "$d/*.so" >/dev/null; then libdir="$d${libdir:+:$libdir}"; fi
@@ -305,6 +378,7 @@ launch_opensearch() {
       -Ehttp.port="$port" -Etransport.port="$tport" \
       -Epath.data="$OS_RUN/data" -Epath.logs="$OS_RUN/logs" \
       -Ecluster.routing.allocation.disk.threshold_enabled=false \
+      -Eplugins.security.ssl.http.enabled=false -Eplugins.security.audit.type=noop \
       </dev/null >"$OS_RUN/logs/stdout.log" 2>&1 9>&-
   ) || {
     tail -n 40 "$OS_RUN/logs/stdout.log" >&2 || true
@@ -347,7 +421,8 @@ knn_engine() { # which k-NN engine this install can serve: faiss if its JNI libr
 write_env() {
   local tmp="$ENV_FILE.tmp.$$"
   {
-    echo "MEMLANE_OPENSEARCH_URL=http://127.0.0.1:$(cat "$OS_PORT_FILE")"
+    echo "MEMLANE_OPENSEARCH_URL=http://admin:$(admin_password)@127.0.0.1:$(cat "$OS_PORT_FILE")"
+    echo "MEMLANE_OPENSEARCH_TENANT_KEY=$(cat "$OS_JWT_KEY_FILE" 2>/dev/null)"
     echo "MEMLANE_DYNAMODB_ENDPOINT=http://127.0.0.1:$(cat "$DDB_PORT_FILE")"
     echo "MEMLANE_OPENSEARCH_KNN_ENGINE=$(knn_engine)"
   } >"$tmp"
@@ -398,7 +473,7 @@ cmd_stop() {
   mkdir -p "$RUN"
   stop_one "DynamoDB (moto)" "$DDB_PID" "$DDB_PATTERN"
   stop_one OpenSearch "$OS_PID" "$OS_PATTERN"
-  rm -f "$ENV_FILE" "$OS_PORT_FILE" "$DDB_PORT_FILE"
+  rm -f "$ENV_FILE" "$OS_PORT_FILE" "$DDB_PORT_FILE" "$OS_JWT_KEY_FILE"
 }
 
 cmd_status() {

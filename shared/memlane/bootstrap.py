@@ -133,9 +133,19 @@ def _index(settings: Settings) -> Index:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         return EmbeddedIndex(settings.data_dir / "index.db")
     from .adapters.opensearch.index import OpenSearchIndex
+    from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients
 
-    return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region,
-                                    sigv4=settings.opensearch_sigv4 and settings.mode == "aws")
+    sigv4 = settings.opensearch_sigv4 and settings.mode == "aws"
+    # Each tenant's calls with its own credentials, which the engine confines to its documents:
+    # on AWS the tenant's STS session (the one that confines its DynamoDB items), else a tenant token.
+    tenant_clients: TenantClients | None = None
+    if sigv4 and settings.tenant_role_arn:
+        sessions = TenantSessions(settings.tenant_role_arn, region=settings.aws_region)
+        tenant_clients = SigV4Clients(settings.opensearch_url, sessions.credentials_for, region=settings.aws_region)
+    elif settings.opensearch_tenant_key:
+        tenant_clients = TokenClients(settings.opensearch_url, settings.opensearch_tenant_key)
+    return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region, sigv4=sigv4,
+                                    tenant_clients=tenant_clients)
 
 
 def _embedder(settings: Settings) -> Embedder:

@@ -30,6 +30,9 @@ class Settings(BaseModel):
     dynamodb_endpoint: str = ""
     opensearch_url: str = ""
     opensearch_sigv4: bool = True
+    # Self-managed OpenSearch with the security plugin: base64 key of its jwt auth domain. Set, each
+    # tenant's index calls carry a token the engine confines to that tenant (docs/index-confinement.md).
+    opensearch_tenant_key: str = ""
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
     bedrock_llm_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"

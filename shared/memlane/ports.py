@@ -169,10 +169,19 @@ class Index(Protocol):
 
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None: ...
 
-    def delete(self, store: str, memory_ids: Sequence[str]) -> None: ...
+    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
+        """Delete by id, on an index bound by `for_tenant` only: of the ids, those of the bound
+        tenant are deleted, any other is left alone (an unbound index may refuse)."""
+        ...
 
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         """Both ranked lists in one round trip, each already limited to the query's scope."""
+        ...
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> "Index":
+        """This index as one authorized tenant uses it: it writes, finds and deletes only that tenant's
+        documents of that store, and refuses calls naming another (on OpenSearch, with the tenant's
+        own credentials, which the engine confines to its documents). Bind once the tenant is known."""
         ...
 
 

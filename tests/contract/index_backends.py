@@ -35,7 +35,11 @@ def _opensearch() -> Iterator[Index]:
     if not url:
         pytest.skip("MEMLANE_OPENSEARCH_URL is not set; the OpenSearch index runs in the integration suite")
     from memlane.adapters.opensearch.index import OpenSearchIndex
-    idx: Any = OpenSearchIndex.from_url(url, index_prefix=f"contract-{uuid.uuid4().hex[:10]}")
+    from memlane.adapters.opensearch.tenant_auth import TokenClients
+
+    key = os.environ.get("MEMLANE_OPENSEARCH_TENANT_KEY")  # tenants with their own, engine-confined tokens
+    idx: Any = OpenSearchIndex.from_url(url, index_prefix=f"contract-{uuid.uuid4().hex[:10]}",
+                                        tenant_clients=TokenClients(url, key) if key else None)
     try:
         yield idx
     finally:

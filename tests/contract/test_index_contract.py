@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from memlane.domain.errors import Conflict, InvalidInput, NotFound
+from memlane.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
 from memlane.domain.models import Memory, MemoryStatus, MemoryType
 from memlane.domain.scope import DEFAULT, Scope, ScopeFilter
 from memlane.ports import Index, IndexQuery, IndexResult
@@ -287,12 +287,37 @@ def test_unknown_tenant_app_or_store_sees_nothing(placed: Index) -> None:
     assert search(placed, "s3", "zebra", k=100) == IndexResult(keyword=[], vector=[])
 
 
+def test_a_tenants_delete_naming_every_neighbours_id_removes_only_its_own(placed: Index) -> None:
+    placed.for_tenant("s1", "app", "t1").delete("s1", sorted(PLACES))  # prefix tenants, apps, stores too
+    for memory_id, (store, app, tenant, agent, run) in PLACES.items():
+        found = both(search(placed, store, "zebra", app=app, tenant=tenant, k=100))
+        assert (memory_id in found) == (memory_id not in T1), memory_id
+
+
+def test_a_tenant_bound_index_refuses_calls_naming_another_tenant_or_store(placed: Index) -> None:
+    t1 = placed.for_tenant("s1", "app", "t1")
+    with pytest.raises(Forbidden):
+        put(t1, "s1", mem("new", "zebra new", tenant="t1"), mem("t2-a1-r1", "overwrite", tenant="t2"))
+    with pytest.raises(Forbidden):
+        put(t1, "s2", mem("new", "zebra new", tenant="t1"))
+    with pytest.raises(Forbidden):
+        search(t1, "s1", "zebra", tenant="t1x")
+    with pytest.raises(Forbidden):
+        t1.delete("s2", ["s2-t1-a1-r1"])
+    with pytest.raises(Forbidden):
+        t1.drop_store("s1")
+    assert both(search(t1, "s1", "zebra", k=100)) == T1  # its own scope still works
+    assert both(search(placed, "s1", "zebra", tenant="t2", k=100)) == {"t2-a1-r1"}
+    assert both(search(placed, "s2", "zebra", k=100)) == {"s2-t1-a1-r1"}
+    assert ids(search(placed, "s1", "new").keyword) == []
+
+
 def test_same_memory_id_in_two_stores_is_two_docs(ready: Index) -> None:
     put(ready, "s1", mem("m1", "zebra lives in store one"))
     put(ready, "s2", mem("m1", "giraffe lives in store two"))
     assert ids(search(ready, "s1", "giraffe").keyword) == []
     assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
-    ready.delete("s1", ["m1"])
+    ready.for_tenant("s1", "app", "t1").delete("s1", ["m1"])
     assert ids(search(ready, "s1", "zebra").keyword) == []
     assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
 
@@ -453,13 +478,14 @@ def test_duplicate_ids_in_one_batch_keep_the_last(ready: Index) -> None:
 def test_delete_removes_from_both_signals(ready: Index) -> None:
     put(ready, "s1", *CORPUS)
     assert ids(search(ready, "s1", "puppy").vector)[0] == "dog"
-    ready.delete("s1", ["dog", "car"])
+    tenant = ready.for_tenant("s1", "app", "t1")
+    tenant.delete("s1", ["dog", "car"])
     result = search(ready, "s1", "Bob adopted a puppy last spring", k=100)
     assert "dog" not in ids(result.keyword) and "dog" not in ids(result.vector)
     assert "car" not in ids(result.vector)
     assert len(result.vector) == len(CORPUS) - 2
-    ready.delete("s1", ["dog", "never-existed"])  # idempotent, unknown ids are fine
-    ready.delete("s1", [])
+    tenant.delete("s1", ["dog", "never-existed"])  # idempotent, unknown ids are fine
+    tenant.delete("s1", [])
     assert ids(search(ready, "s1", "guitar").keyword) == ["guitar"]
 
 

@@ -140,7 +140,12 @@ def iam_document(name: str, **placeholders: str) -> dict:
 def test_tenant_data_role_policy_is_the_infra_document() -> None:
     from tests.isolation import template_policies as tpl
 
-    assert tpl.tenant_data_policy() == iam_document("tenant-data-policy.json", TableArn=tpl.TABLE_ARN)
+    # its DynamoDB statements, then its read-only index statement (docs/index-confinement.md)
+    domain = f"arn:aws:es:{tpl.REGION}:{tpl.ACCOUNT}:domain/*"
+    documents = [iam_document("tenant-data-policy.json", TableArn=tpl.TABLE_ARN),
+                 iam_document("tenant-index-policy.json", DomainArn=domain)]
+    assert tpl.tenant_data_policy() == {"Version": "2012-10-17",
+                                        "Statement": [s for d in documents for s in d["Statement"]]}
 
 
 def test_tenant_data_role_trusts_exactly_the_function_roles_of_the_infra_document() -> None:

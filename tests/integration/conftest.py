@@ -37,10 +37,19 @@ def index_prefix() -> str:
 def os_index(opensearch_url: str, index_prefix: str) -> Iterator[OpenSearchIndex]:
     from memlane.adapters.opensearch.index import OpenSearchIndex
 
-    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix)
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix, tenant_clients=tenant_clients(opensearch_url))
     yield idx
     drop_prefix(idx.client, index_prefix)
     idx.close()
+
+
+def tenant_clients(url: str):  # type: ignore[no-untyped-def]
+    """Tenants' own tokens when the engine has the security plugin (scripts/engines.sh installs it):
+    every tenant-bound call of the integration suite then goes through the engine's confinement."""
+    from memlane.adapters.opensearch.tenant_auth import TokenClients
+
+    key = os.environ.get("MEMLANE_OPENSEARCH_TENANT_KEY")
+    return TokenClients(url, key) if key else None
 
 
 def drop_prefix(client, prefix: str) -> None:  # type: ignore[no-untyped-def]

@@ -87,7 +87,8 @@ def test_filters_run_in_the_engine(os_deps, store) -> None:  # type: ignore[no-u
 
 def test_deleted_memory_leaves_the_index(os_deps, store) -> None:  # type: ignore[no-untyped-def]
     [hit] = search.search(os_deps, store, query="beagle Max", scope=U1, top_k=1)
-    memories.delete(os_deps, store, app_id="app", tenant_id="u1", memory_id=hit.memory.memory_id)
+    memories.delete(os_deps.for_tenant(store, "app", "u1"), store, app_id="app", tenant_id="u1",
+                    memory_id=hit.memory.memory_id)
     raw = os_deps.index.search(store, IndexQuery(scope=ScopeFilter(**U1), text="beagle Max", k=10))
     assert hit.memory.memory_id not in [h.memory_id for h in raw.keyword]
 
@@ -125,7 +126,8 @@ def test_reindex_restores_search_after_the_index_is_dropped(os_deps, store) -> N
                  text="Ann used to live in Chicago.", created_at=now, updated_at=now, status=MemoryStatus.SUPERSEDED)
     os_deps.repo.put_memory(store, old)
     [gone] = search.search(os_deps, store, query="Boston marathon", scope=U1, top_k=1)
-    memories.delete(os_deps, store, app_id="app", tenant_id="u1", memory_id=gone.memory.memory_id)
+    memories.delete(os_deps.for_tenant(store, "app", "u1"), store, app_id="app", tenant_id="u1",
+                    memory_id=gone.memory.memory_id)
     before = {q: texts(search.search(os_deps, store, query=q, scope=scope, top_k=3))
               for q, scope in [("beagle", U1), ("Which cuisine does she enjoy?", U1), ("Rex", U2)]}
 

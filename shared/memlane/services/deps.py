@@ -55,8 +55,8 @@ class Deps:
 
     def for_tenant(self, store: str, app_id: str, tenant_id: str) -> "Deps":
         """These deps as one authorized tenant uses them: global partitions through the service's own
-        table, tenant partitions through the tenant's table. Bind once the tenant is known (after the
-        grant check, or from the job's own record) — never from a key being built."""
+        table, tenant partitions through the tenant's table, the index bound to the tenant. Bind once the
+        tenant is known (after the grant check, or from the job's own record) — never from a key being built."""
         own = self.table.global_table if isinstance(self.table, SplitTable) else self.table
         tenant = self.tenant_tables.for_tenant(store, app_id, tenant_id) if self.tenant_tables is not None else own
-        return replace(self, table=SplitTable(own, tenant))
+        return replace(self, table=SplitTable(own, tenant), index=self.index.for_tenant(store, app_id, tenant_id))

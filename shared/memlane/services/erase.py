@@ -106,7 +106,7 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     if memory_ids:
-        deps.index.delete(store, memory_ids)
+        tenant.index.delete(store, memory_ids)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
     guards = [deps.repo.request_pointer_key(store, app_id, tenant_id, i["request_id"]) for i in items
               if i["sk"].startswith("TASK#")]

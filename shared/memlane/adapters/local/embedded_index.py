@@ -38,6 +38,7 @@ from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound,
 from ...domain.models import Memory, validate_store_name
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult
+from ..tenant_binding import TenantBinding
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -286,10 +287,11 @@ class EmbeddedIndex:
             for key in touched:
                 self._evict(key)
 
-    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
+    def delete(self, store: str, memory_ids: Sequence[str], *, tenant: tuple[str, str] | None = None) -> None:
+        """Delete by id; with `tenant` (app_id, tenant_id), only the ids of that tenant."""
         with self._lock:
             with self._write():
-                touched = self._remove(store, list(memory_ids))
+                touched = self._remove(store, list(memory_ids), tenant)
             for key in touched:
                 self._evict(key)
 
@@ -318,6 +320,9 @@ class EmbeddedIndex:
                 return
             last = rows[-1][0]
             yield from (IndexedDoc(*row[1:]) for row in rows)
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> TenantEmbeddedIndex:
+        return TenantEmbeddedIndex(self, TenantBinding.of(store, app_id, tenant_id))
 
     def count(self, store: str) -> int:
         with self._lock:
@@ -476,14 +481,17 @@ class EmbeddedIndex:
         row = self._db.execute("SELECT dim FROM stores WHERE store = ?", (store,)).fetchone()
         return None if row is None else int(row[0])
 
-    def _remove(self, store: str, memory_ids: list[str]) -> set[tuple[str, str, str]]:
-        """Delete docs by id; return the (store, app, tenant) keys whose vectors changed."""
+    def _remove(self, store: str, memory_ids: list[str],
+                tenant: tuple[str, str] | None = None) -> set[tuple[str, str, str]]:
+        """Delete docs by id (of `tenant` only, when given); return the (store, app, tenant) keys
+        whose vectors changed."""
         touched: set[tuple[str, str, str]] = set()
+        only = "" if tenant is None else " AND app_id = ? AND tenant_id = ?"
         for i in range(0, len(memory_ids), _CHUNK):
             chunk = memory_ids[i:i + _CHUNK]
             marks = ", ".join("?" * len(chunk))
-            rows = self._db.execute(f"DELETE FROM docs WHERE store = ? AND memory_id IN ({marks}) "
-                                    "RETURNING app_id, tenant_id", [store, *chunk]).fetchall()
+            rows = self._db.execute(f"DELETE FROM docs WHERE store = ? AND memory_id IN ({marks}){only} "
+                                    "RETURNING app_id, tenant_id", [store, *chunk, *(tenant or ())]).fetchall()
             touched |= {(store, app, tenant) for app, tenant in rows}
         return touched
 
@@ -497,3 +505,33 @@ class EmbeddedIndex:
             json.dumps(m.metadata, default=str), m.importance, m.text, m.keywords,
             _tenant_key(store, m.scope.app_id, m.scope.tenant_id),
         )
+
+
+class TenantEmbeddedIndex:
+    """An `EmbeddedIndex` bound to one tenant (`Index.for_tenant`): calls naming another store or
+    tenant are refused, and deletes touch only the tenant's documents."""
+
+    def __init__(self, index: EmbeddedIndex, binding: TenantBinding):
+        self._index, self.binding = index, binding
+
+    def ensure_store(self, store: str, dim: int) -> None:
+        self.binding.check_lifecycle(store)
+
+    def drop_store(self, store: str) -> None:
+        self.binding.check_lifecycle(store)
+
+    def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+        for memory, _ in docs:
+            self.binding.check(store, memory.scope.app_id, memory.scope.tenant_id)
+        self._index.upsert(store, docs)
+
+    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
+        self.binding.check(store)
+        self._index.delete(store, memory_ids, tenant=(self.binding.app_id, self.binding.tenant_id))
+
+    def search(self, store: str, query: IndexQuery) -> IndexResult:
+        self.binding.check(store, query.scope.app_id, query.scope.tenant_id)
+        return self._index.search(store, query)
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> TenantEmbeddedIndex:
+        return self._index.for_tenant(store, app_id, tenant_id)

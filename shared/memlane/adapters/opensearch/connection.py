@@ -13,10 +13,15 @@ from ...domain.errors import DependencyFailed, InvalidInput
 TIMEOUT_S = 30
 
 
-def build_client(url: str, *, region: str = "us-east-1", sigv4: bool = False, service: str = "es") -> OpenSearch:
+def build_client(url: str, *, region: str = "us-east-1", sigv4: bool = False, service: str = "es",
+                 headers: dict[str, str] | None = None, credentials: Any = None) -> OpenSearch:
+    """`headers`: sent with every request (a tenant's token); `credentials`: botocore credentials to
+    sign with (a tenant's STS session) instead of the process's own."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise InvalidInput(f"OpenSearch URL must be http(s)://host[:port], got {url!r}", field="opensearch_url")
+    if sigv4 and (parsed.username or parsed.password):
+        raise InvalidInput("a SigV4-signed OpenSearch URL carries no user:password", field="opensearch_url")
     options: dict[str, Any] = {
         "hosts": [url],
         "http_compress": True,  # bulk bodies are mostly vectors: gzip roughly halves them
@@ -26,17 +31,19 @@ def build_client(url: str, *, region: str = "us-east-1", sigv4: bool = False, se
         "max_retries": 3,
         "retry_on_timeout": True,
     }
+    if headers:
+        options["headers"] = headers
     if sigv4:
-        options.update(http_auth=_aws4auth(region, service), connection_class=RequestsHttpConnection,
+        options.update(http_auth=_aws4auth(region, service, credentials), connection_class=RequestsHttpConnection,
                        use_ssl=parsed.scheme == "https", verify_certs=True)
     return OpenSearch(**options)
 
 
-def _aws4auth(region: str, service: str) -> Any:
+def _aws4auth(region: str, service: str, credentials: Any = None) -> Any:
     import boto3
     from requests_aws4auth import AWS4Auth
 
-    credentials = boto3.Session().get_credentials()
+    credentials = credentials or boto3.Session().get_credentials()
     if credentials is None:
         raise DependencyFailed("SigV4 signing for OpenSearch needs AWS credentials and none were found",
                                code="index_failed")

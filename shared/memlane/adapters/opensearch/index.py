@@ -15,10 +15,18 @@
   sequential (measured 1.0 s per single-doc upsert on the test node), on an asynchronous path.
   Batches split into several bulk requests are refreshed once at the end instead.
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
+- Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
+  reading with that tenant's own credentials when `tenant_clients` is configured (the security
+  plugin's document-level security confines them to its documents; they may not write). A bound
+  index refuses calls naming another tenant. Every write — upsert or delete — is the service's,
+  conditional on the version a lookup *as the tenant* saw (ids AND the tenant's terms, routed to its
+  shard; `_write`), so nothing is read, overwritten or deleted by id alone, and the unbound
+  (service) index does not delete at all.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import math
@@ -28,14 +36,16 @@ from typing import Any, Callable, Literal, Sequence
 
 from opensearchpy import OpenSearch
 
-from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
+from ...domain.errors import Conflict, DependencyFailed, Forbidden, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, validate_store_name
 from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
+from ..tenant_binding import TenantBinding
 from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
 from .errors import INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
-from .queries import MAX_K, search_lines
+from .queries import MAX_K, search_lines, tenant_ids_query
+from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
 KnnEngine = Literal["lucene", "faiss"]
@@ -43,7 +53,8 @@ KnnEngine = Literal["lucene", "faiss"]
 BULK_MAX_DOCS = 500
 BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
 BULK_ATTEMPTS = 6  # first try + retries of the items OpenSearch answered 429
-LOCATE_CHUNK = 1000
+LOOKUP_CHUNK = 1000  # ids per version lookup
+WRITE_ATTEMPTS = 3  # a write whose condition failed is looked up and tried again
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -73,7 +84,7 @@ def index_body(dim: int, *, engine: KnnEngine = "lucene", shards: int | None = N
 class OpenSearchIndex:
     def __init__(self, client: OpenSearch, *, index_prefix: str = "memlane", refresh: Refresh = "wait_for",
                  knn_engine: KnnEngine = "lucene", shards: int | None = None, replicas: int | None = None,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, tenant_clients: TenantClients | None = None):
         if not index_prefix or index_prefix[0] in "-_" or not set(index_prefix) <= _PREFIX_CHARS:
             raise InvalidInput("index_prefix must be lower-case letters, digits and '-'", field="index_prefix")
         self.client = client
@@ -83,6 +94,10 @@ class OpenSearchIndex:
         self.shards, self.replicas = shards, replicas
         self._sleep = sleep
         self._dims: dict[str, int] = {}  # store → dimension, as read from (or written to) its mapping
+        self.tenant_clients = tenant_clients  # None: tenants go through this client, confined by the adapter only
+        self.binding: TenantBinding | None = None  # set on the copies for_tenant hands out
+        self._root = self
+        self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -90,10 +105,23 @@ class OpenSearchIndex:
         return cls(client or build_client(url, region=region, sigv4=sigv4), index_prefix=index_prefix, **options)
 
     def close(self) -> None:
-        self.client.close()
+        if self._root is self:  # a tenant's client belongs to tenant_clients (its cache closes it)
+            self.client.close()
+
+    def for_tenant(self, store: str, app_id: str, tenant_id: str) -> OpenSearchIndex:
+        """This index as one authorized tenant uses it (see the module docstring)."""
+        root = self._root
+        binding = TenantBinding.of(store, app_id, tenant_id)
+        bound = copy.copy(root)  # shares the dimension cache; its own client and binding
+        bound.binding = binding
+        if root.tenant_clients is not None:
+            bound.client = root.tenant_clients.client_for(binding.store, binding.app_id, binding.tenant_id)
+        return bound
 
     # -- stores --------------------------------------------------------------------------------
     def ensure_store(self, store: str, dim: int) -> None:
+        if self.binding is not None:
+            self.binding.check_lifecycle(store)
         validate_store_name(store)
         if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
             raise InvalidInput("embedding dimension must be a positive integer", field="dim")
@@ -117,6 +145,8 @@ class OpenSearchIndex:
                            "drop and rebuild it to change the embedding model", code="dimension_conflict")
 
     def drop_store(self, store: str) -> None:
+        if self.binding is not None:
+            self.binding.check_lifecycle(store)
         validate_store_name(store)  # also what keeps "*" or "," out of the delete below
         self._dims.pop(store, None)
         alias = alias_name(self.prefix, store)
@@ -129,6 +159,9 @@ class OpenSearchIndex:
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
         """Replace each doc by memory_id. Every vector is checked before anything is sent."""
+        if self.binding is not None:
+            for memory, _ in docs:
+                self.binding.check(store, memory.scope.app_id, memory.scope.tenant_id)
         dim = self._dim(store)
         if dim is None:
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
@@ -139,29 +172,29 @@ class OpenSearchIndex:
             if vector is None:  # cosine is undefined for it, and OpenSearch refuses it
                 raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
             latest[memory.memory_id] = (memory, vector)
-        alias = alias_name(self.prefix, store)
-        actions = [(m.memory_id,
-                    {"index": {"_index": alias, "_id": m.memory_id,
-                               "routing": routing_key(m.scope.app_id, m.scope.tenant_id)}},
-                    to_document(store, m, vec)) for m, vec in latest.values()]
-        self._bulk(store, actions)
+        groups: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = {}
+        for m, vec in latest.values():
+            groups.setdefault((m.scope.app_id, m.scope.tenant_id), {})[m.memory_id] = to_document(store, m, vec)
+        for (app_id, tenant_id), sources in groups.items():
+            self._write(store, app_id, tenant_id, sources)
 
     def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        """Delete by id (unknown ids are fine). Finds each doc's routing first, so it sees what
-        has been refreshed: with refresh="false", a doc written a moment ago may be missed."""
-        ids = list(dict.fromkeys(memory_ids))
-        if not ids:
-            return
-        alias = alias_name(self.prefix, store)
-        located = self._locate(alias, ids)
-        self._bulk(store, [(mid, {"delete": {"_index": alias, "_id": mid, "routing": routing}}, None)
-                           for mid, routing in located.items()])
+        """Delete the bound tenant's docs among `memory_ids`; others, and unknown ids, are left alone.
+        It sees what has been refreshed: with refresh="false", a doc written a moment ago may be missed."""
+        binding = self.binding
+        if binding is None:
+            raise Forbidden("an OpenSearch delete needs the tenant: use index.for_tenant(store, app, tenant)",
+                            code="tenant_binding_required")
+        binding.check(store)
+        self._write(store, binding.app_id, binding.tenant_id, dict.fromkeys(memory_ids))
 
     # -- search --------------------------------------------------------------------------------
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         k = min(max(query.k, 0), MAX_K)
         if k == 0:
             return IndexResult(keyword=[], vector=[])
+        if self.binding is not None:
+            self.binding.check(store, query.scope.app_id, query.scope.tenant_id)
         vector = None
         if query.vector is not None:
             # With the dimension known (the usual case) a bad vector is refused here; otherwise
@@ -207,77 +240,126 @@ class OpenSearchIndex:
         self._dims[store] = dim = int(dims.pop())
         return dim
 
-    def _locate(self, alias: str, ids: list[str]) -> dict[str, str]:
-        """memory_id → routing of the docs that exist. Deletes need the routing and the port's
-        delete is by id only; an ids query (no content, no scores) is the only read that is not
-        a scoped search, and it runs across shards because the tenant is not known here."""
-        found: dict[str, str] = {}
-        for i in range(0, len(ids), LOCATE_CHUNK):
-            chunk = ids[i:i + LOCATE_CHUNK]
-            with boundary("locate"):
-                resp = self.client.search(index=alias, ignore=404, body={
-                    "size": len(chunk), "_source": False, "track_total_hits": False,
-                    "query": {"ids": {"values": chunk}}})
+    def _write(self, store: str, app_id: str, tenant_id: str, docs: dict[str, dict[str, Any] | None]) -> None:
+        """Index (a source) or delete (None) these ids of one tenant, each on the condition that the
+        document is the version the tenant itself can see.
+
+        The versions come from a lookup that carries the tenant twice: the query's terms, and the
+        tenant's own credentials when configured (the engine's DLS); then the writes are conditional
+        (``if_seq_no``/``if_primary_term``; ``create`` where the tenant sees nothing). So a document
+        the tenant cannot see — another tenant's, whatever its id — is never overwritten nor deleted:
+        such a write comes back 409. A 409 on the tenant's own document (written meanwhile, or not yet
+        refreshed) is retried after a refresh.
+        """
+        alias, routing = alias_name(self.prefix, store), routing_key(app_id, tenant_id)
+        pending = docs
+        for attempt in range(WRITE_ATTEMPTS):
+            seen = self._versions(alias, store, app_id, tenant_id, list(pending))
+            if seen is None:  # no index
+                if any(source is not None for source in pending.values()):
+                    self._dims.pop(store, None)
+                    raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
+                return
+            actions = []
+            for mid, source in pending.items():
+                header: dict[str, Any] = {"_index": alias, "_id": mid, "routing": routing}
+                if mid in seen:
+                    header["if_seq_no"], header["if_primary_term"] = seen[mid]
+                if source is None:
+                    if mid in seen:
+                        actions.append((mid, {"delete": header}, None))
+                else:
+                    actions.append((mid, {"index" if mid in seen else "create": header}, source))
+            conflicts = self._bulk(store, actions)
+            if not conflicts:
+                return
+            pending = {mid: docs[mid] for mid in conflicts}
+            if attempt < WRITE_ATTEMPTS - 1:
+                with boundary("refresh"):
+                    self._writer.indices.refresh(index=alias)
+        raise Conflict(f"{len(pending)} document ids of store '{store}' belong to another tenant's documents "
+                       f"(or kept changing): {sorted(pending)[:5]}", code="index_id_conflict",
+                       conflict_ids=sorted(pending))
+
+    def _versions(self, alias: str, store: str, app_id: str, tenant_id: str,
+                  ids: list[str]) -> dict[str, tuple[int, int]] | None:
+        """id → (seq_no, primary_term) of the docs among `ids` that the tenant can see; None: no index."""
+        found: dict[str, tuple[int, int]] = {}
+        for i in range(0, len(ids), LOOKUP_CHUNK):
+            chunk = ids[i:i + LOOKUP_CHUNK]
+            with boundary("lookup"):
+                resp = self.client.search(index=alias, routing=routing_key(app_id, tenant_id), ignore=404, body={
+                    "size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
+                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)})
             if _missing(resp):
-                return {}
-            found.update({h["_id"]: h["_routing"] for h in resp["hits"]["hits"]})
+                return None
+            found.update({h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
         return found
 
-    def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
-        """Send index/delete actions in size-bounded requests, retrying the items answered 429.
+    def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> set[str]:
+        """Send write actions in size-bounded requests, retrying the items answered 429; return the
+        ids whose condition failed (409), for `_write` to look up again.
 
         A single request carries the configured refresh policy; a batch split into several
         requests is sent unrefreshed and made visible by one refresh at the end (a per-request
         wait_for would wait about a second per request).
         """
         if not actions:
-            return
+            return set()
         chunks = _chunks(actions)
         per_request: Refresh = self.refresh if len(chunks) == 1 else "false"
         failed: dict[str, str] = {}
+        conflicts: set[str] = set()
         for chunk in chunks:
-            failed.update(self._send(store, chunk, per_request))
+            chunk_failed, chunk_conflicts = self._send(store, chunk, per_request)
+            failed.update(chunk_failed)
+            conflicts |= chunk_conflicts
         if any(INDEX_NOT_FOUND in reason for reason in failed.values()):
             self._dims.pop(store, None)
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
         if len(chunks) > 1 and self.refresh != "false":  # also when some failed: the rest is written
             with boundary("refresh"):
-                self.client.indices.refresh(index=alias_name(self.prefix, store))
+                self._writer.indices.refresh(index=alias_name(self.prefix, store))
         if failed:
             sample = "; ".join(f"{mid}: {why}" for mid, why in list(failed.items())[:5])
             raise DependencyFailed(f"OpenSearch refused {len(failed)} of {len(actions)} documents of store "
                                    f"'{store}': {sample}", code="index_partial_failure", failed_ids=sorted(failed))
+        return conflicts
 
-    def _send(self, store: str, chunk: list[tuple[str, bytes]], refresh: Refresh) -> dict[str, str]:
-        """One bulk request (plus retries of its throttled items); the ids that failed for good."""
+    def _send(self, store: str, chunk: list[tuple[str, bytes]], refresh: Refresh) -> tuple[dict[str, str], set[str]]:
+        """One bulk request (plus retries of its throttled items): the ids that failed for good, and
+        those whose condition failed (409)."""
         failed: dict[str, str] = {}
+        conflicts: set[str] = set()
         pending = chunk
         for attempt in range(BULK_ATTEMPTS):
             try:
                 with boundary("bulk"):
                     # require_alias: a write to a dropped store fails instead of auto-creating an index.
-                    resp = self.client.bulk(body=b"".join(lines for _, lines in pending),
-                                            params={"refresh": refresh, "require_alias": "true"})
+                    resp = self._writer.bulk(body=b"".join(lines for _, lines in pending),
+                                             params={"refresh": refresh, "require_alias": "true"})
             except Retryable:
                 if attempt == BULK_ATTEMPTS - 1:
                     raise
                 self._sleep(backoff_delay(attempt))
                 continue
             if not resp.get("errors"):
-                return failed
+                return failed, conflicts
             throttled = []
             for (mid, lines), item in zip(pending, resp["items"]):
                 op, result = next(iter(item.items()))
                 status = int(result.get("status", 500))
                 if status < 300 or (op == "delete" and status == 404):
                     continue
-                if status in RETRYABLE_STATUSES:
+                if status == 409:
+                    conflicts.add(mid)
+                elif status in RETRYABLE_STATUSES:
                     throttled.append((mid, lines))
                 else:
                     failed[mid] = f"{status} {error_type(result.get('error'))}: " \
                                   f"{str((result.get('error') or {}).get('reason', ''))[:200]}"
             if not throttled:
-                return failed
+                return failed, conflicts
             pending = throttled
             self._sleep(backoff_delay(attempt))
         raise Retryable(f"OpenSearch kept throttling {len(pending)} documents of store '{store}'",

@@ -1,6 +1,6 @@
-"""The one place a search request is built. Every search goes through `search_lines`, which
-always adds the store, app and tenant filter (and the agent / run selectors) and the tenant's
-routing; nothing else in the adapter builds a query over memory content.
+"""The one place a query is built. Every search goes through `search_lines`, and the lookup
+before every by-id write through `tenant_ids_query`: both always carry the store, app and tenant
+terms (and are sent with the tenant's routing); nothing else builds a query over memory content.
 """
 
 from __future__ import annotations
@@ -24,12 +24,20 @@ def query_words(text: str) -> str:
     return " ".join(words)
 
 
+def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]]:
+    """The filter that confines a query to one tenant (the security role's DLS query is the same)."""
+    return [{"term": {"store": store}}, {"term": {"app_id": app_id}}, {"term": {"tenant_id": tenant_id}}]
+
+
+def tenant_ids_query(store: str, app_id: str, tenant_id: str, ids: list[str]) -> dict[str, Any]:
+    """These ids, and only if they are this tenant's: how a by-id write finds what it may touch."""
+    return {"bool": {"filter": [{"ids": {"values": ids}}, *tenant_terms(store, app_id, tenant_id)]}}
+
+
 def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
     scope = q.scope
     filters: list[dict[str, Any]] = [
-        {"term": {"store": store}},
-        {"term": {"app_id": scope.app_id}},
-        {"term": {"tenant_id": scope.tenant_id}},
+        *tenant_terms(store, scope.app_id, scope.tenant_id),
         {"terms": {"status": [str(s) for s in q.statuses]}},  # empty: matches nothing, as it should
     ]
     if scope.agent_ids is not None:

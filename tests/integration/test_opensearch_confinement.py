@@ -1,0 +1,230 @@
+"""Tenant confinement in OpenSearch, against the real engine (docs/index-confinement.md).
+
+Two layers, each tested on its own:
+- the adapter: an index bound to a tenant (`for_tenant`) never reads, writes or deletes by id alone;
+  a call naming another tenant is refused, and a delete selects ids AND the tenant's terms;
+- the engine: a request sent with one tenant's credentials (a token the security plugin maps to the
+  memlane_tenant role, whose document-level security is keyed by the token's claims) can neither
+  read, search nor delete another tenant's document, even when the application's query carries no
+  tenant filter at all. These requests are built by hand here, to stand for a filter bug.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from typing import Iterator
+from urllib.parse import urlparse
+
+import pytest
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
+
+from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
+from memlane.adapters.opensearch.index import OpenSearchIndex
+from memlane.adapters.opensearch.tenant_auth import TokenClients, tenant_token
+from memlane.domain.errors import Conflict, Forbidden
+from memlane.domain.scope import ScopeFilter
+from memlane.ports import IndexQuery
+from tests.contract.test_index_contract import DIM, embed, mem, put
+
+from .conftest import drop_prefix
+
+pytestmark = pytest.mark.integration
+
+
+def _ids(idx: OpenSearchIndex, store: str) -> set[str]:
+    """Every document id of the store, as the service (admin) sees it."""
+    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"size": 100, "query": {"match_all": {}}})
+    return {h["_id"] for h in resp["hits"]["hits"]}
+
+
+def _ids_matching(idx: OpenSearchIndex, store: str, word: str) -> set[str]:
+    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"match": {"text": word}}})
+    return {h["_id"] for h in resp["hits"]["hits"]}
+
+
+def _two_tenants(idx: OpenSearchIndex) -> None:
+    idx.ensure_store("s1", DIM)
+    idx.ensure_store("s2", DIM)
+    put(idx, "s1", mem("a1", "alice likes zebra tea", tenant="alice"), mem("a2", "alice zebra note", tenant="alice"),
+        mem("b1", "bob likes zebra coffee", tenant="bob"), mem("b2", "bob zebra secret", tenant="bob"))
+    put(idx, "s2", mem("x1", "alice zebra in another store", tenant="alice"))
+
+
+# -- the adapter --------------------------------------------------------------------------------
+
+def test_a_bound_delete_leaves_another_tenants_document(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    os_index.for_tenant("s1", "app", "alice").delete("s1", ["a1", "b1", "nope"])
+    assert _ids(os_index, "s1") == {"a2", "b1", "b2"}
+
+
+def test_the_service_index_never_deletes_by_id_alone(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    with pytest.raises(Forbidden) as caught:
+        os_index.delete("s1", ["b1"])
+    assert caught.value.code == "tenant_binding_required"
+    assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}
+
+
+def test_a_bound_index_refuses_another_tenants_write_search_and_store(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alice = os_index.for_tenant("s1", "app", "alice")
+    with pytest.raises(Forbidden):
+        put(alice, "s1", mem("a3", "fine"), mem("b1", "overwritten", tenant="bob"))
+    with pytest.raises(Forbidden):
+        alice.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="bob"), text="zebra"))
+    with pytest.raises(Forbidden):
+        alice.delete("s2", ["x1"])
+    with pytest.raises(Forbidden):
+        alice.drop_store("s1")
+    assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}  # nothing of the refused batch was written
+    assert _ids(os_index, "s2") == {"x1"}
+
+
+def test_a_bound_index_does_its_own_tenants_work(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alice = os_index.for_tenant("s1", "app", "alice")
+    put(alice, "s1", mem("a3", "alice zebra third", tenant="alice"))
+    got = alice.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text="zebra",
+                                        vector=embed("zebra")))
+    assert {h.memory_id for h in got.keyword} == {"a1", "a2", "a3"}
+    alice.delete("s1", ["a3"])
+    assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}
+
+
+def test_the_index_keeps_no_memory_text(os_index: OpenSearchIndex) -> None:
+    os_index.ensure_store("s1", DIM)
+    put(os_index, "s1", mem("a1", "alice's private zebra diary", tenant="alice", keywords="hidden words"))
+    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id="a1",
+                              routing=routing_key("app", "alice"))["_source"]
+    assert "text" not in doc and "keywords" not in doc and "embedding" not in doc
+    assert "diary" not in repr(doc) and "hidden" not in repr(doc)
+    assert _ids_matching(os_index, "s1", "diary") == {"a1"}  # still found by its words
+
+
+# -- the engine --------------------------------------------------------------------------------
+
+@pytest.fixture()
+def tenant_key() -> str:
+    key = os.environ.get("MEMLANE_OPENSEARCH_TENANT_KEY")
+    if not key:
+        pytest.skip("MEMLANE_OPENSEARCH_TENANT_KEY is not set: this engine has no security plugin "
+                    "(scripts/engines.sh start installs it)")
+    return key
+
+
+@pytest.fixture()
+def confined(opensearch_url: str, index_prefix: str, tenant_key: str) -> Iterator[OpenSearchIndex]:
+    """The service's index (admin) whose tenants reach the engine with their own tokens."""
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix,
+                                   tenant_clients=TokenClients(opensearch_url, tenant_key))
+    yield idx
+    drop_prefix(idx.client, index_prefix)
+    idx.close()
+
+
+def _as(idx: OpenSearchIndex, store: str, tenant: str) -> OpenSearch:
+    """The raw client carrying `tenant`'s credentials, as the adapter would use it."""
+    return idx.for_tenant(store, "app", tenant).client
+
+
+def test_a_tenants_credentials_search_only_its_documents_whatever_the_query(confined: OpenSearchIndex) -> None:
+    _two_tenants(confined)
+    alias = alias_name(confined.prefix, "s1")
+    alice = _as(confined, "s1", "alice")
+    everything = {"size": 100, "query": {"match_all": {}}}  # the filter bug: no tenant, no store term
+    assert {h["_id"] for h in alice.search(index=alias, body=everything)["hits"]["hits"]} == {"a1", "a2"}
+    bob_by_name = {"size": 100, "query": {"term": {"tenant_id": "bob"}}}
+    assert alice.search(index=alias, body=bob_by_name)["hits"]["hits"] == []
+    # every shard, every index of the prefix, the k-NN signal and _msearch: still only alice's
+    hits = alice.search(index=f"{confined.prefix}-*", body=everything, routing=None)["hits"]["hits"]
+    assert {h["_id"] for h in hits} == {"a1", "a2"}  # not x1: her token is for store s1
+    knn = {"size": 10, "query": {"knn": {"embedding": {"vector": embed("zebra"), "k": 10}}}}
+    responses = alice.msearch(body=[{"index": alias}, knn, {"index": alias}, everything])["responses"]
+    assert [{h["_id"] for h in r["hits"]["hits"]} for r in responses] == [{"a1", "a2"}, {"a1", "a2"}]
+    assert alice.count(index=alias)["count"] == 2
+
+
+def test_a_tenants_credentials_cannot_read_another_tenants_document_by_id(confined: OpenSearchIndex) -> None:
+    _two_tenants(confined)
+    alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
+    with pytest.raises(NotFoundError):
+        alice.get(index=alias, id="b1", routing=routing_key("app", "bob"))
+    docs = alice.mget(index=alias, body={"docs": [{"_id": "b1", "routing": routing_key("app", "bob")},
+                                                  {"_id": "a1", "routing": routing_key("app", "alice")}]})["docs"]
+    assert [d["found"] for d in docs] == [False, True]
+    assert docs[1]["_source"]["tenant_id"] == "alice"
+
+
+def test_a_tenants_credentials_cannot_delete_or_overwrite_any_document(confined: OpenSearchIndex) -> None:
+    _two_tenants(confined)
+    alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
+    bob = routing_key("app", "bob")
+    # DLS filters reads only: a principal that may write by id could reach any document, so the
+    # tenant's credentials write nothing — not by id, not by query, not in bulk.
+    with pytest.raises(AuthorizationException):
+        alice.delete(index=alias, id="b1", routing=bob)
+    with pytest.raises(AuthorizationException):
+        alice.delete_by_query(index=alias, body={"query": {"match_all": {}}})
+    with pytest.raises(AuthorizationException):
+        alice.index(index=alias, id="b2", routing=bob, body={"text": "overwritten"})
+    items = alice.bulk(body=[{"delete": {"_index": alias, "_id": "b1", "routing": bob}},
+                             {"index": {"_index": alias, "_id": "b2", "routing": bob}}, {"text": "x"}])["items"]
+    assert [(op, r["status"]) for item in items for op, r in item.items()] == [("delete", 403), ("index", 403)]
+    assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
+    assert confined.client.get(index=alias, id="b2", routing=bob)["_source"]["tenant_id"] == "bob"
+    assert _ids_matching(confined, "s1", "secret") == {"b2"}  # not overwritten: its terms are still bob's
+
+
+def test_a_write_never_replaces_another_tenants_document_of_the_same_id(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alias = alias_name(os_index.prefix, "s1")
+    for writer in (os_index, os_index.for_tenant("s1", "app", "alice")):
+        with pytest.raises(Conflict) as caught:
+            put(writer, "s1", mem("a3", "alice new", tenant="alice"), mem("b1", "alice's text under bob's id", tenant="alice"))
+        assert caught.value.code == "index_id_conflict" and caught.value.details["conflict_ids"] == ["b1"]
+    got = os_index.client.get(index=alias, id="b1", routing=routing_key("app", "bob"))["_source"]
+    assert got["tenant_id"] == "bob"
+    assert _ids_matching(os_index, "s1", "coffee") == {"b1"} and _ids_matching(os_index, "s1", "under") == set()
+
+
+def test_a_tenant_rewrites_and_deletes_its_own_documents(os_index: OpenSearchIndex) -> None:
+    _two_tenants(os_index)
+    alice = os_index.for_tenant("s1", "app", "alice")
+    put(alice, "s1", mem("a1", "alice rewrote this", tenant="alice"))
+    put(alice, "s1", mem("a1", "and again", tenant="alice"))
+    assert _ids_matching(os_index, "s1", "again") == {"a1"} and _ids_matching(os_index, "s1", "rewrote") == set()
+    alice.delete("s1", ["a1", "a1", "a2"])
+    assert _ids(os_index, "s1") == {"b1", "b2"}
+
+
+def test_the_adapters_tenant_calls_go_through_the_engines_confinement(confined: OpenSearchIndex) -> None:
+    _two_tenants(confined)
+    alice = confined.for_tenant("s1", "app", "alice")
+    assert alice.client is not confined.client
+    got = alice.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text="zebra",
+                                        vector=embed("zebra")))
+    assert {h.memory_id for h in got.keyword} == {h.memory_id for h in got.vector} == {"a1", "a2"}
+    put(alice, "s1", mem("a3", "alice zebra third", tenant="alice"))
+    alice.delete("s1", ["a1", "b1"])
+    assert _ids(confined, "s1") == {"a2", "a3", "b1", "b2"}
+
+
+def test_the_engine_refuses_a_token_it_did_not_sign_and_a_tenant_creating_or_dropping_indices(
+        confined: OpenSearchIndex, opensearch_url: str) -> None:
+    _two_tenants(confined)
+    alias = alias_name(confined.prefix, "s1")
+    forged = tenant_token(base64.b64decode(base64.b64encode(b"k" * 32)), "s1", "app", "bob", now=time.time())
+    plain = urlparse(opensearch_url)._replace(netloc=f"{urlparse(opensearch_url).hostname}:{urlparse(opensearch_url).port}")
+    stranger = OpenSearch(hosts=[plain.geturl()], headers={"Authorization": f"Bearer {forged}"})
+    with pytest.raises(AuthenticationException):
+        stranger.search(index=alias, body={"query": {"match_all": {}}})
+    alice = _as(confined, "s1", "alice")
+    with pytest.raises(AuthorizationException):
+        alice.indices.delete(index=index_name(confined.prefix, "s1"))
+    with pytest.raises(AuthorizationException):
+        alice.indices.create(index=f"{confined.prefix}-mine")
+    assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
