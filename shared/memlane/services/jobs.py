@@ -10,11 +10,18 @@ import logging
 
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
+from ..domain.scope import Scope
 from ..ports import Job
 from . import dream, erase, extract
 from .deps import Deps
 
 log = logging.getLogger(__name__)
+
+
+def extract_job(store: str, request_id: str, scope: Scope) -> Job:
+    """The extraction job of an add; its tenant is its fairness group."""
+    return Job(kind="extract", store=store, request_id=request_id,
+               group=f"{store}/{scope.app_id}/{scope.tenant_id}")
 
 
 def handle(deps: Deps, job: Job) -> Task | None:

@@ -7,12 +7,17 @@ here, once, by error code, into the domain's errors.
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+from typing import Any, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, HTTPClientError, ReadTimeoutError
 
 from ...domain.errors import DependencyFailed, MemlaneError, Retryable
-from ...ports import Job
+from ...ports import Job, QueueHealth, Table, Write
+
+log = logging.getLogger(__name__)
+_DEPTH_TTL = 5.0  # seconds a queue depth reading is reused
 
 # SQS's own throttling and server-side codes, plus the KMS ones it passes on for an encrypted queue.
 # Both spellings of a code appear: the JSON protocol's and the legacy query protocol's.
@@ -32,12 +37,49 @@ class SqsQueue:
 
             client = boto3.client("sqs")
         self.client = client
+        self._depth: tuple[float, int] | None = None
 
-    def enqueue(self, job: Job) -> None:
+    def enqueue(self, job: Job, *, delay: float = 0) -> None:
+        if not self.queue_url:
+            raise DependencyFailed("no SQS queue is configured (MEMLANE_QUEUE_URL)", code="queue_failed")
+        extra = {"DelaySeconds": min(900, int(delay))} if delay > 0 else {}  # SQS delays at most 15 minutes
+        try:
+            self.client.send_message(QueueUrl=self.queue_url, MessageBody=job.model_dump_json(), **extra)
+        except (ClientError, BotoCoreError) as err:
+            raise translate_error(err) from err
+
+    def commit(self, table: Table, writes: Sequence[Write], job: Job, *, delay: float = 0) -> None:
+        # No transaction spans DynamoDB and SQS: commit, then send. A crash in between leaves the task
+        # in the open-task registry, and the sweeper (services/sweep.py) sends its job again.
+        table.transact(writes)
+        self.enqueue(job, delay=delay)
+
+    def depth(self) -> int:
+        """Messages waiting or in flight; cached a few seconds so a burst of adds costs one call."""
+        now = time.monotonic()
+        if self._depth is None or now - self._depth[0] > _DEPTH_TTL:
+            try:
+                attrs = self._attributes()
+            except MemlaneError as error:  # best effort: an unknown depth must not refuse (or fail) adds
+                log.warning("SQS queue depth unknown (%s): back-pressure is off until it can be read", error.message)
+                attrs = {}
+            self._depth = (now, int(attrs.get("ApproximateNumberOfMessages", 0))
+                           + int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))
+                           + int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)))
+        return self._depth[1]
+
+    def health(self) -> QueueHealth:
+        # SQS reports no age of its oldest message (a CloudWatch metric does) and the dead letters are
+        # in another queue (its alarm watches it); the extract function is invoked by SQS, not run here.
+        return QueueHealth(depth=self.depth(), oldest_pending_seconds=None, dead=None, worker_alive=None)
+
+    def _attributes(self) -> dict[str, str]:
         if not self.queue_url:
             raise DependencyFailed("no SQS queue is configured (MEMLANE_QUEUE_URL)", code="queue_failed")
         try:
-            self.client.send_message(QueueUrl=self.queue_url, MessageBody=job.model_dump_json())
+            return self.client.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
+                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed"]).get("Attributes", {})
         except (ClientError, BotoCoreError) as err:
             raise translate_error(err) from err
 
