@@ -203,7 +203,7 @@ class LocalServer:
         if self.sweep_interval > 0:
             self.sweeper.start()
         try:
-            self.httpd.serve_forever()
+            self.httpd.serve_forever(poll_interval=0.1)  # how soon a stop request is seen
         finally:
             # Stop taking requests (done), then jobs: running ones get the grace period, the rest are
             # handed back to the queue; then the data dir is released for the next owner.

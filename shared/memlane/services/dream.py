@@ -87,10 +87,12 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     now = deps.clock.now()
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1, "updated_at": now})
     repo.save_dream_task(task)
+    deps.faults.point("dream.after_running")
     claimed = _claim(deps, task)
     engine = engine_for(deps)
     data = _gather(deps, task, now)
     actions, waiting, stats = _record(deps, task, engine.propose(data), data)
+    deps.faults.point("dream.after_actions")
     if task.mode == DreamMode.SAFE_AUTO:
         actions = [_auto(deps, task, a) for a in actions]
         # proposals an earlier dream left pending, made again now: this run's threshold decides them too

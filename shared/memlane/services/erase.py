@@ -62,8 +62,10 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
             if n_items:
                 touched.append(store.name)
             items, documents = items + n_items, documents + n_docs
+            deps.faults.point("erase.after_store")
         if cursor is None:
             break
+    deps.faults.point("erase.before_done")
     done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted_items": erasure.deleted_items + items,
                                       "deleted_documents": erasure.deleted_documents + documents,
                                       "stores": sorted(set(erasure.stores + touched)), "updated_at": deps.clock.now()})
