@@ -14,6 +14,7 @@ it unarmed; wait for every task to finish; stop it; then check the invariants on
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -148,28 +149,30 @@ class Workload:
     dreams: list[str] = field(default_factory=list)
     erasures: list[str] = field(default_factory=list)
 
+    broken: bool = False  # the server died under a request
+
     def run(self, url: str, rng: random.Random, steps: int) -> None:
         """Send `steps` operations; stops quietly when the server dies under it."""
         try:
             for step in range(steps):
                 self._step(url, rng, step)
-        except (ConnectionError, urllib.error.URLError, OSError):
-            return
+        except DIED:
+            self.broken = True
 
     def _step(self, url: str, rng: random.Random, step: int) -> None:
         roll = rng.random()
-        if roll < 0.08:
+        if step % 6 == 4:  # a dream now and then, over what the adds before it produced
             status, body = call(url, "POST", f"/v1/stores/{STORE}/dream",
                                 {"scope": {"app_id": APP, "tenant_id": rng.choice(TENANTS)}})
             if status == 202:
                 self.dreams.append(body["task_id"])
             return
-        if roll < 0.14 and not self.erasures:
+        if step == 6:
             status, body = call(url, "POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": ERASED})
             if status == 202:
                 self.erasures.append(body["erasure_id"])
             return
-        tenant = ERASED if roll < 0.2 else rng.choice(TENANTS)
+        tenant = ERASED if roll < 0.15 else rng.choice(TENANTS)
         scope = {"app_id": APP, "tenant_id": tenant, "agent_id": "bot", "run_id": f"run{rng.randrange(2)}"}
         rid = f"req-{step}-{rng.randrange(10**6)}"
         n = rng.randrange(1, 4)
@@ -183,6 +186,8 @@ class Workload:
             self.accepted[rid] = (scope, texts)
 
 
+# What a request sees when the server dies under it.
+DIED = (ConnectionError, urllib.error.URLError, http.client.HTTPException, OSError)
 WORDS = ("courier", "piano teacher", "landlord", "dentist", "plumber", "cousin", "editor", "coach", "pilot", "vet")
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
@@ -279,11 +284,13 @@ def run_schedule(template: Path, work_dir: Path, faults: str, seed_: int, steps:
     child = Child(data, faults)
     try:
         work.run(child.url, rng, steps)
-        # The crash point may be in a background job: give the worker the time to reach it.
-        if not child.wait(0):
-            wait_all_finished(child.url, work, bound=10) if not child.dead() else None
-    except (ConnectionError, urllib.error.URLError, OSError):
-        pass
+        if not work.broken:  # the crash point may be in a background job: give the workers time to reach it
+            try:
+                wait_all_finished(child.url, work, bound=10)
+            except DIED:
+                work.broken = True
+        if work.broken:
+            child.wait(10)  # let it finish dying
     finally:
         crashed = child.dead() and child.status == CRASH_EXIT_CODE
         child.kill()

@@ -31,7 +31,9 @@ class SweepReport:
     closed: int = 0  # registry entries of finished tasks, or of adds that died before their task existed
 
 
-def sweep(deps: Deps) -> SweepReport:
+def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
+    """One pass over the open tasks of every store; at most `limit` are checked (a Lambda has 29 s),
+    the next scheduled pass carries on."""
     report = SweepReport()
     now = deps.clock.now()
     deadline = timedelta(seconds=deps.settings.task_deadline_seconds)
@@ -40,6 +42,8 @@ def sweep(deps: Deps) -> SweepReport:
         stores, cursor = deps.repo.list_stores(100, cursor)
         for store in stores:
             for entry in deps.repo.open_tasks(store.name):
+                if report.checked >= limit:
+                    break
                 report.checked += 1
                 tenant = deps.for_tenant(store.name, entry.app_id, entry.tenant_id)
                 task = tenant.repo.find_task(store.name, entry.request_id)
@@ -63,7 +67,7 @@ def sweep(deps: Deps) -> SweepReport:
                 deps.queue.enqueue(jobs.extract_job(store.name, entry.request_id, scope))
                 deps.repo.swept(store.name, entry.request_id, now)
                 report.requeued += 1
-        if cursor is None:
+        if cursor is None or report.checked >= limit:
             break
     if report.requeued or report.failed:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,

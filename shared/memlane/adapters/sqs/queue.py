@@ -18,6 +18,8 @@ from ...ports import Job, QueueHealth, Table, Write
 
 log = logging.getLogger(__name__)
 _DEPTH_TTL = 5.0  # seconds a queue depth reading is reused
+_DEPTH_ATTRIBUTES = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                     "ApproximateNumberOfMessagesDelayed")
 
 # SQS's own throttling and server-side codes, plus the KMS ones it passes on for an encrypted queue.
 # Both spellings of a code appear: the JSON protocol's and the legacy query protocol's.
@@ -37,7 +39,7 @@ class SqsQueue:
 
             client = boto3.client("sqs")
         self.client = client
-        self._depth: tuple[float, int] | None = None
+        self._depth: tuple[float, int | None] | None = None
 
     def enqueue(self, job: Job, *, delay: float = 0) -> None:
         if not self.queue_url:
@@ -55,31 +57,34 @@ class SqsQueue:
         self.enqueue(job, delay=delay)
 
     def depth(self) -> int:
-        """Messages waiting or in flight; cached a few seconds so a burst of adds costs one call."""
-        now = time.monotonic()
-        if self._depth is None or now - self._depth[0] > _DEPTH_TTL:
-            try:
-                attrs = self._attributes()
-            except MemlaneError as error:  # best effort: an unknown depth must not refuse (or fail) adds
-                log.warning("SQS queue depth unknown (%s): back-pressure is off until it can be read", error.message)
-                attrs = {}
-            self._depth = (now, int(attrs.get("ApproximateNumberOfMessages", 0))
-                           + int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0))
-                           + int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)))
-        return self._depth[1]
+        """Messages waiting, delayed or in flight. Unknown (no permission, SQS down) counts as 0:
+        back-pressure is best effort and must never refuse, or fail, an add by itself."""
+        known = self._known_depth()
+        return known if known is not None else 0
 
     def health(self) -> QueueHealth:
         # SQS reports no age of its oldest message (a CloudWatch metric does) and the dead letters are
         # in another queue (its alarm watches it); the extract function is invoked by SQS, not run here.
-        return QueueHealth(depth=self.depth(), oldest_pending_seconds=None, dead=None, worker_alive=None)
+        return QueueHealth(depth=self._known_depth(), oldest_pending_seconds=None, dead=None, worker_alive=None)
+
+    def _known_depth(self) -> int | None:
+        now = time.monotonic()  # cached a few seconds: a burst of adds costs one call
+        if self._depth is None or now - self._depth[0] > _DEPTH_TTL:
+            try:
+                attrs = self._attributes()
+                value: int | None = sum(int(attrs.get(name, 0)) for name in _DEPTH_ATTRIBUTES)
+            except MemlaneError as error:
+                log.warning("SQS queue depth unknown: %s", error.message)
+                value = None
+            self._depth = (now, value)
+        return self._depth[1]
 
     def _attributes(self) -> dict[str, str]:
         if not self.queue_url:
             raise DependencyFailed("no SQS queue is configured (MEMLANE_QUEUE_URL)", code="queue_failed")
         try:
-            return self.client.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
-                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed"]).get("Attributes", {})
+            return self.client.get_queue_attributes(QueueUrl=self.queue_url,
+                                                    AttributeNames=list(_DEPTH_ATTRIBUTES)).get("Attributes", {})
         except (ClientError, BotoCoreError) as err:
             raise translate_error(err) from err
 
