@@ -126,6 +126,11 @@ class Job(BaseModel):
     # turns, so one tenant's backlog or one huge add cannot hold every worker. "" = the job's store.
     group: str = ""
 
+    @classmethod
+    def of_tenant(cls, kind: str, store: str, request_id: str, app_id: str, tenant_id: str) -> "Job":
+        """A job on one tenant's data: it waits for the tenant's other jobs (no two consolidate at once)."""
+        return cls(kind=kind, store=store, request_id=request_id, group=f"{store}/{app_id}/{tenant_id}")
+
 
 @dataclass(frozen=True)
 class QueueHealth:

@@ -20,8 +20,7 @@ log = logging.getLogger(__name__)
 
 def extract_job(store: str, request_id: str, scope: Scope) -> Job:
     """The extraction job of an add; its tenant is its fairness group."""
-    return Job(kind="extract", store=store, request_id=request_id,
-               group=f"{store}/{scope.app_id}/{scope.tenant_id}")
+    return Job.of_tenant("extract", store, request_id, scope.app_id, scope.tenant_id)
 
 
 def handle(deps: Deps, job: Job) -> Task | None:
