@@ -58,7 +58,7 @@ class Settings(BaseModel):
     queue_limit: int = Field(default=10_000, ge=0)
     queue_retry_after_seconds: int = Field(default=5, ge=1, le=3600)
     # A task PENDING or RUNNING this long is re-enqueued by the sweeper (FAILED once out of attempts)
-    task_deadline_seconds: int = Field(default=900, ge=10)
+    task_deadline_seconds: int = Field(default=900, ge=0)
     # `memlane serve` runs the sweeper at start and this often (0 = only at start)
     sweep_interval_seconds: int = Field(default=60, ge=0)
     # SIGTERM/SIGINT: running jobs get this long to finish; the rest are handed back to the queue
