@@ -156,6 +156,11 @@ class Queue(Protocol):
         lost to a crash."""
         ...
 
+    def discard(self, job: Job) -> None:
+        """Drop a job still waiting that is no longer needed (a sync add's safety net after its inline
+        run succeeded). Best effort: SQS cannot, and the job then finds its task finished."""
+        ...
+
     def depth(self) -> int:
         """Jobs waiting or running (back-pressure: an add is refused past a limit)."""
         ...

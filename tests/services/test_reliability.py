@@ -123,6 +123,11 @@ def test_a_failing_sync_add_is_retried_and_ends_succeeded(svc):
     assert svc.deps.repo.get_task("demo", "sync-1").status == TaskStatus.SUCCEEDED
 
 
+def test_a_successful_sync_add_leaves_no_job_behind(svc):
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, sync=True)
+    assert task.status == TaskStatus.SUCCEEDED and svc.queue.depth() == 0
+
+
 def test_a_sync_add_that_keeps_failing_ends_failed_with_its_reason(svc):
     svc.deps.extractor = Flaky(svc.deps.extractor, failures=100)
     svc.queue.base_delay = 0.0

@@ -115,7 +115,9 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     elif sync:
         # A failure propagates to the caller; the task is not left RUNNING: the job committed above
         # retries it after sync_retry_delay, and it ends SUCCEEDED or FAILED like any other.
-        return extract.run(deps, store, request_id, store_obj=store_obj)
+        done = extract.run(deps, store, request_id, store_obj=store_obj)
+        deps.queue.discard(job)  # the safety net is not needed
+        return done
     return task
 
 

@@ -80,6 +80,11 @@ class DurableQueue:
             self._insert(conn, job, delay)
         self._wake.set()
 
+    def discard(self, job: Job) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM jobs WHERE request_id = ? AND store = ? AND kind = ? AND state = 'ready'",
+                         (job.request_id, job.store, job.kind))
+
     def depth(self) -> int:
         with self.db.lock:
             return self.db.conn.execute("SELECT COUNT(*) FROM jobs WHERE state != 'dead'").fetchone()[0]

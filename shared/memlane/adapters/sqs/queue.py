@@ -56,6 +56,9 @@ class SqsQueue:
         table.transact(writes)
         self.enqueue(job, delay=delay)
 
+    def discard(self, job: Job) -> None:
+        """SQS cannot take back a message: the job runs and finds its task finished."""
+
     def depth(self) -> int:
         """Messages waiting, delayed or in flight. Unknown (no permission, SQS down) counts as 0:
         back-pressure is best effort and must never refuse, or fail, an add by itself."""
