@@ -4,11 +4,13 @@ message readable, every task SUCCEEDED or FAILED, no duplicate memory, table and
 
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
+from botocore.response import StreamingBody
 
 import memlane.faults
 from tests.handlers.conftest import Aws, Bedrock, parameter_default, unit
@@ -47,8 +49,11 @@ def add(ingest, request_id: str, facts: list[str]) -> None:
 
 def stub_extraction(bedrock: Bedrock, facts: list[str]) -> None:
     bedrock.extraction([{"text": f, "memory_type": "fact", "evidence": [i]} for i, f in enumerate(facts)])
-    for i, f in enumerate(facts):
-        bedrock.embedding(f, unit(i))
+    # The embedder sends a batch's texts concurrently: any order, so no expected parameters.
+    for i in range(len(facts)):
+        body = json.dumps({"embedding": unit(i), "inputTextTokenCount": 8}).encode()
+        bedrock.runtime.add_response("invoke_model", {"body": StreamingBody(io.BytesIO(body), len(body)),
+                                                      "contentType": "application/json"})
 
 
 def receive(aws: Aws, count: int) -> dict:
