@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ...domain.errors import ConditionFailed, InvalidInput
-from .database import Database
 from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
+from .database import Database
 
 KEY_ATTRIBUTES = ("pk", "sk")
 
