@@ -40,7 +40,7 @@ from .api.app import build_api
 from .config import Settings
 from .domain.models import Task
 from .ports import Job
-from .services import jobs
+from .services import jobs, sweep
 from .services.deps import Deps
 from .services.extract import describe
 
@@ -146,5 +146,24 @@ def build_sqs_handler() -> Handler:
         failures = len(result.get("batchItemFailures", []))
         rt.metrics.add_metric(name="ExtractionFailures", unit=MetricUnit.Count, value=failures)
         return dict(result)
+
+    return lambda_handler
+
+
+# -- the sweeper (a schedule on the tasks function) ----------------------------------------------
+
+
+def build_sweep_handler(rt: Runtime | None = None) -> Handler:
+    """The sweeper's scheduled handler: tasks whose job was lost are queued again (services/sweep.py)."""
+    rt = rt or runtime()
+
+    @rt.logger.inject_lambda_context
+    @rt.tracer.capture_lambda_handler(capture_response=False)
+    @rt.metrics.log_metrics
+    def lambda_handler(event: Event, context: Any) -> dict[str, Any]:
+        report = sweep.sweep(rt.deps)
+        rt.metrics.add_metric(name="TasksRequeued", unit=MetricUnit.Count, value=report.requeued)
+        rt.metrics.add_metric(name="TasksSweptFailed", unit=MetricUnit.Count, value=report.failed)
+        return vars(report)
 
     return lambda_handler

@@ -6,30 +6,42 @@ import logging
 from dataclasses import dataclass
 
 from .adapters.clock import SystemClock
+from .adapters.local.datadir import DataDirInUse
 from .config import Settings
 from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
-from .ports import LLM, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables
-from .services import jobs
+from .faults import Faults
+from .ports import LLM, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables
+from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
 
 log = logging.getLogger("memlane")
 
+__all__ = ["DataDirInUse", "LocalService", "auth_mode", "build", "build_local"]
 
-def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None) -> Deps:
-    """Wire the services for `settings`. `queue` and `embedder` let a caller share ones it owns
-    (the local worker's queue; a model already loaded by a test session or a benchmark)."""
+
+def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None,
+          table: Table | None = None) -> Deps:
+    """Wire the services for `settings`. `queue`, `embedder` and `table` let a caller share ones it owns
+    (the local service's table and queue; a model already loaded by a test session or a benchmark)."""
     embedder = embedder or _embedder(settings)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
-    table = _table(settings)
+    table = table or _table(settings)
     index = _index(settings)
+    faults = Faults(settings.faults)
+    if faults.armed:
+        log.warning("FAULT INJECTION ARMED (MEMLANE_FAULTS=%s): this process will crash on purpose", settings.faults)
     return Deps(
-        table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings), index=index, embedder=embedder,
-        extractor=extractor, clock=SystemClock(), reranker=_reranker(settings), llm=llm,
+        table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings, table),
+        index=index, embedder=embedder, extractor=extractor, clock=SystemClock(),
+        reranker=_reranker(settings), llm=llm, faults=faults,
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
+                              queue_limit=settings.queue_limit,
+                              queue_retry_after=settings.queue_retry_after_seconds,
+                              task_deadline_seconds=settings.task_deadline_seconds,
                               dream_merge_similarity=settings.dream_merge_similarity,
                               dream_max_scopes=settings.dream_max_scopes,
                               dream_scan_limit=settings.dream_scan_limit),
@@ -39,20 +51,36 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
 
 @dataclass
 class LocalService:
-    """Local mode: the services plus the durable queue whose worker runs extraction in-process."""
+    """Local mode: the services, the durable queue whose workers run jobs in-process, and the
+    ownership of the data directory (one process at a time; released by `close`)."""
 
     deps: Deps
     queue: "DurableQueue"  # noqa: F821 — imported lazily below
+    owner: "DataDir | None" = None  # noqa: F821
+    shutdown_grace: float = 20.0
+
+    def _run(self, job: Job) -> None:
+        jobs.handle(self.deps, job)
+
+    def _dead(self, job: Job, reason: str) -> None:
+        jobs.give_up(self.deps, job, reason)
 
     def start_worker(self) -> None:
-        self.queue.start(lambda job: jobs.handle(self.deps, job), lambda job, why: jobs.give_up(self.deps, job, why))
+        self.queue.start(self._run, self._dead)
 
     def drain(self, timeout: float = 60.0) -> None:
-        self.queue.drain(lambda job: jobs.handle(self.deps, job), lambda job, why: jobs.give_up(self.deps, job, why),
-                         timeout=timeout)
+        self.queue.drain(self._run, self._dead, timeout=timeout)
+
+    def sweep(self) -> "SweepReport":  # noqa: F821
+        return sweep.sweep(self.deps)
 
     def close(self) -> None:
-        self.queue.stop()
+        """Stop taking jobs, give running ones the grace period, hand back the rest, release the data dir."""
+        try:
+            self.queue.stop(self.shutdown_grace)
+        finally:
+            if self.owner is not None:
+                self.owner.release()
 
 
 def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
@@ -65,11 +93,28 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
 
 
 def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
+    """The local service on `settings.data_dir`, which it owns until `close` (DataDirInUse otherwise)."""
+    from .adapters.local.database import Database, create_private
+    from .adapters.local.datadir import DataDir
     from .adapters.local.durable_queue import DurableQueue
+    from .adapters.local.sqlite_table import SqliteTable
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    queue = DurableQueue(settings.data_dir / "queue.db", max_attempts=settings.worker_max_attempts)
-    return LocalService(deps=build(settings, queue=queue, embedder=embedder), queue=queue)
+    owner = DataDir(settings.data_dir).acquire()
+    try:
+        database = Database(settings.data_dir / "table.db")
+        queue = DurableQueue(database, max_attempts=settings.worker_max_attempts, workers=settings.worker_threads)
+        legacy = settings.data_dir / "queue.db"  # an earlier version kept the queue in a file of its own
+        if legacy.exists():
+            log.warning("adopted %d job(s) from %s", queue.import_jobs(legacy), legacy)
+            legacy.rename(legacy.with_name("queue.db.imported"))
+        queue.take_ownership()  # we hold the lock: whoever leased a job is gone
+        create_private(settings.data_dir / "index.db")
+        uses_sqlite = settings.table == "sqlite" or _local(settings, settings.table)
+        deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None)
+    except BaseException:
+        owner.release()
+        raise
+    return LocalService(deps=deps, queue=queue, owner=owner, shutdown_grace=settings.shutdown_grace_seconds)
 
 
 def _local(settings: Settings, choice: str) -> bool:
@@ -80,7 +125,7 @@ def _table(settings: Settings) -> Table:
     if settings.table == "sqlite" or _local(settings, settings.table):
         from .adapters.local.sqlite_table import SqliteTable
 
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(settings)
         return SqliteTable(settings.data_dir / "table.db")
     import boto3
 
@@ -104,6 +149,12 @@ def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:
     return tuple(found)
 
 
+def _private_dir(settings: Settings) -> None:
+    from .adapters.local.datadir import DIR_MODE
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+
+
 def _tenant_tables(settings: Settings) -> TenantTables | None:
     """On AWS with a tenant role: STS credentials scoped to one tenant partition. Otherwise None (one table)."""
     if not settings.tenant_role_arn:
@@ -114,11 +165,14 @@ def _tenant_tables(settings: Settings) -> TenantTables | None:
                         endpoint_url=settings.dynamodb_endpoint or None)
 
 
-def _queue(settings: Settings) -> Queue:
+def _queue(settings: Settings, table: Table) -> Queue:
     if settings.mode == "local":
         from .adapters.local.durable_queue import DurableQueue
+        from .adapters.local.sqlite_table import SqliteTable
 
-        return DurableQueue(settings.data_dir / "queue.db", max_attempts=settings.worker_max_attempts)
+        # In the table's database, so a job commits with its task (no worker runs here: see build_local).
+        database = table.database if isinstance(table, SqliteTable) else settings.data_dir / "table.db"
+        return DurableQueue(database, max_attempts=settings.worker_max_attempts)
     import boto3
 
     from .adapters.sqs.queue import SqsQueue
@@ -128,9 +182,11 @@ def _queue(settings: Settings) -> Queue:
 
 def _index(settings: Settings) -> Index:
     if settings.index == "embedded" or (settings.index == "auto" and not settings.opensearch_url):
+        from .adapters.local.database import create_private
         from .adapters.local.embedded_index import EmbeddedIndex
 
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(settings)
+        create_private(settings.data_dir / "index.db")  # 0600 before SQLite opens it (its -wal/-shm follow)
         return EmbeddedIndex(settings.data_dir / "index.db")
     from .adapters.opensearch.index import OpenSearchIndex
     from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients

@@ -284,8 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_reindex(args)
     if args.command == "fsck":
         return cmd_fsck(args)
-    client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
-                           else HttpTransport(args.url, api_key=args.api_key))
+    try:
+        client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
+                               else HttpTransport(args.url, api_key=args.api_key))
+    except RuntimeError as busy:  # bootstrap.DataDirInUse: a server (or another --local) owns the data dir
+        print(f"error: {busy}", file=sys.stderr)
+        return 4
     try:
         return COMMANDS[args.command](args, client)
     except ApiError as error:

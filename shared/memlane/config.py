@@ -53,6 +53,19 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)
     worker_max_attempts: int = Field(default=5, ge=1, le=50)
+    # The local worker pool (jobs of one tenant run one at a time; tenants take turns)
+    worker_threads: int = Field(default=2, ge=1, le=64)
+    # Back-pressure: past this many queued jobs an add answers 429 queue_full with Retry-After (0 = no limit)
+    queue_limit: int = Field(default=10_000, ge=0)
+    queue_retry_after_seconds: int = Field(default=5, ge=1, le=3600)
+    # A task PENDING or RUNNING this long is re-enqueued by the sweeper (FAILED once out of attempts)
+    task_deadline_seconds: int = Field(default=900, ge=0)
+    # `memlane serve` runs the sweeper at start and this often (0 = only at start)
+    sweep_interval_seconds: int = Field(default=60, ge=0)
+    # SIGTERM/SIGINT: running jobs get this long to finish; the rest are handed back to the queue
+    shutdown_grace_seconds: float = Field(default=20.0, ge=0, le=3600)
+    # Fault injection (tests only): crash points "name@n,..." (memlane/faults.py); empty = off
+    faults: str = ""
 
     # Dream: `memlane serve` runs the scheduler every dream_interval_seconds (0 = off)
     dream_interval_seconds: int = Field(default=3600, ge=0)

@@ -119,17 +119,58 @@ class TenantTables(Protocol):
 
 
 class Job(BaseModel):
-    kind: str  # "extract" | "dream" | "erase"
+    kind: str  # "extract" | "dream" | "erase" | "purge_store"
     store: str
     request_id: str
     # The tenant an extract job's request_id belongs to (request ids are namespaced per tenant).
     # None on jobs queued before: the request-id pointer then names it, if only one tenant used the id.
     app_id: str | None = None
     tenant_id: str | None = None
+    # Fairness: jobs of one group (a tenant: "store/app/tenant") run one at a time, and groups take
+    # turns, so one tenant's backlog or one huge add cannot hold every worker. "" = the job's store.
+    group: str = ""
+
+    @classmethod
+    def of_tenant(cls, kind: str, store: str, request_id: str, app_id: str, tenant_id: str) -> "Job":
+        """A job on one tenant's data: it waits for the tenant's other jobs (no two consolidate at once)."""
+        return cls(kind=kind, store=store, request_id=request_id, app_id=app_id, tenant_id=tenant_id,
+                   group=f"{store}/{app_id}/{tenant_id}")
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """What /health reports of the queue; None where the backend cannot tell."""
+
+    depth: int | None  # jobs waiting or running
+    oldest_pending_seconds: float | None  # age of the oldest job not yet done
+    dead: int | None  # dead letters: jobs given up on
+    worker_alive: bool | None  # None: no worker in this process (Lambda: SQS invokes the extract function)
 
 
 class Queue(Protocol):
-    def enqueue(self, job: Job) -> None: ...
+    def enqueue(self, job: Job, *, delay: float = 0) -> None:
+        """Deliver `job` at least once, not before `delay` seconds."""
+        ...
+
+    def commit(self, table: Table, writes: Sequence[Write], job: Job, *, delay: float = 0) -> None:
+        """Commit `writes` to `table` and enqueue `job` as one effect.
+
+        The local queue lives in the table's database: the job is written in the same transaction,
+        so it exists exactly when the writes do. SQS cannot join a DynamoDB transaction: the job is
+        sent after the commit, and the sweeper (services/sweep.py) re-enqueues a task whose send was
+        lost to a crash."""
+        ...
+
+    def discard(self, job: Job) -> None:
+        """Drop a job still waiting that is no longer needed (a sync add's safety net after its inline
+        run succeeded). Best effort: SQS cannot, and the job then finds its task finished."""
+        ...
+
+    def depth(self) -> int:
+        """Jobs waiting or running (back-pressure: an add is refused past a limit)."""
+        ...
+
+    def health(self) -> QueueHealth: ...
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import logging
 import re
+import signal
 import socket
 import threading
 import uuid
@@ -22,7 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .api.app import build_api
 from .api.app import Api
-from .bootstrap import LocalService, auth_mode, build_local
+from .bootstrap import DataDirInUse, LocalService, auth_mode, build_local
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
 from .httpd import BoundedHTTPServer, SocketWriter
@@ -239,11 +240,40 @@ class DreamScheduler:
             self._thread.join(timeout)
 
 
+class Sweeper:
+    """Runs the sweeper (services/sweep.py) every `interval` seconds: tasks whose job was lost are queued again."""
+
+    def __init__(self, service: LocalService, interval: float):
+        self.service, self.interval = service, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> None:
+        try:
+            self.service.sweep()
+        except Exception:  # noqa: BLE001 — a failed sweep is retried by the next one
+            log.exception("sweep failed")
+
+    def start(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self.interval):
+                self.tick()
+
+        self._thread = threading.Thread(target=loop, name="memlane-sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout)
+
+
 class LocalServer:
-    """The HTTP server, the worker and the dream scheduler of one local service."""
+    """The HTTP server, the workers, the sweeper and the dream scheduler of one local service."""
 
     def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
-                 audit_retention_days: int = 30, dream_interval: float = 0, api: Api | None = None, **http: Any):
+                 audit_retention_days: int = 30, dream_interval: float = 0, sweep_interval: float = 0,
+                 api: Api | None = None, **http: Any):
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
             raise SystemExit(f"refusing to serve {host} without authentication: create an API key first "
                              "(memlane keys create ...) or bind to 127.0.0.1")
@@ -251,6 +281,8 @@ class LocalServer:
         api = api or build_api(service.deps, auth=auth, audit_retention_days=audit_retention_days)
         self.service = service
         self.dreams = DreamScheduler(service, dream_interval) if dream_interval > 0 else None
+        self.sweeper = Sweeper(service, sweep_interval)
+        self.sweep_interval = sweep_interval
         # `http` tunes the server: workers, queue_size, max_connections, io_timeout, header_timeout,
         # keepalive_timeout (see BoundedHTTPServer).
         self.httpd = BoundedHTTPServer((host, port), make_handler(api, auth), **http)
@@ -261,27 +293,57 @@ class LocalServer:
         return f"http://{host}:{port}"
 
     def serve_forever(self) -> None:
+        self.sweeper.tick()  # at start: anything left unfinished by the last run is queued again
         self.service.start_worker()
         if self.dreams:
             self.dreams.start()
+        if self.sweep_interval > 0:
+            self.sweeper.start()
         try:
             self.httpd.serve_forever()
         finally:
+            # Stop taking requests (done), then jobs: running ones get the grace period, the rest are
+            # handed back to the queue; then the data dir is released for the next owner.
             if self.dreams:
                 self.dreams.stop()
+            self.sweeper.stop()
             self.service.close()
             self.httpd.server_close()
 
     def shutdown(self) -> None:
         self.httpd.shutdown()
 
+    def stop_on_signals(self) -> None:
+        """SIGTERM / SIGINT stop the server gracefully; a second one stops it at once."""
+        def graceful(signum: int, _frame: Any) -> None:
+            log.warning("%s: stopping (running jobs get %.0fs)", signal.Signals(signum).name,
+                        self.service.shutdown_grace)
+            signal.signal(signal.SIGTERM, hurry)
+            signal.signal(signal.SIGINT, hurry)
+            # shutdown() waits for serve_forever, which runs on this very thread: ask from another one.
+            threading.Thread(target=self.shutdown, name="memlane-shutdown", daemon=True).start()
+
+        def hurry(signum: int, _frame: Any) -> None:
+            raise KeyboardInterrupt  # leases left behind are released by the next owner at start
+
+        signal.signal(signal.SIGTERM, graceful)
+        signal.signal(signal.SIGINT, graceful)
+
 
 def serve(settings: Settings) -> None:
-    service = build_local(settings)
+    try:
+        service = build_local(settings)
+    except DataDirInUse as busy:
+        raise SystemExit(f"memlane serve: {busy}") from None
     auth = auth_mode(settings, service.deps)
-    server = LocalServer(service, settings.host, settings.port, auth=auth,
-                         audit_retention_days=settings.audit_retention_days,
-                         dream_interval=settings.dream_interval_seconds)
+    try:
+        server = LocalServer(service, settings.host, settings.port, auth=auth,
+                             audit_retention_days=settings.audit_retention_days,
+                             dream_interval=settings.dream_interval_seconds,
+                             sweep_interval=settings.sweep_interval_seconds)
+    except BaseException:
+        service.close()
+        raise
     print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
           flush=True)
     if auth == "none":
@@ -289,4 +351,6 @@ def serve(settings: Settings) -> None:
               "(create one with `memlane keys create`)", flush=True)
     else:
         print(f"authentication: {auth}", flush=True)
+    if threading.current_thread() is threading.main_thread():
+        server.stop_on_signals()
     server.serve_forever()

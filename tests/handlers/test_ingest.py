@@ -39,7 +39,8 @@ def test_add_writes_messages_and_task_and_enqueues_one_job(aws: Aws, store: str,
     assert (task["request_id"], task["status"]) == ("req-7f3a9c", "PENDING")
     [queued] = aws.queued()
     assert json.loads(queued["Body"]) == {"kind": "extract", "store": "demo", "request_id": "req-7f3a9c",
-                                          "app_id": "support", "tenant_id": "u-42"}
+                                          "app_id": "support", "tenant_id": "u-42",
+                                          "group": "demo/support/u-42"}  # the tenant: its fairness group
     # EMF metrics, one blob per invocation, in the memlane namespace with the function's service name
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert blobs[-1]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "memlane"

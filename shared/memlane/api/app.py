@@ -82,8 +82,14 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: Au
         return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=openapi_json(app))
 
     @app.get("/health", include_in_schema=False)
-    def health() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
+    def health():  # type: ignore[no-untyped-def]  # (a Response annotation breaks the OpenAPI model)
+        # 503 when the local workers are dead: accepted adds would never be extracted.
+        q = deps.queue.health()
+        ok = q.worker_alive is not False
+        body = {"status": "ok" if ok else "worker_dead", "version": __version__,
+                "worker": {"alive": q.worker_alive, "queue_depth": q.depth,
+                           "oldest_pending_seconds": q.oldest_pending_seconds, "dead_letters": q.dead}}
+        return Response(status_code=200 if ok else 503, content_type=content_types.APPLICATION_JSON, body=body)
 
     return app
 

@@ -22,16 +22,19 @@ STATUS: list[tuple[type[errors.MemlaneError], int]] = [
     (errors.Forbidden, 403),
     (errors.NotFound, 404),
     (errors.Conflict, 409),
+    (errors.Overloaded, 429),
     (errors.Retryable, 503),
     (errors.DependencyFailed, 502),
 ]
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None) -> Response:
+def error_response(status: int, code: str, message: str, field: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
     body: dict[str, Any] = {"code": code, "message": message}
     if field:
         body["field"] = field
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": body})
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": body},
+                    headers=headers)
 
 
 def status_of(error: errors.MemlaneError) -> int:
@@ -44,7 +47,8 @@ def register(app: ApiGatewayResolver) -> None:
         status = status_of(error)
         if status >= 500:
             log.error("request failed: %s %s", error.code, error.message)
-        return error_response(status, error.code, error.message, error.field)
+        retry = {"Retry-After": str(error.retry_after)} if isinstance(error, errors.Overloaded) else None
+        return error_response(status, error.code, error.message, error.field, retry)
 
     @app.exception_handler(RequestValidationError)
     def _validation(error: RequestValidationError) -> Response:

@@ -57,6 +57,16 @@ class Retryable(MemlaneError):
     code = "retryable"
 
 
+class Overloaded(Retryable):
+    """Too much work is waiting (the extraction queue is past its limit): retry after `retry_after` seconds."""
+
+    code = "queue_full"
+
+    def __init__(self, message: str, *, retry_after: int, **kwargs: Any):
+        super().__init__(message, retry_after=retry_after, **kwargs)
+        self.retry_after = retry_after
+
+
 class DependencyFailed(MemlaneError):
     """A dependency (LLM, embedder, engine) failed in a way a retry will not fix."""
 

@@ -20,6 +20,7 @@ Partitions (pk) and sort keys (sk):
     <store>#<app>#<tenant>        PROFILE#AGENT#<agent>           the profile of one agent of the tenant
     <store>#~dream                TASK#<task_id> / ACT#<action_id>  dream task / action id → tenant (pointers)
     <store>#~dream                SCHED                           the scheduler's round-robin cursor
+    <store>#~open                 <request_id>                    open extraction tasks (app, tenant, since): the sweeper's list
 
 Every tenant item lives under a partition key that *is* ``store#app#tenant``, so one IAM
 condition on ``dynamodb:LeadingKeys`` confines a caller to its tenant. Scope ids cannot
@@ -31,6 +32,7 @@ from .access import AccessRecords
 from .core import CoreRecords
 from .deletion import DeletionRecords
 from .dream import DreamRecords
+from .open_tasks import OpenTaskRecords
 from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, STORES_PK, TTL_ATTRIBUTE, activity_pk, dream_pk,
                    message_sk, requests_pk, tenant_pk)
 
@@ -38,7 +40,7 @@ __all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK"
            "activity_pk", "dream_pk", "message_sk", "requests_pk", "tenant_pk"]
 
 
-class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords):
+class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords, OpenTaskRecords):
     """Typed access to the table. The only code that knows the key layout."""
 
     def __init__(self, table: Table):

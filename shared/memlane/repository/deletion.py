@@ -6,8 +6,8 @@ from typing import Any, Iterator, Sequence
 
 from ..domain.errors import NotFound
 from ..domain.models import Erasure
-from ..ports import Delete, Table
-from .keys import ERASURES_PK, PURGING_PK, tenant_pk, requests_pk, activity_pk, dream_pk
+from ..ports import Delete, Put, Table
+from .keys import ERASURES_PK, PURGING_PK, tenant_pk, requests_pk, activity_pk, dream_pk, open_pk
 from .keys import _dump
 
 
@@ -26,7 +26,7 @@ class DeletionRecords:
 
     def store_global_keys(self, store: str) -> Iterator[tuple[str, str]]:
         """Keys of the store's global partitions except its audit log (kept for its retention)."""
-        for pk in (requests_pk(store), activity_pk(store), dream_pk(store)):
+        for pk in (requests_pk(store), activity_pk(store), dream_pk(store), open_pk(store)):
             cursor = None
             while True:
                 page = self.table.query(pk, limit=500, cursor=cursor)
@@ -36,7 +36,11 @@ class DeletionRecords:
 
     # -- erasure -------------------------------------------------------------------------------
     def put_erasure(self, erasure: Erasure) -> None:
-        self.table.put({"pk": ERASURES_PK, "sk": erasure.erasure_id, **_dump(erasure)})
+        self.table.transact([self.erasure_put(erasure)])
+
+    def erasure_put(self, erasure: Erasure) -> Put:
+        """The erasure item (a write the queue can commit with the erasure's job)."""
+        return Put({"pk": ERASURES_PK, "sk": erasure.erasure_id, **_dump(erasure)})
 
     def get_erasure(self, erasure_id: str) -> Erasure:
         item = self.table.get(ERASURES_PK, erasure_id)

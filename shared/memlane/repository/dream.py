@@ -122,9 +122,13 @@ class DreamRecords:
         return DreamTask.model_validate(item)
 
     def save_dream_task(self, task: DreamTask, *, expect_status: str | None = None) -> None:
+        self.table.transact([self.dream_task_put(task, expect_status=expect_status)])
+
+    def dream_task_put(self, task: DreamTask, *, expect_status: str | None = None) -> Put:
+        """The dream task item (a write the queue can commit with the task's job)."""
         s = task.scope
-        self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
-                        **_dump(task)}, expect={"status": expect_status} if expect_status else None)
+        return Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
+                    **_dump(task)}, expect={"status": expect_status} if expect_status else None)
 
     def list_dream_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                          cursor: str | None) -> tuple[list[DreamTask], str | None]:

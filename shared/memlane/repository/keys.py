@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "GRANTS_PK", "API_KEYS_PK", "TTL_ATTRIBUTE", "tenant_pk",
-           "requests_pk", "message_sk", "activity_pk", "dream_pk"]
+           "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
 
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,10 @@ def activity_pk(store: str) -> str:
 
 def dream_pk(store: str) -> str:
     return f"{store}#~dream"
+
+
+def open_pk(store: str) -> str:
+    return f"{store}#~open"
 
 
 _DATETIME = TypeAdapter(datetime)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..extractors import Extractor
+from ..faults import Faults
 from ..ports import LLM, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables
 from ..repository import Repository
 from ..split_table import SplitTable
@@ -18,6 +19,10 @@ class CoreSettings:
     duplicate_similarity: float = 0.95  # a candidate this close to an existing memory is a NOOP
     neighbours: int = 5  # existing memories a candidate is compared with
     max_extract_attempts: int = 5
+    queue_limit: int = 0  # back-pressure: an add is refused (429 queue_full) past this many queued jobs; 0 = off
+    queue_retry_after: int = 5  # seconds a refused add is told to wait
+    task_deadline_seconds: float = 900.0  # a task PENDING/RUNNING this long is swept (services/sweep.py)
+    sync_retry_delay: float = 60.0  # a sync add's safety-net job runs this late (only if the inline run failed)
     # Dream (consolidation). See services/dream.py and policies/dream_*.py.
     dream_merge_similarity: float = 0.92  # cosine above which two memories may be one fact said twice
     dream_max_memories: int = 1000  # newest active memories one dream considers
@@ -48,6 +53,7 @@ class Deps:
     def compact(self) -> None:
         for compactor in self.compactors:
             compactor.compact()
+    faults: Faults = field(default_factory=Faults)  # crash points; armed only by the fault-injection suite
 
     @property
     def repo(self) -> Repository:

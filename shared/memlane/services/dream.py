@@ -69,15 +69,21 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     task = DreamTask(task_id=sortable_id(now), store=store, scope=where, mode=mode or store_obj.dream_mode,
                      threshold=store_obj.dream_threshold if threshold is None else threshold,
                      kinds=sorted(set(kinds or ())), trigger=trigger, created_at=now, updated_at=now)
-    deps.repo.create_dream_task(task)
     if sync:
+        deps.repo.create_dream_task(task)
         try:
             return run(deps, store, task.task_id)
         except MemlaneError as error:
             fail(deps, store, task.task_id, f"{error.code}: {error.message}")
             raise
-    deps.queue.enqueue(Job(kind="dream", store=store, request_id=task.task_id))
+    deps.repo.transact([deps.repo.dream_task_pointer(task)])  # global partition: its own write
+    # The task and its job in one commit: a crash cannot leave a dream PENDING with no job behind it.
+    deps.queue.commit(deps.table, [deps.repo.dream_task_put(task)], _job(task))
     return task
+
+
+def _job(task: DreamTask) -> Job:
+    return Job.of_tenant("dream", task.store, task.task_id, task.scope.app_id, task.scope.tenant_id)
 
 
 def run(deps: Deps, store: str, task_id: str) -> DreamTask:
@@ -90,10 +96,12 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     now = deps.clock.now()
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1, "updated_at": now})
     repo.save_dream_task(task)
+    deps.faults.point("dream.after_running")
     claimed = _claim(deps, task)
     engine = engine_for(deps)
     data = _gather(deps, task, now)
     actions, waiting, stats = _record(deps, task, engine.propose(data), data)
+    deps.faults.point("dream.after_actions")
     if task.mode == DreamMode.SAFE_AUTO:
         actions = [_auto(deps, task, a) for a in actions]
         # proposals an earlier dream left pending, made again now: this run's threshold decides them too
@@ -146,11 +154,13 @@ def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = Fa
             deps.repo.transact([deps.repo.dream_task_pointer(task), *marks])
         except ConditionFailed:
             continue  # an add or another scheduler moved one of its entries: it is picked next time
-        # the task itself in the tenant's partition; if this fails the marks lapse with their lease
-        _tenant(deps, task).repo.save_dream_task(task)
+        # the task itself in the tenant's partition, with its job; if this fails the marks lapse with their lease
+        tenant = _tenant(deps, task)
+        if run_inline:
+            tenant.repo.save_dream_task(task)
+        else:
+            deps.queue.commit(tenant.table, [tenant.repo.dream_task_put(task)], _job(task))
         created.append(task)
-        if not run_inline:
-            deps.queue.enqueue(Job(kind="dream", store=task.store, request_id=task.task_id))
     for store, cursor in cursors.items():
         if cursor != deps.repo.get_dream_cursor(store):
             deps.repo.set_dream_cursor(store, cursor)

@@ -50,8 +50,9 @@ def request_erasure(deps: Deps, *, app_id: Any, tenant_id: Any, principal: str) 
     erasure = Erasure(erasure_id=sortable_id(now), app_id=validate_id("app_id", app_id),
                       tenant_id=validate_id("tenant_id", tenant_id), principal=principal, created_at=now,
                       updated_at=now)
-    deps.repo.put_erasure(erasure)
-    deps.queue.enqueue(Job(kind="erase", store="~all", request_id=erasure.erasure_id))
+    # The erasure and its job in one commit: a crash cannot leave it PENDING with no job behind it.
+    deps.queue.commit(deps.table, [deps.repo.erasure_put(erasure)],
+                      Job(kind="erase", store="~all", request_id=erasure.erasure_id))
     return erasure
 
 
@@ -72,8 +73,10 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
                 mine = deleted.setdefault(store.name, {})
                 for kind, n in counts.items():
                     mine[kind] = mine.get(kind, 0) + n
+            deps.faults.point("erase.after_store")
         if cursor is None:
             break
+    deps.faults.point("erase.before_done")
     deps.compact()  # nothing erased may linger in free pages, WAL frames or index segments
     documents = sum(c.get("index_documents", 0) for c in deleted.values())
     done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted": deleted,

@@ -22,11 +22,13 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     repo = deps.repo
     task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
-        return task  # redelivery of a finished job: nothing to do
+        repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)  # redelivery of a finished job: nothing to do
+        return task
     store_obj = embedder_guard.ensure(deps, store_obj or repo.get_store(store))  # vectors of the store's model only
     task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
                                    "updated_at": deps.clock.now()})
     repo.save_task(task)
+    deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
     candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions,
@@ -36,6 +38,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
                                    "updated_at": deps.clock.now()})
     repo.save_task(done)
+    repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     return done
 
 
@@ -44,10 +47,12 @@ def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | 
     """Mark a task FAILED after its job was given up on (dead-lettered)."""
     task = deps.repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status == TaskStatus.SUCCEEDED:
+        deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
                                      "updated_at": deps.clock.now()})
     deps.repo.save_task(failed)
+    deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     return failed
 
 
@@ -66,12 +71,18 @@ def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]
                         agent_ids=(task.scope.agent_id,), run_ids=(task.scope.run_id,))
     outcomes: list[TaskOutcome] = []
     written: list[tuple[Memory, list[float]]] = []
-    for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
-        memory_id = derived_id(task.store, task.request_id, str(i))
-        neighbours = _neighbours(deps, store, exact, candidate.text, vector)
-        if any(n.memory.memory_id == memory_id for n in neighbours):
+    ids = [derived_id(task.store, task.request_id, str(i)) for i in range(len(candidates))]
+    # What an earlier attempt of this job already put in the table (it may have died before the index).
+    earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
+    for memory_id, candidate, vector in zip(ids, candidates, vectors):
+        if memory_id in earlier:
+            mine = earlier[memory_id]
+            if mine.text != candidate.text:  # edited since: index what the table holds
+                vector = deps.embedder.embed([mine.text])[0]
+            written.append((mine, vector))  # written again, to the same id: indexed if it was not
             outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=candidate.text))
-            continue  # written by an earlier attempt of this same job
+            continue
+        neighbours = _neighbours(deps, store, exact, candidate.text, vector)
         # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
         neighbours += [Neighbour(m, _dot(vector, v)) for m, v in written]
         decision = decide(neighbours, duplicate_similarity=deps.settings.duplicate_similarity)
@@ -86,10 +97,15 @@ def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]
         written.append((memory, vector))
         outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=candidate.text))
     # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
-    for memory, _ in written:
+    for n, (memory, _) in enumerate(written):
         deps.repo.put_memory(store, memory)
+        if n == 0 and len(written) > 1:
+            deps.faults.point("extract.mid_memories")
+    deps.faults.point("extract.after_table_write")
     if written:
         deps.index.upsert(store, written)
+    deps.faults.point("extract.after_index_write")
+    if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
     return outcomes
 

@@ -14,13 +14,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, Overloaded, PayloadTooLarge
 from ..domain.ids import derived_id, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from ..ports import Job
-from . import embedder_guard, extract
+from . import embedder_guard, extract, jobs
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
@@ -82,9 +81,13 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     if replay is not None:
         return replay
 
+    _refuse_when_backlogged(deps)
     # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
     # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
     repo.claim_request(store, request_id, write)
+    deps.faults.point("add.after_request_claim")
+    repo.open_task(store, request_id, write, now)  # the sweeper's list, written before the task exists
+    job = jobs.extract_job(store, request_id, write)
     task = None
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
@@ -97,7 +100,12 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
                   repo.scope_write(store, new_info, previous=info)]
         try:
-            repo.transact(writes)
+            if task.extract:
+                # The job commits with the task (locally one transaction; on SQS right after, with the
+                # sweeper as the net). A sync add runs inline: its job is only the retry if that fails.
+                deps.queue.commit(deps.table, writes, job, delay=deps.settings.sync_retry_delay if sync else 0)
+            else:
+                repo.transact(writes)
             break
         except ConditionFailed:
             # Either this tenant's request id was taken meanwhile (a concurrent replay) or the scope entry
@@ -107,15 +115,28 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
                 return replay
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
+    deps.faults.point("add.after_messages_and_task")
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
 
     assert task is not None
-    if task.extract:
-        if sync:
-            return extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
-                               store_obj=store_obj)
-        deps.queue.enqueue(_job(store, request_id, write))
+    if not task.extract:
+        repo.close_task(store, request_id, write.app_id, write.tenant_id)
+    elif sync:
+        # A failure propagates to the caller; the task is not left RUNNING: the job committed above
+        # retries it after sync_retry_delay, and it ends SUCCEEDED or FAILED like any other.
+        done = extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
+                           store_obj=store_obj)
+        deps.queue.discard(job)  # the safety net is not needed
+        return done
     return task
+
+
+def _refuse_when_backlogged(deps: Deps) -> None:
+    """Back-pressure: past the queue limit an add is refused before it writes anything."""
+    limit = deps.settings.queue_limit
+    if limit and deps.queue.depth() >= limit:
+        raise Overloaded(f"extraction is {limit}+ jobs behind; retry the add later (same request_id)",
+                         retry_after=deps.settings.queue_retry_after)
 
 
 def body_hash(scope: Scope, *, messages: Sequence[dict[str, Any]] | None, text: str | None,
@@ -148,10 +169,6 @@ def _run_policy(info: ScopeInfo | None, asked: AccessPolicy | None) -> AccessPol
     return info.access_policy
 
 
-def _job(store: str, request_id: str, scope: Scope) -> Job:
-    return Job(kind="extract", store=store, request_id=request_id, app_id=scope.app_id, tenant_id=scope.tenant_id)
-
-
 def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) -> Task | None:
     """The tenant's own task of that request id, if any (request ids are per tenant: only its partition is read).
     The same body is a replay and gets the first task; another body is refused."""
@@ -165,5 +182,5 @@ def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) 
     if existing.status == TaskStatus.PENDING and deps.clock.now() - existing.updated_at >= REQUEUE_AFTER:
         # Still pending well after it was written: the first attempt may have died between its write and
         # its enqueue. Extraction is idempotent; a fresh task's job is simply on its way, not sent twice.
-        deps.queue.enqueue(_job(store, request_id, scope))
+        deps.queue.enqueue(jobs.extract_job(store, request_id, scope))
     return existing

@@ -1,16 +1,38 @@
-"""Background jobs: what a queue worker (local thread or the extract Lambda) runs for each job kind."""
+"""Background jobs: what a queue worker (local thread or the extract Lambda) runs for each job kind.
+
+A job whose task no longer exists (its tenant was erased, its store deleted) has nothing left to
+do: it is logged and dropped, never retried, never allowed to fail the worker.
+"""
 
 from __future__ import annotations
 
+import logging
+
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
+from ..domain.scope import Scope
 from ..ports import Job
 from . import dream, erase, extract
 from .deps import Deps
 
+log = logging.getLogger(__name__)
+
+
+def extract_job(store: str, request_id: str, scope: Scope) -> Job:
+    """The extraction job of an add; its tenant is its fairness group."""
+    return Job.of_tenant("extract", store, request_id, scope.app_id, scope.tenant_id)
+
 
 def handle(deps: Deps, job: Job) -> Task | None:
     """Run one job; an extraction returns its finished task (the extract Lambda counts its memories)."""
+    try:
+        return _run(deps, job)
+    except NotFound as gone:
+        log.warning("dropping %s job %s of store %s: %s", job.kind, job.request_id, job.store, gone.message)
+        return None
+
+
+def _run(deps: Deps, job: Job) -> Task | None:
     if job.kind == "extract":
         app_id, tenant_id = _owner(deps, job)
         return extract.run(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, app_id=app_id,
@@ -29,14 +51,18 @@ def handle(deps: Deps, job: Job) -> Task | None:
 
 def give_up(deps: Deps, job: Job, reason: str) -> None:
     """A job that will not be retried again: its task must say FAILED, with the reason."""
-    if job.kind == "extract":
-        app_id, tenant_id = _owner(deps, job)
-        extract.fail(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, reason, app_id=app_id,
-                     tenant_id=tenant_id)
-    elif job.kind == "erase":
-        erase.fail_erasure(deps, job.request_id, reason)
-    elif job.kind == "dream":
-        dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
+    try:
+        if job.kind == "extract":
+            app_id, tenant_id = _owner(deps, job)
+            extract.fail(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, reason,
+                         app_id=app_id, tenant_id=tenant_id)
+        elif job.kind == "erase":
+            erase.fail_erasure(deps, job.request_id, reason)
+        elif job.kind == "dream":
+            dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
+    except NotFound as gone:
+        log.warning("dead %s job %s of store %s has no task left to fail: %s", job.kind, job.request_id,
+                    job.store, gone.message)
 
 
 def _owner(deps: Deps, job: Job) -> tuple[str, str]:

@@ -1,8 +1,17 @@
-"""A durable in-process queue with a worker thread, on SQLite.
+"""A durable in-process queue with a supervised pool of workers, in the table's SQLite database.
 
-At-least-once, like SQS: a job is leased while it runs; a job whose lease ran out (the process
-died mid-job) is offered again after a restart. Failures retry with exponential backoff; a job
-that keeps failing is parked as dead and handed to `on_dead`, so its task can say FAILED.
+At-least-once, like SQS: a job is leased while it runs; failures retry with exponential backoff;
+a job that keeps failing is parked as dead and handed to `on_dead`, so its task can say FAILED.
+
+- Atomic with the task: `commit` writes the job in the same transaction as the add's task and
+  messages (the queue shares the table's database), so an accepted task always has its job.
+- One owner: the data-dir lock (datadir.py) makes this process the only one using the queue, so
+  at start every lease left by a dead owner is released at once (`take_ownership`), and a
+  graceful `stop` hands back the leases of jobs it could not finish within its grace period.
+- Supervised: nothing a job or its failure handler raises stops a worker; it is logged.
+- Fair: jobs carry a group (a tenant); a group runs one job at a time, and groups take turns
+  (the one served longest ago first), so one tenant's backlog or one huge add cannot hold every
+  worker.
 """
 
 from __future__ import annotations
@@ -12,79 +21,191 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
-from ...ports import Job
+from ...ports import Job, QueueHealth, Table, Write
+from .database import Database
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Job], None]
 DeadHandler = Callable[[Job, str], None]
 
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL, "
+    "kind TEXT NOT NULL DEFAULT '', store TEXT NOT NULL DEFAULT '', request_id TEXT NOT NULL DEFAULT '', "
+    "grp TEXT NOT NULL DEFAULT '', state TEXT NOT NULL DEFAULT 'ready', attempts INTEGER NOT NULL DEFAULT 0, "
+    "available_at REAL NOT NULL, enqueued_at REAL NOT NULL DEFAULT 0, last_error TEXT)",
+    "CREATE INDEX IF NOT EXISTS jobs_due ON jobs (state, available_at)",
+    "CREATE INDEX IF NOT EXISTS jobs_group ON jobs (grp, state)",
+    "CREATE INDEX IF NOT EXISTS jobs_request ON jobs (request_id, store, kind)",
+    # When each group was last served: the group served longest ago goes next.
+    "CREATE TABLE IF NOT EXISTS job_groups (grp TEXT PRIMARY KEY, served REAL NOT NULL)",
+)
+
+# A due job of a group that has no job running now; the group served longest ago first.
+_NEXT = (
+    "SELECT j.id, j.body, j.attempts, j.grp FROM jobs j LEFT JOIN job_groups g ON g.grp = j.grp "
+    "WHERE j.state IN ('ready', 'leased') AND j.available_at <= :now "
+    "AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.grp = j.grp AND r.state = 'leased' AND r.available_at > :now) "
+    "ORDER BY COALESCE(g.served, 0), j.available_at, j.id LIMIT 1")
+
 
 class DurableQueue:
-    def __init__(self, path: str | Path, *, max_attempts: int = 5, base_delay: float = 0.5,
-                 max_delay: float = 60.0, lease_seconds: float = 300.0, clock: Callable[[], float] = time.time):
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")  # an accepted job survives a power cut
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL, "
-            "state TEXT NOT NULL DEFAULT 'ready', attempts INTEGER NOT NULL DEFAULT 0, "
-            "available_at REAL NOT NULL, last_error TEXT)")
-        self._lock = threading.Lock()
+    def __init__(self, database: Database | str | Path, *, max_attempts: int = 5, base_delay: float = 0.5,
+                 max_delay: float = 60.0, lease_seconds: float = 300.0, workers: int = 2,
+                 clock: Callable[[], float] = time.time):
+        self.db = database if isinstance(database, Database) else Database(database)
+        with self.db.transaction() as conn:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        self.max_attempts, self.base_delay, self.max_delay = max_attempts, base_delay, max_delay
+        self.lease_seconds, self.workers, self._clock = lease_seconds, workers, clock
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.max_attempts, self.base_delay, self.max_delay = max_attempts, base_delay, max_delay
-        self.lease_seconds, self._clock = lease_seconds, clock
+        self._threads: list[threading.Thread] = []
+        self._running: dict[int, int] = {}  # thread ident → id of the job it runs
+        self._running_lock = threading.Lock()
 
     # -- the Queue port ---------------------------------------------------------------------
-    def enqueue(self, job: Job) -> None:
-        with self._lock:
-            self._db.execute("INSERT INTO jobs (body, available_at) VALUES (?, ?)",
-                             (job.model_dump_json(), self._clock()))
+    def enqueue(self, job: Job, *, delay: float = 0) -> None:
+        with self.db.transaction() as conn:
+            self._insert(conn, job, delay)
         self._wake.set()
 
-    # -- the worker --------------------------------------------------------------------------
-    def _claim(self) -> tuple[int, Job, int] | None:
+    def commit(self, table: Table, writes: Sequence[Write], job: Job, *, delay: float = 0) -> None:
+        # The table's transaction nests in ours (a savepoint): the job exists exactly when the writes do.
+        with self.db.transaction() as conn:
+            table.transact(writes)
+            self._insert(conn, job, delay)
+        self._wake.set()
+
+    def discard(self, job: Job) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM jobs WHERE request_id = ? AND store = ? AND kind = ? AND grp = ? "
+                         "AND state = 'ready'", (job.request_id, job.store, job.kind, job.group or job.store))
+
+    def depth(self) -> int:
+        with self.db.lock:
+            return self.db.conn.execute("SELECT COUNT(*) FROM jobs WHERE state != 'dead'").fetchone()[0]
+
+    def health(self) -> QueueHealth:
+        with self.db.lock:
+            depth, oldest = self.db.conn.execute(
+                "SELECT COUNT(*), MIN(enqueued_at) FROM jobs WHERE state != 'dead'").fetchone()
+            dead = self.db.conn.execute("SELECT COUNT(*) FROM jobs WHERE state = 'dead'").fetchone()[0]
+        return QueueHealth(depth=depth, oldest_pending_seconds=round(max(0.0, self._clock() - oldest), 3)
+                           if oldest is not None else 0.0, dead=dead, worker_alive=self.alive)
+
+    def _insert(self, conn: sqlite3.Connection, job: Job, delay: float) -> None:
+        # A job already waiting for the same work is enough (a replay, the sweeper): work is idempotent.
+        # The group names the tenant: request ids are per tenant, so two tenants' jobs are not the same work.
+        waiting = conn.execute(
+            "SELECT 1 FROM jobs WHERE request_id = ? AND store = ? AND kind = ? AND grp = ? AND state = 'ready' "
+            "LIMIT 1", (job.request_id, job.store, job.kind, job.group or job.store)).fetchone()
+        if waiting:
+            return
         now = self._clock()
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, body, attempts FROM jobs WHERE state IN ('ready', 'leased') AND available_at <= ? "
-                "ORDER BY available_at, id LIMIT 1", (now,)).fetchone()
+        conn.execute("INSERT INTO jobs (body, kind, store, request_id, grp, available_at, enqueued_at) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     (job.model_dump_json(), job.kind, job.store, job.request_id, job.group or job.store,
+                      now + max(0.0, delay), now))
+
+    # -- ownership ---------------------------------------------------------------------------
+    def take_ownership(self) -> int:
+        """Release every lease and make every job due now. Only for the holder of the data-dir lock:
+        whoever leased them is dead, and no sync add of a live process is waiting on a delayed job."""
+        with self.db.transaction() as conn:
+            released = conn.execute("UPDATE jobs SET state = 'ready' WHERE state = 'leased'").rowcount
+            conn.execute("UPDATE jobs SET available_at = MIN(available_at, ?) WHERE state = 'ready'", (self._clock(),))
+        if released:
+            log.warning("released %d job lease(s) left by a stopped process", released)
+        return released
+
+    def import_jobs(self, path: Path) -> int:
+        """Adopt the jobs of a queue file of an earlier version (queue.db beside the table)."""
+        old = sqlite3.connect(str(path))
+        try:
+            rows = old.execute("SELECT body, state, attempts, last_error FROM jobs").fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            old.close()
+        with self.db.transaction() as conn:
+            for body, state, attempts, error in rows:
+                job = Job.model_validate_json(body)
+                conn.execute("INSERT INTO jobs (body, kind, store, request_id, grp, state, attempts, available_at, "
+                             "enqueued_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             (body, job.kind, job.store, job.request_id, job.group or job.store,
+                              "dead" if state == "dead" else "ready", attempts, self._clock(), self._clock(), error))
+        return len(rows)
+
+    # -- the worker --------------------------------------------------------------------------
+    def _claim(self) -> tuple[int, Job, int, str | None] | None:
+        """Lease the next job, fairly. The fourth element is a reason when the job must be given up
+        instead of run: it was leased max_attempts times and never finished (it kills the process)."""
+        now = self._clock()
+        with self.db.transaction() as conn:  # BEGIN IMMEDIATE: two workers never lease one job
+            row = conn.execute(_NEXT, {"now": now}).fetchone()
             if row is None:
                 return None
+            job_id, body, attempts, group = row
+            if attempts >= self.max_attempts:
+                reason = f"abandoned: {attempts} attempts never finished (the process stopped during each)"
+                conn.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (reason, job_id))
+                return job_id, Job.model_validate_json(body), attempts, reason
             # A lease is an availability time in the future: if we die, the job comes back after it.
-            self._db.execute("UPDATE jobs SET state='leased', attempts=attempts+1, available_at=? WHERE id=?",
-                             (now + self.lease_seconds, row[0]))
-        return row[0], Job.model_validate_json(row[1]), row[2] + 1
+            conn.execute("UPDATE jobs SET state = 'leased', attempts = attempts + 1, available_at = ? WHERE id = ?",
+                         (now + self.lease_seconds, job_id))
+            conn.execute("INSERT INTO job_groups (grp, served) VALUES (?, ?) "
+                         "ON CONFLICT (grp) DO UPDATE SET served = excluded.served", (group, now))
+        return job_id, Job.model_validate_json(body), attempts + 1, None
 
     def process_one(self, handler: Handler, on_dead: DeadHandler) -> bool:
-        """Run one due job. False when none is due."""
+        """Run one due job. False when none is due. Raises nothing a job or `on_dead` raises."""
         claimed = self._claim()
         if claimed is None:
             return False
-        job_id, job, attempts = claimed
+        job_id, job, attempts, abandoned = claimed
+        if abandoned:
+            log.error("job %s (%s %s) dead: %s", job_id, job.kind, job.request_id, abandoned)
+            self._give_up(on_dead, job, abandoned)
+            return True
+        with self._running_lock:
+            self._running[threading.get_ident()] = job_id
         try:
             handler(job)
         except Exception as error:  # noqa: BLE001 — a worker must survive any job failure and record it
-            reason = f"{type(error).__name__}: {error}"
-            if attempts >= self.max_attempts:
-                log.error("job %s dead after %d attempts: %s", job_id, attempts, reason)
-                with self._lock:
-                    self._db.execute("UPDATE jobs SET state='dead', last_error=? WHERE id=?", (reason, job_id))
-                on_dead(job, reason)
-            else:
-                delay = min(self.max_delay, self.base_delay * 2 ** (attempts - 1))
-                log.warning("job %s failed (attempt %d), retry in %.1fs: %s", job_id, attempts, delay, reason)
-                with self._lock:
-                    self._db.execute("UPDATE jobs SET available_at=?, last_error=? WHERE id=?",
-                                     (self._clock() + delay, reason, job_id))
-            return True
-        with self._lock:
-            self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
+            self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
+        else:
+            with self.db.transaction() as conn:
+                conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+                conn.execute("DELETE FROM job_groups WHERE grp = ? AND NOT EXISTS "
+                             "(SELECT 1 FROM jobs WHERE grp = ?)", (job.group or job.store,) * 2)
+        finally:
+            with self._running_lock:
+                self._running.pop(threading.get_ident(), None)
         return True
+
+    def _failed(self, job_id: int, job: Job, attempts: int, reason: str, on_dead: DeadHandler) -> None:
+        if attempts >= self.max_attempts:
+            log.error("job %s dead after %d attempts: %s", job_id, attempts, reason)
+            with self.db.transaction() as conn:
+                conn.execute("UPDATE jobs SET state = 'dead', last_error = ? WHERE id = ?", (reason, job_id))
+            self._give_up(on_dead, job, reason)
+            return
+        delay = min(self.max_delay, self.base_delay * 2 ** (attempts - 1))
+        log.warning("job %s failed (attempt %d), retry in %.1fs: %s", job_id, attempts, delay, reason)
+        with self.db.transaction() as conn:
+            conn.execute("UPDATE jobs SET state = 'ready', available_at = ?, last_error = ? WHERE id = ?",
+                         (self._clock() + delay, reason, job_id))
+
+    @staticmethod
+    def _give_up(on_dead: DeadHandler, job: Job, reason: str) -> None:
+        try:
+            on_dead(job, reason)
+        except Exception:  # noqa: BLE001 — a failing failure handler must not stop the worker either
+            log.exception("the failure handler of dead job %s %s failed", job.kind, job.request_id)
 
     def drain(self, handler: Handler, on_dead: DeadHandler, *, timeout: float = 30.0) -> None:
         """Process until no job is pending (tests, `--local` CLI). Waits for retries that come due."""
@@ -94,27 +215,53 @@ class DurableQueue:
                 time.sleep(0.01)
 
     def start(self, handler: Handler, on_dead: DeadHandler, *, poll: float = 0.5) -> None:
+        self._stop.clear()
+
         def loop() -> None:
             while not self._stop.is_set():
-                if not self.process_one(handler, on_dead):
+                try:
+                    busy = self.process_one(handler, on_dead)
+                except Exception:  # noqa: BLE001 — e.g. the database briefly locked: log, wait, go on
+                    log.exception("the worker loop failed; continuing")
+                    busy = False
+                if not busy:
                     self._wake.wait(poll)
                     self._wake.clear()
 
-        self._thread = threading.Thread(target=loop, name="memlane-worker", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=loop, name=f"memlane-worker-{i}", daemon=True)
+                         for i in range(max(1, self.workers))]
+        for thread in self._threads:
+            thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, grace: float = 10.0) -> int:
+        """Take no more jobs; wait up to `grace` seconds for running ones; hand back the leases of those
+        still running (without counting the interrupted attempt). Returns how many were handed back."""
         self._stop.set()
         self._wake.set()
-        if self._thread:
-            self._thread.join(timeout)
+        deadline = time.monotonic() + grace
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._running_lock:
+            unfinished = list(self._running.values())
+        if unfinished:
+            with self.db.transaction() as conn:
+                conn.executemany("UPDATE jobs SET state = 'ready', available_at = ?, attempts = MAX(0, attempts - 1) "
+                                 "WHERE id = ? AND state = 'leased'", [(self._clock(), i) for i in unfinished])
+            log.warning("stopping: handed back %d unfinished job(s)", len(unfinished))
+        return len(unfinished)
+
+    @property
+    def alive(self) -> bool | None:
+        """Whether the workers run (None: never started in this process)."""
+        if not self._threads:
+            return None
+        return not self._stop.is_set() and all(t.is_alive() for t in self._threads)
 
     # -- inspection --------------------------------------------------------------------------
     def pending(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM jobs WHERE state != 'dead'").fetchone()[0]
+        return self.depth()
 
     def dead(self) -> list[tuple[Job, str]]:
-        with self._lock:
-            rows = self._db.execute("SELECT body, last_error FROM jobs WHERE state='dead' ORDER BY id").fetchall()
+        with self.db.lock:
+            rows = self.db.conn.execute("SELECT body, last_error FROM jobs WHERE state='dead' ORDER BY id").fetchall()
         return [(Job.model_validate_json(b), e or "") for b, e in rows]

@@ -9,15 +9,14 @@ from __future__ import annotations
 import base64
 import json
 import math
-import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from ...domain.errors import ConditionFailed, InvalidInput
 from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
+from .database import Database
 
 KEY_ATTRIBUTES = ("pk", "sk")
 
@@ -34,28 +33,21 @@ CREATE TABLE IF NOT EXISTS items (
 class SqliteTable:
     """A single-table key/value store in one SQLite file.
 
-    One connection shared by the worker thread and the HTTP threads, serialised by a lock;
-    writes run in `BEGIN IMMEDIATE` transactions so another process (the CLI next to a
-    running server) cannot interleave between a condition check and its write.
+    One connection shared by the worker threads and the HTTP threads, serialised by a lock;
+    writes run in `BEGIN IMMEDIATE` transactions, so nothing interleaves between a condition
+    check and its write. The durable queue shares the file (adapters/local/database.py).
     """
 
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
-        self._lock = threading.Lock()
+    def __init__(self, path: str | Path | Database):
+        # A Database given: the table shares its file and connection with the durable queue.
+        self.database = path if isinstance(path, Database) else Database(path)
+        self.path = self.database.path
+        self._db, self._lock = self.database.conn, self.database.lock
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # FULL: a write we acknowledged survives a power cut ("nothing accepted is ever lost").
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA secure_delete=ON")  # deleted items are zeroed, not left in free space
             self._db.execute(_SCHEMA)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self.database.close()
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, pk: str, sk: str) -> Item | None:
@@ -153,15 +145,9 @@ class SqliteTable:
                 results.append(new)
             return results
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[Any]:
+        # BEGIN IMMEDIATE, or a savepoint inside the queue's commit (the job joins this transaction).
+        return self.database.transaction()
 
     def _get(self, pk: str, sk: str) -> Item | None:
         row = self._db.execute("SELECT pk, sk, body FROM items WHERE pk = ? AND sk = ?", (pk, sk)).fetchone()

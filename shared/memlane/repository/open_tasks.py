@@ -1,0 +1,59 @@
+"""The open-task registry: which extraction tasks are not finished yet, in a global partition.
+
+The sweeper (services/sweep.py) reads it to find tasks whose job was lost (a crash between the
+task's commit and its SQS send, a Lambda killed on its last receive) without scanning tenant
+partitions, which function credentials cannot read. An add registers its task before writing
+it; extraction clears the entry when the task finishes. An entry names only ids, never content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterator
+
+from ..domain.scope import Scope
+from ..ports import Table
+from .keys import open_pk
+
+
+@dataclass(frozen=True)
+class OpenTask:
+    store: str
+    request_id: str
+    app_id: str
+    tenant_id: str
+    since: datetime  # registered, or last re-enqueued by the sweeper
+
+
+class OpenTaskRecords:
+    table: Table
+
+    # Request ids are per tenant: the entry is keyed by the request id and its tenant.
+    def open_task(self, store: str, request_id: str, scope: Scope, now: datetime) -> None:
+        self.table.put({"pk": open_pk(store), "sk": _sk(request_id, scope.app_id, scope.tenant_id),
+                        "request_id": request_id, "app_id": scope.app_id, "tenant_id": scope.tenant_id,
+                        "since": now.isoformat()})
+
+    def close_task(self, store: str, request_id: str, app_id: str, tenant_id: str) -> None:
+        self.table.delete(open_pk(store), _sk(request_id, app_id, tenant_id))
+
+    def swept(self, store: str, entry: "OpenTask", now: datetime) -> None:
+        key = _sk(entry.request_id, entry.app_id, entry.tenant_id)
+        item = self.table.get(open_pk(store), key)
+        if item is not None:
+            self.table.put({**item, "since": now.isoformat()})
+
+    def open_tasks(self, store: str) -> Iterator[OpenTask]:
+        cursor = None
+        while True:
+            page = self.table.query(open_pk(store), limit=500, cursor=cursor)
+            for i in page.items:
+                yield OpenTask(store=store, request_id=i["request_id"], app_id=i["app_id"], tenant_id=i["tenant_id"],
+                               since=datetime.fromisoformat(i["since"]))
+            if not (cursor := page.cursor):
+                return
+
+
+def _sk(request_id: str, app_id: str, tenant_id: str) -> str:
+    return f"{request_id}#{app_id}#{tenant_id}"

@@ -1,0 +1,76 @@
+"""The sweeper: no accepted add stays unfinished because its job was lost.
+
+On SQS a job is sent after its task commits (no transaction spans DynamoDB and SQS), so a crash
+in between, or a Lambda killed on its last receive, can leave a task PENDING or RUNNING with no
+job behind it. The sweeper reads the open-task registry (a global partition: no tenant partition
+is scanned, so function credentials suffice), and for each task untouched for the deadline it
+enqueues the job again — or, once the task has used its attempts, marks it FAILED. Extraction is
+idempotent, so a job enqueued twice does no harm. Runs on a schedule on AWS (functions/sweep),
+at start and periodically in `memlane serve`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ..domain.models import TaskStatus
+from ..domain.scope import Scope
+from . import extract, jobs
+from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    checked: int = 0
+    requeued: int = 0
+    failed: int = 0
+    closed: int = 0  # registry entries of finished tasks, or of adds that died before their task existed
+
+
+def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
+    """One pass over the open tasks of every store; at most `limit` are checked (a Lambda has 29 s),
+    the next scheduled pass carries on."""
+    report = SweepReport()
+    now = deps.clock.now()
+    deadline = timedelta(seconds=deps.settings.task_deadline_seconds)
+    cursor = None
+    while True:
+        stores, cursor = deps.repo.list_stores(100, cursor)
+        for store in stores:
+            for entry in deps.repo.open_tasks(store.name):
+                if report.checked >= limit:
+                    break
+                report.checked += 1
+                tenant = deps.for_tenant(store.name, entry.app_id, entry.tenant_id)
+                task = tenant.repo.find_task(store.name, entry.app_id, entry.tenant_id, entry.request_id)
+                if task is None or task.status.finished:
+                    # No task: the add died before writing it (the client was never answered), or the
+                    # tenant was erased. Left alone within the deadline: the add may still be running.
+                    if task is not None or now - entry.since > deadline:
+                        deps.repo.close_task(store.name, entry.request_id, entry.app_id, entry.tenant_id)
+                        report.closed += 1
+                    continue
+                if now - max(task.updated_at, entry.since) < deadline:
+                    continue
+                if task.status == TaskStatus.RUNNING and task.attempts >= deps.settings.max_extract_attempts:
+                    extract.fail(tenant, store.name, entry.request_id,
+                                 f"gave up: {task.attempts} attempts did not finish within "
+                                 f"{deps.settings.task_deadline_seconds:.0f}s",
+                                 app_id=entry.app_id, tenant_id=entry.tenant_id)
+                    report.failed += 1
+                    continue
+                scope = Scope(app_id=entry.app_id, tenant_id=entry.tenant_id, agent_id=task.scope.agent_id,
+                              run_id=task.scope.run_id)
+                deps.queue.enqueue(jobs.extract_job(store.name, entry.request_id, scope))
+                deps.repo.swept(store.name, entry, now)
+                report.requeued += 1
+        if cursor is None or report.checked >= limit:
+            break
+    if report.requeued or report.failed:
+        log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
+                    report.checked)
+    return report

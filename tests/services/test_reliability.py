@@ -1,0 +1,190 @@
+"""Issue 15: an accepted add is extracted exactly once in effect, whatever fails; the worker cannot be
+stopped by one tenant; a backlog is refused with a clear 429 instead of growing without bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import timedelta
+
+import pytest
+
+from memlane.adapters.embedders.hashing import HashingEmbedder
+from memlane.api.app import build_api
+from memlane.bootstrap import build_local
+from memlane.config import Settings
+from memlane.domain.errors import Overloaded
+from memlane.domain.models import TaskStatus
+from memlane.repository import tenant_pk
+from memlane.server import _LambdaContext, http_event
+from memlane.services import erase, extract, ingest, jobs, stores, sweep
+from memlane.ports import Job
+
+SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
+TEXT = "My sister Clara lives in Lisbon and teaches piano."
+
+
+@pytest.fixture()
+def svc(tmp_path):
+    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
+                          embedder=HashingEmbedder())
+    stores.create(service.deps, name="demo")
+    yield service
+    service.close()
+
+
+def items(deps, pk, prefix):
+    return deps.table.query(pk, prefix=prefix, limit=1000).items
+
+
+# -- finding 2: one tenant can stop extraction for everyone ------------------------------------------
+
+
+def test_a_dead_job_whose_tenant_was_erased_is_tolerated(svc):
+    deps = svc.deps
+    task = ingest.add(deps, "demo", scope=SCOPE, text=TEXT)
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="u1", principal="admin")
+    erase.run_erasure(deps, erasure.erasure_id)
+    job = Job(kind="extract", store="demo", request_id=task.request_id)
+    jobs.give_up(deps, job, "poison")  # raised NotFound: the queue's failure handler killed the worker
+    assert jobs.handle(deps, job) is None  # nothing left to do: dropped, not retried five times
+
+
+def test_a_job_of_a_deleted_store_is_dropped(svc):
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    stores.delete(svc.deps, "demo")
+    assert jobs.handle(svc.deps, Job(kind="extract", store="demo", request_id=task.request_id)) is None
+
+
+# -- finding 4: accepted but never extracted ----------------------------------------------------------
+
+
+def test_a_crash_at_the_job_write_leaves_no_task_without_its_job(svc, monkeypatch):
+    """The task used to commit first and the job to follow: a crash in between stranded it PENDING."""
+    def crash(*args, **kwargs):
+        raise RuntimeError("process died here")
+
+    monkeypatch.setattr(svc.queue, "enqueue", crash)
+    monkeypatch.setattr(svc.queue, "_insert", crash, raising=False)
+    with pytest.raises(RuntimeError):
+        ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, request_id="req-1")
+    monkeypatch.undo()
+    tasks = items(svc.deps, tenant_pk("demo", "app", "u1"), "TASK#")
+    assert [t["request_id"] for t in tasks] == [] or svc.queue.depth() == 1
+
+
+def test_the_sweeper_requeues_a_task_whose_job_was_lost(svc, monkeypatch):
+    """On SQS the job is sent after the commit; a crash in between is repaired by the sweeper."""
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    svc.queue.db.conn.execute("DELETE FROM jobs")  # the send that never happened
+    assert sweep.sweep(svc.deps).requeued == 0  # within the deadline: the add may still be running
+    later = svc.deps.clock.now() + timedelta(seconds=svc.deps.settings.task_deadline_seconds + 1)
+    monkeypatch.setattr(svc.deps.clock, "now", lambda: later)
+    report = sweep.sweep(svc.deps)
+    assert (report.requeued, svc.queue.depth()) == (1, 1)
+    assert sweep.sweep(svc.deps).requeued == 0  # swept: not again before another deadline
+    svc.drain()
+    assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.SUCCEEDED
+    assert list(svc.deps.repo.open_tasks("demo")) == []  # finished: off the sweeper's list
+
+
+def test_the_sweeper_fails_a_task_that_never_finishes(svc, monkeypatch):
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    stuck = svc.deps.repo.locate_task("demo", task.request_id).model_copy(
+        update={"status": TaskStatus.RUNNING, "attempts": svc.deps.settings.max_extract_attempts})
+    svc.deps.repo.save_task(stuck)  # e.g. a Lambda timed out on its last receive: no give_up ran
+    later = svc.deps.clock.now() + timedelta(seconds=svc.deps.settings.task_deadline_seconds + 1)
+    monkeypatch.setattr(svc.deps.clock, "now", lambda: later)
+    assert sweep.sweep(svc.deps).failed == 1
+    done = svc.deps.repo.locate_task("demo", task.request_id)
+    assert done.status == TaskStatus.FAILED and "gave up" in done.error
+
+
+# -- finding 5: a failing sync add left its task RUNNING forever ---------------------------------------
+
+
+class Flaky:
+    def __init__(self, real, failures):
+        self.real, self.failures = real, failures
+
+    def extract(self, *args, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("the LLM timed out")
+        return self.real.extract(*args, **kwargs)
+
+
+def test_a_failing_sync_add_is_retried_and_ends_succeeded(svc):
+    svc.deps.extractor = Flaky(svc.deps.extractor, failures=1)
+    with pytest.raises(RuntimeError):
+        ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, sync=True, request_id="sync-1")
+    svc.queue.take_ownership()  # as after a restart: the safety-net job is due now
+    svc.drain()
+    assert svc.deps.repo.locate_task("demo", "sync-1").status == TaskStatus.SUCCEEDED
+
+
+def test_a_successful_sync_add_leaves_no_job_behind(svc):
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, sync=True)
+    assert task.status == TaskStatus.SUCCEEDED and svc.queue.depth() == 0
+
+
+def test_a_sync_add_that_keeps_failing_ends_failed_with_its_reason(svc):
+    svc.deps.extractor = Flaky(svc.deps.extractor, failures=100)
+    svc.queue.base_delay = 0.0
+    with pytest.raises(RuntimeError):
+        ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, sync=True, request_id="sync-2")
+    svc.queue.take_ownership()
+    svc.drain()
+    task = svc.deps.repo.locate_task("demo", "sync-2")
+    assert task.status == TaskStatus.FAILED and "LLM timed out" in task.error
+
+
+# -- finding 12: back-pressure instead of unbounded lag ------------------------------------------------
+
+
+def call(api, method, path, body=None):
+    raw = json.dumps(body).encode() if body is not None else b""
+    result = api.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
+                         _LambdaContext())
+    return result["statusCode"], json.loads(result["body"]), result.get("headers") or {}
+
+
+def test_an_add_past_the_queue_limit_gets_429_and_writes_nothing(svc):
+    svc.deps.settings = dataclasses.replace(svc.deps.settings, queue_limit=2)
+    api = build_api(svc.deps)
+    for n in range(2):
+        assert call(api, "POST", "/v1/stores/demo/memories", {"scope": SCOPE, "text": f"{TEXT} {n}"})[0] == 202
+    status, body, headers = call(api, "POST", "/v1/stores/demo/memories",
+                                 {"scope": SCOPE, "text": "refused", "request_id": "late"})
+    assert (status, body["error"]["code"], headers.get("Retry-After")) == (429, "queue_full", "5")
+    assert svc.deps.repo.find_task("demo", "app", "u1", "late") is None and svc.deps.repo.task_owners("demo", "late") == []
+    assert len(items(svc.deps, tenant_pk("demo", "app", "u1"), "MSG#")) == 2
+    svc.drain()
+    assert call(api, "POST", "/v1/stores/demo/memories",
+                {"scope": SCOPE, "text": "accepted now", "request_id": "late"})[0] == 202
+
+
+def test_overloaded_is_a_retryable_domain_error():
+    assert Overloaded("busy", retry_after=3).code == "queue_full"
+
+
+# -- /health reports the worker ------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_health_reports_the_worker_and_503_when_it_is_dead(svc):
+    api = build_api(svc.deps)
+    ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    status, body, _ = call(api, "GET", "/health")
+    assert status == 200 and body["worker"]["queue_depth"] == 1 and body["worker"]["dead_letters"] == 0
+    assert body["worker"]["oldest_pending_seconds"] >= 0
+
+    def fatal(job):
+        raise SystemExit("a worker thread dies of what it cannot catch")
+
+    svc.queue.workers = 1
+    svc.queue.start(fatal, lambda job, why: None, poll=0.01)
+    for thread in svc.queue._threads:
+        thread.join(20)
+    status, body, _ = call(api, "GET", "/health")
+    assert (status, body["status"], body["worker"]["alive"]) == (503, "worker_dead", False)
