@@ -3,6 +3,7 @@
     memlane bench locomo --data PATH [--json OUT] [--backend embedded|opensearch] [--limit-conversations N]
     memlane bench scale  [--large] [--json OUT]
     memlane bench tokens [--json OUT] [--png OUT]
+    memlane bench updates [--data PATH] [--json OUT] [--failures]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
 """
@@ -16,7 +17,8 @@ from typing import Sequence
 
 SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall against BM25 / vector / RRF",
           "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
-          "tokens": "prompt tokens per turn with memlane context vs the flat full history"}
+          "tokens": "prompt tokens per turn with memlane context vs the flat full history",
+          "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart"}
 
 
 def parser() -> argparse.ArgumentParser:
