@@ -11,7 +11,9 @@ Per case (pure functions below, unit-tested in tests/unit/bench/test_updates.py)
 
 - **current-first** (update, retract): the first result comes from the turn that holds the
   current state and names its value.
-- **stale-hidden** (update, retract): no result of the default search comes from an outdated turn.
+- **stale-hidden** (update, retract): no result of the default search is the memory of an outdated
+  fact (a memory citing the first message of an outdated turn — the fact; other chatter of the
+  same conversation, "anyway, that's where things stand", is not outdated).
 - **false-supersede** (keep): a fact that still holds was superseded, deleted or dropped as a
   duplicate — every turn of the case that produced a memory must still have an active one.
 - **unextracted**: turns the extractor made no memory of at all (a limit of extraction, not of
@@ -101,6 +103,7 @@ class Hit:
     request_id: str | None
     tenant_id: str
     text: str
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass
@@ -113,6 +116,7 @@ class Observation:
     step_requests: list[str]  # request id of each step, in the case's step order
     step_statuses: list[list[str]]  # statuses of the memories each step's task added
     step_actions: list[list[str]] = field(default_factory=list)  # each step's task outcomes (ADD, NOOP, ...)
+    step_facts: list[str] = field(default_factory=list)  # id of each step's first message (its fact)
     active_with_current: int = 0  # active memories of the tenant naming the current value
     twin_tenant: str | None = None
     twin_changed: int = 0  # twin memories whose status or text changed
@@ -125,11 +129,11 @@ def score(case: Case, obs: Observation) -> dict[str, float]:
     if case.expect in ("update", "retract"):
         assert case.current_step is not None
         current_rid = obs.step_requests[case.current_step]
-        stale = {obs.step_requests[i] for i in case.stale_steps}
+        stale = {obs.step_facts[i] for i in case.stale_steps}
         first = obs.hits[0] if obs.hits else None
         out["current_first"] = float(first is not None and first.request_id == current_rid
                                      and (case.current or "").lower() in first.text.lower())
-        out["stale_hidden"] = float(not any(h.request_id in stale for h in obs.hits))
+        out["stale_hidden"] = float(not any(stale & set(h.evidence) for h in obs.hits))
     elif case.expect == "keep":
         lost = any("active" not in statuses for i, statuses in enumerate(obs.step_statuses)
                    if i in case.keep_steps and obs.step_actions[i])
@@ -174,7 +178,8 @@ def _hits(deps: Any, tenant: str, question: str) -> list[Hit]:
     from ..services.search import search
 
     found = search(deps, STORE, query=question, scope={"app_id": APP, "tenant_id": tenant}, top_k=TOP_K)
-    return [Hit(h.memory.request_id, h.memory.scope.tenant_id, h.memory.text) for h in found]
+    return [Hit(h.memory.request_id, h.memory.scope.tenant_id, h.memory.text, tuple(h.memory.evidence))
+            for h in found]
 
 
 def _ingest(deps: Any, case: Case, tenant: str, steps: Sequence[int]) -> dict[int, str]:
@@ -212,7 +217,8 @@ def observe(deps: Any, case: Case) -> Observation:
         mems = [m for rid in requests for m in _memories(deps, tenant, rid)]
         active_with_current = len({m.memory_id for m in mems
                                    if str(m.status) == "active" and case.current.lower() in m.text.lower()})
-    obs = Observation(tenant=tenant, hits=_hits(deps, tenant, case.question), step_requests=requests,
+    facts = [deps.repo.get_task(STORE, rid).message_ids[0] for rid in requests]
+    obs = Observation(tenant=tenant, hits=_hits(deps, tenant, case.question), step_requests=requests, step_facts=facts,
                       step_statuses=statuses, step_actions=actions, active_with_current=active_with_current)
     if twin is not None:
         after = {m.memory_id: (str(m.status), m.text)

@@ -89,11 +89,17 @@ class Statement:
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
+        self.shown: dict[str, str] = {}  # stem → a word it stands for, to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
-        self.tokens = [w for w in self.words if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+        # Stems, so "works" and "work" align.
+        self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
+                       if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
-        self.content = {lang.stem(w) for w in self.tokens if w not in lang.FILLER and w != self.subject
-                        and w not in lang.NEGATIONS and "n't" not in w and "n’t" not in w}
+        for w in self.words:
+            self.shown.setdefault(lang.stem(w), w)
+        self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
+                        and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+                        and "n't" not in w and "n’t" not in w}
         self.values = {w for w in raw[1:] if any(c.isdigit() for c in w) or "@" in w}
 
     @cached_property
@@ -195,7 +201,9 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             conf = 0.95 if new.change else 0.9
             return Relation(ExtractAction.UPDATE, conf,
                             f"same relation ('{' '.join(relation_words)}'), another value: "
-                            f"'{' '.join(a)}' → '{' '.join(b)}'")
+                            f"'{_show(old, a)}' → '{_show(new, b)}'")
+    if _changes_state_of(new, old):
+        return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
     if new.change and not _set_valued(new.tokens[:4]) or new.change and (old.content & new.content):
         shared = old.content & new.content
         if (shared and similarity >= CUE_SIMILARITY) or similarity >= CUE_ONLY_SIMILARITY:
@@ -214,10 +222,29 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     flipped = best.negated != old.negated
     coverage = max(len(shared) / max(len(old.content), 1), len(shared) / max(len(best.content), 1))
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
-        return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({', '.join(sorted(shared))})")
+        return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
-        return Relation(ExtractAction.DELETE, 0.8, f"says it ended ({', '.join(sorted(shared))})")
+        if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
+            # "quit teaching and became a data analyst": ended, and replaced by something
+            return Relation(ExtractAction.UPDATE, 0.85, f"says it changed ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, 0.8, f"says it ended ({_show(old, sorted(shared))})")
     return None
+
+
+def _changes_state_of(new: Statement, old: Statement) -> bool:
+    """"moved to Bergen" / "lives in Oslo": a change verb whose state the old statement is in, with
+    a new name for where it now is."""
+    old_stems = {lang.stem(w) for w in old.words}
+    for i, w in enumerate(new.words):
+        states = lang.CHANGE_VERBS.get(lang.stem(w))
+        if states and any(st in old_stems for st in states):
+            after = _TOKEN.findall(new.text)[i + 1:i + 5]
+            return any(t[:1].isupper() and t.lower() not in old.words for t in after)
+    return False
+
+
+def _show(statement: Statement, stems: list[str]) -> str:
+    return " ".join(statement.shown.get(w, w) for w in stems)
 
 
 def _closest_clause(new: Statement, old: Statement) -> Statement:
@@ -239,19 +266,24 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     new = Statement(text)
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
-        old = Statement(n.memory.text)
-        if n.similarity >= duplicate_similarity and _same_values(new, old) and not new.change \
-                and new.negated == old.negated:
+        other = Statement(n.memory.text)
+        if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
+                and new.negated == other.negated:
             found.append((Relation(ExtractAction.NOOP, 0.95, f"near-duplicate (similarity {n.similarity:.2f})"), n))
             continue
-        relation = relate(new, old, n.similarity)
+        # Read in the order they were said: an imported older statement is the old one.
+        if _is_newer(n.memory, observed_at):
+            relation = relate(other, new, n.similarity)
+            if relation is not None and relation.action == ExtractAction.NOOP:
+                relation = Relation(ExtractAction.NOOP, relation.confidence, "the memory says all this says")
+        else:
+            relation = relate(new, other, n.similarity)
         if relation is not None:
             found.append((relation, n))
     if not found:
         return Decision(ExtractAction.ADD)
     relation, first = found[0]
-    when = observed(first.memory)
-    older = observed_at is not None and when is not None and observed_at < when
+    older = _is_newer(first.memory, observed_at)
     if relation.action == ExtractAction.NOOP:
         return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason)
     if older:

@@ -14,13 +14,21 @@ CHANGE_CUES = frozenset(
     "joined left quit transferred sold cancelled canceled stopped started again gone replaced upgraded "
     "updated renamed moving switching switch changing lately nowadays".split())
 CHANGE_PHRASES = ("no longer", "any more", "these days", "from now on", "after all", "gave up", "give up",
-                  "went up", "went down", "is now", "not anymore", "used to")
+                  "went up", "went down", "is now", "not anymore", "no more", "got married", "got engaged",
+                  "got divorced", "got a job", "got a new job")
+# Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
+# changes where someone lives, "joined Stripe" where they work. Stems (see `stem`).
+CHANGE_VERBS = {
+    "mov": ("liv", "resid", "bas", "stay"), "relocat": ("liv", "resid", "bas", "stay"),
+    "join": ("work", "employ"), "transferr": ("enroll", "study", "attend", "work"),
+    "transfer": ("enroll", "study", "attend", "work"), "hir": ("work", "employ"),
+}
 # Words that deny a statement ("not", "don't", "no longer").
 NEGATIONS = frozenset("not no never none nothing nobody neither nor cannot without".split())
 _NEGATED_VERB = re.compile(r"\b\w+n['’]t\b", re.I)  # don't, isn't, can't, doesn't
 # Words that end what held ("quit smoking", "cancelled the trip"): a retraction without a "not".
 STOP_CUES = frozenset("quit stopped cancelled canceled gone healed cured ended misdiagnosis sold".split())
-STOP_PHRASES = ("no longer", "gave up", "give up", "broke up", "passed away", "after all", "not anymore")
+STOP_PHRASES = ("no longer", "gave up", "give up", "broke up", "passed away", "after all", "not anymore", "no more")
 # Words that say a statement adds to what holds ("I also have a cat").
 ADDITIVE_CUES = frozenset("also too another additionally both".split())
 ADDITIVE_PHRASES = ("as well", "in addition", "on top of")
@@ -45,8 +53,9 @@ def stem(word: str) -> str:
     w = word.lower().strip("'’")
     if w.endswith(("'s", "’s")):
         w = w[:-2]
-    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not (suffix == "s" and w.endswith("ss")):
+    for suffix, repl, keep in (("ies", "y", 3), ("ing", "", 3), ("ed", "", 3), ("ers", "", 4), ("er", "", 4),
+                               ("es", "", 3), ("s", "", 3)):
+        if w.endswith(suffix) and len(w) - len(suffix) >= keep and not (suffix == "s" and w.endswith("ss")):
             w = w[: len(w) - len(suffix)] + repl
             break
     if len(w) > 3 and w.endswith("e"):

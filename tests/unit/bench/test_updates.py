@@ -20,7 +20,8 @@ def update_case(**kw):
 
 
 def obs(hits, statuses=(["superseded"], ["active"]), actions=(["ADD"], ["UPDATE"]), **kw):
-    return Observation(tenant="c1", hits=hits, step_requests=["r0", "r1"], step_statuses=list(statuses),
+    return Observation(tenant="c1", hits=hits, step_requests=["r0", "r1"], step_facts=["m0", "m1"],
+                       step_statuses=list(statuses),
                        step_actions=list(actions), **kw)
 
 
@@ -47,10 +48,14 @@ def test_current_first_needs_the_current_turn_and_its_value_on_top():
     assert score(case, obs([]))["current_first"] == 0
 
 
-def test_stale_hidden_fails_when_any_result_comes_from_an_outdated_turn():
+def test_stale_hidden_fails_when_any_result_is_the_outdated_fact():
     case = update_case()
-    assert score(case, obs([Hit("r1", "c1", "Denver")]))["stale_hidden"] == 1
-    assert score(case, obs([Hit("r1", "c1", "Denver"), Hit("r0", "c1", "Boston")]))["stale_hidden"] == 0
+    assert score(case, obs([Hit("r1", "c1", "Denver", ("m1",))]))["stale_hidden"] == 1
+    assert score(case, obs([Hit("r1", "c1", "Denver", ("m1",)), Hit("r0", "c1", "Boston", ("m0",))]))[
+        "stale_hidden"] == 0
+    # other chatter of the outdated conversation is not the outdated fact
+    assert score(case, obs([Hit("r1", "c1", "Denver", ("m1",)), Hit("r0", "c1", "Anyway.", ("m0b",))]))[
+        "stale_hidden"] == 1
 
 
 def test_false_supersede_counts_a_kept_fact_that_lost_its_active_memory():
