@@ -319,3 +319,20 @@ def conflicts(newer: Memory, older: Memory) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active)."""
     relation = relate(Statement(newer.text), Statement(older.text), similarity=1.0)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
+
+
+def newer_first(memories: list[Memory], window: int = 10) -> list[Memory]:
+    """`memories` (ranked) with each one that replaces or denies an earlier-ranked, older one moved
+    just before it: when two active memories conflict anyway, the newer ranks first. Only the
+    first `window` are compared (a pairwise reading; the head is what an agent reads)."""
+    head, tail = list(memories[:window]), list(memories[window:])
+    i = 0
+    while i < len(head):
+        for j in range(i + 1, len(head)):
+            a, b = head[i], head[j]
+            if _is_newer(b, observed(a)) and conflicts(b, a):
+                head.insert(i, head.pop(j))
+                break
+        else:
+            i += 1
+    return head + tail
