@@ -35,14 +35,18 @@ MAX_OLD_WORDS = 40
 MAX_NEW_WORDS = 30
 MAX_VALUE_WORDS = 5  # a differing span longer than this is another statement, not another value
 CUE_SIMILARITY = 0.5  # a change cue counts for a memory at least this close sharing a content word
+WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "new")
 CUE_ONLY_SIMILARITY = 0.65  # ... or this close without one
 RETRACT_COVERAGE = 0.67  # share of one statement's content the other's denial must repeat
+FRAME_SHARE = 0.5  # words two statements share, of the new one's, for "same relation, another value"
+TOPIC_SHARE = 0.25  # content words shared, of the old statement's, for a change cue to be about it
 
 _REPLY = re.compile(r"\s*\(replying to [^)]*\)\s*$", re.S)
 _SPEAKER = re.compile(r"^(?P<speaker>[A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
 _TOKEN = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|[$€£]?\d[\d,.:/\-]*\d|[$€£]?\d|@[\w\-]+|[A-Za-z][\w'’\-+]*")
 _OPENERS = frozenset("turns so well actually anyway also and but then now today yesterday lately recently "
                      "honestly apparently sadly luckily finally oh hey".split())
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -111,6 +115,19 @@ class Statement:
         return lang.change_cue(self.words, self.text)
 
     @cached_property
+    def sentences(self) -> int:
+        return len([p for p in _SENTENCE.split(self.text) if p.strip()])
+
+    @cached_property
+    def strong_change(self) -> bool:
+        return lang.change_cue(self.words, self.text, strong=True)
+
+    @cached_property
+    def addressed(self) -> bool:
+        """Said to someone ("you", "your"): conversation, not a fact about the subject."""
+        return any(w in lang.SECOND_PERSON for w in self.words)
+
+    @cached_property
     def stops(self) -> bool:
         return lang.stop_cue(self.words, self.text)
 
@@ -177,7 +194,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
     if not new.subject or new.subject != old.subject:
         return None  # about someone else
-    if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS:
+    if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
         return None
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
@@ -187,13 +204,15 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation_words = _content(al.shared, new.subject)
     new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
     old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
-    if not al.replaced and not new_content and same_polarity:
+    if not al.replaced and not new_content and relation_words and same_polarity:
         return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
     if not al.replaced and not old_content and new_content and relation_words and same_polarity:
         return Relation(ExtractAction.UPDATE, 0.9, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
-    if len(al.replaced) == 1 and relation_words and same_polarity:
+    # The shared words are most of the new statement: one statement, one value changed.
+    aligned = len(al.shared) >= FRAME_SHARE * min(len(new.tokens), len(old.tokens))
+    if len(al.replaced) == 1 and relation_words and same_polarity and aligned:
         a, b = al.replaced[0]
         a_content, b_content = _content(a, new.subject), _content(b, new.subject)
         if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
@@ -202,11 +221,16 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return Relation(ExtractAction.UPDATE, conf,
                             f"same relation ('{' '.join(relation_words)}'), another value: "
                             f"'{_show(old, a)}' → '{_show(new, b)}'")
+    if old.sentences > 1 or new.sentences > 1:
+        return None  # a passage of several statements is not superseded by a change of one
     if _changes_state_of(new, old):
         return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
-    if new.change and not _set_valued(new.tokens[:4]) or new.change and (old.content & new.content):
+    if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
-        if (shared and similarity >= CUE_SIMILARITY) or similarity >= CUE_ONLY_SIMILARITY:
+        about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
+        # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
+        needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
+        if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
             return Relation(ExtractAction.UPDATE, 0.85,
                             "reports a change of what the memory says"
                             + (f" (both about {', '.join(sorted(shared))})" if shared else ""))
@@ -219,8 +243,10 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     shared = best.content & old.content
     if not shared:
         return None
-    flipped = best.negated != old.negated
-    coverage = max(len(shared) / max(len(old.content), 1), len(shared) / max(len(best.content), 1))
+    flipped = best.negated != _closest_clause(old, best).negated
+    # Most of what the old statement says, or most of a clause that says something of its own.
+    coverage = max(len(shared) / max(len(old.content), 1),
+                   len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
         return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):

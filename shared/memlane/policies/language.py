@@ -16,6 +16,12 @@ CHANGE_CUES = frozenset(
 CHANGE_PHRASES = ("no longer", "any more", "these days", "from now on", "after all", "gave up", "give up",
                   "went up", "went down", "is now", "not anymore", "no more", "got married", "got engaged",
                   "got divorced", "got a job", "got a new job")
+# Cues too common in narration to carry a change on their own ("now", "new", "started"): they
+# count only for two statements that align word for word.
+WEAK_CUES = frozenset("now currently new newly started again lately nowadays moving gone".split())
+# Second person: a remark addressed to someone ("glad your son is okay") is conversation, not a
+# statement of fact about the speaker.
+SECOND_PERSON = frozenset("you your yours yourself yourselves y'all ya".split())
 # Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
 # changes where someone lives, "joined Stripe" where they work. Stems (see `stem`).
 CHANGE_VERBS = {
@@ -72,8 +78,9 @@ def negated(words: list[str], text: str) -> bool:
     return any(w in NEGATIONS for w in words) or bool(_NEGATED_VERB.search(text)) or has_phrase(text, ("no longer",))
 
 
-def change_cue(words: list[str], text: str) -> bool:
-    return any(w in CHANGE_CUES for w in words) or has_phrase(text, CHANGE_PHRASES)
+def change_cue(words: list[str], text: str, *, strong: bool = False) -> bool:
+    cues = CHANGE_CUES - WEAK_CUES if strong else CHANGE_CUES
+    return any(w in cues for w in words) or has_phrase(text, CHANGE_PHRASES)
 
 
 def stop_cue(words: list[str], text: str) -> bool:
