@@ -46,6 +46,7 @@ _SPEAKER = re.compile(r"^(?P<speaker>[A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
 _TOKEN = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|[$€£]?\d[\d,.:/\-]*\d|[$€£]?\d|@[\w\-]+|[A-Za-z][\w'’\-+]*")
 _OPENERS = frozenset("turns so well actually anyway also and but then now today yesterday lately recently "
                      "honestly apparently sadly luckily finally oh hey".split())
+_DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
@@ -84,6 +85,7 @@ class Statement:
         body = _REPLY.sub("", text.strip())
         m = _SPEAKER.match(body)
         self.subject = m.group("speaker").lower() if m else ""
+        self.speaker = bool(m)  # the subject came from a "Speaker: " prefix, not from the statement
         if m:
             body = body[m.end():]
         self.text = body
@@ -113,6 +115,15 @@ class Statement:
     @cached_property
     def change(self) -> bool:
         return lang.change_cue(self.words, self.text)
+
+    @cached_property
+    def factual(self) -> bool:
+        """States something of its subject ("Ann lives ...", "Ann's dog is ...") or defines a thing
+        ("The code word is ..."); "Can't wait to see it!" does neither."""
+        return (self.subject in self.words and (self.speaker or self.words[:1] != [self.subject])
+                or self.subject in self.words and not self.speaker
+                or any(w in ("we", "our", "us", "ours") for w in self.words)  # the speaker among others
+                or bool(_DEFINITION.match(self.text)))
 
     @cached_property
     def sentences(self) -> int:
@@ -196,6 +207,14 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # about someone else
     if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
         return None
+    passage = old.sentences > 1 or new.sentences > 1
+    if passage or not (new.factual and old.factual):
+        # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
+        al = _align(old.tokens, new.tokens)
+        if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
+                and _closest_clause(new, old).negated == old.negated):
+            return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+        return None
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
         return retraction
@@ -221,8 +240,6 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return Relation(ExtractAction.UPDATE, conf,
                             f"same relation ('{' '.join(relation_words)}'), another value: "
                             f"'{_show(old, a)}' → '{_show(new, b)}'")
-    if old.sentences > 1 or new.sentences > 1:
-        return None  # a passage of several statements is not superseded by a change of one
     if _changes_state_of(new, old):
         return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
     if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
