@@ -31,6 +31,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
                               dream_merge_similarity=settings.dream_merge_similarity,
+                              consolidate_on_write=settings.consolidate_on_write,
                               dream_max_scopes=settings.dream_max_scopes,
                               dream_scan_limit=settings.dream_scan_limit),
         compactors=_compactors(table, index),

@@ -132,3 +132,11 @@ def test_a_redelivered_job_applies_each_change_once(deps, store):
 def test_as_of_must_be_a_time(deps, store):
     with pytest.raises(InvalidInput):
         ask(deps, store, "where?", as_of="yesterday")
+
+
+def test_a_dream_after_a_write_time_update_has_nothing_left_to_supersede(deps, store):
+    say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2")
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
+    found, _ = dream.list_actions(deps, store, task.task_id)
+    assert not [a for a in found if a.kind in ("UPDATE", "MERGE", "DELETE")]

@@ -68,7 +68,9 @@ def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]
     now = deps.clock.now()
     said = {m.message_id: m.created_at for m in messages}
     vectors = deps.embedder.embed([c.text for c in candidates])
-    subject = ScopeFilter(app_id=task.scope.app_id, tenant_id=task.scope.tenant_id)
+    across = deps.settings.consolidate_on_write
+    subject = ScopeFilter(app_id=task.scope.app_id, tenant_id=task.scope.tenant_id,
+                          **({} if across else {"agent_ids": (task.scope.agent_id,), "run_ids": (task.scope.run_id,)}))
     outcomes: list[TaskOutcome] = []
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
@@ -85,6 +87,8 @@ def _consolidate(deps: Deps, store: str, task: Task, candidates: list[Candidate]
         neighbours += [Neighbour(m, _dot(vector, v)) for m, v in written]
         decision = consolidation.decide(candidate.text, neighbours, observed_at=observed_at,
                                         duplicate_similarity=deps.settings.duplicate_similarity)
+        if not across and decision.action != ExtractAction.NOOP:
+            decision = Decision(ExtractAction.ADD)
         if decision.action == ExtractAction.NOOP and decision.target is not None:
             outcomes.append(TaskOutcome(action=ExtractAction.NOOP, memory_id=decision.target.memory_id,
                                         text=candidate.text, target_id=decision.target.memory_id,
