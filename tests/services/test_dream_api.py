@@ -1,9 +1,8 @@
 """The dream routes through the same resolver API Gateway and `memlane serve` use (no socket)."""
 
 import json
-from datetime import datetime, timedelta, timezone
-
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
