@@ -18,6 +18,7 @@ from ..domain.scope import ScopeFilter
 from ..policies import consolidation
 from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
+from . import consolidate_llm as judge
 from . import dream_actions
 from .deps import Deps
 
@@ -39,19 +40,26 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     outcomes: list[TaskOutcome] = []
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
+    times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
+    ids = [derived_id(task.store, task.request_id, str(i)) for i in range(len(candidates))]
+    earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
+    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.request_id != task.request_id]
+               for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
+    # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
+    # after its repair turn: ADD), the rules do.
+    judged = judge.decide(deps.llm, candidates, nearest, times) if deps.llm is not None and across else None
     for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
-        memory_id = derived_id(task.store, task.request_id, str(i))
-        observed_at = max((said[e] for e in candidate.evidence if e in said), default=now)
-        earlier = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, [memory_id])
-        if earlier:
-            outcomes.append(_resumed(deps, store, task, i, earlier[0], candidate))
+        memory_id, observed_at = ids[i], times[i]
+        if memory_id in earlier:
+            outcomes.append(_resumed(deps, store, task, i, earlier[memory_id], candidate))
             continue  # written by an earlier attempt of this same job
-        neighbours = [n for n in _neighbours(deps, store, subject, candidate.text, vector)
-                      if n.memory.request_id != task.request_id]
-        # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
-        neighbours += [Neighbour(m, _dot(vector, v)) for m, v in written]
-        decision = consolidation.decide(candidate.text, neighbours, observed_at=observed_at,
-                                        duplicate_similarity=deps.settings.duplicate_similarity)
+        if judged is not None:
+            decision = judged[i]
+        else:
+            # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
+            neighbours = nearest[i] + [Neighbour(m, _dot(vector, v)) for m, v in written]
+            decision = consolidation.decide(candidate.text, neighbours, observed_at=observed_at,
+                                            duplicate_similarity=deps.settings.duplicate_similarity)
         if not across and decision.action != ExtractAction.NOOP:
             decision = Decision(ExtractAction.ADD)
         if decision.action == ExtractAction.NOOP and decision.target is not None:
