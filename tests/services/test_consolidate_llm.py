@@ -112,3 +112,9 @@ def test_the_response_model_is_strict():
         prompt.ConsolidationResult.model_validate({"decisions": [{"candidate": 1, "action": "MERGE"}]})
     with pytest.raises(ValueError):
         prompt.ConsolidationResult.model_validate({"decisions": [{"candidate": 1, "action": "ADD", "id": "x"}]})
+
+
+def test_no_call_when_there_is_nothing_to_compare_with(deps, store):
+    deps.llm = ScriptedLLM()
+    task = say(deps, store, "I live in Boston.", day=0, run="r1")
+    assert deps.llm.calls == [] and [o.action for o in task.outcomes] == [ExtractAction.ADD]

@@ -156,21 +156,18 @@ def _resumed(deps: Deps, store: str, task: Task, i: int, memory: Memory, candida
 
 
 def _neighbours(deps: Deps, store: str, scope: ScopeFilter, text: str, vector: list[float]) -> list[Neighbour]:
-    """The nearest active memories by meaning, and those that share the statement's rarer words
-    (a changed value can move a statement away in meaning while it names the same things)."""
+    """The nearest active memories by meaning, and those among the next nearest that share the
+    statement's rarer words (a changed value can move a statement away in meaning while it names the
+    same things). The index measures every cosine: nothing is embedded again."""
     k = deps.settings.neighbours
-    hits = deps.index.search(store, IndexQuery(scope=scope, text=text, vector=vector, k=k))
-    by_id = {h.memory_id: h.score for h in hits.vector[:k]}
-    extra = [h.memory_id for h in hits.keyword[:k] if h.memory_id not in by_id]
-    if not by_id and not extra:
+    hits = deps.index.search(store, IndexQuery(scope=scope, text=text, vector=vector, k=4 * k))
+    cosine = {h.memory_id: h.score for h in hits.vector}
+    chosen = [h.memory_id for h in hits.vector[:k]]
+    chosen += [h.memory_id for h in hits.keyword[:k] if h.memory_id in cosine and h.memory_id not in chosen]
+    if not chosen:
         return []
-    memories = deps.repo.get_memories(store, scope.app_id, scope.tenant_id, [*by_id, *extra])
-    memories = [m for m in memories if m.status == MemoryStatus.ACTIVE]
-    missing = [m for m in memories if m.memory_id not in by_id]
-    if missing:
-        for m, v in zip(missing, deps.embedder.embed([m.text for m in missing])):
-            by_id[m.memory_id] = _dot(vector, v)
-    return [Neighbour(m, by_id[m.memory_id]) for m in memories]
+    memories = deps.repo.get_memories(store, scope.app_id, scope.tenant_id, chosen)
+    return [Neighbour(m, cosine[m.memory_id]) for m in memories if m.status == MemoryStatus.ACTIVE]
 
 
 def _dot(a: list[float], b: list[float]) -> float:

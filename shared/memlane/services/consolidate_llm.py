@@ -33,8 +33,8 @@ def decide(llm: LLM, candidates: Sequence[Candidate], nearest: dict[int, list[Ne
             lines.append(f"    [m{m}] (said {when:%Y-%m-%d %H:%M}) {n.memory.text}" if when else
                          f"    [m{m}] {n.memory.text}")
     out = {i: Decision(ExtractAction.ADD) for i in order}
-    if not order:
-        return out
+    if not memory_of:
+        return out  # nothing to compare with: no call
     request = prompt.TEMPLATE.format(batch="\n".join(lines))
     usable: dict[int, prompt.Decision] = {}
     try:
