@@ -106,3 +106,9 @@ def test_newer_first_moves_a_replacing_memory_before_the_one_it_replaces():
     new = memory("User's apartment is in Queens.", day=9, mid="new")
     assert [m.memory_id for m in newer_first([old, other, new])] == ["new", "old", "dog"]
     assert [m.memory_id for m in newer_first([other, old])] == ["dog", "old"]
+
+
+def test_newer_first_leaves_unrelated_memories_in_their_order():
+    jazz = memory("User likes jazz.", day=0, mid="jazz")
+    move = memory("User moved to Denver.", day=9, mid="move")
+    assert [m.memory_id for m in newer_first([jazz, move])] == ["jazz", "move"]

@@ -238,7 +238,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
                 and (new.change or not _set_valued(relation_words))):
             conf = 0.95 if new.change else 0.9
             return Relation(ExtractAction.UPDATE, conf,
-                            f"same relation ('{' '.join(relation_words)}'), another value: "
+                            f"same relation ('{_show(new, relation_words)}'), another value: "
                             f"'{_show(old, a)}' → '{_show(new, b)}'")
     if _changes_state_of(new, old):
         return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
@@ -250,7 +250,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
             return Relation(ExtractAction.UPDATE, 0.85,
                             "reports a change of what the memory says"
-                            + (f" (both about {', '.join(sorted(shared))})" if shared else ""))
+                            + (f" (both about {_show(old, sorted(shared))})" if shared else ""))
     return None
 
 
@@ -360,7 +360,8 @@ def observed(memory: Memory) -> datetime | None:
 
 def conflicts(newer: Memory, older: Memory) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active)."""
-    relation = relate(Statement(newer.text), Statement(older.text), similarity=1.0)
+    # No similarity: only what the words themselves show (another value, a denial, a move) counts.
+    relation = relate(Statement(newer.text), Statement(older.text), similarity=0.0)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
