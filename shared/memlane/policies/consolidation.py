@@ -358,23 +358,28 @@ def observed(memory: Memory) -> datetime | None:
     return memory.observed_at or memory.valid_from or memory.created_at
 
 
-def conflicts(newer: Memory, older: Memory) -> bool:
-    """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active)."""
-    # No similarity: only what the words themselves show (another value, a denial, a move) counts.
-    relation = relate(Statement(newer.text), Statement(older.text), similarity=0.0)
+def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
+    """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
+    Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
+    relation = relate(Statement(newer.text), Statement(older.text), similarity=similarity)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
-def newer_first(memories: list[Memory], window: int = 10) -> list[Memory]:
+def newer_first(memories: list[Memory], relevance: dict[str, float] | None = None,
+                window: int = 10) -> list[Memory]:
     """`memories` (ranked) with each one that replaces or denies an earlier-ranked, older one moved
     just before it: when two active memories conflict anyway, the newer ranks first. Only the
-    first `window` are compared (a pairwise reading; the head is what an agent reads)."""
+    first `window` are compared (a pairwise reading; the head is what an agent reads).
+    `relevance`: each memory's similarity to the query; two that both answer it closely are about
+    one thing, so a change cue of the newer one counts as it does at write time."""
     head, tail = list(memories[:window]), list(memories[window:])
+    relevance = relevance or {}
     i = 0
     while i < len(head):
         for j in range(i + 1, len(head)):
             a, b = head[i], head[j]
-            if _is_newer(b, observed(a)) and conflicts(b, a):
+            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+            if _is_newer(b, observed(a)) and conflicts(b, a, close):
                 head.insert(i, head.pop(j))
                 break
         else:

@@ -102,7 +102,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     if not history:
         # Two active memories that conflict anyway (written before write-time consolidation, or
         # beyond what it could tell): the newer first. Scores stay as they were.
-        order = {m.memory_id: i for i, m in enumerate(consolidation.newer_first([h.memory for h in hits]))}
+        relevance = {h.memory.memory_id: h.similarity for h in hits}
+        order = {m.memory_id: i for i, m in enumerate(consolidation.newer_first([h.memory for h in hits], relevance))}
         hits.sort(key=lambda h: order[h.memory.memory_id])
     if include_evidence:
         hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory)) for h in hits]
