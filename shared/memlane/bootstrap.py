@@ -43,6 +43,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               queue_retry_after=settings.queue_retry_after_seconds,
                               task_deadline_seconds=settings.task_deadline_seconds,
                               dream_merge_similarity=settings.dream_merge_similarity,
+                              consolidate_on_write=settings.consolidate_on_write,
                               dream_max_scopes=settings.dream_max_scopes,
                               dream_scan_limit=settings.dream_scan_limit),
         compactors=_compactors(table, index),

@@ -72,6 +72,8 @@ class Settings(BaseModel):
     dream_max_scopes: int = Field(default=10, ge=1, le=1000)
     dream_scan_limit: int = Field(default=1000, ge=1, le=100_000)
     dream_merge_similarity: float = Field(default=0.92, gt=0.0, le=1.0)
+    # MEMLANE_CONSOLIDATE_ON_WRITE: supersede changed facts when they are written (see README).
+    consolidate_on_write: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

@@ -106,3 +106,29 @@ def test_client_raises_api_error(server):
     with pytest.raises(ApiError) as e:
         MemlaneClient(server.url).get_store("missing")
     assert e.value.status == 404 and e.value.code == "store_not_found"
+
+
+def test_a_changed_fact_over_http_current_first_history_and_as_of(server):
+    c = MemlaneClient(server.url)
+    c.create_store("demo")
+    for run, day, text in (("conv-1", "2025-01-10", "I live in Boston."),
+                           ("conv-2", "2025-03-14", "I moved from Boston to Denver last month.")):
+        status, task = raw(server, "POST", "/v1/stores/demo/memories", {
+            "scope": {**SCOPE, "run_id": run}, "sync": True,
+            "messages": [{"role": "user", "content": text, "created_at": f"{day}T09:00:00Z"}]})
+        assert status == 200
+    (outcome,) = task["outcomes"]
+    assert outcome["action"] == "UPDATE" and outcome["target_id"] and outcome["reason"] and outcome["action_id"]
+    scope = {"app_id": SCOPE["app_id"], "tenant_id": SCOPE["tenant_id"]}
+    now = c.search("demo", "where does the user live?", scope)
+    assert "Denver" in now[0]["text"] and len(now) == 1 and now[0]["supersedes"] == outcome["target_id"]
+    history = c.search("demo", "where does the user live?", scope, include_superseded=True)
+    old = next(r for r in history if r["memory_id"] == outcome["target_id"])
+    assert old["status"] == "superseded" and old["valid_to"].startswith("2025-03-14")
+    then = c.search("demo", "where does the user live?", scope, as_of="2025-02-01T00:00:00Z")
+    assert [r["text"] for r in then] == ["User lives in Boston."]
+    status, body = raw(server, "POST", "/v1/stores/demo/search", {"query": "x", "scope": scope, "as_of": "soon"})
+    assert status == 400 and body["error"]["code"]
+    status, undone = raw(server, "POST", f"/v1/stores/demo/dream-actions/{outcome['action_id']}/undo")
+    assert status == 200 and undone["status"] == "undone"
+    assert len(c.search("demo", "where does the user live?", scope)) == 2

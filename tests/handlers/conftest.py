@@ -181,6 +181,17 @@ class Bedrock:
             "metrics": {"latencyMs": 1184},
         })
 
+    def consolidation(self, decisions: list[dict[str, Any]]) -> None:
+        """The write-time consolidation call of a job whose statements have neighbours (one per batch)."""
+        self.runtime.add_response("converse", {
+            "output": {"message": {"role": "assistant", "content": [{"toolUse": {
+                "toolUseId": f"tooluse_{uuid.uuid4().hex[:22]}", "name": "ConsolidationResult",
+                "input": {"decisions": decisions}}}]}},
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 412, "outputTokens": 38, "totalTokens": 450},
+            "metrics": {"latencyMs": 802},
+        })
+
 
 def unit(i: int) -> list[float]:
     """A unit vector along axis i: texts given the same one are identical to the index."""

@@ -18,8 +18,10 @@ BOUND = 2
 @pytest.fixture()
 def deps(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The services over the test's moto account, as the functions build them (set before any is loaded)."""
+    # Write-time consolidation off: the dream gets the contradictions to settle (with it on, the
+    # writes settle them: tests/services/test_knowledge_updates.py).
     for name, value in {"MEMLANE_EMBEDDER": "hashing", "MEMLANE_LLM": "none", "MEMLANE_RERANKER": "none",
-                        "MEMLANE_DREAM_MAX_SCOPES": str(BOUND)}.items():
+                        "MEMLANE_DREAM_MAX_SCOPES": str(BOUND), "MEMLANE_CONSOLIDATE_ON_WRITE": "false"}.items():
         monkeypatch.setenv(name, value)
     from memlane import bootstrap
     from memlane.config import Settings

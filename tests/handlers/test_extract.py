@@ -39,6 +39,8 @@ def test_sample_batch_extracts_both_jobs(aws: Aws, bedrock: Bedrock, store: str,
         bedrock.extraction([{"text": text, "memory_type": "event" if axis == 0 else "fact", "evidence": [0],
                              "event_time": "2024-03-09" if axis == 0 else None, "importance": 0.7}])
         bedrock.embedding(text, unit(axis))
+    # the second job's statement has a neighbour (the first's): one consolidation call decides it
+    bedrock.consolidation([{"candidate": 1, "action": "ADD", "reason": "unrelated", "confidence": 0.9}])
 
     result = extract(load_event("extract", "batch"))
 

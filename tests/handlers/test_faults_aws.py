@@ -142,5 +142,7 @@ def test_partial_batch_failure_then_redelivery(aws: Aws, bedrock: Bedrock, store
     retry["Records"] += event["Records"][:1]  # and a duplicate delivery of the one that succeeded
     bedrock.extraction([{"text": FACTS[1], "memory_type": "fact", "evidence": [0]}])
     bedrock.embedding(FACTS[1], unit(1))
+    # req-1's memory is now a neighbour: write-time consolidation asks the model once
+    bedrock.consolidation([{"candidate": 1, "action": "ADD", "reason": "unrelated", "confidence": 0.9}])
     assert aws.load("extract")(retry) == {"batchItemFailures": []}
     check_invariants(aws, tmp_path, {"req-1": FACTS[:1], "req-2": FACTS[1:2]})

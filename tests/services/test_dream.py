@@ -1,5 +1,6 @@
 """Dream with the rules engine (no LLM): merges, supersessions, modes, undo, profiles, skills."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,6 +14,13 @@ APP, TENANT = "app", "u1"
 SCOPE = {"app_id": APP, "tenant_id": TENANT, "agent_id": "bot", "run_id": "r1"}
 TENANT_SCOPE = {"app_id": APP, "tenant_id": TENANT}
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+@pytest.fixture(autouse=True)
+def _memories_as_written_without_write_time_consolidation(deps):
+    """The dream's own rules, on memories that write time left as they were (consolidate_on_write off,
+    as memories written before it existed): with it on, these contradictions are settled on write
+    (tests/services/test_knowledge_updates.py)."""
+    deps.settings = replace(deps.settings, consolidate_on_write=False)
 
 
 @pytest.fixture()

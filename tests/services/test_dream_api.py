@@ -1,6 +1,7 @@
 """The dream routes through the same resolver API Gateway and `memlane serve` use (no socket)."""
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -11,6 +12,13 @@ from memlane.services import ingest, stores
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+@pytest.fixture(autouse=True)
+def _memories_as_written_without_write_time_consolidation(deps):
+    """The dream's own rules, on memories that write time left as they were (consolidate_on_write off,
+    as memories written before it existed): with it on, these contradictions are settled on write
+    (tests/services/test_knowledge_updates.py)."""
+    deps.settings = replace(deps.settings, consolidate_on_write=False)
 
 
 @pytest.fixture()

@@ -110,3 +110,29 @@ def test_message_reads_need_all_four_scope_fields(deps, store):
     with pytest.raises(InvalidScope):
         messages.list_(deps, store, scope={"app_id": "app", "tenant_id": "u1", "agent_id": "bot"}, limit=5,
                        cursor=None)
+
+
+def test_untimed_message_takes_its_neighbours_time_not_the_server_clock(deps, store):
+    """An assistant reply without created_at between two turns of 2025 belongs to 2025 and sorts
+    between them, not after the turn that followed it."""
+    from datetime import datetime, timezone
+
+    t1, t2 = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc), datetime(2025, 3, 1, 9, 5, tzinfo=timezone.utc)
+    convo = [{"role": "user", "content": "I live in Boston.", "created_at": t1},
+             {"role": "assistant", "content": "Noted, Boston it is."},
+             {"role": "user", "content": "And I work as a nurse.", "created_at": t2}]
+    ingest.add(deps, store, scope=SCOPE, messages=convo)
+    found, _ = messages.list_(deps, store, scope=SCOPE, limit=10, cursor=None)
+    assert [m.content for m in found] == [c["content"] for c in convo]
+    assert [m.created_at for m in found] == [t1, t1, t2]
+
+
+def test_untimed_first_message_takes_the_next_messages_time(deps, store):
+    from datetime import datetime, timezone
+
+    t2 = datetime(2024, 7, 4, 12, 0, tzinfo=timezone.utc)
+    convo = [{"role": "user", "content": "Quick question about my order."},
+             {"role": "user", "content": "It was placed last week.", "created_at": t2}]
+    ingest.add(deps, store, scope=SCOPE, messages=convo)
+    found, _ = messages.list_(deps, store, scope=SCOPE, limit=10, cursor=None)
+    assert [m.created_at for m in found] == [t2, t2]

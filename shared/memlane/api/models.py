@@ -129,13 +129,17 @@ class MemoryOut(BaseModel):
     evidence_ids: list[str] = Field(default_factory=list)
     supersedes: str | None = None
     superseded_by: str | None = None
+    observed_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
     @classmethod
     def of(cls, m: Memory) -> "MemoryOut":
         return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, scope=ScopeOut(**m.scope.as_dict()),
                    status=m.status, created_at=m.created_at, updated_at=m.updated_at, event_time=m.event_time,
                    metadata=m.metadata, importance=m.importance, evidence_ids=m.evidence, supersedes=m.supersedes,
-                   superseded_by=m.superseded_by)
+                   superseded_by=m.superseded_by, observed_at=m.observed_at, valid_from=m.valid_from,
+                   valid_to=m.valid_to)
 
 
 class RedactedOut(BaseModel):
@@ -180,6 +184,11 @@ class OutcomeOut(BaseModel):
     memory_id: str
     text: str = ""
     target_id: str | None = None
+    target_ids: list[str] = Field(default_factory=list)
+    reason: str = ""
+    confidence: float | None = None
+    action_id: str | None = None  # undo with POST /v1/stores/{store}/dream-actions/{action_id}/undo
+    superseded: bool = False
 
 
 class TaskOut(BaseModel):
@@ -224,6 +233,7 @@ class SearchIn(Strict):
     memory_types: list[MemoryType] | None = Field(default=None, max_length=6)
     time_from: Instant | None = None
     time_to: Instant | None = None
+    as_of: Instant | None = None  # what held at that time (superseded memories included as they were)
     recipe: str | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
@@ -255,6 +265,11 @@ class SearchResultOut(BaseModel):
     scope: ScopeOut
     created_at: datetime
     event_time: datetime | None = None
+    observed_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     evidence: list[EvidenceOut] | None = None
 
@@ -264,7 +279,9 @@ class SearchResultOut(BaseModel):
         evidence = None if hit.evidence is None else [EvidenceOut(**MessageOut.of(e).model_dump()) for e in hit.evidence]
         return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, score=hit.score,
                    similarity=hit.similarity, status=m.status, scope=ScopeOut(**m.scope.as_dict()),
-                   created_at=m.created_at, event_time=m.event_time, metadata=m.metadata, evidence=evidence)
+                   created_at=m.created_at, event_time=m.event_time, observed_at=m.observed_at,
+                   valid_from=m.valid_from, valid_to=m.valid_to, supersedes=m.supersedes,
+                   superseded_by=m.superseded_by, metadata=m.metadata, evidence=evidence)
 
 
 class SearchOut(BaseModel):

@@ -4,6 +4,7 @@
     memlane bench scale  [--large] [--json OUT]
     memlane bench tokens [--json OUT] [--png OUT]
     memlane bench soak   --clients N --seconds S [--url URL] [--global-lock] [--json OUT]
+    memlane bench updates [--data PATH] [--json OUT] [--failures]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
 """
@@ -18,7 +19,8 @@ from typing import Sequence
 SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall against BM25 / vector / RRF",
           "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
           "tokens": "prompt tokens per turn with memlane context vs the flat full history",
-          "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified"}
+          "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified",
+          "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart"}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -113,7 +113,12 @@ class Memory(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # message ids
     created_at: datetime
     updated_at: datetime
-    event_time: datetime | None = None
+    event_time: datetime | None = None  # what the statement is about ("last Saturday")
+    # When it was said (its message's time), and when it held: from then until a newer statement
+    # superseded it (valid_to, closed on supersede). None on memories written before these existed.
+    observed_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     status: MemoryStatus = MemoryStatus.ACTIVE
     supersedes: str | None = None
     superseded_by: str | None = None
@@ -135,7 +140,13 @@ class TaskOutcome(BaseModel):
     action: ExtractAction
     memory_id: str
     text: str = ""
-    target_id: str | None = None  # the memory an UPDATE superseded / a NOOP matched / a DELETE removed
+    target_id: str | None = None  # the memory an UPDATE superseded / a NOOP matched / a DELETE closed
+    target_ids: list[str] = Field(default_factory=list)  # every memory it superseded or closed
+    reason: str = ""  # why (consolidation's reading of the two statements)
+    confidence: float | None = None
+    # The applied action in the dream action log that made the change: undo it there to revert it.
+    action_id: str | None = None
+    superseded: bool = False  # said before the memory it contradicts: written already superseded
 
 
 class Task(BaseModel):

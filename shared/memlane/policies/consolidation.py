@@ -1,15 +1,54 @@
-"""Write-time consolidation: compare a candidate with the nearest memories of its scope.
+"""How memlane decides that a fact changed: compare a new statement with the nearest memories of
+its subject and decide ADD, UPDATE (supersede), DELETE (retract) or NOOP. Pure; no I/O.
 
-Deterministic and conservative: a near-duplicate is a NOOP; otherwise the candidate is added.
-Superseding (UPDATE) needs to know two statements disagree about the same attribute, which the
-LLM decides when one is configured, and dream does later with more context.
+No table of attributes: the two statements are aligned word by word (their subject, the words
+they share — the relation — and the words that differ — the value), and read for cues:
+
+- **NOOP**: one says nothing the other does not (same value, nothing new). Embeddings blur
+  numbers and names, so "code word zz3q1tok" / "code word zz3q6tok" is never a duplicate.
+- **UPDATE**: the same subject and relation with another value ("User's apartment is in
+  Brooklyn" → "... in Queens": one differing span in an otherwise identical statement); or a
+  change cue ("moved", "switched", "now", "instead") in a statement about what the old one is
+  about; or a fuller restatement of the same value (the older, shorter one is folded into it).
+- **DELETE**: the new statement denies what the old one says ("not allergic ... after all",
+  "no longer vegan", "quit smoking"): the old one is closed; the retraction itself is kept.
+- **ADD**: anything else, and always when both can hold: an additive cue ("also", "too"), or a
+  relation that holds several values at once (have, like, speak, allergic to) without a change cue.
+
+When the new statement was said *before* the memory it contradicts (an imported history), the
+memory stays current and the new statement is written already superseded (`older`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from difflib import SequenceMatcher
+from functools import cached_property
 
 from ..domain.models import ExtractAction, Memory
+from . import language as lang
+
+# Statements longer than this are passages (documents, long turns), not facts to supersede.
+MAX_OLD_WORDS = 40
+MAX_NEW_WORDS = 30
+MAX_VALUE_WORDS = 5  # a differing span longer than this is another statement, not another value
+CUE_SIMILARITY = 0.5  # a change cue counts for a memory at least this close sharing a content word
+WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "new")
+CUE_ONLY_SIMILARITY = 0.65  # ... or this close without one
+RETRACT_COVERAGE = 0.67  # share of one statement's content the other's denial must repeat
+FRAME_SHARE = 0.5  # words two statements share, of the new one's, for "same relation, another value"
+TOPIC_SHARE = 0.25  # content words shared, of the old statement's, for a change cue to be about it
+
+_REPLY = re.compile(r"\s*\(replying to [^)]*\)\s*$", re.S)
+_SPEAKER = re.compile(r"^(?P<speaker>[A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
+_TOKEN = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|[$€£]?\d[\d,.:/\-]*\d|[$€£]?\d|@[\w\-]+|[A-Za-z][\w'’\-+]*")
+_OPENERS = frozenset("turns so well actually anyway also and but then now today yesterday lately recently "
+                     "honestly apparently sadly luckily finally oh hey".split())
+_DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
+_CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
 @dataclass(frozen=True)
@@ -21,11 +60,328 @@ class Neighbour:
 @dataclass(frozen=True)
 class Decision:
     action: ExtractAction
-    target: Memory | None = None
+    targets: tuple[Memory, ...] = ()
+    confidence: float = 1.0
+    reason: str = ""
+    older: bool = False  # the candidate predates its target: the target stays current
+
+    @property
+    def target(self) -> Memory | None:
+        return self.targets[0] if self.targets else None
 
 
-def decide(neighbours: list[Neighbour], *, duplicate_similarity: float) -> Decision:
-    best = max(neighbours, key=lambda n: n.similarity, default=None)
-    if best is not None and best.similarity >= duplicate_similarity:
-        return Decision(ExtractAction.NOOP, best.memory)
-    return Decision(ExtractAction.ADD)
+@dataclass(frozen=True)
+class Relation:
+    action: ExtractAction  # UPDATE, DELETE or NOOP
+    confidence: float
+    reason: str
+
+
+class Statement:
+    """A memory text reduced for comparison: its subject, its words (lower case, possessives
+    dropped, cue words out) and its content stems."""
+
+    def __init__(self, text: str):
+        body = _REPLY.sub("", text.strip())
+        m = _SPEAKER.match(body)
+        self.subject = m.group("speaker").lower() if m else ""
+        self.speaker = bool(m)  # the subject came from a "Speaker: " prefix, not from the statement
+        if m:
+            body = body[m.end():]
+        self.text = body
+        raw = _TOKEN.findall(body)
+        if not self.subject and raw:
+            # The subject opens the statement, after an opener such as "Turns out" or "Anyway".
+            opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
+            self.subject = _base(opening)
+        self.words = [_base(w) for w in raw]
+        self.shown: dict[str, str] = {}  # stem → a word it stands for, to explain a decision
+        # Cue words say how the statement relates to others; they are not what it is about.
+        # Stems, so "works" and "work" align.
+        self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
+                       if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+                       and w not in ("just", "really", "still", "recently", "finally", "actually")]
+        for w in self.words:
+            self.shown.setdefault(lang.stem(w), w)
+        self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
+                        and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+                        and "n't" not in w and "n’t" not in w}
+        self.values = {w for w in raw[1:] if any(c.isdigit() for c in w) or "@" in w}
+
+    @cached_property
+    def negated(self) -> bool:
+        return lang.negated(self.words, self.text)
+
+    @cached_property
+    def change(self) -> bool:
+        return lang.change_cue(self.words, self.text)
+
+    @cached_property
+    def factual(self) -> bool:
+        """States something of its subject ("Ann lives ...", "Ann's dog is ...") or defines a thing
+        ("The code word is ..."); "Can't wait to see it!" does neither."""
+        return (self.subject in self.words and (self.speaker or self.words[:1] != [self.subject])
+                or self.subject in self.words and not self.speaker
+                or any(w in ("we", "our", "us", "ours") for w in self.words)  # the speaker among others
+                or bool(_DEFINITION.match(self.text)))
+
+    @cached_property
+    def sentences(self) -> int:
+        return len([p for p in _SENTENCE.split(self.text) if p.strip()])
+
+    @cached_property
+    def strong_change(self) -> bool:
+        return lang.change_cue(self.words, self.text, strong=True)
+
+    @cached_property
+    def addressed(self) -> bool:
+        """Said to someone ("you", "your"): conversation, not a fact about the subject."""
+        return any(w in lang.SECOND_PERSON for w in self.words)
+
+    @cached_property
+    def stops(self) -> bool:
+        return lang.stop_cue(self.words, self.text)
+
+    @cached_property
+    def additive(self) -> bool:
+        return lang.additive_cue(self.words, self.text)
+
+    def clauses(self) -> list["Statement"]:
+        parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
+        return [Statement(p) for p in parts] if len(parts) > 1 else [self]
+
+
+def _base(word: str) -> str:
+    w = word.lower()
+    return w[:-2] if w.endswith(("'s", "’s")) else w
+
+
+def _content(words: list[str], subject: str) -> list[str]:
+    return [w for w in words if w not in lang.FILLER and w != subject and w not in lang.NEGATIONS]
+
+
+@dataclass
+class _Alignment:
+    replaced: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    only_old: list[str] = field(default_factory=list)  # words of the older statement the newer lacks
+    only_new: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
+
+
+def _align(old: list[str], new: list[str]) -> _Alignment:
+    out = _Alignment()
+    previous: tuple[str, int] = ("", 0)  # the last opcode's tag and length
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            out.shared += old[i1:i2]
+        elif tag == "replace":
+            a, b = old[i1:i2], new[j1:j2]
+            last = out.replaced[-1] if out.replaced else None
+            # "150 over 95" → "128 over 82": numbers split by one word are one value.
+            if last is not None and previous == ("equal", 1) and _numeric(last[0] + a) and _numeric(last[1] + b):
+                out.replaced[-1] = (last[0] + a, last[1] + b)
+            else:
+                out.replaced.append((a, b))
+        elif tag == "delete":
+            out.only_old += old[i1:i2]
+        else:
+            out.only_new += new[j1:j2]
+        previous = (tag, max(i2 - i1, j2 - j1))
+    return out
+
+
+def _numeric(words: list[str]) -> bool:
+    return any(any(c.isdigit() for c in w) for w in words)
+
+
+_SET_VALUED = lang.SET_VALUED | {lang.stem(w) for w in lang.SET_VALUED}
+
+
+def _set_valued(words: list[str]) -> bool:
+    return any(w in _SET_VALUED or lang.stem(w) in _SET_VALUED for w in words)
+
+
+def relate(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """How the newer statement `new` bears on the older `old`; None when both simply hold."""
+    if not new.subject or new.subject != old.subject:
+        return None  # about someone else
+    if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
+        return None
+    passage = old.sentences > 1 or new.sentences > 1
+    if passage or not (new.factual and old.factual):
+        # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
+        al = _align(old.tokens, new.tokens)
+        if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
+                and _closest_clause(new, old).negated == old.negated):
+            return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+        return None
+    retraction = _retraction(new, old, similarity)
+    if retraction is not None:
+        return retraction
+    al = _align(old.tokens, new.tokens)
+    same_polarity = _closest_clause(new, old).negated == old.negated
+    relation_words = _content(al.shared, new.subject)
+    new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
+    old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
+    if not al.replaced and not new_content and relation_words and same_polarity:
+        return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+    if not al.replaced and not old_content and new_content and relation_words and same_polarity:
+        return Relation(ExtractAction.UPDATE, 0.9, "restates the memory with more detail")
+    if new.additive:
+        return None  # "also", "too": one more value, the old one still holds
+    # The shared words are most of the new statement: one statement, one value changed.
+    aligned = len(al.shared) >= FRAME_SHARE * min(len(new.tokens), len(old.tokens))
+    if len(al.replaced) == 1 and relation_words and same_polarity and aligned:
+        a, b = al.replaced[0]
+        a_content, b_content = _content(a, new.subject), _content(b, new.subject)
+        if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
+                and (new.change or not _set_valued(relation_words))):
+            conf = 0.95 if new.change else 0.9
+            return Relation(ExtractAction.UPDATE, conf,
+                            f"same relation ('{_show(new, relation_words)}'), another value: "
+                            f"'{_show(old, a)}' → '{_show(new, b)}'")
+    if _changes_state_of(new, old):
+        return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
+    if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
+        shared = old.content & new.content
+        about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
+        # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
+        needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
+        if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
+            return Relation(ExtractAction.UPDATE, 0.85,
+                            "reports a change of what the memory says"
+                            + (f" (both about {_show(old, sorted(shared))})" if shared else ""))
+    return None
+
+
+def _retraction(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """The newer statement denies the older one: a clause of it says the same with the other polarity."""
+    best = _closest_clause(new, old)
+    shared = best.content & old.content
+    if not shared:
+        return None
+    flipped = best.negated != _closest_clause(old, best).negated
+    # Most of what the old statement says, or most of a clause that says something of its own.
+    coverage = max(len(shared) / max(len(old.content), 1),
+                   len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
+    if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
+        return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({_show(old, sorted(shared))})")
+    if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
+        if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
+            # "quit teaching and became a data analyst": ended, and replaced by something
+            return Relation(ExtractAction.UPDATE, 0.85, f"says it changed ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, 0.8, f"says it ended ({_show(old, sorted(shared))})")
+    return None
+
+
+def _changes_state_of(new: Statement, old: Statement) -> bool:
+    """"moved to Bergen" / "lives in Oslo": a change verb whose state the old statement is in, with
+    a new name for where it now is."""
+    old_stems = {lang.stem(w) for w in old.words}
+    for i, w in enumerate(new.words):
+        states = lang.CHANGE_VERBS.get(lang.stem(w))
+        if states and any(st in old_stems for st in states):
+            after = _TOKEN.findall(new.text)[i + 1:i + 5]
+            return any(t[:1].isupper() and t.lower() not in old.words for t in after)
+    return False
+
+
+def _show(statement: Statement, stems: list[str]) -> str:
+    return " ".join(statement.shown.get(w, w) for w in stems)
+
+
+def _closest_clause(new: Statement, old: Statement) -> Statement:
+    """The clause of `new` that shares most with `old` (its polarity is the one that counts)."""
+    return max(new.clauses(), key=lambda c: len(c.content & old.content))
+
+
+def _other_value(new: Statement, old: Statement) -> bool:
+    """The denial is about another object: "not allergic to shellfish" does not retract "allergic to peanuts"."""
+    al = _align([w for w in old.tokens if w not in lang.NEGATIONS], [w for w in new.tokens
+                                                                    if w not in lang.NEGATIONS])
+    return any(_content(a, old.subject) and _content(b, old.subject) and len(a) <= 2
+               for a, b in al.replaced)
+
+
+def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: float,
+           observed_at: datetime | None = None) -> Decision:
+    """The decision for a new statement `text` said at `observed_at`, given its nearest memories."""
+    new = Statement(text)
+    found: list[tuple[Relation, Neighbour]] = []
+    for n in sorted(neighbours, key=lambda n: -n.similarity):
+        other = Statement(n.memory.text)
+        if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
+                and new.negated == other.negated:
+            found.append((Relation(ExtractAction.NOOP, 0.95, f"near-duplicate (similarity {n.similarity:.2f})"), n))
+            continue
+        # Read in the order they were said: an imported older statement is the old one.
+        if _is_newer(n.memory, observed_at):
+            relation = relate(other, new, n.similarity)
+            if relation is not None and relation.action == ExtractAction.NOOP:
+                relation = Relation(ExtractAction.NOOP, relation.confidence, "the memory says all this says")
+        else:
+            relation = relate(new, other, n.similarity)
+        if relation is not None:
+            found.append((relation, n))
+    if not found:
+        return Decision(ExtractAction.ADD)
+    relation, first = found[0]
+    older = _is_newer(first.memory, observed_at)
+    if relation.action == ExtractAction.NOOP:
+        return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason)
+    if older:
+        return Decision(relation.action, (first.memory,), relation.confidence,
+                        relation.reason + "; said before the memory, which stays current", older=True)
+    # Every memory the statement replaces or denies is closed, not only the nearest.
+    targets = tuple(n.memory for r, n in found if r.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
+                    and not _is_newer(n.memory, observed_at))
+    action = relation.action if relation.action != ExtractAction.NOOP else ExtractAction.UPDATE
+    return Decision(action, targets, relation.confidence, relation.reason)
+
+
+def _is_newer(memory: Memory, than: datetime | None) -> bool:
+    when = observed(memory)
+    return than is not None and when is not None and when > than
+
+
+def _same_values(a: Statement, b: Statement) -> bool:
+    """Numbers, codes and addresses agree, and neither names a capitalised word the other lacks."""
+    if a.values != b.values:
+        return False
+    names_a = {w.lower() for w in _TOKEN.findall(a.text)[1:] if w[:1].isupper()}
+    names_b = {w.lower() for w in _TOKEN.findall(b.text)[1:] if w[:1].isupper()}
+    return names_a <= set(b.words) and names_b <= set(a.words)
+
+
+def observed(memory: Memory) -> datetime | None:
+    """When a memory was said: its message's time, else when it was written."""
+    return memory.observed_at or memory.valid_from or memory.created_at
+
+
+def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
+    """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
+    Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
+    relation = relate(Statement(newer.text), Statement(older.text), similarity=similarity)
+    return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
+
+
+def newer_first(memories: list[Memory], relevance: dict[str, float] | None = None,
+                window: int = 10) -> list[Memory]:
+    """`memories` (ranked) with each one that replaces or denies an earlier-ranked, older one moved
+    just before it: when two active memories conflict anyway, the newer ranks first. Only the
+    first `window` are compared (a pairwise reading; the head is what an agent reads).
+    `relevance`: each memory's similarity to the query; two that both answer it closely are about
+    one thing, so a change cue of the newer one counts as it does at write time."""
+    head, tail = list(memories[:window]), list(memories[window:])
+    relevance = relevance or {}
+    i = 0
+    while i < len(head):
+        for j in range(i + 1, len(head)):
+            a, b = head[i], head[j]
+            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+            if _is_newer(b, observed(a)) and conflicts(b, a, close):
+                head.insert(i, head.pop(j))
+                break
+        else:
+            i += 1
+    return head + tail

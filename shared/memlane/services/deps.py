@@ -17,7 +17,10 @@ class CoreSettings:
 
     default_recipe: str = "hybrid"
     duplicate_similarity: float = 0.95  # a candidate this close to an existing memory is a NOOP
-    neighbours: int = 5  # existing memories a candidate is compared with
+    neighbours: int = 5  # existing memories a candidate is compared with (by meaning, and as many by words)
+    # Compare each new memory with the subject's memories across runs and agents and supersede what it
+    # changes (policies/consolidation.py). Off: only duplicates within the same run and agent are dropped.
+    consolidate_on_write: bool = True
     max_extract_attempts: int = 5
     queue_limit: int = 0  # back-pressure: an add is refused (429 queue_full) past this many queued jobs; 0 = off
     queue_retry_after: int = 5  # seconds a refused add is told to wait

@@ -100,9 +100,14 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
             if after is not None:
                 changes.update(text=after.text, memory_type=after.memory_type, evidence=after.evidence)
             plan.memory(deps, store, keep.model_copy(update=changes), current[keep_id])
+        # Each superseded statement held until the one that replaces it was said (or until now).
+        kept = mems.get(keep_id)
+        until = (kept.observed_at or kept.valid_from) if kept is not None else None
         for mid in action.target_ids:
+            since = mems[mid].observed_at or mems[mid].valid_from
+            valid_to = until if until is not None and (since is None or until >= since) else now
             old = mems[mid].model_copy(update={"status": MemoryStatus.SUPERSEDED, "superseded_by": keep_id,
-                                               "updated_at": now})
+                                               "updated_at": now, "valid_to": valid_to})
             plan.memory(deps, store, old, current[mid])
     elif kind == DreamActionKind.DELETE:
         for mid in action.target_ids:

@@ -36,6 +36,7 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
     if len(raw) > limits.MAX_MESSAGES_PER_ADD:
         raise PayloadTooLarge(f"an add may carry at most {limits.MAX_MESSAGES_PER_ADD} messages", field="messages")
     out = []
+    times = _times(raw, now)
     for i, m in enumerate(raw):
         field = f"messages[{i}]"
         role, content = m.get("role"), m.get("content")
@@ -46,12 +47,29 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
         if len(content) > limits.MAX_CONTENT_CHARS:
             raise PayloadTooLarge(f"{field}.content exceeds {limits.MAX_CONTENT_CHARS} characters",
                                   field=f"{field}.content")
-        created = m.get("created_at") or now
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=timezone.utc)
+        created = times[i]
         out.append(Message(message_id=_message_id(created, request_id, i), scope=scope, role=role, content=content,
                            name=m.get("name"), created_at=created, request_id=request_id))
     return out
+
+
+def _times(raw: Sequence[dict[str, Any]], now: datetime) -> list[datetime]:
+    """Each message's time. One without created_at takes the time of the message before it (else
+    the next timed one): a reply belongs to the conversation it is in, not to the server's clock.
+    Only an add with no time at all is stamped now."""
+    given = [_utc(m.get("created_at")) if isinstance(m, dict) else None for m in raw]
+    out: list[datetime] = []
+    for i, t in enumerate(given):
+        if t is None:
+            t = out[-1] if out else next((g for g in given[i + 1:] if g is not None), now)
+        out.append(t)
+    return out
+
+
+def _utc(value: Any) -> datetime | None:
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Sequence[dict[str, Any]] | None = None,

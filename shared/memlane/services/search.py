@@ -4,7 +4,7 @@ rerank, and answer with memories loaded from the table (the source of truth)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from ..domain import limits
@@ -12,6 +12,7 @@ from ..domain.errors import InvalidInput
 from ..domain.models import MemoryStatus, MemoryType, Memory, Message
 from ..domain.scope import search_scope
 from ..domain.validation import check_metadata
+from ..policies import consolidation
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import IndexQuery
 from . import embedder_guard, scopes
@@ -30,7 +31,10 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
            min_similarity: float = 0.0, include_evidence: bool = False, filters: dict[str, Any] | None = None,
            memory_types: list[MemoryType] | None = None, include_superseded: bool = False,
            time_from: datetime | None = None, time_to: datetime | None = None,
-           recipe: str | None = None) -> list[SearchHit]:
+           recipe: str | None = None, as_of: datetime | None = None) -> list[SearchHit]:
+    """By default only current memories (the head of each supersede chain); `include_superseded`
+    adds the history (each with `valid_from` / `valid_to`); `as_of` answers with what held then:
+    memories said by that time and not yet superseded at it."""
     where = search_scope(scope)
     embedder_guard.ensure(deps, deps.repo.get_store(store))  # unknown store → 404; another model's store → 409
     if not isinstance(query, str) or not query.strip():
@@ -41,13 +45,17 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         raise InvalidInput(f"top_k must be between 1 and {limits.MAX_TOP_K}", field="top_k")
     if not 0.0 <= min_similarity <= 1.0:
         raise InvalidInput("min_similarity must be between 0 and 1", field="min_similarity")
+    if as_of is not None and not isinstance(as_of, datetime):
+        raise InvalidInput("as_of must be a date-time", field="as_of")
+    as_of = as_of.replace(tzinfo=timezone.utc) if as_of is not None and as_of.tzinfo is None else as_of
     plan = _recipe(recipe or deps.settings.default_recipe)
     where = scopes.recall_filter(deps, store, where)
     if where is None:
         return []
 
     vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
-    statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if include_superseded else (MemoryStatus.ACTIVE,)
+    history = include_superseded or as_of is not None
+    statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if history else (MemoryStatus.ACTIVE,)
     pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
         scope=where, text=query, vector=vector, k=max(plan.candidates, pool),
@@ -64,7 +72,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
     # The table is the truth: drop what the index still holds but the table no longer shows.
     candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
-                  and where.matches(memories[mid].scope.as_dict())]
+                  and where.matches(memories[mid].scope.as_dict())
+                  and (as_of is None or _held_at(memories[mid], as_of))]
     scores = {mid: fused[mid] for mid in candidates}
     if reranking and len(candidates) > 1:
         # Only the head is reranked, so the first results do not depend on how many were asked for.
@@ -90,9 +99,22 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6), similarity=round(similarity, 6)))
         if len(hits) == top_k:
             break
+    if not history:
+        # Two active memories that conflict anyway (written before write-time consolidation, or
+        # beyond what it could tell): the newer first. Scores stay as they were.
+        relevance = {h.memory.memory_id: h.similarity for h in hits}
+        order = {m.memory_id: i for i, m in enumerate(consolidation.newer_first([h.memory for h in hits], relevance))}
+        hits.sort(key=lambda h: order[h.memory.memory_id])
     if include_evidence:
         hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory)) for h in hits]
     return hits
+
+
+def _held_at(memory: Memory, when: datetime) -> bool:
+    """Said by `when` and not yet superseded at it."""
+    start = consolidation.observed(memory)
+    end = memory.valid_to or (memory.updated_at if memory.status != MemoryStatus.ACTIVE else None)
+    return (start is None or start <= when) and (end is None or when < end)
 
 
 def _recipe(name: str) -> SearchRecipe:

@@ -22,7 +22,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
             d, store, query=body.query, scope=body.scope.model_dump(exclude_none=True), top_k=body.top_k,
             min_similarity=body.min_similarity, include_evidence=body.include_evidence, filters=body.filters,
             memory_types=body.memory_types, include_superseded=body.include_superseded, time_from=body.time_from,
-            time_to=body.time_to, recipe=body.recipe)
+            time_to=body.time_to, recipe=body.recipe, as_of=body.as_of)
         return SearchOut(results=[SearchResultOut.of(h) for h in hits])
 
     @router.get("/v1/stores/<store>/memories", tags=["search"], summary="List memories of a tenant")

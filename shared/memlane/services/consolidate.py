@@ -1,0 +1,183 @@
+"""Write-time consolidation: each candidate of an extraction job against the nearest active
+memories of its subject (every run and agent of the tenant), decided by policies/consolidation.py,
+written idempotently.
+
+Memory ids are derived from (request_id, candidate number), so a redelivered or retried job writes
+the same ids again, and a memory found with the id a candidate would get is this job's own earlier
+write. An UPDATE or DELETE is applied as an action of the dream action log (derived id, claimed
+once), so it is undone like any dream action and a retry finishes what a crash left pending.
+"""
+
+from __future__ import annotations
+
+from ..domain.errors import Conflict, NotFound
+from ..domain.ids import derived_id
+from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
+                             MemoryStatus, Message, Task, TaskOutcome)
+from ..domain.scope import ScopeFilter
+from ..policies import consolidation
+from ..policies.consolidation import Decision, Neighbour
+from ..ports import IndexQuery
+from . import consolidate_llm as judge
+from . import dream_actions
+from .deps import Deps
+
+
+def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
+        messages: list[Message]) -> list[TaskOutcome]:
+    """Compare each candidate with the nearest active memories of its subject (every run and agent
+    of the tenant) and with what this job already produced, and decide (policies/consolidation).
+    UPDATE and DELETE supersede through an applied action of the dream action log, so each is
+    undone like any dream action; NOOP writes nothing."""
+    if not candidates:
+        return []
+    now = deps.clock.now()
+    said = {m.message_id: m.created_at for m in messages}
+    vectors = deps.embedder.embed([c.text for c in candidates])
+    across = deps.settings.consolidate_on_write
+    subject = ScopeFilter(app_id=task.scope.app_id, tenant_id=task.scope.tenant_id,
+                          **({} if across else {"agent_ids": (task.scope.agent_id,), "run_ids": (task.scope.run_id,)}))
+    outcomes: list[TaskOutcome] = []
+    written: list[tuple[Memory, list[float]]] = []
+    changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
+    times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
+    ids = [derived_id(task.store, task.request_id, str(i)) for i in range(len(candidates))]
+    earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
+    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.request_id != task.request_id]
+               for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
+    # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
+    # after its repair turn: ADD), the rules do.
+    judged = judge.decide(deps.llm, candidates, nearest, times) if deps.llm is not None and across else None
+    for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
+        memory_id, observed_at = ids[i], times[i]
+        if memory_id in earlier:  # written by an earlier attempt of this same job
+            mine = earlier[memory_id]
+            if mine.text != candidate.text:  # edited since: index what the table holds
+                vector = deps.embedder.embed([mine.text])[0]
+            deps.index.upsert(store, [(mine, vector)])  # that attempt may have died before the index
+            outcomes.append(_resumed(deps, store, task, i, mine, candidate))
+            continue
+        if judged is not None:
+            decision = judged[i]
+        else:
+            # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
+            neighbours = nearest[i] + [Neighbour(m, _dot(vector, v)) for m, v in written]
+            decision = consolidation.decide(candidate.text, neighbours, observed_at=observed_at,
+                                            duplicate_similarity=deps.settings.duplicate_similarity)
+        if not across and decision.action != ExtractAction.NOOP:
+            decision = Decision(ExtractAction.ADD)
+        if decision.action == ExtractAction.NOOP and decision.target is not None:
+            outcomes.append(TaskOutcome(action=ExtractAction.NOOP, memory_id=decision.target.memory_id,
+                                        text=candidate.text, target_id=decision.target.memory_id,
+                                        reason=decision.reason, confidence=decision.confidence))
+            continue
+        memory = Memory(memory_id=memory_id, scope=task.scope, memory_type=candidate.memory_type,
+                        text=candidate.text, evidence=candidate.evidence, created_at=now, updated_at=now,
+                        event_time=candidate.event_time, observed_at=observed_at, valid_from=observed_at,
+                        metadata=task.metadata, importance=candidate.importance, keywords=candidate.keywords,
+                        request_id=task.request_id)
+        written.append((memory, vector))
+        targets = [t.memory_id for t in decision.targets]
+        if decision.targets:
+            changes.append((i, len(outcomes), memory, decision))
+        outcomes.append(TaskOutcome(action=decision.action, memory_id=memory_id, text=candidate.text,
+                                    target_id=targets[0] if targets else None, target_ids=targets,
+                                    reason=decision.reason, confidence=decision.confidence if targets else None,
+                                    superseded=decision.older))
+    # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
+    for n, (memory, _) in enumerate(written):
+        deps.repo.put_memory(store, memory)
+        if n == 0 and len(written) > 1:
+            deps.faults.point("extract.mid_memories")
+    deps.faults.point("extract.after_table_write")
+    if written:
+        deps.index.upsert(store, written)
+    deps.faults.point("extract.after_index_write")
+    if written:
+        deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
+    for i, k, memory, decision in changes:
+        action_id = _supersede(deps, store, task, i, memory, decision)
+        outcome = outcomes[k]
+        outcomes[k] = (outcome.model_copy(update={"action_id": action_id}) if action_id else
+                       outcome.model_copy(update={"action": ExtractAction.ADD, "target_id": None, "target_ids": [],
+                                                  "superseded": False, "reason": "its target changed meanwhile"}))
+    return outcomes
+
+
+def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decision: Decision) -> str | None:
+    """Apply the decision as a dream action (UPDATE: the survivor supersedes the others), recorded in
+    the action log with its undo. None when it could not be applied (its memories changed meanwhile)."""
+    if decision.older:  # the memory said later stays current; the new statement is history
+        keep, targets = decision.targets[0], [memory]
+    else:
+        keep, targets = memory, list(decision.targets)
+    now = deps.clock.now()
+    action = DreamAction(
+        action_id=derived_id(store, task.request_id, str(i), "consolidate"), task_id=task.request_id, store=store,
+        kind=DreamActionKind.UPDATE, status=DreamActionStatus.PENDING, confidence=decision.confidence,
+        rationale=f"{_WRITE_TIME} {decision.action}: {decision.reason}"[:1000], scope=keep.scope,
+        target_ids=[t.memory_id for t in targets], keep_id=keep.memory_id, before=[*targets, keep],
+        created_at=now, updated_at=now)
+    return _apply(deps, action, i)
+
+
+_WRITE_TIME = "write-time"
+
+
+def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
+    repo = deps.repo
+    sk = repo.claim_action(action, ordinal)
+    if sk is None:
+        return None
+    try:
+        stored = repo.get_action(action.store, action.action_id)
+    except NotFound:
+        repo.put_action(action, sk)
+        stored = action
+    if stored.status == DreamActionStatus.APPLIED:
+        return stored.action_id
+    if stored.status != DreamActionStatus.PENDING:
+        return None
+    try:
+        return dream_actions.apply(deps, stored).action_id
+    except Conflict:
+        return None
+
+
+def _resumed(deps: Deps, store: str, task: Task, i: int, memory: Memory, candidate: Candidate) -> TaskOutcome:
+    """The outcome of a candidate an earlier attempt wrote: its supersede action finished if it was left
+    pending (the attempt died between writing the memory and applying it)."""
+    action_id = derived_id(store, task.request_id, str(i), "consolidate")
+    try:
+        action = deps.repo.get_action(store, action_id)
+    except NotFound:
+        action = None  # the attempt died before it recorded a change
+    if action is not None:
+        if _apply(deps, action, i):
+            kind = action.rationale.removeprefix(_WRITE_TIME).strip().split(":", 1)[0]
+            older = action.keep_id != memory.memory_id
+            targets = [action.keep_id or ""] if older else list(action.target_ids)
+            return TaskOutcome(action=ExtractAction(kind) if kind in ExtractAction.__members__ else ExtractAction.UPDATE,
+                               memory_id=memory.memory_id, text=candidate.text, target_id=targets[0],
+                               target_ids=targets, action_id=action_id, superseded=older,
+                               confidence=action.confidence, reason=action.rationale)
+    return TaskOutcome(action=ExtractAction.ADD, memory_id=memory.memory_id, text=candidate.text)
+
+
+def _neighbours(deps: Deps, store: str, scope: ScopeFilter, text: str, vector: list[float]) -> list[Neighbour]:
+    """The nearest active memories by meaning, and those among the next nearest that share the
+    statement's rarer words (a changed value can move a statement away in meaning while it names the
+    same things). The index measures every cosine: nothing is embedded again."""
+    k = deps.settings.neighbours
+    hits = deps.index.search(store, IndexQuery(scope=scope, text=text, vector=vector, k=4 * k))
+    cosine = {h.memory_id: h.score for h in hits.vector}
+    chosen = [h.memory_id for h in hits.vector[:k]]
+    chosen += [h.memory_id for h in hits.keyword[:k] if h.memory_id in cosine and h.memory_id not in chosen]
+    if not chosen:
+        return []
+    memories = deps.repo.get_memories(store, scope.app_id, scope.tenant_id, chosen)
+    return [Neighbour(m, cosine[m.memory_id]) for m in memories if m.status == MemoryStatus.ACTIVE]
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))

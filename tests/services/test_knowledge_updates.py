@@ -1,0 +1,142 @@
+"""Memory stays true: a changed fact supersedes the old one at write time, across runs and agents,
+without a dream and without an LLM; every decision is on the task's outcomes and undoable; search
+returns the current head by default, the history with `include_superseded`, the past with `as_of`."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain.errors import InvalidInput
+from memlane.domain.models import ExtractAction, MemoryStatus, TaskStatus
+from memlane.services import dream, extract, ingest, search, stores
+
+APP, TENANT = "app", "u1"
+T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def say(deps, store, text, *, day, run, agent="assistant", tenant=TENANT):
+    return ingest.add(deps, store, scope={"app_id": APP, "tenant_id": tenant, "agent_id": agent, "run_id": run},
+                      sync=True, messages=[{"role": "user", "content": text,
+                                            "created_at": T0 + timedelta(days=day)}])
+
+
+def ask(deps, store, query, tenant=TENANT, **kw):
+    return search.search(deps, store, query=query, scope={"app_id": APP, "tenant_id": tenant}, top_k=5, **kw)
+
+
+def texts(hits):
+    return [h.memory.text for h in hits]
+
+
+def test_a_move_told_in_a_later_conversation_supersedes_the_old_city(deps, store):
+    old = say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    new = say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2", agent="travel")
+    (outcome,) = new.outcomes
+    assert outcome.action == ExtractAction.UPDATE and outcome.target_id == old.outcomes[0].memory_id
+    assert outcome.reason and outcome.action_id  # visible, and recorded in the action log
+
+    now = ask(deps, store, "Which city does the user live in now?")
+    assert "Denver" in now[0].memory.text
+    assert not any("Boston" in t and "Denver" not in t for t in texts(now))
+
+    history = ask(deps, store, "Which city does the user live in?", include_superseded=True)
+    boston = next(h.memory for h in history if h.memory.memory_id == outcome.target_id)
+    assert boston.status == MemoryStatus.SUPERSEDED and boston.superseded_by == outcome.memory_id
+    assert boston.valid_to == T0 + timedelta(days=60)  # held until the move was said
+    denver = deps.repo.get_memory(store, APP, TENANT, outcome.memory_id)
+    assert denver.supersedes == boston.memory_id and denver.observed_at == T0 + timedelta(days=60)
+
+    then = ask(deps, store, "Which city does the user live in?", as_of=T0 + timedelta(days=30))
+    assert texts(then)[0] == "User lives in Boston." and not any("Denver" in t for t in texts(then))
+
+
+def test_a_changed_code_word_is_an_update_not_a_duplicate(deps, store):
+    say(deps, store, "The code word is zz3q1tok.", day=0, run="r1")
+    task = say(deps, store, "The code word is zz3q6tok.", day=1, run="r2")
+    assert [o.action for o in task.outcomes] == [ExtractAction.UPDATE]
+    top = ask(deps, store, "zz3q6tok")
+    assert "zz3q6tok" in top[0].memory.text and not any("zz3q1tok" in t for t in texts(top))
+
+
+def test_the_same_fact_said_again_adds_nothing(deps, store):
+    first = say(deps, store, "My locker number is 214.", day=0, run="r1")
+    again = say(deps, store, "My locker number is 214.", day=3, run="r2")
+    assert [o.action for o in again.outcomes] == [ExtractAction.NOOP]
+    assert again.outcomes[0].target_id == first.outcomes[0].memory_id
+
+
+def test_facts_that_can_both_hold_are_both_kept(deps, store):
+    dog = say(deps, store, "I have a dog named Rex.", day=0, run="r1")
+    cat = say(deps, store, "I also adopted a cat named Miso.", day=5, run="r2")
+    assert [o.action for o in cat.outcomes] == [ExtractAction.ADD]
+    for task in (dog, cat):
+        assert deps.repo.get_memory(store, APP, TENANT, task.outcomes[0].memory_id).status == MemoryStatus.ACTIVE
+
+
+def test_a_retraction_closes_the_old_fact_and_is_kept(deps, store):
+    say(deps, store, "I'm allergic to penicillin.", day=0, run="r1")
+    task = say(deps, store, "Turns out I'm not allergic to penicillin after all, the test came back negative.",
+               day=40, run="r2")
+    (outcome,) = task.outcomes
+    assert outcome.action == ExtractAction.DELETE
+    assert deps.repo.get_memory(store, APP, TENANT, outcome.target_id).status == MemoryStatus.SUPERSEDED
+    top = ask(deps, store, "Is the user allergic to penicillin?")
+    assert "not allergic" in top[0].memory.text and len(top) == 1
+
+
+def test_an_imported_older_statement_does_not_replace_the_newer_one(deps, store):
+    new = say(deps, store, "My phone number is 555-0199.", day=30, run="r2")
+    old = say(deps, store, "My phone number is 555-0142.", day=0, run="r1")
+    (outcome,) = old.outcomes
+    assert outcome.superseded and outcome.target_id == new.outcomes[0].memory_id
+    assert deps.repo.get_memory(store, APP, TENANT, outcome.memory_id).status == MemoryStatus.SUPERSEDED
+    assert "555-0199" in ask(deps, store, "What is the user's phone number?")[0].memory.text
+
+
+def test_a_twin_tenant_with_the_same_old_fact_is_untouched(deps, store):
+    twin = say(deps, store, "I live in Boston.", day=0, run="conv-1", tenant="twin")
+    say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2")
+    kept = deps.repo.get_memory(store, APP, "twin", twin.outcomes[0].memory_id)
+    assert kept.status == MemoryStatus.ACTIVE and kept.superseded_by is None
+    assert texts(ask(deps, store, "Where does the user live?", tenant="twin")) == ["User lives in Boston."]
+
+
+def test_a_write_time_update_is_undone_through_the_action_log(deps, store):
+    old = say(deps, store, "I work as a nurse.", day=0, run="r1")
+    new = say(deps, store, "I work as a paramedic now.", day=9, run="r2")
+    (outcome,) = new.outcomes
+    undone = dream.undo_action(deps, store, outcome.action_id)
+    assert undone.status == "undone"
+    assert deps.repo.get_memory(store, APP, TENANT, old.outcomes[0].memory_id).status == MemoryStatus.ACTIVE
+    assert deps.repo.get_memory(store, APP, TENANT, outcome.memory_id).supersedes is None
+    assert len(ask(deps, store, "What does the user do for a living?")) == 2
+
+
+def test_a_redelivered_job_applies_each_change_once(deps, store):
+    say(deps, store, "I drive a Honda Civic.", day=0, run="r1")
+    task = say(deps, store, "I sold the Civic and bought a Tesla Model 3.", day=9, run="r2")
+    deps.repo.save_task(task.model_copy(update={"status": TaskStatus.RUNNING}))
+    rerun = extract.run(deps, store, task.request_id)
+    assert [(o.action, o.memory_id, o.target_id, o.action_id) for o in rerun.outcomes] == \
+        [(o.action, o.memory_id, o.target_id, o.action_id) for o in task.outcomes]
+    found, _ = deps.repo.list_actions(store, APP, TENANT, task.request_id)
+    assert len(found) == 1 and found[0].status == "applied"
+
+
+def test_as_of_must_be_a_time(deps, store):
+    with pytest.raises(InvalidInput):
+        ask(deps, store, "where?", as_of="yesterday")
+
+
+def test_a_dream_after_a_write_time_update_has_nothing_left_to_supersede(deps, store):
+    say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2")
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
+    found, _ = dream.list_actions(deps, store, task.task_id)
+    assert not [a for a in found if a.kind in ("UPDATE", "MERGE", "DELETE")]

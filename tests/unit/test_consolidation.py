@@ -1,0 +1,114 @@
+"""Write-time consolidation decisions (policies/consolidation.py): pure, no embedder — similarities
+are given as the service would measure them."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain.models import ExtractAction, Memory
+from memlane.domain.scope import Scope
+from memlane.policies.consolidation import Neighbour, Statement, decide, newer_first, relate
+
+T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
+
+
+def memory(text, day=0, mid=None):
+    at = T0 + timedelta(days=day)
+    return Memory(memory_id=mid or text[:20], scope=SCOPE, text=text, created_at=at, updated_at=at, observed_at=at)
+
+
+def action(old, new, similarity=0.7):
+    r = relate(Statement(new), Statement(old), similarity)
+    return r.action if r else ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User's apartment is in Brooklyn.", "User's apartment is in Queens."),
+    ("User: The code word is zz3q1tok.", "User: The code word is zz3q6tok."),
+    ("User works as a nurse.", "User works as a paramedic now."),
+    ("User's blood pressure is 150 over 95.", "User's blood pressure is 128 over 82."),
+    ("User works for Deloitte in their Boston office.", "User works for PwC."),  # old carries more detail
+    ("User lives in Boston.", "User moved from Boston to Denver last month."),
+    ("User lives in Oslo.", "User moved to Bergen in the spring."),
+    ("User works at Shopify.", "User joined Notion in October."),
+])
+def test_another_value_of_the_same_relation_is_an_update(old, new):
+    assert action(old, new) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User has a dog named Rex.", "User also adopted a cat named Miso."),  # additive cue
+    ("User is allergic to peanuts.", "User is allergic to shellfish."),  # a relation of several values
+    ("User likes jazz.", "User likes hiking."),
+    ("User's son is 7.", "User's daughter is 10."),  # another subject of the relation
+    ("User works as a pharmacist.", "User also volunteers as a firefighter on weekends."),
+    ("User uses Figma for design work.", "User uses Notion for planning."),
+    ("User is allergic to peanuts.", "User is not allergic to shellfish."),  # denies another object
+    ("Ann lives in Boston.", "Bob lives in Denver."),  # another person
+])
+def test_statements_that_can_both_hold_are_both_kept(old, new):
+    assert action(old, new) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User is allergic to penicillin.", "User: Turns out User is not allergic to penicillin after all."),
+    ("User is vegetarian.", "User is not vegetarian anymore, User started eating fish again."),
+    ("User smokes about ten cigarettes a day.", "User quit smoking in March."),
+])
+def test_a_denial_or_an_end_is_a_retraction(old, new):
+    assert action(old, new) == ExtractAction.DELETE
+
+
+def test_a_restatement_is_a_noop_and_a_fuller_one_an_update():
+    assert action("User works at Siemens, in the energy division.", "User works at Siemens.") == ExtractAction.NOOP
+    assert action("User lives in Toronto.", "User lives in Toronto and works downtown.") == ExtractAction.UPDATE
+    # a trailing remark in another clause does not deny the statement it follows
+    assert action("User prefers email over phone calls.",
+                  "User prefers email over phone calls, please don't call User.") == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Gina: Can't wait to see them rock the festival.", "Gina: Can't wait to see the vid!"),  # remarks
+    ("Jon: Glad to be part of it.", "Jon: Glad to hear it. Been practicing dance routines lately."),
+    ("Caroline: Guitar's mostly Caroline's thing. Playing it helps Caroline get her emotions out.",
+     "Caroline started playing acoustic guitar about five years ago."),  # a passage of several statements
+    ("Melanie: That must have been tough for you, Caroline.", "Melanie is so happy for you, Caroline, now."),
+])
+def test_conversation_and_passages_are_never_superseded(old, new):
+    assert action(old, new, similarity=0.9) == ExtractAction.ADD
+
+
+def test_a_near_duplicate_with_another_number_is_not_a_noop():
+    old = memory("User: The code word is zz3q1tok.")
+    d = decide("User: The code word is zz3q6tok.", [Neighbour(old, 0.98)], duplicate_similarity=0.95,
+               observed_at=T0 + timedelta(days=1))
+    assert d.action == ExtractAction.UPDATE and d.targets == (old,) and not d.older and d.reason
+
+
+def test_an_older_statement_is_read_as_the_old_one():
+    newer = memory("User moved to Bergen in the spring.", day=60)
+    d = decide("User lives in Oslo.", [Neighbour(newer, 0.6)], duplicate_similarity=0.95, observed_at=T0)
+    assert d.action == ExtractAction.UPDATE and d.older and d.target is newer
+
+
+def test_every_memory_the_statement_replaces_is_a_target():
+    a, b = memory("User lives in Boston.", mid="a"), memory("User's apartment is in Boston.", mid="b")
+    c = memory("User likes Boston cream pie.", mid="c")
+    d = decide("User moved from Boston to Denver.", [Neighbour(a, 0.7), Neighbour(b, 0.6), Neighbour(c, 0.4)],
+               duplicate_similarity=0.95, observed_at=T0 + timedelta(days=9))
+    assert d.action == ExtractAction.UPDATE and {m.memory_id for m in d.targets} == {"a", "b"}
+
+
+def test_newer_first_moves_a_replacing_memory_before_the_one_it_replaces():
+    old = memory("User's apartment is in Brooklyn.", day=0, mid="old")
+    other = memory("User has a dog named Rex.", day=3, mid="dog")
+    new = memory("User's apartment is in Queens.", day=9, mid="new")
+    assert [m.memory_id for m in newer_first([old, other, new])] == ["new", "old", "dog"]
+    assert [m.memory_id for m in newer_first([other, old])] == ["dog", "old"]
+
+
+def test_newer_first_leaves_unrelated_memories_in_their_order():
+    jazz = memory("User likes jazz.", day=0, mid="jazz")
+    move = memory("User moved to Denver.", day=9, mid="move")
+    assert [m.memory_id for m in newer_first([jazz, move])] == ["jazz", "move"]
