@@ -26,6 +26,9 @@ KEEP_RUNS = [f"r{i}" for i in range(1, 4)]  # read and written by every operatio
 DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these
 DISPOSABLE_MEMORY_RUNS = [f"m{i}" for i in range(1, 7)]  # memories only DELETE .../memories/{id} draws
 AGENTS = ["planner", "concierge"]
+HOBBIES = ["collect vintage maps of Portugal", "play the cello in a community orchestra",
+           "grow tomatoes on my balcony every summer", "keep two beehives in my garden",
+           "run a book club for science fiction", "restore old bicycles in my garage"]
 TURNS = [
     ("user", "I am vegetarian and I never take overnight flights."),
     ("assistant", "Noted: daytime flights and vegetarian restaurants."),
@@ -56,6 +59,9 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
         scope = {"app_id": APP, "tenant_id": tenant, "agent_id": agent, "run_id": run}
         turns = [{"role": role, "name": tenant.title(), "content": f"{text} {marker}".strip()}
                  for role, text in TURNS[i % 2:i % 2 + 3]]
+        if run in DISPOSABLE_MEMORY_RUNS:  # a fact of its own: the same turns again would be a NOOP, no memory
+            hobby = HOBBIES[DISPOSABLE_MEMORY_RUNS.index(run)]
+            turns = [{"role": "user", "name": tenant.title(), "content": f"I {hobby}. {marker}".strip()}]
         task = client.add(STORE, scope, messages=turns, sync=True, request_id=f"{tenant[0]}{i:02d}-{run}",
                           metadata={"topic": "travel", "seed": marker or "plain"})
         seen["request_ids"].append(task["request_id"])
@@ -138,6 +144,8 @@ def config(seed: dict[str, Any]) -> str:
     for name, params in (
             ("DELETE /v1/stores/{store}/memories/{memory_id}", {"path.memory_id": "disposable_memory_ids"}),
             ("DELETE /v1/stores/{store}/runs/{run_id}", {"path.run_id": "disposable_runs"})):
+        if not all(pools.get(v) for v in params.values()):
+            raise SystemExit(f"the seed left no ids for {name}: {params}")
         lines += ["[[operations]]", f'include-name = "{name}"', "[operations.parameters]"]
         lines += [f'"{k}" = {{ dictionary = "{v}", probability = 0.97 }}' for k, v in params.items()]
     lines += ["[[operations]]", 'include-name = "POST /v1/tenants/erase"', "[operations.parameters]",
