@@ -14,20 +14,13 @@ from memlane.bootstrap import build
 from memlane.config import Settings
 from memlane.services import access
 
+from .api_events import api_event
+
+
 TENANTS = ("alice", "bob", "carol", "dave")
 ROUNDS = 60
 
 
-def _event(method: str, path: str, body: dict | None = None, key: str | None = None, query: str = "") -> dict:
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = f"Bearer {key}"
-    params = dict(p.split("=", 1) for p in query.split("&")) if query else None
-    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
-            "headers": headers, "queryStringParameters": params,
-            "requestContext": {"requestId": "r", "http": {"method": method, "path": path, "sourceIp": "127.0.0.1"},
-                               "stage": "$default"},
-            "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False}
 
 
 @pytest.fixture()
@@ -36,10 +29,10 @@ def api_and_keys(tmp_path):
     keys = {t: access.create_api_key(deps, f"{t}-app", {"travel": [t]}) for t in TENANTS}
     keys["admin"] = access.create_api_key(deps, "ops", {}, admin=True)
     api = build_api(deps, auth="api_key")
-    assert api.resolve(_event("POST", "/v1/stores", {"name": "demo"}, keys["admin"]), None)["statusCode"] == 201
+    assert api.resolve(api_event("POST", "/v1/stores", {"name": "demo"}, keys["admin"]), None)["statusCode"] == 201
     for t in TENANTS:
         scope = {"app_id": "travel", "tenant_id": t, "run_id": "r"}
-        added = api.resolve(_event("POST", "/v1/stores/demo/memories",
+        added = api.resolve(api_event("POST", "/v1/stores/demo/memories",
                                    {"scope": scope, "text": f"{t} keeps the secret word {t}word.", "sync": True},
                                    keys[t]), None)
         assert added["statusCode"] == 200, added
@@ -56,13 +49,13 @@ def test_one_api_serving_many_threads_never_answers_with_another_requests_data(a
         start.wait()
         for i in range(ROUNDS):
             scope = {"app_id": "travel", "tenant_id": t}
-            found = api.resolve(_event("POST", "/v1/stores/demo/search", {"query": "secret word", "scope": scope},
+            found = api.resolve(api_event("POST", "/v1/stores/demo/search", {"query": "secret word", "scope": scope},
                                        keys[t]), None)
             texts = [r["text"] for r in json.loads(found["body"]).get("results", [])]
             if found["statusCode"] != 200 or any(f"{t}word" not in x for x in texts) or not texts:
                 problems.append(f"{t} search: {found['statusCode']} {texts}")
             rid = f"{t}-add-{i}"
-            added = api.resolve(_event("POST", "/v1/stores/demo/memories",
+            added = api.resolve(api_event("POST", "/v1/stores/demo/memories",
                                        {"scope": {**scope, "run_id": "r2"}, "text": f"note {i}", "request_id": rid},
                                        keys[t]), None)
             if added["statusCode"] != 202 or json.loads(added["body"]).get("request_id") != rid:
@@ -72,14 +65,14 @@ def test_one_api_serving_many_threads_never_answers_with_another_requests_data(a
     def admin_client() -> None:
         start.wait()
         for _ in range(ROUNDS):
-            api.resolve(_event("GET", "/v1/stores/demo/requests", None, keys["admin"]), None)
+            api.resolve(api_event("GET", "/v1/stores/demo/requests", None, keys["admin"]), None)
 
     threads = [threading.Thread(target=tenant_client, args=(t,)) for t in TENANTS]
     threads.append(threading.Thread(target=admin_client))
     # tenant keys asking for the admin-only audit log while the admin does must always be refused
     def audit_probe() -> None:
         for _ in range(ROUNDS):
-            got = api.resolve(_event("GET", "/v1/stores/demo/requests", None, keys["alice"]), None)
+            got = api.resolve(api_event("GET", "/v1/stores/demo/requests", None, keys["alice"]), None)
             if got["statusCode"] != 403:
                 problems.append(f"tenant key read the audit log: {got['statusCode']}")
     threads.append(threading.Thread(target=audit_probe))

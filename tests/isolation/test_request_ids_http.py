@@ -13,15 +13,7 @@ from memlane.bootstrap import build
 from memlane.config import Settings
 from memlane.services import access
 
-
-def _event(method: str, path: str, body: dict | None = None, key: str | None = None, query: str = "") -> dict:
-    headers = {"content-type": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
-    params = dict(p.split("=", 1) for p in query.split("&")) if query else None
-    return {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
-            "headers": headers, "queryStringParameters": params,
-            "requestContext": {"requestId": "r", "http": {"method": method, "path": path, "sourceIp": "127.0.0.1"},
-                               "stage": "$default"},
-            "body": json.dumps(body) if body is not None else None, "isBase64Encoded": False}
+from .api_events import api_event
 
 
 @pytest.fixture()
@@ -33,7 +25,7 @@ def call(tmp_path):
     api = build_api(deps, auth="api_key")
 
     def call(who: str, method: str, path: str, body: dict | None = None, query: str = "") -> tuple[int, dict]:
-        out = api.resolve(_event(method, path, body, keys[who], query), None)
+        out = api.resolve(api_event(method, path, body, keys[who], query), None)
         return out["statusCode"], json.loads(out["body"] or "null")
 
     assert call("admin", "POST", "/v1/stores", {"name": "demo"})[0] == 201
