@@ -13,7 +13,7 @@ from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
-from .domain.models import Memory, MemoryStatus, MemoryType
+from .domain.models import Memory, MemoryStatus, MemoryType, RecordType
 from .domain.scope import ScopeFilter
 
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +185,7 @@ class IndexQuery(BaseModel):
     vector: list[float] | None = None
     k: int = 50  # candidates per signal
     memory_types: tuple[MemoryType, ...] | None = None
+    record_types: tuple[RecordType, ...] = (RecordType.MEMORY,)
     statuses: tuple[MemoryStatus, ...] = (MemoryStatus.ACTIVE,)
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
     time_from: datetime | None = None  # on event_time, falling back to created_at

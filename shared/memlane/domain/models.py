@@ -38,6 +38,15 @@ class MemoryStatus(StrEnum):
     DELETED = "deleted"
 
 
+class RecordType(StrEnum):
+    """What an index document is: a distilled memory, a raw message (searchable as soon as it is added),
+    or a thread summary."""
+
+    MEMORY = "memory"
+    MESSAGE = "message"
+    SUMMARY = "summary"
+
+
 class TaskStatus(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -109,6 +118,7 @@ class Memory(BaseModel):
     memory_id: str
     scope: Scope
     memory_type: MemoryType = MemoryType.FACT
+    record_type: RecordType = RecordType.MEMORY
     text: str
     evidence: list[str] = Field(default_factory=list)  # message ids
     created_at: datetime
