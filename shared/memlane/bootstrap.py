@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from dataclasses import dataclass
 
 from .adapters.clock import SystemClock
@@ -12,7 +13,7 @@ from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
 from .faults import Faults
-from .ports import LLM, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables
+from .ports import LLM, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
 from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
 
@@ -36,7 +37,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     return Deps(
         table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings, table),
         index=index, embedder=embedder, extractor=extractor, clock=SystemClock(),
-        reranker=_reranker(settings), llm=llm, faults=faults,
+        reranker=_reranker(settings), llm=llm, faults=faults, tokenizer=_tokenizer(settings),
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
                               queue_limit=settings.queue_limit,
@@ -203,6 +204,12 @@ def _index(settings: Settings) -> Index:
         tenant_clients = TokenClients(settings.opensearch_url, settings.opensearch_tenant_key)
     return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region, sigv4=sigv4,
                                     tenant_clients=tenant_clients)
+
+
+def _tokenizer(settings: Settings) -> Tokenizer:
+    from .adapters.tokenizers.hf import HFTokenizer
+
+    return HFTokenizer(Path(settings.tokenizer) if settings.tokenizer else None)  # loads on first use
 
 
 def _embedder(settings: Settings) -> Embedder:

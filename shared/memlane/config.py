@@ -19,6 +19,7 @@ class Settings(BaseModel):
     table: Literal["auto", "sqlite", "dynamodb"] = "auto"
     index: Literal["auto", "embedded", "opensearch"] = "auto"
     embedder: Literal["auto", "minilm", "hashing", "openai", "bedrock"] = "auto"
+    tokenizer: str = ""  # a tokenizer.json to count tokens with; "" = the local model's (BERT WordPiece)
     llm: Literal["none", "openai", "bedrock"] = "none"
     reranker: Literal["auto", "none", "heuristic", "bedrock"] = "auto"
     search_recipe: str = "hybrid"

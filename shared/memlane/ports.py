@@ -288,5 +288,15 @@ class Reranker(Protocol):
         ...
 
 
+class Tokenizer(Protocol):
+    """Counts tokens the way a model does (budgets of context cards, summary triggers)."""
+
+    name: str  # names the vocabulary, reported beside every count
+
+    def count(self, text: str) -> int: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
 class Clock(Protocol):
     def now(self) -> datetime: ...

@@ -139,6 +139,36 @@ class Memory(BaseModel):
     request_id: str | None = None
 
 
+class SummarySentence(BaseModel):
+    text: str
+    evidence: list[str] = Field(default_factory=list)  # the message ids it comes from
+
+
+class ThreadSummary(BaseModel):
+    """A thread's rolling summary: built incrementally (previous summary + the messages since), never
+    covering the last few messages. Its sentences cite their messages."""
+
+    scope: Scope  # the thread (run) it summarises
+    sentences: list[SummarySentence] = Field(default_factory=list)
+    open_items: list[str] = Field(default_factory=list)  # goals, questions, plans still open
+    decisions: list[str] = Field(default_factory=list)
+    covered_until: str | None = None  # id of the newest message the summary covers
+    covered_messages: int = 0
+    tokens: int = 0
+    origin: str = "extractive"  # "llm" or "extractive"
+    created_at: datetime
+    updated_at: datetime
+    version: int = 0
+
+    @property
+    def text(self) -> str:
+        return " ".join(s.text for s in self.sentences)
+
+    @property
+    def evidence(self) -> list[str]:
+        return list(dict.fromkeys(e for s in self.sentences for e in s.evidence))
+
+
 class ExtractAction(StrEnum):
     ADD = "ADD"
     UPDATE = "UPDATE"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from ..extractors import Extractor
 from ..faults import Faults
-from ..ports import LLM, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables
+from ..ports import LLM, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables, Tokenizer
 from ..repository import Repository
 from ..split_table import SplitTable
 
@@ -47,6 +47,7 @@ class Deps:
     clock: Clock
     reranker: Reranker | None = None
     llm: LLM | None = None  # dream asks it when configured; without one the rules engine runs
+    tokenizer: Tokenizer | None = None  # token budgets (context cards, summaries); None: not configured
     settings: CoreSettings = field(default_factory=CoreSettings)
     # How a tenant's partition is reached (AWS: STS credentials scoped to it). None: the one table.
     tenant_tables: TenantTables | None = None

