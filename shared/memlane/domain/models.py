@@ -47,6 +47,13 @@ class RecordType(StrEnum):
     SUMMARY = "summary"
 
 
+class MemoryOrigin(StrEnum):
+    """How a memory came to be: distilled from messages (extraction, dream), or written as given."""
+
+    EXTRACTED = "extracted"
+    EXPLICIT = "explicit"  # POST .../memories with infer: false: no extraction, no consolidation
+
+
 class TaskStatus(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -137,6 +144,7 @@ class Memory(BaseModel):
     # Extra words for keyword search that are not part of the statement (speaker names, dates).
     keywords: str = ""
     request_id: str | None = None
+    origin: MemoryOrigin = MemoryOrigin.EXTRACTED
 
 
 class SummarySentence(BaseModel):
@@ -215,13 +223,15 @@ class Task(BaseModel):
 
 
 class ScopeInfo(BaseModel):
-    """What the scope registry knows of one concrete scope."""
+    """What the scope registry knows of one concrete scope. A run is a thread: this is the thread's record."""
 
     scope: Scope
     access_policy: AccessPolicy = AccessPolicy.RECALL_AND_STORE
     first_seen: datetime
     last_activity: datetime
     message_count: int = 0
+    token_count: int = 0  # tokens of its messages (Deps.tokenizer), counted in the add that wrote them
+    metadata: dict[str, Any] = Field(default_factory=dict)  # the thread's, given when it was created
     # Bumped by every write of the entry, each conditioned on the version it read (0: written before
     # versions, no attribute), so an add and a policy change can never overwrite each other.
     version: int = 0
@@ -236,6 +246,21 @@ class Candidate(BaseModel):
     event_time: datetime | None = None
     keywords: str = ""
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class ExplicitProfile(BaseModel):
+    """What a caller states of a tenant (agent_id None) or of one agent of the tenant: free text (an agent's
+    role and standing instructions) and named attributes. Shown merged with the dream's distilled profile,
+    explicit first (services/profiles.py)."""
+
+    store: str
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    updated_at: datetime
+    version: int = 0
 
 
 class Grant(BaseModel):

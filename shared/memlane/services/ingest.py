@@ -107,16 +107,20 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     repo.open_task(store, request_id, write, now)  # the sweeper's list, written before the task exists
     job = jobs.extract_job(store, request_id, write)
     task = None
+    tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
         policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest)
-        new_info = ScopeInfo(scope=write, access_policy=policy, first_seen=info.first_seen if info else now,
-                             last_activity=now, message_count=(info.message_count if info else 0) + len(msgs))
+        new_info = _run_entry(info, write, policy, now, messages=len(msgs), tokens=tokens)
+        # The run's entry (counts, activity) with its place in the threads list, and for a new run its
+        # thread id's claim when free: 96 messages + task + at most 3 stay within one transaction's 100.
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
-                  repo.scope_write(store, new_info, previous=info)]
+                  *repo.scope_writes(store, new_info, previous=info)]
+        if info is None and repo.thread_agent(store, write.app_id, write.tenant_id, write.run_id) is None:
+            writes.append(repo.thread_claim(write, store))
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
@@ -173,6 +177,17 @@ def body_hash(scope: Scope, *, messages: Sequence[dict[str, Any]] | None, text: 
                  "created_at": when(m.get("created_at"))} for m in messages]}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _run_entry(info: ScopeInfo | None, scope: Scope, policy: AccessPolicy, now: datetime, *, messages: int,
+               tokens: int) -> ScopeInfo:
+    """The run's registry entry after this add: counts and activity moved, the rest (metadata) kept."""
+    if info is None:
+        return ScopeInfo(scope=scope, access_policy=policy, first_seen=now, last_activity=now, message_count=messages,
+                         token_count=tokens)
+    return info.model_copy(update={"access_policy": policy, "last_activity": now,
+                                   "message_count": info.message_count + messages,
+                                   "token_count": info.token_count + tokens})
 
 
 def _run_policy(info: ScopeInfo | None, asked: AccessPolicy | None) -> AccessPolicy:
