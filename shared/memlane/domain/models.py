@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -248,21 +248,6 @@ class Candidate(BaseModel):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
-class ExplicitProfile(BaseModel):
-    """What a caller states of a tenant (agent_id None) or of one agent of the tenant: free text (an agent's
-    role and standing instructions) and named attributes. Shown merged with the dream's distilled profile,
-    explicit first (services/profiles.py)."""
-
-    store: str
-    app_id: str
-    tenant_id: str
-    agent_id: str | None = None
-    text: str = ""
-    attributes: dict[str, str] = Field(default_factory=dict)
-    updated_at: datetime
-    version: int = 0
-
-
 class Grant(BaseModel):
     """What a principal may touch: per app, the tenants it may use ("*" = every tenant of the app)."""
 
@@ -398,6 +383,49 @@ class Profile(BaseModel):
     def content(self) -> dict[str, Any]:
         """What the profile says, without bookkeeping: two profiles with equal content are the same."""
         return self.model_dump(mode="json", include={"subject", "attributes", "preferences", "skills", "summary"})
+
+
+class ExplicitProfile(BaseModel):
+    """What a caller states of a tenant (agent_id None) or of one agent of the tenant: free text (an agent's
+    role and standing instructions) and named attributes. Shown merged with the dream's distilled profile,
+    explicit first (services/profiles.py)."""
+
+    store: str
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    updated_at: datetime
+    version: int = 0
+
+
+class ProfileFact(BaseModel):
+    """One attribute or preference of an actor's profile, with where it comes from."""
+
+    name: str
+    value: str
+    origin: Literal["explicit", "distilled"]
+    confidence: float | None = None  # distilled: the dream's confidence
+    evidence: list[str] = Field(default_factory=list)  # distilled: the memories that support it
+    since: datetime | None = None
+
+
+class ActorProfile(BaseModel):
+    """A tenant's (agent_id None) or an agent's profile as served: the explicit profile merged with the
+    dream's distilled one (explicit wins a name both give), and `text`, its rendering for a prompt."""
+
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str  # the same state always renders the same text
+    explicit_text: str = ""
+    attributes: list[ProfileFact] = Field(default_factory=list)
+    preferences: list[ProfileFact] = Field(default_factory=list)
+    overridden: list[ProfileFact] = Field(default_factory=list)  # distilled facts an explicit one replaces
+    skills: list[ProfileSkill] = Field(default_factory=list)
+    explicit: ExplicitProfile | None = None
+    distilled: Profile | None = None
 
 
 class UndoEntry(BaseModel):
