@@ -96,3 +96,32 @@ def test_profiles_over_http(server):
     for path in ("/v1/stores/{store}/threads", "/v1/stores/{store}/threads/{thread_id}",
                  "/v1/stores/{store}/agents/{agent_id}/profile"):
         assert path in spec["paths"]
+
+
+def test_threads_command(server):
+    import subprocess
+    import sys
+
+    def cli(*argv, json_out=True):
+        done = subprocess.run([sys.executable, "-m", "memlane.cli", "--url", server.url,
+                               *(["--json"] if json_out else []), *argv], capture_output=True, text=True, timeout=60)
+        return done.returncode, json.loads(done.stdout) if json_out and done.returncode == 0 else done.stdout, done.stderr
+
+    MemlaneClient(server.url).create_store("demo")
+    tenant = ["--app", "travel", "--tenant", "ann"]
+    code, thread, _ = cli("threads", "create", "demo", *tenant, "--agent", "planner", "--thread", "trip-1",
+                          "--metadata", '{"topic": "x"}')
+    assert code == 0 and thread["thread_id"] == "trip-1" and thread["metadata"] == {"topic": "x"}
+    MemlaneClient(server.url).add("demo", {**TENANT, "agent_id": "planner", "run_id": "trip-1"}, text="I land Friday.")
+    code, thread, _ = cli("threads", "get", "demo", *tenant, "--thread", "trip-1")
+    assert code == 0 and thread["message_count"] == 1
+    code, page, _ = cli("threads", "list", "demo", *tenant)
+    assert code == 0 and [t["thread_id"] for t in page["threads"]] == ["trip-1"]
+    code, human, _ = cli("threads", "list", "demo", *tenant, json_out=False)
+    assert code == 0 and human.startswith("trip-1  planner  1 messages,")
+    code, deleted, _ = cli("threads", "delete", "demo", *tenant, "--thread", "trip-1")
+    assert code == 0 and deleted["messages"] == 1
+    code, _, err = cli("threads", "get", "demo", *tenant, "--thread", "trip-1")
+    assert code == 2 and "thread_not_found" in err
+    code, human, _ = cli("threads", "list", "demo", *tenant, json_out=False)
+    assert code == 0 and human.strip() == "(no threads)"
