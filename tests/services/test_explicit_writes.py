@@ -118,3 +118,31 @@ def test_erased_with_the_tenant_and_their_thread(deps, store):
     assert done.deleted["demo"]["memories"] == 1 and done.deleted["demo"]["index_documents"] == 1
     assert not memory_items(deps, store) and not search.search(deps, store, query="code", scope=TENANT)
     assert search.search(deps, store, query="code", scope={"app_id": "app", "tenant_id": "bob"})
+
+
+def test_audited_with_the_scope_and_ids_kept_out_of_operation_names(deps, store):
+    import json
+
+    from memlane.api.app import build_api
+    from memlane.server import _LambdaContext, http_event
+    from memlane.services import access, audit
+
+    key = access.create_api_key(deps, "crm-sync", {"app": ["ann"]})
+    api = build_api(deps, auth="api_key")
+
+    def call(method, path, body=None):
+        event = http_event(method, path, {"content-type": "application/json", "authorization": f"Bearer {key}"},
+                           json.dumps(body).encode() if body is not None else b"", "127.0.0.1")
+        return api.resolve(event, _LambdaContext())["statusCode"]
+
+    assert call("POST", "/v1/stores/demo/memories", {"scope": SCOPE, "infer": False,
+                                                     "memories": [{"text": "Ann's locker is 12."}]}) == 201
+    assert call("POST", "/v1/stores/demo/threads", {"thread_id": "t-9", "scope": SCOPE}) == 201
+    assert call("GET", "/v1/stores/demo/threads/t-9?app_id=app&tenant_id=ann") == 200
+    assert call("PUT", "/v1/stores/demo/agents/bot/profile", {**SCOPE, "text": "Be brief."}) == 200
+    rows, _ = audit.list_(deps, store, limit=50, cursor=None)
+    seen = {(r.operation, r.principal, r.app_id, r.tenant_id, r.status) for r in rows}
+    assert {("POST /v1/stores/{store}/memories", "crm-sync", "app", "ann", 201),
+            ("POST /v1/stores/{store}/threads", "crm-sync", "app", "ann", 201),
+            ("GET /v1/stores/{store}/threads/{id}", "crm-sync", "app", "ann", 200),
+            ("PUT /v1/stores/{store}/agents/{id}/profile", "crm-sync", "app", "ann", 200)} <= seen
