@@ -124,3 +124,22 @@ def test_delete_takes_the_thread_and_leaves_tenant_memories(deps, store):
         threads.delete(deps, store, app_id="app", tenant_id="ann", thread_id="t-1")
     # the id is free again, even for another agent
     assert threads.create(deps, store, scope={**TENANT, "agent_id": "other"}, thread_id="t-1")[1]
+
+
+def test_the_largest_add_stays_within_one_transaction(deps, store):
+    """96 messages + the task + the thread's entry, its order item moved (or created) and its id claim: at most
+    100 writes, DynamoDB's limit for one transaction (the local table refuses more too)."""
+    from memlane.domain.limits import MAX_MESSAGES_PER_ADD
+
+    seen = []
+    transact = deps.table.transact
+
+    def counting(writes):
+        seen.append(len(writes))
+        return transact(writes)
+
+    deps.table.transact = counting
+    for _ in range(2):  # a new run (entry, order item, claim), then the same run again (entry, order moved)
+        say(deps, store, "big", *[f"turn {i}" for i in range(MAX_MESSAGES_PER_ADD)])
+    assert max(seen) <= 100 and threads.get(deps, store, app_id="app", tenant_id="ann",
+                                            thread_id="big").message_count == 2 * MAX_MESSAGES_PER_ADD
