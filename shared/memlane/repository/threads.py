@@ -46,10 +46,16 @@ class ThreadRecords:
         item = self.table.get(*self.thread_key(store, app_id, tenant_id, thread_id))
         return str(item["agent_id"]) if item else None
 
-    def thread_claim(self, scope: Scope, store: str) -> Put:
+    def thread_claim(self, store: str, scope: Scope) -> Put:
         """The thread id's claim for its agent, only if nobody claimed it (a lost race reads again)."""
         pk, sk = self.thread_key(store, scope.app_id, scope.tenant_id, scope.run_id)
         return Put({"pk": pk, "sk": sk, "agent_id": scope.agent_id}, if_absent=True)
+
+    def new_run_claim(self, store: str, scope: Scope) -> list[Write]:
+        """For a run about to be created: its thread id's claim, if the id is still free in the tenant (a run
+        id another agent already uses stays that agent's thread id; this run is found by naming its agent)."""
+        free = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id) is None
+        return [self.thread_claim(store, scope)] if free else []
 
     def thread_order_keys(self, store: str, info: ScopeInfo) -> list[tuple[str, str]]:
         """The items a deleted run leaves besides its entry: its activity-order item and its id claim."""

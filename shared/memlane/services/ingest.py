@@ -118,9 +118,8 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         # The run's entry (counts, activity) with its place in the threads list, and for a new run its
         # thread id's claim when free: 96 messages + task + at most 3 stay within one transaction's 100.
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
-                  *repo.scope_writes(store, new_info, previous=info)]
-        if info is None and repo.thread_agent(store, write.app_id, write.tenant_id, write.run_id) is None:
-            writes.append(repo.thread_claim(write, store))
+                  *repo.scope_writes(store, new_info, previous=info),
+                  *(repo.new_run_claim(store, write) if info is None else [])]
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the

@@ -29,9 +29,8 @@ def set_access_policy(deps: Deps, store: str, *, scope: dict[str, Any], policy: 
         previous = deps.repo.get_scope(store, where)
         info = (previous or ScopeInfo(scope=where, first_seen=now, last_activity=now)).model_copy(
             update={"access_policy": policy})
-        writes = deps.repo.scope_writes(store, info, previous=previous)
-        if previous is None and deps.repo.thread_agent(store, where.app_id, where.tenant_id, where.run_id) is None:
-            writes.append(deps.repo.thread_claim(where, store))  # a new run is a thread: its id is claimed
+        writes = [*deps.repo.scope_writes(store, info, previous=previous),
+                  *(deps.repo.new_run_claim(store, where) if previous is None else [])]  # a new run is a thread
         try:
             deps.repo.transact(writes)
         except ConditionFailed:

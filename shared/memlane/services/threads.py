@@ -37,10 +37,10 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
     repo = deps.repo
     for _ in range(_RACE_RETRIES):
         claimed = repo.thread_agent(store, where.app_id, where.tenant_id, thread_id)
-        existing = repo.get_scope(store, where) if claimed in (None, where.agent_id) else None
         if claimed not in (None, where.agent_id):
             raise Conflict(f"thread '{thread_id}' belongs to agent '{claimed}' of the tenant", code="thread_exists",
                            field="scope.agent_id")
+        existing = repo.get_scope(store, where)
         if existing is not None:
             _same(existing, access_policy, metadata)
         now = deps.clock.now()
@@ -48,7 +48,7 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
                                      first_seen=now, last_activity=now, metadata=metadata)
         writes = repo.scope_writes(store, info, previous=existing) if existing is None else []
         if claimed is None:
-            writes.append(repo.thread_claim(where, store))
+            writes.append(repo.thread_claim(store, where))
         try:
             if writes:
                 repo.transact(writes)
