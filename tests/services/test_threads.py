@@ -143,3 +143,29 @@ def test_the_largest_add_stays_within_one_transaction(deps, store):
         say(deps, store, "big", *[f"turn {i}" for i in range(MAX_MESSAGES_PER_ADD)])
     assert max(seen) <= 100 and threads.get(deps, store, app_id="app", tenant_id="ann",
                                             thread_id="big").message_count == 2 * MAX_MESSAGES_PER_ADD
+
+
+def test_concurrent_creates_and_adds_agree_on_one_thread(deps, store):
+    """Creates of one thread id by two agents and adds to it race: one agent owns the id, every create
+    answers that thread or 409, and no add's messages or tokens are lost from its counts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def create(n):
+        try:
+            return threads.create(deps, store, scope={**TENANT, "agent_id": f"agent-{n % 2}"}, thread_id="hot")[0]
+        except Conflict as error:
+            return error.code
+
+    def add(n):
+        return say(deps, store, "hot", f"message {n}", agent="agent-0")
+
+    with ThreadPoolExecutor(8) as pool:
+        made = list(pool.map(create, range(16)))
+        list(pool.map(add, range(16)))
+    owner = threads.get(deps, store, app_id="app", tenant_id="ann", thread_id="hot")
+    assert {m.scope.agent_id if not isinstance(m, str) else m for m in made} <= {owner.scope.agent_id, "thread_exists"}
+    added = threads.get(deps, store, app_id="app", tenant_id="ann", thread_id="hot", agent_id="agent-0")
+    assert added.message_count == 16
+    assert added.token_count == sum(deps.tokenizer.count_many([f"message {n}" for n in range(16)]))
+    order = [i for i in deps.table.query(tenant_pk(store, "app", "ann"), prefix="RECENT#").items]
+    assert len([i for i in order if i["run_id"] == "hot"]) == len({(i["agent_id"]) for i in order})
