@@ -26,7 +26,7 @@ KEEP_RUNS = [f"r{i}" for i in range(1, 4)]  # read and written by every operatio
 DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these
 DISPOSABLE_MEMORY_RUNS = [f"m{i}" for i in range(1, 7)]  # memories only DELETE .../memories/{id} draws
 AGENTS = ["planner", "concierge"]
-DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 13)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
+DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 31)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
 HOBBIES = ["collect vintage maps of Portugal", "play the cello in a community orchestra",
            "grow tomatoes on my balcony every summer", "keep two beehives in my garden",
            "run a book club for science fiction", "restore old bicycles in my garage"]
@@ -142,7 +142,7 @@ def config(seed: dict[str, Any]) -> str:
         "path.memory_id": ("memory_ids", 0.97), "path.request_id": ("request_ids", 0.97),
         "path.task_id": ("dream_task_ids", 0.97), "path.action_id": ("action_ids", 0.97),
         "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
-        "path.thread_id": ("planner_threads", 0.97), "path.agent_id": ("agents", 0.97),
+        "path.thread_id": ("planner_threads", 0.97),
         "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
     }
@@ -151,7 +151,8 @@ def config(seed: dict[str, Any]) -> str:
     # the tenant's own app and id always (optional in the schema, so a dictionary would mostly be skipped):
     # requests outside the grant are the isolation tests' job; here they would only stop at 403
     fixed = {"path.store": STORE, "path.tenant_id": ALICE, "query.app_id": APP, "query.tenant_id": ALICE,
-             "body.scope.app_id": APP, "body.scope.tenant_id": ALICE, "body.app_id": APP, "body.tenant_id": ALICE}
+             "body.scope.app_id": APP, "body.scope.tenant_id": ALICE, "body.app_id": APP, "body.tenant_id": ALICE,
+             "path.agent_id": AGENTS[0]}  # an agent whose profile the seed stated
     lines += [f'"{key}" = "{value}"' for key, value in fixed.items()]
     # destructive operations draw from their own pools, so the ids every other operation reads survive
     for name, params in (
