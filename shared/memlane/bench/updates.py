@@ -315,7 +315,7 @@ _SHORT = {"current_first": "current-first", "stale_hidden": "stale-hidden", "fal
 
 
 def format_report(report: dict[str, Any]) -> str:
-    """Per kind, each metric with its value on each path side by side (rules | scripted LLM), then the
+    """Per kind, each metric with its value on each path side by side (rules / scripted LLM), then the
     faulty LLM's fail-safe."""
     paths = report["paths"]
     side = [p for p in ("rules", "scripted") if p in paths]
@@ -325,10 +325,11 @@ def format_report(report: dict[str, Any]) -> str:
         row: list[Any] = [kind, paths[side[0]]["results"][kind]["cases"]]
         for m in (*_RATES, "unextracted", "cross_tenant"):
             values = [paths[p]["results"][kind][m] for p in side]
-            row.append(" | ".join("-" if v is None else str(v) for v in values))
+            row.append(" / ".join("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+                                  for v in values))
         rows.append(row)
     head = (f"knowledge updates ({report['embedder']} embedder, top {report['top_k']}); each cell: "
-            + " | ".join({"rules": "rules", "scripted": "scripted LLM"}[p] for p in side))
+            + " / ".join({"rules": "rules", "scripted": "scripted LLM"}[p] for p in side))
     out = [head, ""]
     if side:
         out.append(table(["kind", "cases", *(_SHORT.get(m, m) for m in (*_RATES, "unextracted", "cross_tenant"))],

@@ -113,4 +113,4 @@ def test_the_bench_runs_every_path_side_by_side_and_the_faulty_llm_loses_nothing
     assert faulty["non_add"] == 0 and faulty["inactive_steps"] == 0 and faulty["false_supersede"] == 0.0
     assert faulty["cross_tenant"] == 0 and paths["faulty"]["llm"]["unusable"] >= 1
     text = format_report(report)
-    assert "rules | scripted LLM" in text and "not a model's judgement" in text and "fail-safe" in text
+    assert "rules / scripted LLM" in text and "| all " in text and "not a model's judgement" in text and "fail-safe" in text
