@@ -343,7 +343,8 @@ def format_report(report: dict[str, Any]) -> str:
         out.append("\nFaulty scripted LLM (in turn: names a memory it was not shown, malformed JSON, an invalid "
                    f"repair) — the fail-safe: decisions other than ADD {a['non_add']}, steps left without an active "
                    f"memory {a['inactive_steps']}, false-supersede {a['false_supersede']}, cross-tenant "
-                   f"{a['cross_tenant']}. " + _calls(paths["faulty"]))
+                   f"{a['cross_tenant']}; the old fact stays visible (stale-hidden {a['stale_hidden']}, current-first "
+                   f"{a['current_first']}). " + _calls(paths["faulty"]))
     return "\n".join(out)
 
 
