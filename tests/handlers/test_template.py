@@ -180,6 +180,10 @@ def test_default_llm_is_claude_haiku_4_5_through_the_global_profile_in_template_
     default = load_template()["Parameters"]["LlmModelId"]["Default"]
     assert default == Settings.model_fields["bedrock_llm_model"].default  # one default, not two
     assert default == "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+    # samconfig.toml's overrides are what `sam deploy` actually uses: the same model, or none.
+    overrides = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
+    deployed = dict(o.split("=", 1) for o in overrides.get("parameter_overrides", []))
+    assert deployed.get("LlmModelId", default) == default
 
 
 def _allows(statements: list[dict], arn: str, profile_arn: str) -> bool:
