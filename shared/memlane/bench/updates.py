@@ -350,7 +350,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 def _calls(path: dict[str, Any]) -> str:
     c = path.get("llm", {})
-    return f"({c.get('calls', 0)} calls, {c.get('repairs', 0)} repair turns, {c.get('unusable', 0)} answers unusable)"
+    return f"({c.get('calls', 0)} calls, {c.get('repairs', 0)} repair turns, {c.get('unusable', 0)} answers failed the strict parse)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
