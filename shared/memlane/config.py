@@ -36,7 +36,9 @@ class Settings(BaseModel):
     opensearch_tenant_key: str = ""
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
-    bedrock_llm_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    # Claude Haiku 4.5 through the global cross-Region profile: Anthropic models since 4.5 are invoked
+    # through an inference profile, not on demand by model id (docs/deploy.md, cost table).
+    bedrock_llm_model: str = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_rerank_model: str = "amazon.rerank-v1:0"
     embed_dim: int = Field(default=1024, ge=8, le=4096)
 

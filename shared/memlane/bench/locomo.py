@@ -35,6 +35,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from ..domain.language import STOP_WORDS
 from . import metrics
 from .common import CachedEmbedder, Progress, machine, minilm, table
 
@@ -127,14 +128,6 @@ class Method(Protocol):
 
 def raw_text(turn: Turn) -> str:
     return f"{turn.speaker}: {turn.content}"
-
-
-# English stop words incl. question words: kept in a query, they only add noise to plain BM25.
-STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did have "
-    "has had i me my we our you your he him his she her it its they them their this that these those what which who "
-    "whom when where why how not no so than too very can will would should could may might about into over after "
-    "before up down out off again then there here all any some such only own same just".split())
 
 
 class BM25Turns:

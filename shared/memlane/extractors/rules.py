@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ..domain.language import CONTEXT_STOP_WORDS
 from ..domain.models import Candidate, MemoryType, Message
 from ..policies import timeexpr
 
@@ -90,11 +91,6 @@ def classify(text: str, has_time: bool) -> MemoryType:
 
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
-_CONTEXT_STOP = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did have "
-    "has had i me my we our you your he him his she her it its they them their this that these those what which who "
-    "whom when where why how not no so than too very can will would should could may might just oh hey hi yeah yes "
-    "wow really also about into up out there here all any some".split())
 
 
 def _said_on(message: Message) -> str:
@@ -123,7 +119,7 @@ def _context_words(texts: Sequence[str], text: str) -> str:
     the row stays short (BM25 normalises by the length of the whole row)."""
     own = {w.lower() for w in _WORD.findall(text)}
     words = dict.fromkeys(w.lower() for t in texts for w in _WORD.findall(t))
-    return " ".join(w for w in words if w not in _CONTEXT_STOP and w not in own and len(w) > 1)
+    return " ".join(w for w in words if w not in CONTEXT_STOP_WORDS and w not in own and len(w) > 1)
 
 
 class RuleExtractor:
