@@ -9,8 +9,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from ..domain import limits
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
-from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
-                             ProfileEntry)
+from ..domain.models import (DEFAULT_EXTRACT_ROLES, DreamAction, DreamActionKind, DreamActionStatus, DreamTask,
+                             ExtractRole, MemoryDraft, Profile, ProfileEntry)
 from ..services.memories import Deleted
 from ..services.search import SearchHit
 
@@ -58,6 +58,9 @@ class CreateStoreIn(Strict):
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0, strict=True)
     keywords_from_assistant: bool = Field(default=False, strict=True)
+    # Distinct values (checked by the core: 400 invalid_extract_roles); an unknown one is 400 invalid_input.
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES), min_length=1,
+                                             max_length=len(ExtractRole))
 
 
 class StoreOut(BaseModel):
@@ -69,6 +72,7 @@ class StoreOut(BaseModel):
     dream_mode: DreamMode
     dream_threshold: float
     keywords_from_assistant: bool = False
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
     created_at: datetime
 
     @classmethod
