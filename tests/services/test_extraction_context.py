@@ -117,6 +117,19 @@ def test_the_context_is_the_newest_earlier_messages_within_the_bounds(service, d
     assert spy.contexts == [[CONVO[6]["content"]]]
 
 
+def test_adds_dated_alike_keep_the_order_they_came_in(service, deps, store):
+    """An import dated once per session, added an exchange at a time: each add's context is the
+    exchanges before it, and the run reads back in the order it was said."""
+    spy = deps.extractor = Spy(deps.extractor)
+    deps.settings = replace(deps.settings, extract_context_messages=2)
+    for exchange in EXCHANGES:
+        ingest.add(deps, store, scope=scope("u1"), messages=[{**m, "created_at": T} for m in exchange])
+    service.drain()
+    assert spy.contexts == [[]] + [[c["content"] for c in CONVO[2 * n - 2:2 * n]] for n in (1, 2, 3)]
+    listed, _ = deps.repo.list_messages(store, ingest.write_scope(scope("u1")), limit=50, cursor=None)
+    assert [m.content for m in listed] == [c["content"] for c in CONVO]
+
+
 def test_roles_are_the_store_setting(service, deps):
     plain = stores.create(deps, name="plain")
     assert [r.value for r in plain.extract_roles] == ["user"]

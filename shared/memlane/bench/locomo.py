@@ -6,6 +6,11 @@ through ``memlane.services.search.search``. A memory covers the dialog turns it 
 (its evidence message ids mapped back to the ``dia_id`` they were sent as). The baselines search
 the raw turns directly:
 
+With ``--ingest exchange`` (method ``memlane-exchange``) each add carries one exchange — a turn and
+its reply, as a live agent writes — instead of a whole session; extraction then sees the earlier
+turns of the run only as context (services/extract.py). ``--ingest session,exchange`` measures both
+in one run.
+
 - ``bm25``   SQLite FTS5 (porter unicode61) over "Speaker: text", the query's words OR-ed after
              English stop words are dropped (with them R@10 is ~0.03 lower).
 - ``vector`` exact cosine over the same texts embedded with the same MiniLM model.
@@ -215,13 +220,31 @@ class RRFTurns:
         return [Result((d,), self.bm25.texts[(conv.sample_id, d)]) for d in top]
 
 
+def exchanges(turns: Sequence[Turn]) -> list[list[Turn]]:
+    """A session as a live agent adds it: a turn and its reply per add (a speaker's consecutive
+    turns are one turn)."""
+    out: list[list[Turn]] = []
+    speakers: list[str] = []  # the speakers of the exchange being built, in order
+    for t in turns:
+        if not out or (t.speaker != speakers[-1] and len(speakers) == 2):
+            out.append([])
+            speakers = []
+        if not speakers or t.speaker != speakers[-1]:
+            speakers.append(t.speaker)
+        out[-1].append(t)
+    return out
+
+
+INGESTS = ("session", "exchange")
+
+
 class Memlane:
     """The full memlane path as shipped: local service, rule extractor, hybrid search + reranker."""
 
     name = "memlane"
 
     def __init__(self, embedder: Any, data_dir: Path, backend: str = "embedded", recipe: str | None = None,
-                 name: str = "memlane") -> None:
+                 name: str | None = None, ingest: str = "session") -> None:
         from ..bootstrap import build_local
         from ..config import Settings
         from ..services import stores
@@ -230,26 +253,32 @@ class Memlane:
                if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "AWS_REGION")} \
             if backend == "opensearch" else {}
         settings = Settings.from_env(env=env, data_dir=data_dir, index=backend, table="sqlite")
-        self.name, self.recipe = name, recipe
+        if ingest not in INGESTS:
+            raise ValueError(f"ingest must be one of {INGESTS}")
+        self.name = name or ("memlane" if ingest == "session" else f"memlane-{ingest}")
+        self.recipe, self.ingest = recipe, ingest
         self.service = build_local(settings, embedder=embedder)
         self.deps = self.service.deps
         stores.create(self.deps, name=STORE, description="LoCoMo benchmark")
         self.turn_of: dict[str, str] = {}  # message id → dia_id
         self.failed_tasks = 0
         self.memories = 0
+        self.adds = 0
 
     def prepare(self, conv: Conversation) -> None:
         from ..services import ingest
 
         request_ids = []
         for n, when, turns in conv.sessions:
-            if not turns:
-                continue
-            messages = [{"role": "user", "name": t.speaker, "content": t.content, "created_at": when}
-                        for t in turns]
-            task = ingest.add(self.deps, STORE, scope=self.scope(conv, n), messages=messages)
-            self.turn_of.update(zip(task.message_ids, (t.dia_id for t in turns)))
-            request_ids.append(task.request_id)
+            for part in ([turns] if self.ingest == "session" else exchanges(turns)):
+                if not part:
+                    continue
+                messages = [{"role": "user", "name": t.speaker, "content": t.content, "created_at": when}
+                            for t in part]
+                task = ingest.add(self.deps, STORE, scope=self.scope(conv, n), messages=messages)
+                self.turn_of.update(zip(task.message_ids, (t.dia_id for t in part)))
+                request_ids.append(task.request_id)
+        self.adds += len(request_ids)
         self.service.drain(timeout=600)
         for rid in request_ids:
             task = self.deps.repo.locate_task(STORE, rid)
