@@ -127,3 +127,16 @@ def test_llm_extracts_only_the_roles_the_store_names():
                                       roles=[ExtractRole.USER, ExtractRole.ASSISTANT_CONFIRMED])
     assert c.evidence == ["m4", "m5"]
     assert "confirms" in opted.prompt
+
+
+def test_a_reply_does_not_restate_an_earlier_turn_that_has_its_own_memory():
+    """Two people, one exchange per add: Tim's turn got its memory from its own add, so John's reply
+    carries only the question it answers — the statement twice would take two places in a search."""
+    tim = _msg(1, "user", "I just got back from a week in Rome. Which team did you sign with?", "Tim")
+    john = _msg(2, "user", "The Minnesota Wolves!", "John")
+    [c] = RuleExtractor().extract([john], context=[tim])
+    assert c.text == "John: The Minnesota Wolves! (replying to Tim: Which team did you sign with?)"
+    assert c.evidence == ["m2"]
+    # Added together, the reply quotes Tim's turn whole and Tim's turn needs no memory of its own.
+    [c] = RuleExtractor().extract([tim, john])
+    assert c.evidence == ["m1", "m2"] and "Rome" in c.text

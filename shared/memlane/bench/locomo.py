@@ -389,8 +389,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
-    ours = Memlane(embedder, data_dir / "memlane", backend=args.backend)
-    methods: list[Method] = [ours, bm25, vector, RRFTurns(bm25, vector)]
+    ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
+                    backend=args.backend, ingest=mode)
+            for mode in _ingests(args.ingest)]
+    methods: list[Method] = [*ours, bm25, vector, RRFTurns(bm25, vector)]
     if args.methods:
         wanted = set(args.methods.split(","))
         methods = [m for m in methods if m.name in wanted]
@@ -400,7 +402,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         scores = evaluate(convs, methods, progress)
     finally:
         progress.close()
-        ours.close()
+        for m in ours:
+            m.close()
         if tmp:
             tmp.cleanup()
     counts = defaultdict(int)
@@ -421,7 +424,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "token_counting": f"ceil({metrics.TOKENS_PER_WORD} x whitespace words)",
         "fetch_k": FETCH_K,
         "methods": {name: s.report() for name, s in scores.items()},
-        "memlane": {"memories": ours.memories, "failed_tasks": ours.failed_tasks},
+        # per memlane method (ingest mode): "memlane" (whole sessions), "memlane-exchange"
+        **{m.name: {"ingest": m.ingest, "adds": m.adds, "memories": m.memories, "failed_tasks": m.failed_tasks}
+           for m in ours},
         "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
@@ -434,9 +439,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--backend", choices=["embedded", "opensearch"], default="embedded")
     p.add_argument("--limit-conversations", type=int, default=None)
-    p.add_argument("--methods", help="comma-separated subset of memlane,bm25,vector,rrf")
+    p.add_argument("--methods", help="comma-separated subset of memlane,memlane-exchange,bm25,vector,rrf")
+    p.add_argument("--ingest", default="session",
+                   help="comma-separated: session (one add per session), exchange (one add per turn and its "
+                        "reply, method memlane-exchange); 'session,exchange' measures both in one run")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
+
+
+def _ingests(value: str) -> list[str]:
+    modes = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not modes or any(m not in INGESTS for m in modes):
+        raise SystemExit(f"error: --ingest takes a comma-separated list of {', '.join(INGESTS)}")
+    return modes
 
 
 def main(args: argparse.Namespace) -> int:
@@ -445,7 +460,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     report = run(args)
     print(format_report(report))
-    print(f"\n{report['turns']} turns, {report['memlane']['memories']} memories, "
+    made = ", ".join(f"{name}: {report[name]['memories']} memories from {report[name]['adds']} adds"
+                     for name in report["methods"] if name.startswith("memlane"))
+    print(f"\n{report['turns']} turns ({made}), "
           f"{report['question_counts']['malformed_evidence_ids']} malformed evidence ids skipped, "
           f"{report['question_counts']['skipped_no_evidence']} questions without usable evidence; "
           f"{report['elapsed_s']} s")

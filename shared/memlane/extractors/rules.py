@@ -195,14 +195,18 @@ class RuleExtractor:
             if confirmed and message.role == "user" and previous is not None and previous.role == "assistant":
                 out += self._confirmation(timeline, i, keywords_from_assistant)
             if message.role in kinds:
-                out += self._turn(timeline, i, keywords_from_assistant)
+                out += self._turn(timeline, i, keywords_from_assistant, in_context=i - 1 < len(context),
+                                  kinds=kinds)
         # A turn quoted in full (and cited) by the reply to it needs no memory of its own: the same
         # statement twice would take two of a search's few places.
         quoted = {c.evidence[0] for c in out if len(c.evidence) > 1}
         return [c for c in out if len(c.evidence) > 1 or c.evidence[0] not in quoted]
 
-    def _turn(self, timeline: Sequence[Message], i: int, keywords_from_assistant: bool) -> list[Candidate]:
-        """The memory of turn i: its informative sentences, with the question it replies to."""
+    def _turn(self, timeline: Sequence[Message], i: int, keywords_from_assistant: bool, *, in_context: bool = False,
+              kinds: Collection[str] = ()) -> list[Candidate]:
+        """The memory of turn i: its informative sentences, with the question it replies to. A question
+        from the context whose turn had a memory of its own (made by its add) is quoted alone, uncited:
+        quoted whole, the same statement would be in two memories."""
         message = timeline[i]
         speaker = speaker_of(message)
         previous = timeline[i - 1] if i > 0 and message.role != "document" else None
@@ -221,7 +225,9 @@ class RuleExtractor:
         evidence = [message.message_id]
         if asked and previous is not None:
             asker = speaker_of(previous)
-            if len(previous.content.split()) <= self.reply_context_words:
+            remembered = in_context and previous.role in kinds and any(
+                informative(p) for p in _SENTENCE.split(previous.content.strip()))
+            if len(previous.content.split()) <= self.reply_context_words and not remembered:
                 quote = third_person(previous.content.strip(), asker)
                 evidence.insert(0, previous.message_id)
             else:
