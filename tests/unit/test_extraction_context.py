@@ -140,3 +140,12 @@ def test_a_reply_does_not_restate_an_earlier_turn_that_has_its_own_memory():
     # Added together, the reply quotes Tim's turn whole and Tim's turn needs no memory of its own.
     [c] = RuleExtractor().extract([tim, john])
     assert c.evidence == ["m1", "m2"] and "Rome" in c.text
+
+
+def test_a_confirmed_statement_is_told_about_the_user_and_its_tag_question_is_not_a_question():
+    roles = [ExtractRole.USER, ExtractRole.ASSISTANT_CONFIRMED]
+    stated = _msg(1, "assistant", "I booked you a table at Nopa for Friday, right?")
+    [c] = RuleExtractor().extract([_msg(2, "user", "Yes, that's right.", "Ann")], context=[stated], roles=roles)
+    assert c.text == "Ann confirmed: Assistant booked Ann a table at Nopa for Friday."
+    but = _msg(2, "user", "Yes, but move it to Saturday.", "Ann")
+    assert not any("confirmed" in c.text for c in RuleExtractor().extract([but], context=[stated], roles=roles))

@@ -192,18 +192,21 @@ class RuleExtractor:
         for i in range(len(context), len(timeline)):
             message = timeline[i]
             previous = timeline[i - 1] if i > 0 and message.role != "document" else None
+            made = []
             if confirmed and message.role == "user" and previous is not None and previous.role == "assistant":
-                out += self._confirmation(timeline, i, keywords_from_assistant)
+                made = self._confirmation(timeline, i, keywords_from_assistant)
+                out += made
             if message.role in kinds:
+                # A bare "Yes, right." that confirmed a statement (made above) says nothing more of its own.
                 out += self._turn(timeline, i, keywords_from_assistant, in_context=i - 1 < len(context),
-                                  kinds=kinds)
+                                  kinds=kinds, answered=bool(made))
         # A turn quoted in full (and cited) by the reply to it needs no memory of its own: the same
         # statement twice would take two of a search's few places.
         quoted = {c.evidence[0] for c in out if len(c.evidence) > 1}
         return [c for c in out if len(c.evidence) > 1 or c.evidence[0] not in quoted]
 
     def _turn(self, timeline: Sequence[Message], i: int, keywords_from_assistant: bool, *, in_context: bool = False,
-              kinds: Collection[str] = ()) -> list[Candidate]:
+              kinds: Collection[str] = (), answered: bool = False) -> list[Candidate]:
         """The memory of turn i: its informative sentences, with the question it replies to. A question
         from the context whose turn had a memory of its own (made by its add) is quoted alone, uncited:
         quoted whole, the same statement would be in two memories."""
@@ -213,7 +216,7 @@ class RuleExtractor:
         asked = _questions(previous.content) if previous is not None and speaker_of(previous) != speaker else []
         parts = [s.strip() for s in _SENTENCE.split(message.content.strip()) if s.strip()]
         sentences = [s for s in parts if informative(s)]
-        if not sentences and asked:
+        if not sentences and asked and not answered:
             # A short answer ("The Minnesota Wolves!", "Yes!") means something next to its question.
             sentences = [s for s in parts if not s.endswith("?") and (_ANSWER.match(s) or not _PLEASANTRY.match(s))]
         if not sentences:
@@ -249,8 +252,8 @@ class RuleExtractor:
         sentences = [_DISCOURSE.sub("", s) for s in parts if informative(s)]
         if not sentences:
             return []
-        user = speaker_of(message)
-        text = f"{user} confirmed: " + " ".join(second_person(s, user) for s in sentences)
+        user, assistant = speaker_of(message), speaker_of(stated)
+        text = f"{user} confirmed: " + " ".join(second_person(third_person(s, assistant), user) for s in sentences)
         resolved = timeexpr.resolve(text, stated.created_at)
         return [self._candidate(timeline, i, text, [stated.message_id, message.message_id], resolved,
                                 keywords_from_assistant)]
