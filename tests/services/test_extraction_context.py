@@ -168,3 +168,21 @@ def test_roles_round_trip_through_the_api(deps):
     assert json.loads(out["body"])["extract_roles"] == ["user", "assistant_confirmed"]
     got = json.loads(api.resolve(api_event("GET", "/v1/stores/opted"), None)["body"])
     assert got["extract_roles"] == ["user", "assistant_confirmed"]
+
+
+def test_a_stores_roles_can_be_changed_and_are_validated(deps):
+    api = build_api(deps)
+    assert api.resolve(api_event("POST", "/v1/stores", {"name": "later"}), None)["statusCode"] == 201
+    out = api.resolve(api_event("PATCH", "/v1/stores/later", {"extract_roles": ["user", "assistant_confirmed"]}),
+                      None)
+    assert out["statusCode"] == 200, out
+    assert json.loads(out["body"])["extract_roles"] == ["user", "assistant_confirmed"]
+    assert [r.value for r in stores.get(deps, "later").extract_roles] == ["user", "assistant_confirmed"]
+    for bad, code in (([], "invalid_input"), (["user", "user"], "invalid_extract_roles"), (["bot"], "invalid_input")):
+        out = api.resolve(api_event("PATCH", "/v1/stores/later", {"extract_roles": bad}), None)
+        assert out["statusCode"] == 400 and json.loads(out["body"])["error"]["code"] == code, out
+    assert [r.value for r in stores.get(deps, "later").extract_roles] == ["user", "assistant_confirmed"]
+    out = api.resolve(api_event("PATCH", "/v1/stores/nope", {"extract_roles": ["user"]}), None)
+    assert out["statusCode"] == 404 and json.loads(out["body"])["error"]["code"] == "store_not_found"
+    out = api.resolve(api_event("PATCH", "/v1/stores/later", {"name": "renamed"}), None)
+    assert out["statusCode"] == 400  # the name and the embedding model are not settings

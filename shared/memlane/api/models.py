@@ -63,6 +63,17 @@ class CreateStoreIn(Strict):
                                              max_length=len(ExtractRole))
 
 
+class UpdateStoreIn(Strict):
+    """The settings a store may change after it is made (not its name, nor what its vectors were made with)."""
+
+    description: str | None = Field(default=None, max_length=1000)
+    extract_instructions: str | None = Field(default=None, max_length=limits.MAX_INSTRUCTIONS_CHARS)
+    dream_mode: DreamMode | None = None
+    dream_threshold: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
+    keywords_from_assistant: bool | None = Field(default=None, strict=True)
+    extract_roles: list[ExtractRole] | None = Field(default=None, min_length=1, max_length=len(ExtractRole))
+
+
 class StoreOut(BaseModel):
     name: str
     description: str
