@@ -83,11 +83,17 @@ def test_context_messages_are_never_extracted_again(service, deps, store):
 @pytest.mark.parametrize("elsewhere", [scope("u1", run="r2"), scope("u1", agent="other"), scope("u2")],
                          ids=["another-run", "another-agent", "another-tenant"])
 def test_context_comes_from_the_same_run_only(service, deps, store, elsewhere):
+    spy = deps.extractor = Spy(deps.extractor)
     ingest.add(deps, store, scope=scope("u1"), messages=EXCHANGES[0])  # asks "Did you get the keys yesterday?"
     ingest.add(deps, store, scope=elsewhere, messages=[turn(3, "user", "Yes!")])
+    ingest.add(deps, store, scope=scope("u1"), messages=[turn(3, "user", "Yes!")])
     service.drain()
     # Alone, "Yes!" states nothing: the question of another run, agent or tenant is not its context.
-    assert not any("Yes!" in t for t, *_ in memories(deps, store, elsewhere["tenant_id"]))
+    assert sorted(map(len, spy.contexts)) == [0, 0, 2]
+    assert not any("Yes!" in t for t, *_ in memories(deps, store, elsewhere["tenant_id"])
+                   if elsewhere["tenant_id"] != "u1")
+    replies = [t for t, *_ in memories(deps, store, "u1") if "Yes!" in t]
+    assert replies == ["Ann: Yes! (replying to Assistant: Congratulations! Did you get the keys yesterday?)"]
 
 
 class Spy:
