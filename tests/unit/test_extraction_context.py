@@ -107,11 +107,12 @@ def test_llm_prompt_marks_the_context_as_context_only():
     context_part, new_part = llm.prompt.split("New messages", 1)
     assert "context only" in context_part.lower()
     assert "closed on the house" in context_part and "Yes!" in new_part and "closed on the house" not in new_part
+    assert "[-2]" in context_part and "[0]" in new_part  # new messages keep their numbers; earlier ones count back
 
 
 def test_llm_memories_cite_new_messages_and_context_only_beside_them():
-    llm = Scripted(ExtractedMemory(text="Ann closed on a house in Denver.", evidence=[0]),  # context alone: dropped
-                   ExtractedMemory(text="Ann got the keys on 10 March 2024.", evidence=[1, 2]),
+    llm = Scripted(ExtractedMemory(text="Ann closed on a house in Denver.", evidence=[-2]),  # context alone: dropped
+                   ExtractedMemory(text="Ann got the keys on 10 March 2024.", evidence=[-1, 0]),
                    ExtractedMemory(text="Ann has a new house.", evidence=[]))  # no citation: the new messages
     found = LLMExtractor(llm).extract([CONVO[2]], context=CONVO[:2])
     assert [(c.text, c.evidence) for c in found] == [("Ann got the keys on 10 March 2024.", ["m2", "m3"]),
@@ -119,10 +120,10 @@ def test_llm_memories_cite_new_messages_and_context_only_beside_them():
 
 
 def test_llm_extracts_only_the_roles_the_store_names():
-    said = Scripted(ExtractedMemory(text="The movers come on Saturday.", evidence=[3]))  # the assistant's turn
+    said = Scripted(ExtractedMemory(text="The movers come on Saturday.", evidence=[0]))  # the assistant's turn
     assert LLMExtractor(said).extract([CONVO[3]], context=CONVO[:3]) == []
     assert "confirms" not in said.prompt
-    opted = Scripted(ExtractedMemory(text="Ann's movers come on 16 March 2024.", evidence=[3, 4]))
+    opted = Scripted(ExtractedMemory(text="Ann's movers come on 16 March 2024.", evidence=[-1, 0]))
     [c] = LLMExtractor(opted).extract([CONVO[4]], context=CONVO[:4],
                                       roles=[ExtractRole.USER, ExtractRole.ASSISTANT_CONFIRMED])
     assert c.evidence == ["m4", "m5"]

@@ -18,10 +18,12 @@ class LLMExtractor:
     def extract(self, messages: Sequence[Message], *, context: Sequence[Message] = (), instructions: str = "",
                 keywords_from_assistant: bool = False,
                 roles: Collection[str] = DEFAULT_EXTRACT_ROLES) -> list[Candidate]:
-        # One numbering: the earlier messages (context) first, then the new ones.
+        # The new messages are numbered 0, 1, ... as they always were; the earlier ones count back from
+        # the add (-1 is the message just before it), so their numbers cannot be taken for new ones.
         timeline = [*context, *messages]
         first = len(context)
-        lines = [f"[{i}] {m.created_at:%Y-%m-%d %H:%M} {speaker_of(m)}: {m.content}" for i, m in enumerate(timeline)]
+        lines = [f"[{i - first}] {m.created_at:%Y-%m-%d %H:%M} {speaker_of(m)}: {m.content}"
+                 for i, m in enumerate(timeline)]
         earlier = prompt.CONTEXT_TEMPLATE.format(transcript="\n".join(lines[:first])) if first else ""
         extra = f"Store instructions:\n{instructions}\n\n" if instructions else ""
         result = self.llm.generate(
@@ -36,7 +38,8 @@ class LLMExtractor:
             kinds.add("user")
         out: list[Candidate] = []
         for item in result.memories:
-            cited = sorted({i for i in item.evidence if 0 <= i < len(timeline)}) or list(range(first, len(timeline)))
+            cited = sorted({n + first for n in item.evidence if -first <= n < len(messages)}) \
+                or list(range(first, len(timeline)))
             if not any(i >= first and timeline[i].role in kinds for i in cited):
                 continue  # from the context alone (extracted by its own add), or from a role not extracted
             out.append(Candidate(

@@ -192,7 +192,7 @@ class RuleExtractor:
         for i in range(len(context), len(timeline)):
             message = timeline[i]
             previous = timeline[i - 1] if i > 0 and message.role != "document" else None
-            made = []
+            made: list[Candidate] = []
             if confirmed and message.role == "user" and previous is not None and previous.role == "assistant":
                 made = self._confirmation(timeline, i, keywords_from_assistant)
                 out += made

@@ -19,8 +19,9 @@ the speakers describe it: facts, preferences, events, plans, procedures. Rules:
 - Earlier messages, when shown, are context only: their memories were extracted already. Use them
   to understand the new messages (who "she" is, what a "yes" answers, which day is meant), never
   extract a memory from them alone.
-- `evidence` lists the numbers of the messages the memory comes from: at least one new message,
-  and an earlier one only when the memory is built from it together with a new one.
+- `evidence` lists the numbers of the messages the memory comes from: at least one new message
+  (0, 1, ...), and an earlier one (-1 is the message just before the new ones, -2 the one before
+  it) only when the memory is built from it together with a new one.
 - `importance` is 0..1: how useful the memory is likely to be later.
 Answer with JSON only, matching the schema."""
 
@@ -30,7 +31,7 @@ USER_TEMPLATE = """{instructions}{roles}
 
 Extract the memories."""
 
-CONTEXT_TEMPLATE = """Earlier messages of this conversation — context only, already processed:
+CONTEXT_TEMPLATE = """Earlier messages of this conversation (negative numbers) — context only, already processed:
 {transcript}
 
 """

@@ -53,7 +53,7 @@ def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> 
     limit, budget = deps.settings.extract_context_messages, deps.settings.extract_context_chars
     if limit <= 0 or budget <= 0 or not messages:
         return []
-    first = min(m.message_id for m in messages)  # ids sort by time, then position in the add
+    first = min(m.message_id for m in messages)  # ids sort by time, then arrival, then position in the add
     earlier = [m for m in deps.repo.messages_before(store, task.scope, first, limit=limit)
                if m.request_id != task.request_id]
     kept: list[Message] = []
