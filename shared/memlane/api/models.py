@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from ..domain import limits
+from ..domain.models import DEFAULT_EXTRACT_ROLES, ExtractRole
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
-from ..domain.models import (DEFAULT_EXTRACT_ROLES, DreamAction, DreamActionKind, DreamActionStatus, DreamTask,
-                             ExtractRole, MemoryDraft, Profile, ProfileEntry)
+from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
+                             ProfileEntry)
 from ..services.memories import Deleted
 from ..services.search import SearchHit
 
