@@ -77,6 +77,10 @@ class Settings(BaseModel):
     dream_merge_similarity: float = Field(default=0.92, gt=0.0, le=1.0)
     # MEMLANE_CONSOLIDATE_ON_WRITE: supersede changed facts when they are written (see README).
     consolidate_on_write: bool = True
+    # Extraction context: the run's messages before an add that inform its extraction (0 = none), and
+    # the characters they may take (the newest are kept).
+    extract_context_messages: int = Field(default=6, ge=0, le=100)
+    extract_context_chars: int = Field(default=4000, ge=0, le=100_000)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from ..domain import limits
+from ..domain.models import DEFAULT_EXTRACT_ROLES, ExtractRole
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
 from ..domain.models import (ActorProfile, DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft,
                              MemoryOrigin, Profile, ProfileEntry, ProfileFact)
@@ -58,6 +59,20 @@ class CreateStoreIn(Strict):
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0, strict=True)
     keywords_from_assistant: bool = Field(default=False, strict=True)
+    # Distinct values (checked by the core: 400 invalid_extract_roles); an unknown one is 400 invalid_input.
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES), min_length=1,
+                                             max_length=len(ExtractRole))
+
+
+class UpdateStoreIn(Strict):
+    """The settings a store may change after it is made (not its name, nor what its vectors were made with)."""
+
+    description: str | None = Field(default=None, max_length=1000)
+    extract_instructions: str | None = Field(default=None, max_length=limits.MAX_INSTRUCTIONS_CHARS)
+    dream_mode: DreamMode | None = None
+    dream_threshold: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
+    keywords_from_assistant: bool | None = Field(default=None, strict=True)
+    extract_roles: list[ExtractRole] | None = Field(default=None, min_length=1, max_length=len(ExtractRole))
 
 
 class StoreOut(BaseModel):
@@ -69,6 +84,7 @@ class StoreOut(BaseModel):
     dream_mode: DreamMode
     dream_threshold: float
     keywords_from_assistant: bool = False
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
     created_at: datetime
 
     @classmethod

@@ -85,6 +85,31 @@ class DreamMode(StrEnum):
     SAFE_AUTO = "safe_auto"
 
 
+class ExtractRole(StrEnum):
+    """Whose statements a store extracts memories from (a plain-text add, a document, always is).
+
+    `assistant_confirmed`: what the assistant states and the user confirms in the next turn ("yes",
+    "right", "exactly") — the user's word makes it the user's fact. `assistant`: everything the
+    assistant states (it restates, offers, guesses: opt in only when the agent's own words are worth keeping)."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    ASSISTANT_CONFIRMED = "assistant_confirmed"
+
+
+DEFAULT_EXTRACT_ROLES = (ExtractRole.USER,)
+
+
+def validate_extract_roles(roles: Any) -> list[ExtractRole]:
+    """A non-empty list of distinct known roles (a store that extracts nothing uses access policy recall_only)."""
+    known = ", ".join(r.value for r in ExtractRole)
+    if not isinstance(roles, (list, tuple)) or not roles or len(set(map(str, roles))) != len(roles) \
+            or not all(isinstance(r, str) and r in ExtractRole._value2member_map_ for r in roles):
+        raise InvalidInput(f"extract_roles must be a non-empty list of distinct values among {known}",
+                           code="invalid_extract_roles", field="extract_roles")
+    return [ExtractRole(r) for r in roles]
+
+
 class Store(BaseModel):
     """A memory store: an isolated namespace with its own settings."""
 
@@ -97,6 +122,8 @@ class Store(BaseModel):
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
     # Whether the assistant's turns lend words to the hidden keywords of the memories near them.
     keywords_from_assistant: bool = False
+    # Whose turns memories are extracted from (ExtractRole); records written before the setting: the user's.
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
     created_at: datetime
     # What the store's vectors were made with, beyond the name: a few reference texts embedded, quantised
     # (services/embedder_guard.py). A process whose embedder disagrees refuses the store's writes and searches.

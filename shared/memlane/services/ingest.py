@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, Overloaded, PayloadTooLarge
-from ..domain.ids import derived_id, ordinal, sortable_id, time_prefix
+from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
@@ -27,9 +27,11 @@ REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pen
 ROLES = ("user", "assistant", "system", "tool", "document")
 
 
-def _message_id(created_at: datetime, request_id: str, index: int) -> str:
-    # Ordered by time, then by position in the request; derived from the request so a retry writes the same ids.
-    return time_prefix(created_at) + ordinal(index) + derived_id(request_id, str(index))[:14]
+def _message_id(created_at: datetime, arrived: datetime, request_id: str, index: int) -> str:
+    # Ordered by time, then by arrival (adds whose messages carry the same time, as an import of a session
+    # dated once, keep the order they came in), then by position in the request. Derived from the request
+    # and its one arrival time, so a retry within the add writes the same ids.
+    return time_prefix(created_at) + micro_prefix(arrived) + ordinal(index) + derived_id(request_id, str(index))[:14]
 
 
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
@@ -48,8 +50,8 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
             raise PayloadTooLarge(f"{field}.content exceeds {limits.MAX_CONTENT_CHARS} characters",
                                   field=f"{field}.content")
         created = times[i]
-        out.append(Message(message_id=_message_id(created, request_id, i), scope=scope, role=role, content=content,
-                           name=m.get("name"), created_at=created, request_id=request_id))
+        out.append(Message(message_id=_message_id(created, now, request_id, i), scope=scope, role=role,
+                           content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
 
 
