@@ -2,15 +2,22 @@
 
 Per agent of the scope (memories of different agents are never folded together):
 
-1. **Supersede** (UPDATE): statements of one single-valued attribute of one subject that
-   disagree (policies/dream_attributes): the newest holds, the older ones are superseded by it.
-2. **Merge** (MERGE): near-duplicates — embedding similarity above the store's threshold with
-   the same numbers and names, or the same attribute value — fold into the most informative one.
+1. **Changed facts** (UPDATE, DELETE): each memory, in the order they were said, is compared with
+   the nearest older ones and decided by the write-time decision module (policies/consolidation.py,
+   the one place that says when a fact changed), with its calibrated confidence: another value of
+   the same relation or a reported change supersedes (UPDATE, keep = the newer statement); a
+   retraction closes what it denies (DELETE, keep = the retraction, which is kept). This is what
+   write time could not see: memories written with consolidation off, or before it existed.
+2. **Merge** (MERGE): the same fact said more than once, anywhere in the agent's history — a pair
+   the decision module calls a restatement, or near-duplicates (embedding similarity above the
+   store's threshold that `consolidation.duplicates` does not tell apart) — folds into the most
+   informative one.
 3. **Retire** (DELETE): plans whose time has passed.
 
 Then **skills** (EMIT_SKILL) from requests solved step by step more than once, and **profiles**
 (EMIT_PROFILE) of the tenant and of the agents in scope, from what will remain active.
-Each memory is the target of at most one action, so the actions apply in any order.
+Each memory is the target of at most one action. A chain of changes (Boston → Denver → Austin)
+is proposed in the order it applies: each action keeps the memory the next one closes.
 """
 
 from __future__ import annotations
@@ -20,14 +27,16 @@ from typing import Sequence
 
 import numpy as np
 
-from ..domain.models import DreamActionKind, Memory, MemoryDraft, MemoryType
-from ..policies import dream_profile, dream_rules, dream_skills
-from ..policies.dream_attributes import AttributeFact, parse, same_value
+from ..domain.models import DreamActionKind, ExtractAction, Memory, MemoryDraft, MemoryType
+from ..policies import consolidation, dream_profile, dream_rules, dream_skills
+from ..policies.consolidation import Neighbour
 from ..ports import Embedder
 from .engine import DreamInput, Proposal, draft_of, profile_proposal, same_scope_evidence
 
 SKILL_SIMILARITY = 0.75  # two requests this close ask for the same thing
 KNOWN_SKILL_SIMILARITY = 0.85  # a procedure memory this close to a new skill already holds it
+NEIGHBOURS = 8  # older memories each one is compared with, the nearest in meaning (as at write time)
+DUPLICATE_SIMILARITY = 0.95  # as at write time: this close, with the same values, is one fact
 _SUPERSEDING = (DreamActionKind.UPDATE, DreamActionKind.MERGE, DreamActionKind.DELETE)
 
 
@@ -132,74 +141,73 @@ def _groups(idx: list[int], vectors: np.ndarray, threshold: float) -> list[list[
 
 
 class _Consolidation:
-    """Supersessions and merges among the memories of one agent."""
+    """Changed facts and merges among the memories of one agent."""
 
     def __init__(self, memories: list[Memory], vectors: np.ndarray, threshold: float,
                  kinds: frozenset[DreamActionKind]):
-        self.m = memories
+        # In the order they were said: each statement is read against what was said before it.
+        order = sorted(range(len(memories)), key=lambda i: dream_rules.recency(memories[i]))
+        self.m = [memories[i] for i in order]
+        vectors = vectors[order] if len(order) else vectors
         self.sim = vectors @ vectors.T if len(memories) else np.zeros((0, 0))
         self.threshold = threshold
         self.kinds = kinds
-        self.facts = [parse(m.text) for m in memories]
-        self.rank = [dream_rules.recency(m) for m in memories]
+        self.same: set[tuple[int, int]] = set()  # (newer, older) pairs the decision module calls one fact
 
     def run(self) -> list[Proposal]:
-        clusters = self._clusters()
-        cluster_of = {i: c for c in clusters for i in c}
-        survivors = {id(c): self._survivor(c) for c in clusters}
-        claimed: set[int] = set()
-        consumed: set[int] = set()  # clusters folded into an UPDATE instead of merged
         out: list[Proposal] = []
-        if DreamActionKind.UPDATE in self.kinds:
-            for newest, old, conf, why in self._supersessions():
-                keep = survivors[id(cluster_of[newest])] if newest in cluster_of else newest
-                old_cluster = cluster_of.get(old)
-                group = sorted(old_cluster) if old_cluster else [old]
-                if old_cluster and newest in old_cluster or keep in group or claimed & set(group):
-                    continue
-                claimed |= set(group)
-                if old_cluster:
-                    consumed.add(id(old_cluster))
-                k = self.m[keep]
-                out.append(Proposal(DreamActionKind.UPDATE, conf, why, k.scope,
-                                    target_ids=tuple(self.m[i].memory_id for i in group), keep_id=k.memory_id,
-                                    after=draft_of(k)))
+        closed: set[int] = set()
+        if self.kinds & {DreamActionKind.UPDATE, DreamActionKind.DELETE, DreamActionKind.MERGE}:
+            out += self._changes(closed)
         if DreamActionKind.MERGE in self.kinds:
-            for c in clusters:
-                if id(c) in consumed:
-                    continue
-                out += self._merge(c, survivors[id(c)], claimed)
+            for cluster in self._clusters(closed):
+                out += self._merge(cluster, closed)
         return out
 
-    # -- duplicates ------------------------------------------------------------------------
-    def _conflict(self, i: int, j: int) -> bool:
-        """Both state one single-valued attribute of one subject, with different values."""
-        return any(a.key == b.key and a.single and not same_value(a.value, b.value)
-                   for a in self.facts[i] for b in self.facts[j])
+    # -- changed facts (policies/consolidation.py) -----------------------------------------------
+    def _changes(self, closed: set[int]) -> list[Proposal]:
+        out = []
+        for j, memory in enumerate(self.m):
+            if memory.memory_type in _UNDECIDED:
+                continue
+            older = [i for i in range(j) if i not in closed and self.m[i].memory_type not in _UNDECIDED]
+            nearest = sorted(older, key=lambda i: -self.sim[i, j])[:NEIGHBOURS]
+            # The order is settled (when each was said): every neighbour is read as the older statement.
+            decision = consolidation.decide(memory.text, [Neighbour(self.m[i], float(self.sim[i, j]))
+                                                          for i in nearest],
+                                            duplicate_similarity=DUPLICATE_SIMILARITY)
+            index = {id(self.m[i]): i for i in nearest}
+            targets = [index[id(t)] for t in decision.targets]
+            if decision.action == ExtractAction.NOOP:
+                self.same |= {(j, i) for i in targets}
+                continue
+            kind = _KIND.get(decision.action)
+            if kind is None or kind not in self.kinds or not targets:
+                continue
+            closed |= set(targets)
+            out.append(Proposal(kind, decision.confidence, f"{decision.action}: {decision.reason}",
+                                memory.scope, target_ids=tuple(self.m[i].memory_id for i in targets),
+                                keep_id=memory.memory_id, after=draft_of(memory) if kind == DreamActionKind.UPDATE
+                                else None))
+        return out
 
-    def _subsumes(self, big: int, small: int) -> bool:
-        """Every attribute statement of `small` is made by `big` too."""
-        return bool(self.facts[small]) and all(
-            any(a.key == b.key and same_value(a.value, b.value) for b in self.facts[big]) for a in self.facts[small])
-
-    def _duplicates(self, i: int, j: int) -> tuple[bool, bool]:
-        """(are they one fact said twice, is it because they state the same attribute value)."""
+    # -- the same fact said more than once ---------------------------------------------------------
+    def _duplicates(self, i: int, j: int) -> bool:
         a, b = self.m[i], self.m[j]
-        if (not dream_rules.mergeable_types(a.memory_type, b.memory_type) or self._conflict(i, j)
+        if (not dream_rules.mergeable_types(a.memory_type, b.memory_type)
                 or max(len(a.text), len(b.text)) > dream_rules.MAX_MERGE_CHARS):
-            return False, False
-        same_fact = self._subsumes(i, j) or self._subsumes(j, i)
-        similar = self.sim[i, j] >= self.threshold and dream_rules.compatible_duplicates(a.text, b.text)
-        return similar or same_fact, same_fact
+            return False
+        if (max(i, j), min(i, j)) in self.same:
+            return True
+        return self.sim[i, j] >= self.threshold and consolidation.duplicates(a.text, b.text)
 
-    def _clusters(self) -> list[list[int]]:
+    def _clusters(self, closed: set[int]) -> list[list[int]]:
         n = len(self.m)
         edges = []
         for i in range(n):
             for j in range(i + 1, n):
-                dup, same_fact = self._duplicates(i, j)
-                if dup:
-                    edges.append((same_fact, float(self.sim[i, j]), i, j))
+                if i not in closed and j not in closed and self._duplicates(i, j):
+                    edges.append((float(self.sim[i, j]), i, j))
         parent = list(range(n))
         size = [1] * n
 
@@ -209,7 +217,7 @@ class _Consolidation:
                 x = parent[x]
             return x
 
-        for _, _, i, j in sorted(edges, reverse=True):
+        for _, i, j in sorted(edges, reverse=True):
             ri, rj = root(i), root(j)
             if ri != rj and size[ri] + size[rj] <= dream_rules.MAX_CLUSTER:
                 parent[rj] = ri
@@ -219,65 +227,26 @@ class _Consolidation:
             members[root(i)].append(i)
         return [c for c in members.values() if len(c) > 1]
 
-    def _survivor(self, cluster: list[int]) -> int:
-        """The most informative member: most attribute statements, most content words, then the newest."""
-        return max(cluster, key=lambda i: (len(self.facts[i]), len(dream_rules.content_words(self.m[i].text)),
-                                           self.rank[i]))
-
-    def _merge(self, cluster: list[int], keep: int, claimed: set[int]) -> list[Proposal]:
-        folded, sims, same = [], [], True
-        for i in cluster:
-            if i == keep or i in claimed:
-                continue
-            dup, same_fact = self._duplicates(i, keep)
-            if not dup:
-                continue  # joined through another member only: not close enough to the survivor itself
-            folded.append(i)
-            sims.append(float(self.sim[i, keep]))
-            same = same and same_fact
-        if not folded or keep in claimed:
-            return []
+    def _merge(self, cluster: list[int], closed: set[int]) -> list[Proposal]:
+        # The most informative member survives (most content words), then the newest.
+        keep = max(cluster, key=lambda i: (len(dream_rules.content_words(self.m[i].text)), i))
+        folded = [i for i in cluster if i != keep and self._duplicates(i, keep)]
+        if not folded:
+            return []  # joined through another member only: not close enough to the survivor itself
+        sims = [float(self.sim[i, keep]) for i in folded]
+        same = all((max(i, keep), min(i, keep)) in self.same for i in folded)
         k = self.m[keep]
         others = [self.m[i] for i in folded]
         residual = set().union(*(dream_rules.content_words(o.text) - dream_rules.content_words(k.text)
                                  for o in others))
         conf = dream_rules.merge_confidence(min(sims), self.threshold, same_fact=same, residual_words=len(residual))
-        claimed |= set(folded)
+        closed |= set(folded)
         why = (f"{len(folded) + 1} memories state the same fact (similarity {min(sims):.2f}"
-               + (", same attribute value" if same else "") + "); kept the most informative")
+               + (", one says nothing the other does not" if same else "") + "); kept the most informative")
         return [Proposal(DreamActionKind.MERGE, conf, why, k.scope, target_ids=tuple(o.memory_id for o in others),
                          keep_id=k.memory_id, after=draft_of(k, evidence=same_scope_evidence(k, others)))]
 
-    # -- supersession ----------------------------------------------------------------------
-    def _supersessions(self) -> list[tuple[int, int, float, str]]:
-        """(newest, older, confidence, rationale) for each outdated single-valued statement, surest first."""
-        groups: dict[tuple[str, str], list[tuple[int, AttributeFact]]] = defaultdict(list)
-        for i, facts in enumerate(self.facts):
-            for f in facts:
-                if f.single:
-                    groups[f.key].append((i, f))
-        found = []
-        for (subject, attribute), said in groups.items():
-            newest, current = max(said, key=lambda x: self.rank[x[0]])
-            for i, f in said:
-                if same_value(f.value, current.value) or self.rank[i] >= self.rank[newest]:
-                    continue
-                covered = self._covered(i, newest, attribute)
-                conf = dream_rules.update_confidence(current, f, covered=covered)
-                what = attribute.replace("_", " ")
-                why = (f"newer statement of {current.subject_text}'s {what}: '{current.value_text}' replaces "
-                       f"'{f.value_text}'" + ("" if covered else "; the older memory says more, review it"))
-                found.append((newest, i, conf, why))
-        return sorted(found, key=lambda x: -x[2])
 
-    def _covered(self, old: int, newest: int, attribute: str) -> bool:
-        """The older memory holds nothing that is lost when it is superseded: each of its other
-        statements is made elsewhere, and its other words are accounted for."""
-        for f in self.facts[old]:
-            if f.attribute == attribute:
-                continue
-            if not any(g.key == f.key and same_value(g.value, f.value)
-                       for j, facts in enumerate(self.facts) if j != old for g in facts):
-                return False
-        leftover = dream_rules.residual(self.m[old], self.m[newest], self.facts[old])
-        return len(leftover) <= 2
+# Summaries and procedures are long by nature: never read as statements of fact.
+_UNDECIDED = frozenset({MemoryType.SUMMARY, MemoryType.PROCEDURE})
+_KIND = {ExtractAction.UPDATE: DreamActionKind.UPDATE, ExtractAction.DELETE: DreamActionKind.DELETE}

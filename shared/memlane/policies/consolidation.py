@@ -17,6 +17,14 @@ they share — the relation — and the words that differ — the value), and re
 
 When the new statement was said *before* the memory it contradicts (an imported history), the
 memory stays current and the new statement is written already superseded (`older`).
+
+Both places that decide use this module: write time (services/consolidate.py, each new statement
+against its nearest memories) and the dream (dream/rules.py, each memory against the older ones of
+its agent — what write time could not see: memories written with MEMLANE_CONSOLIDATE_ON_WRITE off or
+imported before consolidation existed). Each decision carries the kind of evidence it rests on
+(`Evidence`) and that kind's confidence (`CONFIDENCE`), calibrated on the knowledge-update test set
+with `memlane bench calibrate` (bench/calibrate.py): a dream in `safe_auto` applies what reaches the
+store's `dream_threshold` (0.8 by default).
 """
 
 from __future__ import annotations
@@ -64,17 +72,47 @@ class Decision:
     confidence: float = 1.0
     reason: str = ""
     older: bool = False  # the candidate predates its target: the target stays current
+    evidence: str = ""  # the `Evidence` kind of a rules decision
 
     @property
     def target(self) -> Memory | None:
         return self.targets[0] if self.targets else None
 
 
+class Evidence:
+    """What a decision rests on. Each kind has one confidence (`CONFIDENCE`)."""
+
+    DUPLICATE = "duplicate"  # near-identical in meaning, same numbers and names
+    SAME = "same"  # says nothing the other does not
+    RESTATEMENT = "restatement"  # the same value, said with more detail
+    VALUE_CUE = "value_cue"  # same relation, another value, with a change cue ("now", "switched")
+    VALUE = "value"  # same relation, another value, no cue
+    STATE_CHANGE = "state_change"  # a change verb whose state the old statement is in ("moved to X")
+    CHANGE_CUE = "change_cue"  # a change cue in a statement about what the old one is about
+    DENIAL = "denial"  # says the same with the other polarity
+    ENDED = "ended"  # says it stopped ("quit", "cancelled", "gone")
+    ENDED_REPLACED = "ended_replaced"  # stopped, and something else took its place
+
+
+# Calibrated with `memlane bench calibrate` on tests/data/knowledge_updates.jsonl (dream over memories
+# written without write-time consolidation; docs/benchmarks.md has the reliability table): the share
+# of each kind's proposals that were right, rounded down, so that what reaches 0.8 is precise.
+CONFIDENCE = {
+    Evidence.DUPLICATE: 0.95, Evidence.SAME: 0.95, Evidence.RESTATEMENT: 0.9, Evidence.VALUE_CUE: 0.95,
+    Evidence.VALUE: 0.9, Evidence.STATE_CHANGE: 0.85, Evidence.CHANGE_CUE: 0.85, Evidence.DENIAL: 0.9,
+    Evidence.ENDED: 0.8, Evidence.ENDED_REPLACED: 0.85,
+}
+
+
 @dataclass(frozen=True)
 class Relation:
     action: ExtractAction  # UPDATE, DELETE or NOOP
-    confidence: float
+    evidence: str  # an `Evidence` kind
     reason: str
+
+    @property
+    def confidence(self) -> float:
+        return CONFIDENCE[self.evidence]
 
 
 class Statement:
@@ -95,6 +133,10 @@ class Statement:
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
+        # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
+        at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
+        held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
+        self.owner = lang.stem(held[0]) if held else ""
         self.shown: dict[str, str] = {}  # stem → a word it stands for, to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
@@ -213,8 +255,13 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         al = _align(old.tokens, new.tokens)
         if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
                 and _closest_clause(new, old).negated == old.negated):
-            return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+            return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
+    if new.owner != old.owner:
+        # About another holder: "Ann's sister lives in Paris" is not Ann, "Ann's son is 7" not her
+        # daughter. Only a reported change of the subject bears on its things ("moved" after "Ann's
+        # apartment is in Boston").
+        return _reported_change(new, old, similarity) if new.change else None
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
         return retraction
@@ -224,9 +271,9 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
     old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
     if not al.replaced and not new_content and relation_words and same_polarity:
-        return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+        return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
     if not al.replaced and not old_content and new_content and relation_words and same_polarity:
-        return Relation(ExtractAction.UPDATE, 0.9, "restates the memory with more detail")
+        return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
     # The shared words are most of the new statement: one statement, one value changed.
@@ -236,19 +283,24 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         a_content, b_content = _content(a, new.subject), _content(b, new.subject)
         if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
                 and (new.change or not _set_valued(relation_words))):
-            conf = 0.95 if new.change else 0.9
-            return Relation(ExtractAction.UPDATE, conf,
+            return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                             f"same relation ('{_show(new, relation_words)}'), another value: "
                             f"'{_show(old, a)}' → '{_show(new, b)}'")
-    if _changes_state_of(new, old):
-        return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
+    return _reported_change(new, old, similarity)
+
+
+def _reported_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """A change verb or cue in the newer statement, about what the older one says."""
+    moved_to = _changes_state_of(new, old)
+    if moved_to:
+        return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
     if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
         needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
         if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
-            return Relation(ExtractAction.UPDATE, 0.85,
+            return Relation(ExtractAction.UPDATE, Evidence.CHANGE_CUE,
                             "reports a change of what the memory says"
                             + (f" (both about {_show(old, sorted(shared))})" if shared else ""))
     return None
@@ -265,25 +317,29 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     coverage = max(len(shared) / max(len(old.content), 1),
                    len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
-        return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, Evidence.DENIAL, f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
         if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
             # "quit teaching and became a data analyst": ended, and replaced by something
-            return Relation(ExtractAction.UPDATE, 0.85, f"says it changed ({_show(old, sorted(shared))})")
-        return Relation(ExtractAction.DELETE, 0.8, f"says it ended ({_show(old, sorted(shared))})")
+            return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED, f"says it changed ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
 
 
-def _changes_state_of(new: Statement, old: Statement) -> bool:
+def _moved(to: str, old: Statement) -> str:
+    return f"reports a move to '{to}' away from what the memory says ('{old.text.rstrip('.')}')"
+
+
+def _changes_state_of(new: Statement, old: Statement) -> str:
     """"moved to Bergen" / "lives in Oslo": a change verb whose state the old statement is in, with
-    a new name for where it now is."""
+    a new name for where it now is (returned; "" when there is none)."""
     old_stems = {lang.stem(w) for w in old.words}
     for i, w in enumerate(new.words):
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         if states and any(st in old_stems for st in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
-            return any(t[:1].isupper() and t.lower() not in old.words for t in after)
-    return False
+            return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
+    return ""
 
 
 def _show(statement: Statement, stems: list[str]) -> str:
@@ -311,14 +367,16 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = Statement(n.memory.text)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
+                and new.owner == other.owner \
                 and new.negated == other.negated:
-            found.append((Relation(ExtractAction.NOOP, 0.95, f"near-duplicate (similarity {n.similarity:.2f})"), n))
+            found.append((Relation(ExtractAction.NOOP, Evidence.DUPLICATE,
+                                   f"near-duplicate (similarity {n.similarity:.2f})"), n))
             continue
         # Read in the order they were said: an imported older statement is the old one.
         if _is_newer(n.memory, observed_at):
             relation = relate(other, new, n.similarity)
             if relation is not None and relation.action == ExtractAction.NOOP:
-                relation = Relation(ExtractAction.NOOP, relation.confidence, "the memory says all this says")
+                relation = Relation(ExtractAction.NOOP, relation.evidence, "the memory says all this says")
         else:
             relation = relate(new, other, n.similarity)
         if relation is not None:
@@ -328,20 +386,33 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     relation, first = found[0]
     older = _is_newer(first.memory, observed_at)
     if relation.action == ExtractAction.NOOP:
-        return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason)
+        return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason,
+                        evidence=relation.evidence)
     if older:
         return Decision(relation.action, (first.memory,), relation.confidence,
-                        relation.reason + "; said before the memory, which stays current", older=True)
+                        relation.reason + "; said before the memory, which stays current", older=True,
+                        evidence=relation.evidence)
     # Every memory the statement replaces or denies is closed, not only the nearest.
     targets = tuple(n.memory for r, n in found if r.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
                     and not _is_newer(n.memory, observed_at))
     action = relation.action if relation.action != ExtractAction.NOOP else ExtractAction.UPDATE
-    return Decision(action, targets, relation.confidence, relation.reason)
+    return Decision(action, targets, relation.confidence, relation.reason, evidence=relation.evidence)
 
 
 def _is_newer(memory: Memory, than: datetime | None) -> bool:
     when = observed(memory)
     return than is not None and when is not None and when > than
+
+
+def duplicates(a: str, b: str) -> bool:
+    """Whether two statements can be one fact said twice, as far as their words show — what embeddings
+    blur: the same numbers, codes and names, the same polarity, the same holder ("Ann" is not "Ann's
+    sister"), and not one relation with two values ("likes jazz" / "likes hiking")."""
+    sa, sb = Statement(a), Statement(b)
+    if sa.owner != sb.owner or sa.negated != sb.negated or not _same_values(sa, sb):
+        return False
+    al = _align(sa.tokens, sb.tokens)
+    return not any(_content(x, sa.subject) and _content(y, sa.subject) for x, y in al.replaced)
 
 
 def _same_values(a: Statement, b: Statement) -> bool:
