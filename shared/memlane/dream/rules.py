@@ -185,7 +185,7 @@ class _Consolidation:
             if kind is None or kind not in self.kinds or not targets:
                 continue
             closed |= set(targets)
-            out.append(Proposal(kind, decision.confidence, f"{decision.action}: {decision.reason}",
+            out.append(Proposal(kind, decision.confidence, f"{decision.action} ({decision.evidence}): {decision.reason}",
                                 memory.scope, target_ids=tuple(self.m[i].memory_id for i in targets),
                                 keep_id=memory.memory_id, after=draft_of(memory) if kind == DreamActionKind.UPDATE
                                 else None))
@@ -241,7 +241,8 @@ class _Consolidation:
                                  for o in others))
         conf = dream_rules.merge_confidence(min(sims), self.threshold, same_fact=same, residual_words=len(residual))
         closed |= set(folded)
-        why = (f"{len(folded) + 1} memories state the same fact (similarity {min(sims):.2f}"
+        why = (f"MERGE ({'same' if same else 'similar'}): {len(folded) + 1} memories state the same fact "
+               f"(similarity {min(sims):.2f}"
                + (", one says nothing the other does not" if same else "") + "); kept the most informative")
         return [Proposal(DreamActionKind.MERGE, conf, why, k.scope, target_ids=tuple(o.memory_id for o in others),
                          keep_id=k.memory_id, after=draft_of(k, evidence=same_scope_evidence(k, others)))]
