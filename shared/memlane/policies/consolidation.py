@@ -137,14 +137,14 @@ class Statement:
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
         self.owner = lang.stem(held[0]) if held else ""
-        self.shown: dict[str, str] = {}  # stem → a word it stands for, to explain a decision
+        self.shown: dict[str, str] = {}  # stem → a word it stands for (as written), to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
         self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
                        if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
-        for w in self.words:
-            self.shown.setdefault(lang.stem(w), w)
+        for w in raw:
+            self.shown.setdefault(lang.stem(_base(w)), re.sub(r"['’]s$", "", w))
         self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
@@ -419,8 +419,8 @@ def _same_values(a: Statement, b: Statement) -> bool:
     """Numbers, codes and addresses agree, and neither names a capitalised word the other lacks."""
     if a.values != b.values:
         return False
-    names_a = {w.lower() for w in _TOKEN.findall(a.text)[1:] if w[:1].isupper()}
-    names_b = {w.lower() for w in _TOKEN.findall(b.text)[1:] if w[:1].isupper()}
+    names_a = {_base(w) for w in _TOKEN.findall(a.text)[1:] if w[:1].isupper()}
+    names_b = {_base(w) for w in _TOKEN.findall(b.text)[1:] if w[:1].isupper()}
     return names_a <= set(b.words) and names_b <= set(a.words)
 
 
