@@ -92,3 +92,14 @@ def test_possessive_subjects_are_other_people():
     sister = Neighbour(mem("s", "Ann's sister lives in Paris.", 0), 0.91)
     assert decide("Ann lives in Paris.", [sister], duplicate_similarity=0.95).action == "ADD"
     assert not consolidation.duplicates("Ann lives in Paris.", "Ann's sister lives in Paris.")
+
+
+def test_a_change_told_to_another_agent_supersedes_as_at_write_time(minilm):
+    old = mem("a", "Ann is based in Lisbon.", 0, agent="bot")
+    new = mem("b", "Ann is based in Madrid now.", 60, agent="travel", run="r2")
+    (p,) = propose(minilm, old, new)
+    assert (p.kind, p.target_ids, p.keep_id) == (DreamActionKind.UPDATE, ("a",), "b")
+    # a dream narrowed to the other agent closes nothing outside its scope
+    data = DreamInput(store="s", scope=DreamScope(app_id="app", tenant_id="u1", agent_id="travel"),
+                      now=T0 + timedelta(days=400), memories=[old, new], kinds=CHANGES)
+    assert RulesEngine(minilm).propose(data) == []

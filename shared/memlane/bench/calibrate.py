@@ -200,6 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedder = minilm()
     modes = MODES if args.compare else ("dream-only",)
     results: dict[str, Any] = {}
+    failures: dict[str, list[str]] = {}
     judged: list[Judged] = []
     progress = Progress(len(cases) * len(modes), "cases")
     try:
@@ -216,6 +217,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for case in cases:
                         s, j = _run_case(deps, case, dream=mode != "write-time", threshold=args.threshold)
                         scored.append((case, s))
+                        if any(s.get(m) == 0.0 for m in ("current_first", "stale_hidden", "single_copy")) \
+                                or s.get("false_supersede") or s.get("cross_tenant"):
+                            failures.setdefault(mode, []).append(case.id)
                         if mode == "dream-only":
                             judged += j
                         progress.update(1, f"{mode} {case.id}")
@@ -226,7 +230,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress.close()
     return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder,
             "threshold": args.threshold, "reliability": reliability(judged), "evidence": by_evidence(judged),
-            "auto": at_threshold(judged, cases), "modes": results,
+            "auto": at_threshold(judged, cases), "modes": results, "failures": failures,
             "wrong": [j.__dict__ for j in judged if not j.correct],
             "machine": machine(), "elapsed_s": round(time.monotonic() - started, 1)}
 
@@ -272,6 +276,8 @@ def main(args: argparse.Namespace) -> int:
     if args.wrong:
         for w in report["wrong"]:
             print(json.dumps(w))
+        for mode, ids in report["failures"].items():
+            print(f"{mode} failed: {' '.join(ids)}")
     print(f"\n{report['cases']} cases; {report['elapsed_s']} s")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")

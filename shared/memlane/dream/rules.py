@@ -1,14 +1,14 @@
 """The deterministic dream engine: what runs when no LLM is configured.
 
-Per agent of the scope (memories of different agents are never folded together):
-
-1. **Changed facts** (UPDATE, DELETE): each memory, in the order they were said, is compared with
-   the nearest older ones and decided by the write-time decision module (policies/consolidation.py,
-   the one place that says when a fact changed), with its calibrated confidence: another value of
-   the same relation or a reported change supersedes (UPDATE, keep = the newer statement); a
-   retraction closes what it denies (DELETE, keep = the retraction, which is kept). This is what
-   write time could not see: memories written with consolidation off, or before it existed.
-2. **Merge** (MERGE): the same fact said more than once, anywhere in the agent's history — a pair
+1. **Changed facts** (UPDATE, DELETE): each memory of the tenant, in the order they were said, is
+   compared with the nearest older ones — across its agents and runs, as at write time — and decided
+   by the write-time decision module (policies/consolidation.py, the one place that says when a fact
+   changed), with its calibrated confidence: another value of the same relation or a reported change
+   supersedes (UPDATE, keep = the newer statement); a retraction closes what it denies (DELETE, keep =
+   the retraction, which is kept). Only memories in the dream's scope are closed. This is what write
+   time could not see: memories written with consolidation off, or before it existed.
+2. **Merge** (MERGE), per agent (memories of different agents are never folded together, so a search
+   narrowed to one agent still finds the fact): the same fact said more than once — a pair
    the decision module calls a restatement, or near-duplicates (embedding similarity above the
    store's threshold that `consolidation.duplicates` does not tell apart) — folds into the most
    informative one.
@@ -49,15 +49,27 @@ class RulesEngine:
         self.plan_grace_days = plan_grace_days
 
     def propose(self, data: DreamInput) -> list[Proposal]:
-        targets = [m for m in data.in_scope() if m.memory_type != MemoryType.SUMMARY]
-        vectors = self._embed([m.text for m in targets])
-        by_agent: dict[str, list[int]] = defaultdict(list)
-        for i, m in enumerate(targets):
-            by_agent[m.scope.agent_id].append(i)
+        # In the order they were said: each statement is read against what was said before it.
+        s = data.scope  # the tenant's memories only, whatever the input holds
+        memories = sorted((m for m in data.memories if m.memory_type != MemoryType.SUMMARY
+                           and (m.scope.app_id, m.scope.tenant_id) == (s.app_id, s.tenant_id)), key=dream_rules.recency)
+        vectors = self._embed([m.text for m in memories])
+        sim = vectors @ vectors.T
+        in_scope = [data.scope.covers(m.scope) for m in memories]
         out: list[Proposal] = []
-        for agent in sorted(by_agent):
-            idx = by_agent[agent]
-            out += _Consolidation([targets[i] for i in idx], vectors[idx], self.merge_similarity, data.kinds).run()
+        closed: set[int] = set()
+        same: set[tuple[int, int]] = set()  # (newer, older) pairs the decision module calls one fact
+        if data.kinds & {DreamActionKind.UPDATE, DreamActionKind.DELETE, DreamActionKind.MERGE}:
+            out += _changes(memories, sim, in_scope, data.kinds, closed, same)
+        if DreamActionKind.MERGE in data.kinds:
+            # Merges stay within one agent: a search narrowed to the agent must still find the survivor.
+            by_agent: dict[str, list[int]] = defaultdict(list)
+            for i, m in enumerate(memories):
+                if in_scope[i] and i not in closed:
+                    by_agent[m.scope.agent_id].append(i)
+            for agent in sorted(by_agent):
+                out += _Merges(memories, sim, by_agent[agent], self.merge_similarity, same).run()
+        targets = [m for m, covered in zip(memories, in_scope) if covered]
         claimed = {t for p in out for t in p.target_ids}
         if DreamActionKind.DELETE in data.kinds:
             out += self._retire_plans(data, [m for m in targets if m.memory_id not in claimed])
@@ -140,58 +152,53 @@ def _groups(idx: list[int], vectors: np.ndarray, threshold: float) -> list[list[
     return groups
 
 
-class _Consolidation:
-    """Changed facts and merges among the memories of one agent."""
+def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kinds: frozenset[DreamActionKind],
+             closed: set[int], same: set[tuple[int, int]]) -> list[Proposal]:
+    """UPDATE / DELETE for each memory that a newer one replaces or retracts, decided by the write-time
+    decision module against the nearest older memories of the tenant — across its agents and runs, as
+    at write time. `memories` are in the order they were said; only memories in the dream's scope are
+    closed. Fills `closed` (indices closed) and `same` ((newer, older) pairs that are one fact)."""
+    out = []
+    for j, memory in enumerate(memories):
+        if memory.memory_type in _UNDECIDED:
+            continue
+        older = [i for i in range(j) if i not in closed and memories[i].memory_type not in _UNDECIDED]
+        nearest = sorted(older, key=lambda i: -sim[i, j])[:NEIGHBOURS]
+        # The order is settled (when each was said): every neighbour is read as the older statement.
+        decision = consolidation.decide(memory.text, [Neighbour(memories[i], float(sim[i, j])) for i in nearest],
+                                        duplicate_similarity=DUPLICATE_SIMILARITY)
+        index = {id(memories[i]): i for i in nearest}
+        targets = [index[id(t)] for t in decision.targets]
+        if decision.action == ExtractAction.NOOP:
+            same.update((j, i) for i in targets)
+            continue
+        kind = _KIND.get(decision.action)
+        targets = [i for i in targets if in_scope[i]]
+        if kind is None or kind not in kinds or not targets:
+            continue
+        closed.update(targets)
+        out.append(Proposal(kind, decision.confidence, f"{decision.action} ({decision.evidence}): {decision.reason}",
+                            memory.scope, target_ids=tuple(memories[i].memory_id for i in targets),
+                            keep_id=memory.memory_id,
+                            after=draft_of(memory) if kind == DreamActionKind.UPDATE else None))
+    return out
 
-    def __init__(self, memories: list[Memory], vectors: np.ndarray, threshold: float,
-                 kinds: frozenset[DreamActionKind]):
-        # In the order they were said: each statement is read against what was said before it.
-        order = sorted(range(len(memories)), key=lambda i: dream_rules.recency(memories[i]))
-        self.m = [memories[i] for i in order]
-        vectors = vectors[order] if len(order) else vectors
-        self.sim = vectors @ vectors.T if len(memories) else np.zeros((0, 0))
-        self.threshold = threshold
-        self.kinds = kinds
-        self.same: set[tuple[int, int]] = set()  # (newer, older) pairs the decision module calls one fact
+
+class _Merges:
+    """The same fact said more than once among the memories `idx` of one agent: a pair the decision
+    module calls one fact, or near-duplicates that `consolidation.duplicates` does not tell apart."""
+
+    def __init__(self, memories: list[Memory], sim: np.ndarray, idx: list[int], threshold: float,
+                 same: set[tuple[int, int]]):
+        self.m, self.sim, self.idx, self.threshold, self.same = memories, sim, idx, threshold, same
 
     def run(self) -> list[Proposal]:
+        merged: set[int] = set()
         out: list[Proposal] = []
-        closed: set[int] = set()
-        if self.kinds & {DreamActionKind.UPDATE, DreamActionKind.DELETE, DreamActionKind.MERGE}:
-            out += self._changes(closed)
-        if DreamActionKind.MERGE in self.kinds:
-            for cluster in self._clusters(closed):
-                out += self._merge(cluster, closed)
+        for cluster in self._clusters():
+            out += self._merge(cluster, merged)
         return out
 
-    # -- changed facts (policies/consolidation.py) -----------------------------------------------
-    def _changes(self, closed: set[int]) -> list[Proposal]:
-        out = []
-        for j, memory in enumerate(self.m):
-            if memory.memory_type in _UNDECIDED:
-                continue
-            older = [i for i in range(j) if i not in closed and self.m[i].memory_type not in _UNDECIDED]
-            nearest = sorted(older, key=lambda i: -self.sim[i, j])[:NEIGHBOURS]
-            # The order is settled (when each was said): every neighbour is read as the older statement.
-            decision = consolidation.decide(memory.text, [Neighbour(self.m[i], float(self.sim[i, j]))
-                                                          for i in nearest],
-                                            duplicate_similarity=DUPLICATE_SIMILARITY)
-            index = {id(self.m[i]): i for i in nearest}
-            targets = [index[id(t)] for t in decision.targets]
-            if decision.action == ExtractAction.NOOP:
-                self.same |= {(j, i) for i in targets}
-                continue
-            kind = _KIND.get(decision.action)
-            if kind is None or kind not in self.kinds or not targets:
-                continue
-            closed |= set(targets)
-            out.append(Proposal(kind, decision.confidence, f"{decision.action} ({decision.evidence}): {decision.reason}",
-                                memory.scope, target_ids=tuple(self.m[i].memory_id for i in targets),
-                                keep_id=memory.memory_id, after=draft_of(memory) if kind == DreamActionKind.UPDATE
-                                else None))
-        return out
-
-    # -- the same fact said more than once ---------------------------------------------------------
     def _duplicates(self, i: int, j: int) -> bool:
         a, b = self.m[i], self.m[j]
         if (not dream_rules.mergeable_types(a.memory_type, b.memory_type)
@@ -201,15 +208,11 @@ class _Consolidation:
             return True
         return self.sim[i, j] >= self.threshold and consolidation.duplicates(a.text, b.text)
 
-    def _clusters(self, closed: set[int]) -> list[list[int]]:
-        n = len(self.m)
-        edges = []
-        for i in range(n):
-            for j in range(i + 1, n):
-                if i not in closed and j not in closed and self._duplicates(i, j):
-                    edges.append((float(self.sim[i, j]), i, j))
-        parent = list(range(n))
-        size = [1] * n
+    def _clusters(self) -> list[list[int]]:
+        edges = [(float(self.sim[i, j]), i, j) for x, i in enumerate(self.idx) for j in self.idx[x + 1:]
+                 if self._duplicates(i, j)]
+        parent = {i: i for i in self.idx}
+        size = {i: 1 for i in self.idx}
 
         def root(x: int) -> int:
             while parent[x] != x:
@@ -223,15 +226,15 @@ class _Consolidation:
                 parent[rj] = ri
                 size[ri] += size[rj]
         members: dict[int, list[int]] = defaultdict(list)
-        for i in range(n):
+        for i in self.idx:
             members[root(i)].append(i)
         return [c for c in members.values() if len(c) > 1]
 
-    def _merge(self, cluster: list[int], closed: set[int]) -> list[Proposal]:
+    def _merge(self, cluster: list[int], merged: set[int]) -> list[Proposal]:
         # The most informative member survives (most content words), then the newest.
         keep = max(cluster, key=lambda i: (len(dream_rules.content_words(self.m[i].text)), i))
-        folded = [i for i in cluster if i != keep and self._duplicates(i, keep)]
-        if not folded:
+        folded = [i for i in cluster if i != keep and i not in merged and self._duplicates(i, keep)]
+        if not folded or keep in merged:
             return []  # joined through another member only: not close enough to the survivor itself
         sims = [float(self.sim[i, keep]) for i in folded]
         same = all((max(i, keep), min(i, keep)) in self.same for i in folded)
@@ -240,10 +243,10 @@ class _Consolidation:
         residual = set().union(*(dream_rules.content_words(o.text) - dream_rules.content_words(k.text)
                                  for o in others))
         conf = dream_rules.merge_confidence(min(sims), self.threshold, same_fact=same, residual_words=len(residual))
-        closed |= set(folded)
+        merged.update(folded)
         why = (f"MERGE ({'same' if same else 'similar'}): {len(folded) + 1} memories state the same fact "
-               f"(similarity {min(sims):.2f}"
-               + (", one says nothing the other does not" if same else "") + "); kept the most informative")
+               f"(similarity {min(sims):.2f}" + (", one says nothing the other does not" if same else "")
+               + "); kept the most informative")
         return [Proposal(DreamActionKind.MERGE, conf, why, k.scope, target_ids=tuple(o.memory_id for o in others),
                          keep_id=k.memory_id, after=draft_of(k, evidence=same_scope_evidence(k, others)))]
 
