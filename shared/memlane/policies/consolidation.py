@@ -249,19 +249,16 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # about someone else
     if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
         return None
+    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
+    one_holder = new.owner == old.owner
     passage = old.sentences > 1 or new.sentences > 1
     if passage or not (new.factual and old.factual):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
         al = _align(old.tokens, new.tokens)
         if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
-                and _closest_clause(new, old).negated == old.negated):
+                and _closest_clause(new, old).negated == old.negated and one_holder):
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
-    if new.owner != old.owner:
-        # About another holder: "Ann's sister lives in Paris" is not Ann, "Ann's son is 7" not her
-        # daughter. Only a reported change of the subject bears on its things ("moved" after "Ann's
-        # apartment is in Boston").
-        return _reported_change(new, old, similarity) if new.change else None
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
         return retraction
@@ -270,9 +267,9 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation_words = _content(al.shared, new.subject)
     new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
     old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
-    if not al.replaced and not new_content and relation_words and same_polarity:
+    if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
         return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
-    if not al.replaced and not old_content and new_content and relation_words and same_polarity:
+    if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder:
         return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
