@@ -15,6 +15,12 @@ evidence (policies/consolidation.py `Evidence`: each kind has one confidence, se
 what passed the threshold (precision, recall over the cases that call for an action, false-supersede
 over the non-conflicts), and the update benchmark's rates (bench/updates.py `score`) after write time
 only, after the dream only, and after both — side by side, one run.
+
+The test set holds few statements that merely look alike, so it cannot show what fires by mistake.
+`--conversations PATH` (LoCoMo data, as `bench locomo --data`) adds that: long real conversations
+where a fact rarely changes, ingested the same way and dreamed over; every UPDATE / DELETE they get
+is listed per kind of evidence (`--wrong` prints them) for review — the false alarms a kind raises
+in ordinary talk, per 1,000 memories.
 """
 
 from __future__ import annotations
@@ -228,11 +234,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results[mode] = updates.aggregate(scored)["all"]
     finally:
         progress.close()
-    return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder,
+    exposure = _exposure(args, embedder) if args.conversations else None
+    return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder, "exposure": exposure,
             "threshold": args.threshold, "reliability": reliability(judged), "evidence": by_evidence(judged),
             "auto": at_threshold(judged, cases), "modes": results, "failures": failures,
             "wrong": [j.__dict__ for j in judged if not j.correct],
             "machine": machine(), "elapsed_s": round(time.monotonic() - started, 1)}
+
+
+def _exposure(args: argparse.Namespace, embedder: Any) -> dict[str, Any]:
+    """Dream over real conversations (write-time consolidation off): every change the decision module
+    proposes, per kind of evidence."""
+    from ..domain.models import DreamActionKind, DreamMode
+    from ..services import dream as dreams
+    from . import locomo
+
+    convs = locomo.load(args.conversations, limit=args.limit_conversations)
+    found: list[dict[str, Any]] = []
+    memories = 0
+    with tempfile.TemporaryDirectory(prefix="memlane-calibrate-") as tmp:
+        method = locomo.Memlane(embedder, Path(tmp) / "memlane")
+        method.deps.settings = replace(method.deps.settings, consolidate_on_write=False)
+        try:
+            for conv in convs:
+                before = method.memories
+                method.prepare(conv)
+                memories += method.memories - before
+                task = dreams.start(method.deps, locomo.STORE, scope=method.scope(conv), sync=True,
+                                    mode=DreamMode.PROPOSAL, kinds=[DreamActionKind.UPDATE, DreamActionKind.DELETE])
+                for a in dreams.list_actions(method.deps, locomo.STORE, task.task_id, limit=1000)[0]:
+                    if a.keep_id is None:
+                        continue  # an expired plan: not a decision about a changed fact
+                    text = {m.memory_id: m.text for m in a.before}
+                    found.append({"conversation": conv.sample_id, "evidence": evidence_of(a.rationale),
+                                  "confidence": a.confidence, "old": [text.get(t, "") for t in a.target_ids],
+                                  "new": text.get(a.keep_id, "")})
+        finally:
+            method.close()
+    counts: dict[str, int] = {}
+    for f in found:
+        counts[f["evidence"]] = counts.get(f["evidence"], 0) + 1
+    return {"conversations": len(convs), "memories": memories, "per_evidence": counts, "proposals": found}
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -247,6 +289,14 @@ def format_report(report: dict[str, Any]) -> str:
                      [[r["evidence"], "/".join(f"{c:g}" for c in r["confidence"]), r["proposals"], r["right"],
                        r["precision"], r["lower_bound"]] for r in report["evidence"]]),
            "", "applied at the threshold: " + ", ".join(f"{k} {show(v)}" for k, v in report["auto"].items())]
+    exposure = report.get("exposure")
+    if exposure:
+        per = exposure["per_evidence"]
+        out += ["", f"changes proposed in {exposure['conversations']} real conversations ({exposure['memories']} "
+                    "memories, write-time off), for review:",
+                table(["evidence", "proposals", "per 1,000 memories"],
+                      [[k, v, round(1000 * v / max(exposure["memories"], 1), 2)] for k, v in sorted(per.items())])
+                if per else "none"]
     modes = report["modes"]
     if modes:
         out += ["", table(["rate", *modes], [[m, *(show(modes[k].get(m)) for k in modes)] for m in RATES])]
@@ -260,7 +310,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", help="comma-separated subset of kinds")
     p.add_argument("--no-compare", dest="compare", action="store_false",
                    help="only the dream-only run (no write-time columns)")
-    p.add_argument("--wrong", action="store_true", help="list the proposals judged wrong")
+    p.add_argument("--wrong", action="store_true",
+                   help="list the proposals judged wrong (and those made in --conversations)")
+    p.add_argument("--conversations", type=Path, help="LoCoMo data: also dream over these real conversations")
+    p.add_argument("--limit-conversations", type=int, help="only the first N of --conversations")
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
 
 
@@ -278,6 +331,8 @@ def main(args: argparse.Namespace) -> int:
             print(json.dumps(w))
         for mode, ids in report["failures"].items():
             print(f"{mode} failed: {' '.join(ids)}")
+        for f in (report.get("exposure") or {}).get("proposals", []):
+            print(json.dumps(f))
     print(f"\n{report['cases']} cases; {report['elapsed_s']} s")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")

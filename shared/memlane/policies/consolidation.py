@@ -56,6 +56,9 @@ _OPENERS = frozenset("turns so well actually anyway also and but then now today 
                      "honestly apparently sadly luckily finally oh hey".split())
 _DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
+# A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
+_GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
+                      re.I)
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -182,7 +185,7 @@ class Statement:
 
     @cached_property
     def stops(self) -> bool:
-        return lang.stop_cue(self.words, self.text)
+        return lang.stop_cue(self.words, self.text) and not _GOES_ON.search(self.text)
 
     @cached_property
     def additive(self) -> bool:
