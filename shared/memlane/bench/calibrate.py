@@ -108,6 +108,34 @@ def by_evidence(judged: Sequence[Judged]) -> list[dict[str, Any]]:
     return out
 
 
+def suggest(judged: Sequence[Judged], alarms: dict[str, int] | None = None) -> dict[str, float]:
+    """The confidence each kind of evidence should carry: per idea (`consolidation.FAMILY`), the precision
+    it would have with one more mistake than was seen — counting each change proposed in real
+    conversations (`alarms`, per kind) as a mistake — rounded down to 0.05, at most 0.95; the weaker
+    form of an idea 0.05 less."""
+    from ..policies.consolidation import FAMILY
+
+    alarms = alarms or {}
+    seen = {j.evidence for j in judged if j.evidence in FAMILY} | {e for e in alarms if e in FAMILY}
+    right: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for j in judged:
+        if j.evidence in FAMILY:
+            family = FAMILY[j.evidence][0]
+            right[family] = right.get(family, 0) + int(j.correct)
+            total[family] = total.get(family, 0) + 1
+    for evidence, n in alarms.items():
+        if evidence in FAMILY:
+            total[FAMILY[evidence][0]] = total.get(FAMILY[evidence][0], 0) + n
+    out = {}
+    for evidence in sorted(seen):
+        family, weaker = FAMILY[evidence]
+        precision = right.get(family, 0) / (total.get(family, 0) + 1)
+        conf = min(0.95, math.floor(round(precision * 20, 6)) / 20) - (0.05 if weaker else 0.0)
+        out[evidence] = round(max(conf, 0.0), 2)
+    return out
+
+
 def wilson_lower(right: int, n: int, z: float = 1.96) -> float:
     """The lower end of the Wilson score interval: how low the precision may be, given few samples."""
     if n == 0:
@@ -235,7 +263,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         progress.close()
     exposure = _exposure(args, embedder) if args.conversations else None
-    return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder, "exposure": exposure,
+    alarms = exposure["per_evidence"] if exposure else {}
+    return {"suggested": suggest(judged, alarms),"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder, "exposure": exposure,
             "threshold": args.threshold, "reliability": reliability(judged), "evidence": by_evidence(judged),
             "auto": at_threshold(judged, cases), "modes": results, "failures": failures,
             "wrong": [j.__dict__ for j in judged if not j.correct],
@@ -285,9 +314,11 @@ def format_report(report: dict[str, Any]) -> str:
            f"off, one safe_auto dream at {report['threshold']})", "",
            table(["confidence", "proposals", "right", "precision"],
                  [[r["bucket"], r["proposals"], r["right"], show(r["precision"])] for r in report["reliability"]]),
-           "", table(["evidence", "confidence", "proposals", "right", "precision", "95% lower bound"],
+           "", table(["evidence", "confidence", "proposals", "right", "precision", "95% lower bound",
+                      "suggested"],
                      [[r["evidence"], "/".join(f"{c:g}" for c in r["confidence"]), r["proposals"], r["right"],
-                       r["precision"], r["lower_bound"]] for r in report["evidence"]]),
+                       r["precision"], r["lower_bound"], show(report["suggested"].get(r["evidence"]))]
+                      for r in report["evidence"]]),
            "", "applied at the threshold: " + ", ".join(f"{k} {show(v)}" for k, v in report["auto"].items())]
     exposure = report.get("exposure")
     if exposure:

@@ -4,7 +4,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memlane.bench.calibrate import Judged, at_threshold, by_evidence, evidence_of, judge, reliability, wilson_lower
+from memlane.bench.calibrate import (Judged, at_threshold, by_evidence, evidence_of, judge, reliability, suggest,
+                                    wilson_lower)
 from memlane.bench.updates import Case, Step
 
 T = [datetime(2025, m, 1, tzinfo=timezone.utc) for m in (1, 2, 3)]
@@ -75,3 +76,13 @@ def test_evidence_is_read_from_the_rationale():
     assert evidence_of("UPDATE (value_cue): same relation ...") == "value_cue"
     assert evidence_of("MERGE (similar): 2 memories ...") == "similar"
     assert evidence_of("expired plan: ...") == "other"
+
+
+def test_suggest_pools_an_idea_and_counts_real_talk_alarms_as_mistakes():
+    judged = [j(0.95, True, "value_cue")] * 19 + [j(0.9, True, "value")] * 19 + [j(0.9, True, "denial")] * 2
+    got = suggest(judged, {"value": 1})
+    # "another value": 38 right of 39 (one alarm in real talk), with one more mistake 38/40 = 0.95
+    assert got["value_cue"] == 0.95 and got["value"] == 0.9  # the weaker form (no cue) 0.05 less
+    assert got["denial"] == 0.65  # 2 of 3 with one more mistake: too few cases to pass 0.8
+    assert suggest([j(0.9, True, "denial")] * 30)["denial"] == 0.95  # capped
+    assert suggest([], {"ended": 2}) == {"ended": 0.0}
