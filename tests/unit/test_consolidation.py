@@ -123,3 +123,12 @@ def test_a_stop_cue_under_a_negation_ends_nothing():
     assert action("User smokes about ten cigarettes a day.", "User didn't quit smoking.", 0.7) != \
         ExtractAction.DELETE
     assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
+
+
+@pytest.mark.parametrize("old,new", [
+    # false alarms the dream raised on real conversations (LoCoMo): remarks, not changes of a fact
+    ("Joanna is going to try making it tonight!", "Joanna won't give up, Joanna promise!"),
+    ("Nate is so excited to see how it all plays out!", "Nate: It's new to Nate but Nate is excited to get started!"),
+])
+def test_a_negated_or_weak_cue_alone_reports_no_change(old, new):
+    assert action(old, new, 0.66) == ExtractAction.ADD

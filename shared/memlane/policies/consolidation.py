@@ -43,7 +43,7 @@ MAX_OLD_WORDS = 40
 MAX_NEW_WORDS = 30
 MAX_VALUE_WORDS = 5  # a differing span longer than this is another statement, not another value
 CUE_SIMILARITY = 0.5  # a change cue counts for a memory at least this close sharing a content word
-WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "new")
+WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "currently")
 CUE_ONLY_SIMILARITY = 0.65  # ... or this close without one
 RETRACT_COVERAGE = 0.67  # share of one statement's content the other's denial must repeat
 FRAME_SHARE = 0.5  # words two statements share, of the new one's, for "same relation, another value"
@@ -56,6 +56,9 @@ _OPENERS = frozenset("turns so well actually anyway also and but then now today 
                      "honestly apparently sadly luckily finally oh hey".split())
 _DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
+# Weak cues that are narration on their own ("it's new to me", "excited to get started", "again"):
+# they count only for two statements that align word for word. "now", "currently" still count alone.
+_NARRATION = frozenset("new newly started again moving gone".split())
 # A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
 _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
                       re.I)
@@ -168,8 +171,14 @@ class Statement:
         return lang.negated(self.words, self.text)
 
     @cached_property
+    def _plain(self) -> tuple[list[str], str]:
+        """The words and text without a stop cue under a negation ("won't give up" is no cue)."""
+        text = _GOES_ON.sub(" ", self.text)
+        return [_base(w) for w in _TOKEN.findall(text)], text
+
+    @cached_property
     def change(self) -> bool:
-        return lang.change_cue(self.words, self.text)
+        return lang.change_cue(*self._plain)
 
     @cached_property
     def factual(self) -> bool:
@@ -185,8 +194,14 @@ class Statement:
         return len([p for p in _SENTENCE.split(self.text) if p.strip()])
 
     @cached_property
+    def reported_change(self) -> bool:
+        """A change cue that counts without word-for-word alignment (not narration such as "new")."""
+        words, text = self._plain
+        return lang.change_cue([w for w in words if w not in _NARRATION], text)
+
+    @cached_property
     def strong_change(self) -> bool:
-        return lang.change_cue(self.words, self.text, strong=True)
+        return lang.change_cue(*self._plain, strong=True)
 
     @cached_property
     def addressed(self) -> bool:
@@ -195,7 +210,7 @@ class Statement:
 
     @cached_property
     def stops(self) -> bool:
-        return lang.stop_cue(self.words, self.text) and not _GOES_ON.search(self.text)
+        return lang.stop_cue(*self._plain)
 
     @cached_property
     def additive(self) -> bool:
@@ -304,7 +319,7 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
     moved_to = _changes_state_of(new, old)
     if moved_to:
         return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
-    if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
+    if new.reported_change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
