@@ -159,11 +159,14 @@ def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kind
     at write time. `memories` are in the order they were said; only memories in the dream's scope are
     closed. Fills `closed` (indices closed) and `same` ((newer, older) pairs that are one fact)."""
     out = []
+    undecided = np.array([m.memory_type in _UNDECIDED for m in memories], dtype=bool)
     for j, memory in enumerate(memories):
-        if memory.memory_type in _UNDECIDED:
+        if undecided[j]:
             continue
-        older = [i for i in range(j) if i not in closed and memories[i].memory_type not in _UNDECIDED]
-        nearest = sorted(older, key=lambda i: -sim[i, j])[:NEIGHBOURS]
+        row = sim[:j, j].astype(np.float64)
+        row[undecided[:j]] = -np.inf
+        row[[i for i in closed if i < j]] = -np.inf
+        nearest = [int(i) for i in np.argsort(-row, kind="stable")[:NEIGHBOURS] if row[i] > -np.inf]
         # The order is settled (when each was said): every neighbour is read as the older statement.
         decision = consolidation.decide(memory.text, [Neighbour(memories[i], float(sim[i, j])) for i in nearest],
                                         duplicate_similarity=DUPLICATE_SIMILARITY)
@@ -209,8 +212,13 @@ class _Merges:
         return self.sim[i, j] >= self.threshold and consolidation.duplicates(a.text, b.text)
 
     def _clusters(self) -> list[list[int]]:
-        edges = [(float(self.sim[i, j]), i, j) for x, i in enumerate(self.idx) for j in self.idx[x + 1:]
-                 if self._duplicates(i, j)]
+        # Candidates: pairs close enough in meaning, and pairs the decision module called one fact.
+        idx = np.array(self.idx)
+        close = np.argwhere(np.triu(self.sim[np.ix_(idx, idx)] >= self.threshold, k=1))
+        members = set(self.idx)
+        pairs = {(int(idx[a]), int(idx[b])) for a, b in close}
+        pairs |= {(min(i, j), max(i, j)) for i, j in self.same if i in members and j in members}
+        edges = [(float(self.sim[i, j]), i, j) for i, j in sorted(pairs) if self._duplicates(i, j)]
         parent = {i: i for i in self.idx}
         size = {i: 1 for i in self.idx}
 

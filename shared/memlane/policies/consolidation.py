@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..domain.models import ExtractAction, Memory
 from . import language as lang
@@ -218,7 +218,13 @@ class Statement:
 
     def clauses(self) -> list["Statement"]:
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
-        return [Statement(p) for p in parts] if len(parts) > 1 else [self]
+        return [statement(p) for p in parts] if len(parts) > 1 else [self]
+
+
+@lru_cache(maxsize=4096)
+def statement(text: str) -> Statement:
+    """`Statement(text)`, read once: a dream compares each memory with several others."""
+    return Statement(text)
 
 
 def _base(word: str) -> str:
@@ -387,10 +393,10 @@ def _other_value(new: Statement, old: Statement) -> bool:
 def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: float,
            observed_at: datetime | None = None) -> Decision:
     """The decision for a new statement `text` said at `observed_at`, given its nearest memories."""
-    new = Statement(text)
+    new = statement(text)
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
-        other = Statement(n.memory.text)
+        other = statement(n.memory.text)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
                 and new.owner == other.owner \
                 and new.negated == other.negated:
@@ -433,7 +439,7 @@ def duplicates(a: str, b: str) -> bool:
     """Whether two statements can be one fact said twice, as far as their words show — what embeddings
     blur: the same numbers, codes and names, the same polarity, the same holder ("Ann" is not "Ann's
     sister"), and not one relation with two values ("likes jazz" / "likes hiking")."""
-    sa, sb = Statement(a), Statement(b)
+    sa, sb = statement(a), statement(b)
     if sa.owner != sb.owner or sa.negated != sb.negated or not _same_values(sa, sb):
         return False
     al = _align(sa.tokens, sb.tokens)
@@ -457,7 +463,7 @@ def observed(memory: Memory) -> datetime | None:
 def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
     Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
-    relation = relate(Statement(newer.text), Statement(older.text), similarity=similarity)
+    relation = relate(statement(newer.text), statement(older.text), similarity=similarity)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
