@@ -66,7 +66,8 @@ def test_profile_keeps_newest_value_and_earlier_ones():
             memory("7", "Ann prefers aisle seats.", at=T0, memory_type=MemoryType.PREFERENCE),
             memory("8", "Ann's apartment is in Brooklyn.", at=T0),
             memory("9", "Ann's apartment is in Queens.", at=T0 + timedelta(3)),
-            memory("10", "Ann is vegetarian.", at=T0), memory("11", "Ann is not vegetarian anymore.", at=T0 + timedelta(4)),
+            memory("10", "Ann is vegetarian.", at=T0),
+            memory("11", "Ann is not vegetarian anymore.", at=T0 + timedelta(4)),
             memory("12", "Ann can't stand coffee.", at=T0)]
     p = dream_profile.build(store="s", app_id="app", tenant_id="u1", agent_id=None, memories=mems)
     assert p.subject == "Ann"

@@ -205,10 +205,11 @@ def _run_case(deps: Any, case: updates.Case, *, dream: bool, threshold: float) -
     current = 0
     if case.current:
         mems = [m for rid in requests for m in _memories(deps, tenant, rid)]
-        current = len({m.memory_id for m in mems if str(m.status) == "active" and case.current.lower() in m.text.lower()})
-    obs = updates.Observation(tenant=tenant, hits=updates._hits(deps, tenant, case.question), step_requests=requests,
-                              step_statuses=statuses, step_actions=actions, step_facts=[t.message_ids[0] for t in tasks],
-                              active_with_current=current)
+        current = len({m.memory_id for m in mems
+                       if str(m.status) == "active" and case.current.lower() in m.text.lower()})
+    obs = updates.Observation(tenant=tenant, hits=updates._hits(deps, tenant, case.question),
+                              step_requests=requests, step_statuses=statuses, step_actions=actions,
+                              step_facts=[t.message_ids[0] for t in tasks], active_with_current=current)
     if twin is not None:
         after = {m.memory_id: (str(m.status), m.text)
                  for m in deps.repo.get_memories(updates.STORE, updates.APP, twin, list(twin_before))}
@@ -264,7 +265,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         progress.close()
     exposure = _exposure(args, embedder) if args.conversations else None
     alarms = exposure["per_evidence"] if exposure else {}
-    return {"suggested": suggest(judged, alarms),"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder, "exposure": exposure,
+    return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder,
+            "suggested": suggest(judged, alarms), "exposure": exposure,
             "threshold": args.threshold, "reliability": reliability(judged), "evidence": by_evidence(judged),
             "auto": at_threshold(judged, cases), "modes": results, "failures": failures,
             "wrong": [j.__dict__ for j in judged if not j.correct],

@@ -348,11 +348,13 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     coverage = max(len(shared) / max(len(old.content), 1),
                    len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
-        return Relation(ExtractAction.DELETE, Evidence.DENIAL, f"denies what the memory says ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, Evidence.DENIAL,
+                        f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
         if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
             # "quit teaching and became a data analyst": ended, and replaced by something
-            return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED, f"says it changed ({_show(old, sorted(shared))})")
+            return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
+                            f"says it changed ({_show(old, sorted(shared))})")
         return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
 
