@@ -36,16 +36,17 @@ from .engine import DreamInput, Proposal, draft_of, profile_proposal, same_scope
 SKILL_SIMILARITY = 0.75  # two requests this close ask for the same thing
 KNOWN_SKILL_SIMILARITY = 0.85  # a procedure memory this close to a new skill already holds it
 NEIGHBOURS = 8  # older memories each one is compared with, the nearest in meaning (as at write time)
-DUPLICATE_SIMILARITY = 0.95  # as at write time: this close, with the same values, is one fact
 _SUPERSEDING = (DreamActionKind.UPDATE, DreamActionKind.MERGE, DreamActionKind.DELETE)
 
 
 class RulesEngine:
     name = "rules"
 
-    def __init__(self, embedder: Embedder, *, merge_similarity: float = 0.92, plan_grace_days: float = 1.0):
+    def __init__(self, embedder: Embedder, *, merge_similarity: float = 0.92, plan_grace_days: float = 1.0,
+                 duplicate_similarity: float = 0.95):
         self.embedder = embedder
         self.merge_similarity = merge_similarity
+        self.duplicate_similarity = duplicate_similarity  # as at write time: this close, same values, one fact
         self.plan_grace_days = plan_grace_days
 
     def propose(self, data: DreamInput) -> list[Proposal]:
@@ -60,7 +61,7 @@ class RulesEngine:
         closed: set[int] = set()
         same: set[tuple[int, int]] = set()  # (newer, older) pairs the decision module calls one fact
         if data.kinds & {DreamActionKind.UPDATE, DreamActionKind.DELETE, DreamActionKind.MERGE}:
-            out += _changes(memories, sim, in_scope, data.kinds, closed, same)
+            out += _changes(memories, sim, in_scope, data.kinds, closed, same, self.duplicate_similarity)
         if DreamActionKind.MERGE in data.kinds:
             # Merges stay within one agent: a search narrowed to the agent must still find the survivor.
             by_agent: dict[str, list[int]] = defaultdict(list)
@@ -153,7 +154,7 @@ def _groups(idx: list[int], vectors: np.ndarray, threshold: float) -> list[list[
 
 
 def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kinds: frozenset[DreamActionKind],
-             closed: set[int], same: set[tuple[int, int]]) -> list[Proposal]:
+             closed: set[int], same: set[tuple[int, int]], duplicate_similarity: float) -> list[Proposal]:
     """UPDATE / DELETE for each memory that a newer one replaces or retracts, decided by the write-time
     decision module against the nearest older memories of the tenant — across its agents and runs, as
     at write time. `memories` are in the order they were said; only memories in the dream's scope are
@@ -169,7 +170,7 @@ def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kind
         nearest = [int(i) for i in np.argsort(-row, kind="stable")[:NEIGHBOURS] if row[i] > -np.inf]
         # The order is settled (when each was said): every neighbour is read as the older statement.
         decision = consolidation.decide(memory.text, [Neighbour(memories[i], float(sim[i, j])) for i in nearest],
-                                        duplicate_similarity=DUPLICATE_SIMILARITY)
+                                        duplicate_similarity=duplicate_similarity)
         index = {id(memories[i]): i for i in nearest}
         targets = [index[id(t)] for t in decision.targets]
         if decision.action == ExtractAction.NOOP:
