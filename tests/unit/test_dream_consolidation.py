@@ -103,3 +103,15 @@ def test_a_change_told_to_another_agent_supersedes_as_at_write_time(minilm):
     data = DreamInput(store="s", scope=DreamScope(app_id="app", tenant_id="u1", agent_id="travel"),
                       now=T0 + timedelta(days=400), memories=[old, new], kinds=CHANGES)
     assert RulesEngine(minilm).propose(data) == []
+
+
+def test_remarks_that_merely_sound_alike_wait_for_review(minilm):
+    """False changes the dream proposed on real conversations (LoCoMo): a change cue ("now", "updated",
+    "turned out") in a remark that shares no word with the memory, only closeness in meaning. They are
+    their own kind of evidence, below the default threshold: safe_auto leaves them pending."""
+    pairs = [("Audrey: Let Audrey knows how it goes.", "Audrey: Now Audrey is gonna order some sushi for tonight."),
+             ("Tim: Glad Tim could help.", "Tim: It was such a fun project and Tim is really happy with how it turned out."),
+             ("Andrew: Hope Andrew finds one soon.", "Andrew: Keep Andrew updated on their progress.")]
+    for old, new in pairs:
+        found = propose(minilm, mem("a", old, 0), mem("b", new, 30, run="r2"))
+        assert all(p.confidence < THRESHOLD for p in found), found

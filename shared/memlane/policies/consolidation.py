@@ -95,6 +95,7 @@ class Evidence:
     VALUE = "value"  # same relation, another value, no cue
     STATE_CHANGE = "state_change"  # a change verb whose state the old statement is in ("moved to X")
     CHANGE_CUE = "change_cue"  # a change cue in a statement about what the old one is about
+    CUE_CLOSE = "cue_close"  # a change cue in a statement that is only close in meaning (no shared word)
     DENIAL = "denial"  # says the same with the other polarity
     ENDED = "ended"  # says it stopped ("quit", "cancelled", "gone")
     ENDED_REPLACED = "ended_replaced"  # stopped, and something else took its place
@@ -105,7 +106,8 @@ class Evidence:
 FAMILY = {
     Evidence.VALUE_CUE: ("another value", False), Evidence.VALUE: ("another value", True),
     Evidence.STATE_CHANGE: ("reported change", False), Evidence.CHANGE_CUE: ("reported change", True),
-    Evidence.ENDED_REPLACED: ("reported change", True), Evidence.DENIAL: ("retraction", False),
+    Evidence.ENDED_REPLACED: ("reported change", True), Evidence.CUE_CLOSE: ("cue, close in meaning", False),
+    Evidence.DENIAL: ("retraction", False),
     Evidence.ENDED: ("retraction", True), Evidence.RESTATEMENT: ("restatement", False),
     Evidence.SAME: ("same fact", False), Evidence.DUPLICATE: ("same fact", False),
 }
@@ -115,7 +117,8 @@ FAMILY = {
 # lets all of these through; a lower value would mean a kind that must wait for review.
 CONFIDENCE = {
     Evidence.VALUE_CUE: 0.95, Evidence.VALUE: 0.9, Evidence.STATE_CHANGE: 0.9, Evidence.CHANGE_CUE: 0.85,
-    Evidence.ENDED_REPLACED: 0.85, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8, Evidence.RESTATEMENT: 0.85,
+    Evidence.ENDED_REPLACED: 0.85, Evidence.CUE_CLOSE: 0.7, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8,
+    Evidence.RESTATEMENT: 0.85,
     Evidence.SAME: 0.95, Evidence.DUPLICATE: 0.95,
 }
 
@@ -330,10 +333,12 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
         needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
-        if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
+        if about_it and similarity >= needed:
             return Relation(ExtractAction.UPDATE, Evidence.CHANGE_CUE,
-                            "reports a change of what the memory says"
-                            + (f" (both about {_show(old, sorted(shared))})" if shared else ""))
+                            f"reports a change of what the memory says (both about {_show(old, sorted(shared))})")
+        if similarity >= CUE_ONLY_SIMILARITY:
+            return Relation(ExtractAction.UPDATE, Evidence.CUE_CLOSE,
+                            f"reports a change, and is close in meaning to the memory ({similarity:.2f})")
     return None
 
 
