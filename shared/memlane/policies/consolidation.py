@@ -111,15 +111,15 @@ FAMILY = {
     Evidence.ENDED: ("retraction", True), Evidence.RESTATEMENT: ("restatement", False),
     Evidence.SAME: ("same fact", False), Evidence.DUPLICATE: ("same fact", False),
 }
-# Set from `memlane bench calibrate` (knowledge-update set plus real conversations; the table is in
-# docs/benchmarks.md): per idea, the precision it would have with one more mistake than was seen,
-# rounded down to 0.05, at most 0.95; the weaker form 0.05 less. A store's dream_threshold (0.8)
-# lets all of these through; a lower value would mean a kind that must wait for review.
+# Set from `memlane bench calibrate` (the knowledge-update set, plus real conversations where a fact
+# rarely changes; the tables are in docs/benchmarks.md §6): per idea, the precision it would have with
+# one more mistake than was seen, rounded down to 0.05, at most 0.95; the weaker form 0.05 less. A
+# store's default dream_threshold (0.8) lets every kind through but `cue_close`, whose changes on real
+# conversations were all remarks: those wait for review.
 CONFIDENCE = {
     Evidence.VALUE_CUE: 0.95, Evidence.VALUE: 0.9, Evidence.STATE_CHANGE: 0.9, Evidence.CHANGE_CUE: 0.85,
     Evidence.ENDED_REPLACED: 0.85, Evidence.CUE_CLOSE: 0.7, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8,
-    Evidence.RESTATEMENT: 0.85,
-    Evidence.SAME: 0.95, Evidence.DUPLICATE: 0.95,
+    Evidence.RESTATEMENT: 0.85, Evidence.SAME: 0.95, Evidence.DUPLICATE: 0.95,
 }
 
 
