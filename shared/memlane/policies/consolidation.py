@@ -113,12 +113,13 @@ FAMILY = {
 }
 # Set from `memlane bench calibrate` (the knowledge-update set, plus real conversations where a fact
 # rarely changes; the tables are in docs/benchmarks.md §6): per idea, the precision it would have with
-# one more mistake than was seen, rounded down to 0.05, at most 0.95; the weaker form 0.05 less. A
-# store's default dream_threshold (0.8) lets every kind through but `cue_close`, whose changes on real
-# conversations were all remarks: those wait for review.
+# one more mistake than was seen, rounded down to 0.05, at most 0.95; the weaker form 0.05 less. (A
+# restatement found in real talk was right on review, so it counts as right.) A store's default
+# dream_threshold (0.8) lets every kind through but `cue_close`: its changes on real conversations
+# were all remarks ("Now Audrey is gonna order some sushi"), so they wait for review.
 CONFIDENCE = {
-    Evidence.VALUE_CUE: 0.95, Evidence.VALUE: 0.9, Evidence.STATE_CHANGE: 0.9, Evidence.CHANGE_CUE: 0.85,
-    Evidence.ENDED_REPLACED: 0.85, Evidence.CUE_CLOSE: 0.7, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8,
+    Evidence.VALUE_CUE: 0.9, Evidence.VALUE: 0.85, Evidence.STATE_CHANGE: 0.9, Evidence.CHANGE_CUE: 0.85,
+    Evidence.ENDED_REPLACED: 0.85, Evidence.CUE_CLOSE: 0.15, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8,
     Evidence.RESTATEMENT: 0.85, Evidence.SAME: 0.95, Evidence.DUPLICATE: 0.95,
 }
 
