@@ -75,7 +75,8 @@ def test_dream_review_apply_undo_over_http(call, store):
     call("POST", f"/v1/stores/demo/dream-actions/{profile_action['action_id']}/apply")
     status, profile = call("GET", "/v1/stores/demo/profiles/u1?app_id=app")
     assert status == 200 and profile["subject"] == "Ann" and profile["version"] == 1
-    assert {"name": "residence", "value": "Denver"}.items() <= profile["attributes"][0].items()
+    # the move supersedes "lives in Boston" in the same dream: the profile reads the statement that holds
+    assert {"name": "moved to", "value": "Denver"}.items() <= profile["attributes"][0].items()
     status, rejected = call("POST", f"/v1/stores/demo/dream-actions/{task['action_ids'][-1]}/reject")
     assert status == 200 and rejected["status"] == "rejected"
 

@@ -112,3 +112,23 @@ def test_newer_first_leaves_unrelated_memories_in_their_order():
     jazz = memory("User likes jazz.", day=0, mid="jazz")
     move = memory("User moved to Denver.", day=9, mid="move")
     assert [m.memory_id for m in newer_first([jazz, move])] == ["jazz", "move"]
+
+
+def test_a_stop_cue_under_a_negation_ends_nothing():
+    """"never give up" / "didn't quit" say it goes on: found in real conversations (LoCoMo), where the
+    dream closed "Jon is feeling good and ready to give it his best" as ended."""
+    old = "Jon: It's been a wild ride, but Jon is feeling good and ready to give it Jon's best."
+    assert action(old, "Jon: That sign reminds Jon to never give up, however hard things get.", 0.6) == \
+        ExtractAction.ADD
+    assert action("User smokes about ten cigarettes a day.", "User didn't quit smoking.", 0.7) != \
+        ExtractAction.DELETE
+    assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
+
+
+@pytest.mark.parametrize("old,new", [
+    # false alarms the dream raised on real conversations (LoCoMo): remarks, not changes of a fact
+    ("Joanna is going to try making it tonight!", "Joanna won't give up, Joanna promise!"),
+    ("Nate is so excited to see how it all plays out!", "Nate: It's new to Nate but Nate is excited to get started!"),
+])
+def test_a_negated_or_weak_cue_alone_reports_no_change(old, new):
+    assert action(old, new, 0.66) == ExtractAction.ADD

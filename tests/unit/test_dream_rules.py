@@ -1,4 +1,5 @@
-"""Consolidation rules: duplicate guards, confidences, recency, expired plans, skills, profiles."""
+"""What the dream adds to the decision module: duplicate guards, merge confidences, recency, expired
+plans, skills, profiles."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -8,8 +9,7 @@ from memlane.dream.engine import Proposal, action_id
 from memlane.services.dream_actions import digest
 from memlane.services.dream_schedule import due
 from memlane.domain.models import ActivityInfo
-from memlane.policies import dream_profile, dream_rules, dream_skills
-from memlane.policies.dream_attributes import parse
+from memlane.policies import consolidation, dream_profile, dream_rules, dream_skills
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="app", tenant_id="u1", agent_id="bot", run_id="r1")
@@ -21,11 +21,14 @@ def memory(mid, text, *, at=T0, memory_type=MemoryType.FACT, evidence=None, even
 
 
 def test_numbers_and_names_block_a_merge_that_embeddings_would_make():
-    assert not dream_rules.compatible_duplicates("Ann is 34 years old.", "Ann is 35 years old.")
-    assert not dream_rules.compatible_duplicates("Ann lives in Boston.", "Ann lives in Denver.")
-    assert dream_rules.compatible_duplicates("Ann is allergic to peanuts.", "Ann has a peanut allergy.")
+    assert not consolidation.duplicates("Ann is 34 years old.", "Ann is 35 years old.")
+    assert not consolidation.duplicates("Ann lives in Boston.", "Ann lives in Denver.")
+    assert consolidation.duplicates("Ann is allergic to peanuts.", "Ann has a peanut allergy.")
     # a capitalised word that only opens a sentence is not a name
-    assert dream_rules.compatible_duplicates("Ann: Blue is Ann's favourite colour.", "Ann's favourite colour is blue.")
+    assert consolidation.duplicates("Ann: Blue is Ann's favourite colour.", "Ann's favourite colour is blue.")
+    # one relation with two values, or a denial, is never the same fact
+    assert not consolidation.duplicates("Ann likes jazz.", "Ann likes hiking.")
+    assert not consolidation.duplicates("Ann is allergic to penicillin.", "Ann is not allergic to penicillin.")
 
 
 def test_merge_confidence_rises_with_similarity_and_drops_with_extra_words():
@@ -36,21 +39,14 @@ def test_merge_confidence_rises_with_similarity_and_drops_with_extra_words():
     assert dream_rules.merge_confidence(0.99, 0.92, same_fact=False, residual_words=5) == 0.7
 
 
-def test_update_confidence_prefers_explicit_changes():
-    (boston,) = parse("Ann lives in Boston.")
-    (moved_from,) = parse("Ann moved from Boston to Denver.")
-    (moved,) = parse("Ann moved to Denver.")
-    (lives,) = parse("Ann lives in Denver.")
-    assert dream_rules.update_confidence(moved_from, boston, covered=True) == 0.97
-    assert dream_rules.update_confidence(moved, boston, covered=True) == 0.92
-    assert dream_rules.update_confidence(lives, boston, covered=True) == 0.85
-    assert dream_rules.update_confidence(moved_from, boston, covered=False) == 0.6
-
-
 def test_recency_is_when_it_was_said():
     early = memory("a", "x", at=T0 + timedelta(days=5), evidence=["01aaaaaaaa00zzzz"])
     late = memory("b", "y", at=T0, evidence=["01bbbbbbbb00aaaa"])  # extracted first, said later
     assert dream_rules.recency(late) > dream_rules.recency(early)
+    # the message's time, where the memory records it, over the order it was written in
+    said_late = memory("c", "z", at=T0).model_copy(update={"observed_at": T0 + timedelta(days=9)})
+    written_late = memory("d", "w", at=T0 + timedelta(days=30)).model_copy(update={"observed_at": T0})
+    assert dream_rules.recency(said_late) > dream_rules.recency(written_late)
 
 
 def test_expired_plan_needs_its_time_passed_plus_grace():
@@ -61,20 +57,32 @@ def test_expired_plan_needs_its_time_passed_plus_grace():
 
 
 def test_profile_keeps_newest_value_and_earlier_ones():
+    """No attribute table: each statement is a relation and a value, and whether a newer one changes an
+    entry is the decision module's call (a move, another value of the same relation, a retraction)."""
     mems = [memory("1", "Ann lives in Boston.", at=T0),
             memory("2", "Ann moved from Boston to Denver.", at=T0 + timedelta(1)),
             memory("3", "Ann loves hiking.", at=T0), memory("4", "Ann's sister lives in Paris.", at=T0),
             memory("5", "Ann has a dog named Max.", at=T0), memory("6", "Ann enjoys hiking.", at=T0 + timedelta(2)),
-            memory("7", "Ann prefers aisle seats.", at=T0, memory_type=MemoryType.PREFERENCE)]
+            memory("7", "Ann prefers aisle seats.", at=T0, memory_type=MemoryType.PREFERENCE),
+            memory("8", "Ann's apartment is in Brooklyn.", at=T0),
+            memory("9", "Ann's apartment is in Queens.", at=T0 + timedelta(3)),
+            memory("10", "Ann is vegetarian.", at=T0),
+            memory("11", "Ann is not vegetarian anymore.", at=T0 + timedelta(4)),
+            memory("12", "Ann can't stand coffee.", at=T0)]
     p = dream_profile.build(store="s", app_id="app", tenant_id="u1", agent_id=None, memories=mems)
     assert p.subject == "Ann"
-    residence = next(e for e in p.attributes if e.name == "residence")
+    residence = next(e for e in p.attributes if e.name == "lives in")
     assert residence.value == "Denver" and residence.previous == ["Boston"] and residence.evidence == ["2"]
     assert not any(e.value == "Paris" for e in p.attributes)  # the sister's, not Ann's
+    apartment = next(e for e in p.attributes if e.name == "apartment")
+    assert apartment.value == "Queens" and apartment.previous == ["Brooklyn"]
+    assert not any("vegetarian" in e.value for e in p.attributes)  # retracted
     hiking = next(e for e in p.preferences if e.value == "hiking")
     assert hiking.name == "likes" and sorted(hiking.evidence) == ["3", "6"] and hiking.confidence > 0.65
-    assert any(e.name == "pets" and e.value == "dog Max" for e in p.attributes)
-    assert "residence: Denver" in p.summary and "likes" in p.summary
+    assert ("dislikes", "coffee") in {(e.name, e.value) for e in p.preferences}
+    assert ("likes", "aisle seats") in {(e.name, e.value) for e in p.preferences}
+    assert any(e.name == "has" and e.value == "dog named Max" for e in p.attributes)
+    assert "lives in: Denver" in p.summary and "likes" in p.summary
 
 
 def test_interactions_need_steps_and_a_confirmation():

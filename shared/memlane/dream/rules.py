@@ -1,16 +1,23 @@
 """The deterministic dream engine: what runs when no LLM is configured.
 
-Per agent of the scope (memories of different agents are never folded together):
-
-1. **Supersede** (UPDATE): statements of one single-valued attribute of one subject that
-   disagree (policies/dream_attributes): the newest holds, the older ones are superseded by it.
-2. **Merge** (MERGE): near-duplicates — embedding similarity above the store's threshold with
-   the same numbers and names, or the same attribute value — fold into the most informative one.
+1. **Changed facts** (UPDATE, DELETE): each memory of the tenant, in the order they were said, is
+   compared with the nearest older ones — across its agents and runs, as at write time — and decided
+   by the write-time decision module (policies/consolidation.py, the one place that says when a fact
+   changed), with its calibrated confidence: another value of the same relation or a reported change
+   supersedes (UPDATE, keep = the newer statement); a retraction closes what it denies (DELETE, keep =
+   the retraction, which is kept). Only memories in the dream's scope are closed. This is what write
+   time could not see: memories written with consolidation off, or before it existed.
+2. **Merge** (MERGE), per agent (memories of different agents are never folded together, so a search
+   narrowed to one agent still finds the fact): the same fact said more than once — a pair
+   the decision module calls a restatement, or near-duplicates (embedding similarity above the
+   store's threshold that `consolidation.duplicates` does not tell apart) — folds into the most
+   informative one.
 3. **Retire** (DELETE): plans whose time has passed.
 
 Then **skills** (EMIT_SKILL) from requests solved step by step more than once, and **profiles**
 (EMIT_PROFILE) of the tenant and of the agents in scope, from what will remain active.
-Each memory is the target of at most one action, so the actions apply in any order.
+Each memory is the target of at most one action. A chain of changes (Boston → Denver → Austin)
+is proposed in the order it applies: each action keeps the memory the next one closes.
 """
 
 from __future__ import annotations
@@ -20,35 +27,50 @@ from typing import Sequence
 
 import numpy as np
 
-from ..domain.models import DreamActionKind, Memory, MemoryDraft, MemoryType
-from ..policies import dream_profile, dream_rules, dream_skills
-from ..policies.dream_attributes import AttributeFact, parse, same_value
+from ..domain.models import DreamActionKind, ExtractAction, Memory, MemoryDraft, MemoryType
+from ..policies import consolidation, dream_profile, dream_rules, dream_skills
+from ..policies.consolidation import Neighbour
 from ..ports import Embedder
 from .engine import DreamInput, Proposal, draft_of, profile_proposal, same_scope_evidence
 
 SKILL_SIMILARITY = 0.75  # two requests this close ask for the same thing
 KNOWN_SKILL_SIMILARITY = 0.85  # a procedure memory this close to a new skill already holds it
+NEIGHBOURS = 8  # older memories each one is compared with, the nearest in meaning (as at write time)
 _SUPERSEDING = (DreamActionKind.UPDATE, DreamActionKind.MERGE, DreamActionKind.DELETE)
 
 
 class RulesEngine:
     name = "rules"
 
-    def __init__(self, embedder: Embedder, *, merge_similarity: float = 0.92, plan_grace_days: float = 1.0):
+    def __init__(self, embedder: Embedder, *, merge_similarity: float = 0.92, plan_grace_days: float = 1.0,
+                 duplicate_similarity: float = 0.95):
         self.embedder = embedder
         self.merge_similarity = merge_similarity
+        self.duplicate_similarity = duplicate_similarity  # as at write time: this close, same values, one fact
         self.plan_grace_days = plan_grace_days
 
     def propose(self, data: DreamInput) -> list[Proposal]:
-        targets = [m for m in data.in_scope() if m.memory_type != MemoryType.SUMMARY]
-        vectors = self._embed([m.text for m in targets])
-        by_agent: dict[str, list[int]] = defaultdict(list)
-        for i, m in enumerate(targets):
-            by_agent[m.scope.agent_id].append(i)
+        # In the order they were said: each statement is read against what was said before it.
+        s = data.scope  # the tenant's memories only, whatever the input holds
+        memories = sorted((m for m in data.memories if m.memory_type != MemoryType.SUMMARY
+                           and (m.scope.app_id, m.scope.tenant_id) == (s.app_id, s.tenant_id)), key=dream_rules.recency)
+        vectors = self._embed([m.text for m in memories])
+        sim = vectors @ vectors.T
+        in_scope = [data.scope.covers(m.scope) for m in memories]
         out: list[Proposal] = []
-        for agent in sorted(by_agent):
-            idx = by_agent[agent]
-            out += _Consolidation([targets[i] for i in idx], vectors[idx], self.merge_similarity, data.kinds).run()
+        closed: set[int] = set()
+        same: set[tuple[int, int]] = set()  # (newer, older) pairs the decision module calls one fact
+        if data.kinds & {DreamActionKind.UPDATE, DreamActionKind.DELETE, DreamActionKind.MERGE}:
+            out += _changes(memories, sim, in_scope, data.kinds, closed, same, self.duplicate_similarity)
+        if DreamActionKind.MERGE in data.kinds:
+            # Merges stay within one agent: a search narrowed to the agent must still find the survivor.
+            by_agent: dict[str, list[int]] = defaultdict(list)
+            for i, m in enumerate(memories):
+                if in_scope[i] and i not in closed:
+                    by_agent[m.scope.agent_id].append(i)
+            for agent in sorted(by_agent):
+                out += _Merges(memories, sim, by_agent[agent], self.merge_similarity, same).run()
+        targets = [m for m, covered in zip(memories, in_scope) if covered]
         claimed = {t for p in out for t in p.target_ids}
         if DreamActionKind.DELETE in data.kinds:
             out += self._retire_plans(data, [m for m in targets if m.memory_id not in claimed])
@@ -131,77 +153,75 @@ def _groups(idx: list[int], vectors: np.ndarray, threshold: float) -> list[list[
     return groups
 
 
-class _Consolidation:
-    """Supersessions and merges among the memories of one agent."""
+def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kinds: frozenset[DreamActionKind],
+             closed: set[int], same: set[tuple[int, int]], duplicate_similarity: float) -> list[Proposal]:
+    """UPDATE / DELETE for each memory that a newer one replaces or retracts, decided by the write-time
+    decision module against the nearest older memories of the tenant — across its agents and runs, as
+    at write time. `memories` are in the order they were said; only memories in the dream's scope are
+    closed. Fills `closed` (indices closed) and `same` ((newer, older) pairs that are one fact)."""
+    out = []
+    undecided = np.array([m.memory_type in _UNDECIDED for m in memories], dtype=bool)
+    for j, memory in enumerate(memories):
+        if undecided[j]:
+            continue
+        row = sim[:j, j].astype(np.float64)
+        row[undecided[:j]] = -np.inf
+        row[[i for i in closed if i < j]] = -np.inf
+        nearest = [int(i) for i in np.argsort(-row, kind="stable")[:NEIGHBOURS] if row[i] > -np.inf]
+        # The order is settled (when each was said): every neighbour is read as the older statement.
+        decision = consolidation.decide(memory.text, [Neighbour(memories[i], float(sim[i, j])) for i in nearest],
+                                        duplicate_similarity=duplicate_similarity)
+        index = {id(memories[i]): i for i in nearest}
+        targets = [index[id(t)] for t in decision.targets]
+        if decision.action == ExtractAction.NOOP:
+            same.update((j, i) for i in targets)
+            continue
+        kind = _KIND.get(decision.action)
+        targets = [i for i in targets if in_scope[i]]
+        if kind is None or kind not in kinds or not targets:
+            continue
+        closed.update(targets)
+        out.append(Proposal(kind, decision.confidence, f"{decision.action} ({decision.evidence}): {decision.reason}",
+                            memory.scope, target_ids=tuple(memories[i].memory_id for i in targets),
+                            keep_id=memory.memory_id,
+                            after=draft_of(memory) if kind == DreamActionKind.UPDATE else None))
+    return out
 
-    def __init__(self, memories: list[Memory], vectors: np.ndarray, threshold: float,
-                 kinds: frozenset[DreamActionKind]):
-        self.m = memories
-        self.sim = vectors @ vectors.T if len(memories) else np.zeros((0, 0))
-        self.threshold = threshold
-        self.kinds = kinds
-        self.facts = [parse(m.text) for m in memories]
-        self.rank = [dream_rules.recency(m) for m in memories]
+
+class _Merges:
+    """The same fact said more than once among the memories `idx` of one agent: a pair the decision
+    module calls one fact, or near-duplicates that `consolidation.duplicates` does not tell apart."""
+
+    def __init__(self, memories: list[Memory], sim: np.ndarray, idx: list[int], threshold: float,
+                 same: set[tuple[int, int]]):
+        self.m, self.sim, self.idx, self.threshold, self.same = memories, sim, idx, threshold, same
 
     def run(self) -> list[Proposal]:
-        clusters = self._clusters()
-        cluster_of = {i: c for c in clusters for i in c}
-        survivors = {id(c): self._survivor(c) for c in clusters}
-        claimed: set[int] = set()
-        consumed: set[int] = set()  # clusters folded into an UPDATE instead of merged
+        merged: set[int] = set()
         out: list[Proposal] = []
-        if DreamActionKind.UPDATE in self.kinds:
-            for newest, old, conf, why in self._supersessions():
-                keep = survivors[id(cluster_of[newest])] if newest in cluster_of else newest
-                old_cluster = cluster_of.get(old)
-                group = sorted(old_cluster) if old_cluster else [old]
-                if old_cluster and newest in old_cluster or keep in group or claimed & set(group):
-                    continue
-                claimed |= set(group)
-                if old_cluster:
-                    consumed.add(id(old_cluster))
-                k = self.m[keep]
-                out.append(Proposal(DreamActionKind.UPDATE, conf, why, k.scope,
-                                    target_ids=tuple(self.m[i].memory_id for i in group), keep_id=k.memory_id,
-                                    after=draft_of(k)))
-        if DreamActionKind.MERGE in self.kinds:
-            for c in clusters:
-                if id(c) in consumed:
-                    continue
-                out += self._merge(c, survivors[id(c)], claimed)
+        for cluster in self._clusters():
+            out += self._merge(cluster, merged)
         return out
 
-    # -- duplicates ------------------------------------------------------------------------
-    def _conflict(self, i: int, j: int) -> bool:
-        """Both state one single-valued attribute of one subject, with different values."""
-        return any(a.key == b.key and a.single and not same_value(a.value, b.value)
-                   for a in self.facts[i] for b in self.facts[j])
-
-    def _subsumes(self, big: int, small: int) -> bool:
-        """Every attribute statement of `small` is made by `big` too."""
-        return bool(self.facts[small]) and all(
-            any(a.key == b.key and same_value(a.value, b.value) for b in self.facts[big]) for a in self.facts[small])
-
-    def _duplicates(self, i: int, j: int) -> tuple[bool, bool]:
-        """(are they one fact said twice, is it because they state the same attribute value)."""
+    def _duplicates(self, i: int, j: int) -> bool:
         a, b = self.m[i], self.m[j]
-        if (not dream_rules.mergeable_types(a.memory_type, b.memory_type) or self._conflict(i, j)
+        if (not dream_rules.mergeable_types(a.memory_type, b.memory_type)
                 or max(len(a.text), len(b.text)) > dream_rules.MAX_MERGE_CHARS):
-            return False, False
-        same_fact = self._subsumes(i, j) or self._subsumes(j, i)
-        similar = self.sim[i, j] >= self.threshold and dream_rules.compatible_duplicates(a.text, b.text)
-        return similar or same_fact, same_fact
+            return False
+        if (max(i, j), min(i, j)) in self.same:
+            return True
+        return self.sim[i, j] >= self.threshold and consolidation.duplicates(a.text, b.text)
 
     def _clusters(self) -> list[list[int]]:
-        n = len(self.m)
-        edges = []
-        for i in range(n):
-            for j in range(i + 1, n):
-                dup, same_fact = self._duplicates(i, j)
-                if dup:
-                    edges.append((same_fact, float(self.sim[i, j]), i, j))
-        parent = list(range(n))
-        size = [1] * n
+        # Candidates: pairs close enough in meaning, and pairs the decision module called one fact.
+        idx = np.array(self.idx)
+        close = np.argwhere(np.triu(self.sim[np.ix_(idx, idx)] >= self.threshold, k=1))
+        members = set(self.idx)
+        pairs = {(int(idx[a]), int(idx[b])) for a, b in close}
+        pairs |= {(min(i, j), max(i, j)) for i, j in self.same if i in members and j in members}
+        edges = [(float(self.sim[i, j]), i, j) for i, j in sorted(pairs) if self._duplicates(i, j)]
+        parent = {i: i for i in self.idx}
+        size = {i: 1 for i in self.idx}
 
         def root(x: int) -> int:
             while parent[x] != x:
@@ -209,75 +229,37 @@ class _Consolidation:
                 x = parent[x]
             return x
 
-        for _, _, i, j in sorted(edges, reverse=True):
+        for _, i, j in sorted(edges, reverse=True):
             ri, rj = root(i), root(j)
             if ri != rj and size[ri] + size[rj] <= dream_rules.MAX_CLUSTER:
                 parent[rj] = ri
                 size[ri] += size[rj]
         members: dict[int, list[int]] = defaultdict(list)
-        for i in range(n):
+        for i in self.idx:
             members[root(i)].append(i)
         return [c for c in members.values() if len(c) > 1]
 
-    def _survivor(self, cluster: list[int]) -> int:
-        """The most informative member: most attribute statements, most content words, then the newest."""
-        return max(cluster, key=lambda i: (len(self.facts[i]), len(dream_rules.content_words(self.m[i].text)),
-                                           self.rank[i]))
-
-    def _merge(self, cluster: list[int], keep: int, claimed: set[int]) -> list[Proposal]:
-        folded, sims, same = [], [], True
-        for i in cluster:
-            if i == keep or i in claimed:
-                continue
-            dup, same_fact = self._duplicates(i, keep)
-            if not dup:
-                continue  # joined through another member only: not close enough to the survivor itself
-            folded.append(i)
-            sims.append(float(self.sim[i, keep]))
-            same = same and same_fact
-        if not folded or keep in claimed:
-            return []
+    def _merge(self, cluster: list[int], merged: set[int]) -> list[Proposal]:
+        # The most informative member survives (most content words), then the newest.
+        keep = max(cluster, key=lambda i: (len(dream_rules.content_words(self.m[i].text)), i))
+        folded = [i for i in cluster if i != keep and i not in merged and self._duplicates(i, keep)]
+        if not folded or keep in merged:
+            return []  # joined through another member only: not close enough to the survivor itself
+        sims = [float(self.sim[i, keep]) for i in folded]
+        same = all((max(i, keep), min(i, keep)) in self.same for i in folded)
         k = self.m[keep]
         others = [self.m[i] for i in folded]
         residual = set().union(*(dream_rules.content_words(o.text) - dream_rules.content_words(k.text)
                                  for o in others))
         conf = dream_rules.merge_confidence(min(sims), self.threshold, same_fact=same, residual_words=len(residual))
-        claimed |= set(folded)
-        why = (f"{len(folded) + 1} memories state the same fact (similarity {min(sims):.2f}"
-               + (", same attribute value" if same else "") + "); kept the most informative")
+        merged.update(folded)
+        why = (f"MERGE ({'same' if same else 'similar'}): {len(folded) + 1} memories state the same fact "
+               f"(similarity {min(sims):.2f}" + (", one says nothing the other does not" if same else "")
+               + "); kept the most informative")
         return [Proposal(DreamActionKind.MERGE, conf, why, k.scope, target_ids=tuple(o.memory_id for o in others),
                          keep_id=k.memory_id, after=draft_of(k, evidence=same_scope_evidence(k, others)))]
 
-    # -- supersession ----------------------------------------------------------------------
-    def _supersessions(self) -> list[tuple[int, int, float, str]]:
-        """(newest, older, confidence, rationale) for each outdated single-valued statement, surest first."""
-        groups: dict[tuple[str, str], list[tuple[int, AttributeFact]]] = defaultdict(list)
-        for i, facts in enumerate(self.facts):
-            for f in facts:
-                if f.single:
-                    groups[f.key].append((i, f))
-        found = []
-        for (subject, attribute), said in groups.items():
-            newest, current = max(said, key=lambda x: self.rank[x[0]])
-            for i, f in said:
-                if same_value(f.value, current.value) or self.rank[i] >= self.rank[newest]:
-                    continue
-                covered = self._covered(i, newest, attribute)
-                conf = dream_rules.update_confidence(current, f, covered=covered)
-                what = attribute.replace("_", " ")
-                why = (f"newer statement of {current.subject_text}'s {what}: '{current.value_text}' replaces "
-                       f"'{f.value_text}'" + ("" if covered else "; the older memory says more, review it"))
-                found.append((newest, i, conf, why))
-        return sorted(found, key=lambda x: -x[2])
 
-    def _covered(self, old: int, newest: int, attribute: str) -> bool:
-        """The older memory holds nothing that is lost when it is superseded: each of its other
-        statements is made elsewhere, and its other words are accounted for."""
-        for f in self.facts[old]:
-            if f.attribute == attribute:
-                continue
-            if not any(g.key == f.key and same_value(g.value, f.value)
-                       for j, facts in enumerate(self.facts) if j != old for g in facts):
-                return False
-        leftover = dream_rules.residual(self.m[old], self.m[newest], self.facts[old])
-        return len(leftover) <= 2
+# Summaries and procedures are long by nature: never read as statements of fact.
+_UNDECIDED = frozenset({MemoryType.SUMMARY, MemoryType.PROCEDURE})
+_KIND = {ExtractAction.UPDATE: DreamActionKind.UPDATE, ExtractAction.DELETE: DreamActionKind.DELETE}

@@ -17,6 +17,14 @@ they share — the relation — and the words that differ — the value), and re
 
 When the new statement was said *before* the memory it contradicts (an imported history), the
 memory stays current and the new statement is written already superseded (`older`).
+
+Both places that decide use this module: write time (services/consolidate.py, each new statement
+against its nearest memories) and the dream (dream/rules.py, each memory against the older ones of
+its agent — what write time could not see: memories written with MEMLANE_CONSOLIDATE_ON_WRITE off or
+imported before consolidation existed). Each decision carries the kind of evidence it rests on
+(`Evidence`) and that kind's confidence (`CONFIDENCE`), calibrated on the knowledge-update test set
+with `memlane bench calibrate` (bench/calibrate.py): a dream in `safe_auto` applies what reaches the
+store's `dream_threshold` (0.8 by default).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..domain.models import ExtractAction, Memory
 from ..domain import language as lang
@@ -35,7 +43,7 @@ MAX_OLD_WORDS = 40
 MAX_NEW_WORDS = 30
 MAX_VALUE_WORDS = 5  # a differing span longer than this is another statement, not another value
 CUE_SIMILARITY = 0.5  # a change cue counts for a memory at least this close sharing a content word
-WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "new")
+WEAK_CUE_SIMILARITY = 0.6  # ... this close for a weak cue ("now", "currently")
 CUE_ONLY_SIMILARITY = 0.65  # ... or this close without one
 RETRACT_COVERAGE = 0.67  # share of one statement's content the other's denial must repeat
 FRAME_SHARE = 0.5  # words two statements share, of the new one's, for "same relation, another value"
@@ -48,6 +56,12 @@ _OPENERS = frozenset("turns so well actually anyway also and but then now today 
                      "honestly apparently sadly luckily finally oh hey".split())
 _DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
+# Weak cues that are narration on their own ("it's new to me", "excited to get started", "again"):
+# they count only for two statements that align word for word. "now", "currently" still count alone.
+_NARRATION = frozenset("new newly started again moving gone".split())
+# A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
+_GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
+                      re.I)
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -64,17 +78,61 @@ class Decision:
     confidence: float = 1.0
     reason: str = ""
     older: bool = False  # the candidate predates its target: the target stays current
+    evidence: str = ""  # the `Evidence` kind of a rules decision
 
     @property
     def target(self) -> Memory | None:
         return self.targets[0] if self.targets else None
 
 
+class Evidence:
+    """What a decision rests on. Each kind has one confidence (`CONFIDENCE`)."""
+
+    DUPLICATE = "duplicate"  # near-identical in meaning, same numbers and names
+    SAME = "same"  # says nothing the other does not
+    RESTATEMENT = "restatement"  # the same value, said with more detail
+    VALUE_CUE = "value_cue"  # same relation, another value, with a change cue ("now", "switched")
+    VALUE = "value"  # same relation, another value, no cue
+    STATE_CHANGE = "state_change"  # a change verb whose state the old statement is in ("moved to X")
+    CHANGE_CUE = "change_cue"  # a change cue in a statement about what the old one is about
+    CUE_CLOSE = "cue_close"  # a change cue in a statement that is only close in meaning (no shared word)
+    DENIAL = "denial"  # says the same with the other polarity
+    ENDED = "ended"  # says it stopped ("quit", "cancelled", "gone")
+    ENDED_REPLACED = "ended_replaced"  # stopped, and something else took its place
+
+
+# The idea each kind of evidence rests on, and whether it is the weaker form of it: the calibration
+# estimates precision per idea (more cases than per kind) and gives the weaker form 0.05 less.
+FAMILY = {
+    Evidence.VALUE_CUE: ("another value", False), Evidence.VALUE: ("another value", True),
+    Evidence.STATE_CHANGE: ("reported change", False), Evidence.CHANGE_CUE: ("reported change", True),
+    Evidence.ENDED_REPLACED: ("reported change", True), Evidence.CUE_CLOSE: ("cue, close in meaning", False),
+    Evidence.DENIAL: ("retraction", False),
+    Evidence.ENDED: ("retraction", True), Evidence.RESTATEMENT: ("restatement", False),
+    Evidence.SAME: ("same fact", False), Evidence.DUPLICATE: ("same fact", False),
+}
+# Set from `memlane bench calibrate` (the knowledge-update set, plus real conversations where a fact
+# rarely changes; the tables are in docs/benchmarks.md §6): per idea, the precision it would have with
+# one more mistake than was seen, rounded down to 0.05, at most 0.95; the weaker form 0.05 less. (A
+# restatement found in real talk was right on review, so it counts as right.) A store's default
+# dream_threshold (0.8) lets every kind through but `cue_close`: its changes on real conversations
+# were all remarks ("Now Audrey is gonna order some sushi"), so they wait for review.
+CONFIDENCE = {
+    Evidence.VALUE_CUE: 0.9, Evidence.VALUE: 0.85, Evidence.STATE_CHANGE: 0.9, Evidence.CHANGE_CUE: 0.85,
+    Evidence.ENDED_REPLACED: 0.85, Evidence.CUE_CLOSE: 0.15, Evidence.DENIAL: 0.85, Evidence.ENDED: 0.8,
+    Evidence.RESTATEMENT: 0.85, Evidence.SAME: 0.95, Evidence.DUPLICATE: 0.95,
+}
+
+
 @dataclass(frozen=True)
 class Relation:
     action: ExtractAction  # UPDATE, DELETE or NOOP
-    confidence: float
+    evidence: str  # an `Evidence` kind
     reason: str
+
+    @property
+    def confidence(self) -> float:
+        return CONFIDENCE[self.evidence]
 
 
 class Statement:
@@ -95,14 +153,18 @@ class Statement:
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
-        self.shown: dict[str, str] = {}  # stem → a word it stands for, to explain a decision
+        # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
+        at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
+        held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
+        self.owner = lang.stem(held[0]) if held else ""
+        self.shown: dict[str, str] = {}  # stem → a word it stands for (as written), to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
         self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
                        if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
-        for w in self.words:
-            self.shown.setdefault(lang.stem(w), w)
+        for w in raw:
+            self.shown.setdefault(lang.stem(_base(w)), re.sub(r"['’]s$", "", w))
         self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
@@ -113,8 +175,14 @@ class Statement:
         return lang.negated(self.words, self.text)
 
     @cached_property
+    def _plain(self) -> tuple[list[str], str]:
+        """The words and text without a stop cue under a negation ("won't give up" is no cue)."""
+        text = _GOES_ON.sub(" ", self.text)
+        return [_base(w) for w in _TOKEN.findall(text)], text
+
+    @cached_property
     def change(self) -> bool:
-        return lang.change_cue(self.words, self.text)
+        return lang.change_cue(*self._plain)
 
     @cached_property
     def factual(self) -> bool:
@@ -130,8 +198,14 @@ class Statement:
         return len([p for p in _SENTENCE.split(self.text) if p.strip()])
 
     @cached_property
+    def reported_change(self) -> bool:
+        """A change cue that counts without word-for-word alignment (not narration such as "new")."""
+        words, text = self._plain
+        return lang.change_cue([w for w in words if w not in _NARRATION], text)
+
+    @cached_property
     def strong_change(self) -> bool:
-        return lang.change_cue(self.words, self.text, strong=True)
+        return lang.change_cue(*self._plain, strong=True)
 
     @cached_property
     def addressed(self) -> bool:
@@ -140,7 +214,7 @@ class Statement:
 
     @cached_property
     def stops(self) -> bool:
-        return lang.stop_cue(self.words, self.text)
+        return lang.stop_cue(*self._plain)
 
     @cached_property
     def additive(self) -> bool:
@@ -148,7 +222,13 @@ class Statement:
 
     def clauses(self) -> list["Statement"]:
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
-        return [Statement(p) for p in parts] if len(parts) > 1 else [self]
+        return [statement(p) for p in parts] if len(parts) > 1 else [self]
+
+
+@lru_cache(maxsize=4096)
+def statement(text: str) -> Statement:
+    """`Statement(text)`, read once: a dream compares each memory with several others."""
+    return Statement(text)
 
 
 def _base(word: str) -> str:
@@ -207,13 +287,15 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # about someone else
     if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
         return None
+    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
+    one_holder = new.owner == old.owner
     passage = old.sentences > 1 or new.sentences > 1
     if passage or not (new.factual and old.factual):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
         al = _align(old.tokens, new.tokens)
         if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
-                and _closest_clause(new, old).negated == old.negated):
-            return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
+                and _closest_clause(new, old).negated == old.negated and one_holder):
+            return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
@@ -223,10 +305,10 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation_words = _content(al.shared, new.subject)
     new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
     old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
-    if not al.replaced and not new_content and relation_words and same_polarity:
-        return Relation(ExtractAction.NOOP, 0.95, "says nothing the memory does not")
-    if not al.replaced and not old_content and new_content and relation_words and same_polarity:
-        return Relation(ExtractAction.UPDATE, 0.9, "restates the memory with more detail")
+    if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
+        return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
+    if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder:
+        return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
     # The shared words are most of the new statement: one statement, one value changed.
@@ -236,21 +318,28 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         a_content, b_content = _content(a, new.subject), _content(b, new.subject)
         if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
                 and (new.change or not _set_valued(relation_words))):
-            conf = 0.95 if new.change else 0.9
-            return Relation(ExtractAction.UPDATE, conf,
+            return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                             f"same relation ('{_show(new, relation_words)}'), another value: "
                             f"'{_show(old, a)}' → '{_show(new, b)}'")
-    if _changes_state_of(new, old):
-        return Relation(ExtractAction.UPDATE, 0.85, "reports a move away from what the memory says")
-    if new.change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
+    return _reported_change(new, old, similarity)
+
+
+def _reported_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """A change verb or cue in the newer statement, about what the older one says."""
+    moved_to = _changes_state_of(new, old)
+    if moved_to:
+        return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
+    if new.reported_change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
         needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
-        if (about_it and similarity >= needed) or similarity >= CUE_ONLY_SIMILARITY:
-            return Relation(ExtractAction.UPDATE, 0.85,
-                            "reports a change of what the memory says"
-                            + (f" (both about {_show(old, sorted(shared))})" if shared else ""))
+        if about_it and similarity >= needed:
+            return Relation(ExtractAction.UPDATE, Evidence.CHANGE_CUE,
+                            f"reports a change of what the memory says (both about {_show(old, sorted(shared))})")
+        if similarity >= CUE_ONLY_SIMILARITY:
+            return Relation(ExtractAction.UPDATE, Evidence.CUE_CLOSE,
+                            f"reports a change, and is close in meaning to the memory ({similarity:.2f})")
     return None
 
 
@@ -265,25 +354,31 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     coverage = max(len(shared) / max(len(old.content), 1),
                    len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
-        return Relation(ExtractAction.DELETE, 0.9, f"denies what the memory says ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, Evidence.DENIAL,
+                        f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
         if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
             # "quit teaching and became a data analyst": ended, and replaced by something
-            return Relation(ExtractAction.UPDATE, 0.85, f"says it changed ({_show(old, sorted(shared))})")
-        return Relation(ExtractAction.DELETE, 0.8, f"says it ended ({_show(old, sorted(shared))})")
+            return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
+                            f"says it changed ({_show(old, sorted(shared))})")
+        return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
 
 
-def _changes_state_of(new: Statement, old: Statement) -> bool:
+def _moved(to: str, old: Statement) -> str:
+    return f"reports a move to '{to}' away from what the memory says ('{old.text.rstrip('.')}')"
+
+
+def _changes_state_of(new: Statement, old: Statement) -> str:
     """"moved to Bergen" / "lives in Oslo": a change verb whose state the old statement is in, with
-    a new name for where it now is."""
+    a new name for where it now is (returned; "" when there is none)."""
     old_stems = {lang.stem(w) for w in old.words}
     for i, w in enumerate(new.words):
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         if states and any(st in old_stems for st in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
-            return any(t[:1].isupper() and t.lower() not in old.words for t in after)
-    return False
+            return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
+    return ""
 
 
 def _show(statement: Statement, stems: list[str]) -> str:
@@ -306,19 +401,21 @@ def _other_value(new: Statement, old: Statement) -> bool:
 def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: float,
            observed_at: datetime | None = None) -> Decision:
     """The decision for a new statement `text` said at `observed_at`, given its nearest memories."""
-    new = Statement(text)
+    new = statement(text)
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
-        other = Statement(n.memory.text)
+        other = statement(n.memory.text)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
+                and new.owner == other.owner \
                 and new.negated == other.negated:
-            found.append((Relation(ExtractAction.NOOP, 0.95, f"near-duplicate (similarity {n.similarity:.2f})"), n))
+            found.append((Relation(ExtractAction.NOOP, Evidence.DUPLICATE,
+                                   f"near-duplicate (similarity {n.similarity:.2f})"), n))
             continue
         # Read in the order they were said: an imported older statement is the old one.
         if _is_newer(n.memory, observed_at):
             relation = relate(other, new, n.similarity)
             if relation is not None and relation.action == ExtractAction.NOOP:
-                relation = Relation(ExtractAction.NOOP, relation.confidence, "the memory says all this says")
+                relation = Relation(ExtractAction.NOOP, relation.evidence, "the memory says all this says")
         else:
             relation = relate(new, other, n.similarity)
         if relation is not None:
@@ -328,15 +425,17 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     relation, first = found[0]
     older = _is_newer(first.memory, observed_at)
     if relation.action == ExtractAction.NOOP:
-        return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason)
+        return Decision(ExtractAction.NOOP, (first.memory,), relation.confidence, relation.reason,
+                        evidence=relation.evidence)
     if older:
         return Decision(relation.action, (first.memory,), relation.confidence,
-                        relation.reason + "; said before the memory, which stays current", older=True)
+                        relation.reason + "; said before the memory, which stays current", older=True,
+                        evidence=relation.evidence)
     # Every memory the statement replaces or denies is closed, not only the nearest.
     targets = tuple(n.memory for r, n in found if r.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
                     and not _is_newer(n.memory, observed_at))
     action = relation.action if relation.action != ExtractAction.NOOP else ExtractAction.UPDATE
-    return Decision(action, targets, relation.confidence, relation.reason)
+    return Decision(action, targets, relation.confidence, relation.reason, evidence=relation.evidence)
 
 
 def _is_newer(memory: Memory, than: datetime | None) -> bool:
@@ -344,12 +443,23 @@ def _is_newer(memory: Memory, than: datetime | None) -> bool:
     return than is not None and when is not None and when > than
 
 
+def duplicates(a: str, b: str) -> bool:
+    """Whether two statements can be one fact said twice, as far as their words show — what embeddings
+    blur: the same numbers, codes and names, the same polarity, the same holder ("Ann" is not "Ann's
+    sister"), and not one relation with two values ("likes jazz" / "likes hiking")."""
+    sa, sb = statement(a), statement(b)
+    if sa.owner != sb.owner or sa.negated != sb.negated or not _same_values(sa, sb):
+        return False
+    al = _align(sa.tokens, sb.tokens)
+    return not any(_content(x, sa.subject) and _content(y, sa.subject) for x, y in al.replaced)
+
+
 def _same_values(a: Statement, b: Statement) -> bool:
     """Numbers, codes and addresses agree, and neither names a capitalised word the other lacks."""
     if a.values != b.values:
         return False
-    names_a = {w.lower() for w in _TOKEN.findall(a.text)[1:] if w[:1].isupper()}
-    names_b = {w.lower() for w in _TOKEN.findall(b.text)[1:] if w[:1].isupper()}
+    names_a = {_base(w) for w in _TOKEN.findall(a.text)[1:] if w[:1].isupper()}
+    names_b = {_base(w) for w in _TOKEN.findall(b.text)[1:] if w[:1].isupper()}
     return names_a <= set(b.words) and names_b <= set(a.words)
 
 
@@ -361,7 +471,7 @@ def observed(memory: Memory) -> datetime | None:
 def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
     Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
-    relation = relate(Statement(newer.text), Statement(older.text), similarity=similarity)
+    relation = relate(statement(newer.text), statement(older.text), similarity=similarity)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 

@@ -1,23 +1,108 @@
 """Aggregate memories into a structured profile: stable attributes and preferences, with evidence.
 
-The profile describes the tenant's main subject (the speaker most memories are about). A
-single-valued attribute shows its current value (the newest statement) with the earlier ones
-under `previous`; a multi-valued one (pets, allergies) one entry per value; a preference one
-entry per object, "likes" or "dislikes" by its newest statement. Confidence grows with the
-number of memories that say the same thing. Pure: memories in, profile out.
+No table of attributes: each statement of the tenant's main subject (the speaker most memories are
+about) is read as a relation and a value ("Ann lives in | Boston", "Ann works as | a nurse", "Ann's
+favourite colour is | blue"). Whether a newer statement changes an entry is decided by the decision
+module every consolidation uses (policies/consolidation.py `relate`): an UPDATE moves the entry to the
+new value and keeps the old one under `previous` ("lives in: Denver", previous Boston, after "moved
+from Boston to Denver"); a retraction drops it; a restatement adds support. Likes and dislikes are one
+entry per object, by their newest statement. Confidence grows with the number of memories that say
+the same thing. Pure: memories in, profile out.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import re
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..domain.models import Memory, MemoryType, Profile, ProfileEntry, ProfileSkill
-from .dream_attributes import AttributeFact, parse, same_value
+from ..domain.models import ExtractAction, Memory, MemoryType, Profile, ProfileEntry, ProfileSkill
+from . import language as lang
+from .consolidation import Statement, relate
 from .dream_rules import recency
 
 MAX_ENTRIES = 100  # per section; the newest win
 MAX_SKILLS = 50
+MAX_WORDS = 25  # longer memories are passages, not attributes
+
+# What the profile calls a like or a dislike (the relation of a preference statement).
+LIKES = frozenset("like likes love loves enjoy enjoys adore adores prefer prefers".split())
+DISLIKES = frozenset("dislike dislikes hate hates detest detests avoid avoids".split())
+# Words that lead into the value of a relation ("lives in", "works as", "is allergic to").
+_LEAD = frozenset("in at as to for of on from with by into about a an the".split())
+_ARTICLES = frozenset("a an the".split())
+# Auxiliaries: the word after one belongs to the relation ("is allergic to", "can't stand").
+_AUX = frozenset("is are was were am can cannot could does do did will would has have had".split())
+_COPULA = frozenset("is are was were".split())
+_ADVERBS = frozenset("now currently still also really just recently finally already".split())
+# Where a value ends: a clause break, or a word that starts a phrase of time, place or reason.
+_VALUE_END = frozenset("in at on for with since from to by during last next this every because and but "
+                       "when while after before who which that".split())
+_WORD = re.compile(r"[\w.+\-@]+(?:['’][\w]+)?")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A statement read as `name` (the relation) and `value`, of its subject."""
+
+    memory: Memory
+    statement: Statement
+    name: str
+    value: str
+
+
+def claim(memory: Memory) -> Claim | None:
+    st = Statement(memory.text)
+    if not st.subject or not st.factual or st.sentences > 1 or len(st.words) > MAX_WORDS:
+        return None
+    words = _WORD.findall(re.split(r"[,;:!?]|\.(?:\s|$)", st.text, maxsplit=1)[0])
+    at = next((i for i, w in enumerate(words[:4]) if _unpossessed(w).lower() == st.subject), None)
+    if at is None:
+        return None
+    rest = [w for w in words[at + 1:] if w.lower() not in _ADVERBS]
+    if st.owner:  # "Ann's favourite colour is blue": the owned thing is the relation
+        cut = next((i for i, w in enumerate(rest) if w.lower() in _COPULA), None)
+        if cut is None:
+            return None  # "Ann's sister lives in Paris": a statement about someone else
+        name_words, rest = rest[:cut], rest[cut + 1:]
+        while rest and rest[0].lower() in _LEAD:
+            rest = rest[1:]
+    else:
+        n = 1
+        while n < len(rest) and (rest[n].lower() in _LEAD or _auxiliary(rest[n - 1]) and rest[n].isalpha()
+                                 and rest[n].islower()
+                                 and (_negative(rest[n - 1]) or n + 1 < len(rest) and rest[n + 1].lower() in _LEAD)):
+            n += 1
+        name_words, rest = rest[:n], rest[n:]
+        lowered = [w.lower() for w in rest]
+        if name_words[0].lower() in lang.CHANGE_CUES and "to" in lowered:
+            # "moved from Boston to Denver": what holds now is where it went
+            name_words, rest = [name_words[0], "to"], rest[len(lowered) - lowered[::-1].index("to"):]
+    value = []
+    for w in rest:
+        if value and w.lower() in _VALUE_END:
+            break
+        value.append(w)
+    while value and value[0].lower() in _ARTICLES:
+        value = value[1:]
+    name = " ".join(w.lower() for w in name_words if w.lower() not in _ARTICLES)
+    text = " ".join(value).strip(" .")
+    if not name or not text:
+        return None
+    return Claim(memory, st, name, text)
+
+
+def _unpossessed(word: str) -> str:
+    return re.sub(r"['’]s$", "", word)
+
+
+def _negative(word: str) -> bool:
+    return word.lower().endswith(("n't", "n’t")) or word.lower() == "cannot"
+
+
+def _auxiliary(word: str) -> bool:
+    return word.lower() in _AUX or _negative(word)
 
 
 def _confidence(support: int) -> float:
@@ -25,39 +110,55 @@ def _confidence(support: int) -> float:
 
 
 def _said_at(memory: Memory) -> datetime:
-    return memory.event_time or memory.created_at
+    return memory.event_time or memory.observed_at or memory.created_at
 
 
-def primary_subject(facts: list[tuple[Memory, AttributeFact]]) -> tuple[str, str] | None:
-    """(key, display) of the subject most statements are about; the people around them do not count."""
-    counts = Counter(f.subject for _, f in facts if "'" not in f.subject)
-    if not counts:
-        return None
-    key = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-    display = next(f.subject_text for _, f in facts if f.subject == key)
-    return key, display
+def _polarity(c: Claim) -> str | None:
+    """"likes" or "dislikes" for a preference statement ("loves", "can't stand", "doesn't like")."""
+    words = set(c.name.split())
+    negative = any(_negative(w) for w in words)
+    if words & DISLIKES or "stand" in words and negative:
+        return "dislikes"
+    if words & LIKES:
+        return "dislikes" if negative else "likes"
+    return None
+
+
+@dataclass
+class _Entry:
+    name: str
+    latest: Claim
+    support: list[Memory] = field(default_factory=list)
+    previous: list[str] = field(default_factory=list)
 
 
 def build(*, store: str, app_id: str, tenant_id: str, agent_id: str | None, memories: list[Memory]) -> Profile:
     """The profile that `memories` (the active ones of the tenant, or of one agent) support."""
     ordered = sorted(memories, key=recency)
-    facts = [(m, f) for m in ordered for f in parse(m.text)]
-    subject = primary_subject(facts)
-    attributes: list[ProfileEntry] = []
-    preferences: list[ProfileEntry] = []
-    if subject is not None:
-        mine = [(m, f) for m, f in facts if f.subject == subject[0]]
-        groups: dict[str, list[tuple[Memory, AttributeFact]]] = defaultdict(list)
-        for m, f in mine:
-            groups[f.attribute].append((m, f))
-        for attribute, said in groups.items():
-            if attribute.startswith("preference:"):
-                preferences.append(_preference(said))
-            elif said[0][1].single:
-                attributes.append(_single(attribute, said))
+    claims = [c for c in (claim(m) for m in ordered if m.memory_type in _STATED) if c is not None]
+    counts = Counter(c.statement.subject for c in claims)
+    subject = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if counts else None
+    mine = [c for c in claims if c.statement.subject == subject]
+    entries: list[_Entry] = []
+    likes: dict[str, _Entry] = {}
+    for c in mine:
+        polarity = _polarity(c)
+        if polarity is not None:
+            key = " ".join(lang.stem(w) for w in c.value.lower().split())
+            e = likes.get(key)
+            if e is None or e.name != polarity:
+                likes[key] = _Entry(polarity, c, [c.memory], (e.previous + [e.name]) if e else [])
             else:
-                attributes.extend(_multi(attribute, said))
-    explained = {m.memory_id for m, _ in facts}
+                e.support.append(c.memory)
+                e.latest = c
+            continue
+        if not c.statement.negated:
+            _place(entries, c)
+    # A retraction ("Ann is not vegetarian anymore", "Ann quit smoking") drops what it denies.
+    said = [Statement(m.text) for m in ordered if m.memory_type in _STATED]
+    attributes = [_out(e) for e in entries if not any(_retracts(d, e.latest.statement) for d in said)]
+    preferences = [_out(e) for e in likes.values()]
+    explained = {m.memory_id for e in [*entries, *likes.values()] for m in e.support}
     for m in ordered:
         if m.memory_type == MemoryType.PREFERENCE and m.memory_id not in explained:
             preferences.append(ProfileEntry(name="preference", value=m.text, confidence=0.5,
@@ -66,45 +167,59 @@ def build(*, store: str, app_id: str, tenant_id: str, agent_id: str | None, memo
               for m in reversed(ordered) if m.memory_type == MemoryType.PROCEDURE][:MAX_SKILLS]
     attributes = _newest(attributes)
     preferences = _newest(preferences)
-    display = subject[1] if subject else ""
+    display = _display(mine[0]) if mine else ""
     return Profile(store=store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id, subject=display,
                    attributes=attributes, preferences=preferences, skills=skills,
                    summary=_summary(display, attributes, preferences))
 
 
-def _single(attribute: str, said: list[tuple[Memory, AttributeFact]]) -> ProfileEntry:
-    current_memory, current = said[-1]  # ordered by recency: the newest statement holds
-    support = [m for m, f in said if same_value(f.value, current.value)]
-    previous: list[str] = []
-    for _, f in said:
-        if not same_value(f.value, current.value) and f.value_text not in previous:
-            previous.append(f.value_text)
-    return ProfileEntry(name=attribute, value=current.value_text, confidence=_confidence(len(support)),
-                        evidence=[m.memory_id for m in support], since=_said_at(current_memory), previous=previous)
+_STATED = frozenset({MemoryType.FACT, MemoryType.PREFERENCE})
 
 
-def _multi(attribute: str, said: list[tuple[Memory, AttributeFact]]) -> list[ProfileEntry]:
-    values: list[tuple[AttributeFact, list[Memory]]] = []
-    for m, f in said:
-        for fact, support in values:
-            if same_value(fact.value, f.value):
-                support.append(m)
-                break
-        else:
-            values.append((f, [m]))
-    return [ProfileEntry(name=attribute, value=f.value_text, confidence=_confidence(len(support)),
-                         evidence=[m.memory_id for m in support], since=_said_at(support[-1]))
-            for f, support in values]
+def _place(entries: list[_Entry], c: Claim) -> None:
+    """Join `c` to the entry it restates or changes (newest statement wins), else start one."""
+    for e in entries:
+        if e.name == c.name and _same(e.latest.value, c.value):
+            e.support.append(c.memory)
+            e.latest = c
+            return
+    for e in entries:
+        r = relate(c.statement, e.latest.statement, 0.0)
+        if r is None or r.action == ExtractAction.DELETE:
+            continue
+        if r.action == ExtractAction.NOOP or _same(e.latest.value, c.value):
+            e.support.append(c.memory)
+            return
+        if e.latest.value not in e.previous:
+            e.previous.append(e.latest.value)
+        e.latest = Claim(c.memory, c.statement, e.name, c.value)
+        e.support = [c.memory]
+        return
+    entries.append(_Entry(c.name, c, [c.memory]))
 
 
-def _preference(said: list[tuple[Memory, AttributeFact]]) -> ProfileEntry:
-    latest_memory, latest = said[-1]
-    support = [m for m, f in said if f.value == latest.value]
-    changed = [f.value for _, f in said if f.value != latest.value]
-    return ProfileEntry(name="likes" if latest.value == "like" else "dislikes", value=latest.value_text,
-                        confidence=_confidence(len(support)), evidence=[m.memory_id for m in support],
-                        since=_said_at(latest_memory),
-                        previous=["likes" if v == "like" else "dislikes" for v in dict.fromkeys(changed)])
+def _retracts(newer: Statement, older: Statement) -> bool:
+    r = relate(newer, older, 0.0)
+    return r is not None and r.action == ExtractAction.DELETE
+
+
+def _same(a: str, b: str) -> bool:
+    return [lang.stem(w) for w in a.lower().split()] == [lang.stem(w) for w in b.lower().split()]
+
+
+def _out(e: _Entry) -> ProfileEntry:
+    return ProfileEntry(name=e.name, value=e.latest.value, confidence=_confidence(len(e.support)),
+                        evidence=[m.memory_id for m in e.support], since=_said_at(e.latest.memory),
+                        previous=e.previous)
+
+
+def _display(c: Claim) -> str:
+    """The subject as written ("Ann", "User")."""
+    for w in _WORD.findall(c.statement.text):
+        base = _unpossessed(w)
+        if base.lower() == c.statement.subject:
+            return base
+    return c.statement.subject
 
 
 def _newest(entries: list[ProfileEntry]) -> list[ProfileEntry]:

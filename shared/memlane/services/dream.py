@@ -54,7 +54,7 @@ def engine_for(deps: Deps) -> DreamEngine:
     if deps.llm is not None:
         return LLMEngine(deps.llm, plan_grace_days=s.dream_plan_grace_days)
     return RulesEngine(deps.embedder, merge_similarity=s.dream_merge_similarity,
-                       plan_grace_days=s.dream_plan_grace_days)
+                       plan_grace_days=s.dream_plan_grace_days, duplicate_similarity=s.duplicate_similarity)
 
 
 # -- starting and running -------------------------------------------------------------------

@@ -86,7 +86,9 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     plan = _Plan()
     mems = {mid: Memory.model_validate(item) for mid, item in current.items() if item is not None}
     kind = action.kind
-    if kind in (DreamActionKind.UPDATE, DreamActionKind.MERGE):
+    # A retraction (DELETE with the statement that retracts as its keep) closes what it denies the way
+    # an update does: superseded by the retraction, with valid_to, so history and `as_of` still show it.
+    if kind in (DreamActionKind.UPDATE, DreamActionKind.MERGE) or (kind == DreamActionKind.DELETE and action.keep_id):
         keep_id = action.keep_id
         if keep_id is None:  # a new statement replaces the targets
             assert action.after is not None
