@@ -14,9 +14,6 @@ PACKAGE = Path(memlane.__file__).parent
 HOME = PACKAGE / "domain" / "language.py"
 # Lists left where they are, and why.
 ELSEWHERE = {
-    # The dream's rule modules are being folded into policies/consolidation.py by another change
-    # (issue 11, item 5, dream half); their lists go with them.
-    PACKAGE / "policies" / "dream_attributes.py", PACKAGE / "policies" / "dream_rules.py",
     # English words by frequency rank, to generate a Zipf corpus: an ordering, not words to drop.
     PACKAGE / "bench" / "scale.py",
 }

@@ -78,6 +78,18 @@ ORDER_WORDS = frozenset("after before again then over down off only own same suc
 CONTEXT_STOP_WORDS = (STOP_WORDS - ORDER_WORDS) | CHAT_INTERJECTIONS
 
 # -- calendar --------------------------------------------------------------------------------------
+# How a statement reads as a relation and a value (policies/dream_profile.py).
+# Words that lead into the value of a relation ("lives in", "works as", "is allergic to").
+RELATION_LEADS = frozenset("in at as to for of on from with by into about a an the".split())
+ARTICLES = frozenset("a an the".split())
+# Auxiliaries: the word after one belongs to the relation ("is allergic to", "can't stand").
+AUXILIARIES = frozenset("is are was were am can cannot could does do did will would has have had".split())
+COPULAS = frozenset("is are was were".split())
+TIME_ADVERBS = frozenset("now currently still also really just recently finally already".split())
+# Where a value ends: a clause break, or a word that starts a phrase of time, place or reason.
+VALUE_ENDS = frozenset("in at on for with since from to by during last next this every because and but "
+                       "when while after before who which that".split())
+
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..domain.models import ExtractAction, Memory, MemoryType, Profile, ProfileEntry, ProfileSkill
-from . import language as lang
+from ..domain import language as lang
 from .consolidation import Statement, relate
 from .dream_rules import recency
 
@@ -29,16 +29,6 @@ MAX_WORDS = 25  # longer memories are passages, not attributes
 # What the profile calls a like or a dislike (the relation of a preference statement).
 LIKES = frozenset("like likes love loves enjoy enjoys adore adores prefer prefers".split())
 DISLIKES = frozenset("dislike dislikes hate hates detest detests avoid avoids".split())
-# Words that lead into the value of a relation ("lives in", "works as", "is allergic to").
-_LEAD = frozenset("in at as to for of on from with by into about a an the".split())
-_ARTICLES = frozenset("a an the".split())
-# Auxiliaries: the word after one belongs to the relation ("is allergic to", "can't stand").
-_AUX = frozenset("is are was were am can cannot could does do did will would has have had".split())
-_COPULA = frozenset("is are was were".split())
-_ADVERBS = frozenset("now currently still also really just recently finally already".split())
-# Where a value ends: a clause break, or a word that starts a phrase of time, place or reason.
-_VALUE_END = frozenset("in at on for with since from to by during last next this every because and but "
-                       "when while after before who which that".split())
 _WORD = re.compile(r"[\w.+\-@]+(?:['’][\w]+)?")
 
 
@@ -60,19 +50,19 @@ def claim(memory: Memory) -> Claim | None:
     at = next((i for i, w in enumerate(words[:4]) if _unpossessed(w).lower() == st.subject), None)
     if at is None:
         return None
-    rest = [w for w in words[at + 1:] if w.lower() not in _ADVERBS]
+    rest = [w for w in words[at + 1:] if w.lower() not in lang.TIME_ADVERBS]
     if st.owner:  # "Ann's favourite colour is blue": the owned thing is the relation
-        cut = next((i for i, w in enumerate(rest) if w.lower() in _COPULA), None)
+        cut = next((i for i, w in enumerate(rest) if w.lower() in lang.COPULAS), None)
         if cut is None:
             return None  # "Ann's sister lives in Paris": a statement about someone else
         name_words, rest = rest[:cut], rest[cut + 1:]
-        while rest and rest[0].lower() in _LEAD:
+        while rest and rest[0].lower() in lang.RELATION_LEADS:
             rest = rest[1:]
     else:
-        n = 1
-        while n < len(rest) and (rest[n].lower() in _LEAD or _auxiliary(rest[n - 1]) and rest[n].isalpha()
+        n, leads = 1, lang.RELATION_LEADS
+        while n < len(rest) and (rest[n].lower() in leads or _auxiliary(rest[n - 1]) and rest[n].isalpha()
                                  and rest[n].islower()
-                                 and (_negative(rest[n - 1]) or n + 1 < len(rest) and rest[n + 1].lower() in _LEAD)):
+                                 and (_negative(rest[n - 1]) or n + 1 < len(rest) and rest[n + 1].lower() in leads)):
             n += 1
         name_words, rest = rest[:n], rest[n:]
         lowered = [w.lower() for w in rest]
@@ -81,12 +71,12 @@ def claim(memory: Memory) -> Claim | None:
             name_words, rest = [name_words[0], "to"], rest[len(lowered) - lowered[::-1].index("to"):]
     value = []
     for w in rest:
-        if value and w.lower() in _VALUE_END:
+        if value and w.lower() in lang.VALUE_ENDS:
             break
         value.append(w)
-    while value and value[0].lower() in _ARTICLES:
+    while value and value[0].lower() in lang.ARTICLES:
         value = value[1:]
-    name = " ".join(w.lower() for w in name_words if w.lower() not in _ARTICLES)
+    name = " ".join(w.lower() for w in name_words if w.lower() not in lang.ARTICLES)
     text = " ".join(value).strip(" .")
     if not name or not text:
         return None
@@ -102,7 +92,7 @@ def _negative(word: str) -> bool:
 
 
 def _auxiliary(word: str) -> bool:
-    return word.lower() in _AUX or _negative(word)
+    return word.lower() in lang.AUXILIARIES or _negative(word)
 
 
 def _confidence(support: int) -> float:

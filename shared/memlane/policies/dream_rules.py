@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from ..domain.ids import time_prefix
 from ..domain.models import Memory, MemoryType
-from .language import FILLER, stem
+from ..domain.language import FILLER, stem
 
 MAX_CLUSTER = 8  # memories one MERGE may fold together
 MAX_MERGE_CHARS = 4000  # longer memories are documents, not statements: never merged
