@@ -51,22 +51,22 @@ def test_explicit_only(deps, store):
 def test_merged_with_the_distilled_profile_explicit_wins(deps, store):
     distil(deps, store)
     distilled = profiles.tenant_profile(deps, store, APP, TENANT)
-    assert {(f.name, f.value, f.origin) for f in distilled.attributes} >= {("residence", "Denver", "distilled")}
-    assert distilled.explicit_text == "" and "- residence: Denver" in distilled.text
+    assert {(f.name, f.value, f.origin) for f in distilled.attributes} >= {("lives in", "Denver", "distilled")}
+    assert distilled.explicit_text == "" and "- lives in: Denver" in distilled.text
 
     merged = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann travels for work.",
-                          attributes={"residence": "Lisbon"})
-    residence = [f for f in merged.attributes if f.name == "residence"]
+                          attributes={"lives_in": "Lisbon"})
+    residence = [f for f in merged.attributes if f.name == "lives_in"]
     assert [(f.value, f.origin) for f in residence] == [("Lisbon", "explicit")]
-    assert [(f.name, f.value, f.origin) for f in merged.overridden] == [("residence", "Denver", "distilled")]
+    assert [(f.name, f.value, f.origin) for f in merged.overridden] == [("lives in", "Denver", "distilled")]
     assert ("likes", "hiking", "distilled") in {(f.name, f.value, f.origin) for f in merged.preferences}
-    assert merged.text.startswith("Ann travels for work.\n- residence: Lisbon")
+    assert merged.text.startswith("Ann travels for work.\n- lives_in: Lisbon")
     assert "Denver" not in merged.text
     # the same state renders the same text
     assert profiles.tenant_profile(deps, store, APP, TENANT).text == merged.text
     # a later dream does not touch what the caller stated
     distil(deps, store)
-    assert "- residence: Lisbon" in profiles.tenant_profile(deps, store, APP, TENANT).text
+    assert "- lives_in: Lisbon" in profiles.tenant_profile(deps, store, APP, TENANT).text
 
 
 def test_put_replaces_the_explicit_profile(deps, store):
@@ -87,7 +87,8 @@ def test_agent_profile_is_per_tenant(deps, store):
 
 def test_bad_input_is_refused_and_nothing_written(deps, store):
     cases = [({"text": "x" * (limits.MAX_PROFILE_TEXT_CHARS + 1)}, PayloadTooLarge, "text"),
-             ({"attributes": {"bad key": "v"}}, InvalidInput, "attributes"),
+             ({"attributes": {"bad  key": "v"}}, InvalidInput, "attributes"),
+             ({"attributes": {"bad:key": "v"}}, InvalidInput, "attributes"),
              ({"attributes": {"k": "v" * (limits.MAX_PROFILE_VALUE_CHARS + 1)}}, PayloadTooLarge, "attributes.k"),
              ({"attributes": {f"k{i}": "v" for i in range(limits.MAX_PROFILE_ATTRIBUTES + 1)}}, PayloadTooLarge,
               "attributes"),

@@ -1,7 +1,8 @@
 """An actor's profile as served: the explicit profile merged with the dream's distilled one. Pure.
 
 Explicit wins: a distilled attribute or preference whose name the caller gave is left out of the merged
-lists (and listed as `overridden`). Lines render in a fixed order — the explicit text, then the facts by
+lists (and listed as `overridden`). Names match regardless of case and of `_`, `-`, `.` or spaces between
+words: the dream names facts by their relation ("lives in"), which a caller may write `lives_in`. Lines render in a fixed order — the explicit text, then the facts by
 origin (explicit first) and name, then skills — so the same state always gives byte-identical text.
 """
 
@@ -17,12 +18,12 @@ def merge(app_id: str, tenant_id: str, agent_id: str | None, explicit: ExplicitP
         return None
     stated = [ProfileFact(name=name, value=value, origin="explicit")
               for name, value in sorted((explicit.attributes if explicit else {}).items())]
-    named = {f.name for f in stated}
+    named = {_key(f.name) for f in stated}
     attributes = _distilled(distilled.attributes) if distilled else []
     preferences = _distilled(distilled.preferences) if distilled else []
-    overridden = [f for f in attributes + preferences if f.name in named]
-    merged = stated + [f for f in attributes if f.name not in named]
-    kept_preferences = [f for f in preferences if f.name not in named]
+    overridden = [f for f in attributes + preferences if _key(f.name) in named]
+    merged = stated + [f for f in attributes if _key(f.name) not in named]
+    kept_preferences = [f for f in preferences if _key(f.name) not in named]
     skills = list(distilled.skills) if distilled else []
     text = explicit.text.strip() if explicit else ""
     lines = [text] if text else []
@@ -36,3 +37,7 @@ def merge(app_id: str, tenant_id: str, agent_id: str | None, explicit: ExplicitP
 def _distilled(entries: list[ProfileEntry]) -> list[ProfileFact]:
     return [ProfileFact(name=e.name, value=e.value, origin="distilled", confidence=e.confidence,
                         evidence=list(e.evidence), since=e.since) for e in entries]
+
+
+def _key(name: str) -> str:
+    return " ".join(name.lower().replace("_", " ").replace("-", " ").replace(".", " ").split())

@@ -19,7 +19,7 @@ from ..domain.scope import WILDCARD, validate_id
 from ..policies import actor_profile
 from .deps import Deps
 
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]+(?: [A-Za-z0-9_.\-]+)*$")  # words, single spaces between
 _RACE_RETRIES = 5
 
 
@@ -86,8 +86,9 @@ def _checked(text: Any, attributes: Any) -> tuple[str, dict[str, str]]:
     if len(attributes) > limits.MAX_PROFILE_ATTRIBUTES:
         raise PayloadTooLarge(f"at most {limits.MAX_PROFILE_ATTRIBUTES} attributes", field="attributes")
     for name, value in attributes.items():
-        if not _NAME.fullmatch(name):
-            raise InvalidInput("attribute names are 1-64 characters of letters, digits, _ . -", field="attributes")
+        if not isinstance(name, str) or len(name) > 64 or not _NAME.fullmatch(name):
+            raise InvalidInput("attribute names are 1-64 characters: words of letters, digits, _ . - "
+                               "with single spaces between", field="attributes")
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput(f"attributes.{name} must be a non-empty string", field=f"attributes.{name}")
         if len(value) > limits.MAX_PROFILE_VALUE_CHARS:
