@@ -28,6 +28,9 @@ TITLES = {"agent_profile": "Agent profile", "user_profile": "User profile", "sum
           "memories": "Relevant memories", "plans": "Open plans", "recent": "Recent messages"}
 ELLIPSIS = " …"
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_WORD = re.compile(r"\w+")
+_FILLER = frozenset("a an the and or but of to in on at by for with from is are was were be been am i you he she it "
+                    "we they my your his her its our their me him them this that".split())
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,13 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
                 tokenizer=getattr(tokenizer, "name", ""))
 
 
+def restates(text: str, shown: Sequence[str], share: float = 0.8) -> bool:
+    """Whether `text` says again what one of `shown` says: most of its words are in it (a memory distilled
+    from a turn the card already shows, in other words or not)."""
+    words = _words(text)
+    return bool(words) and any(len(words & _words(s)) >= share * len(words) for s in shown)
+
+
 def render(kept: Mapping[str, Sequence[Entry]]) -> str:
     """The card's text: sections in the fixed order, entries in their own order."""
     return "\n\n".join(_block(n, sorted(kept[n], key=lambda e: (e.position, e.key)))
@@ -157,6 +167,10 @@ def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] |
             break
         best = (text, cost)
     return best
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _FILLER}
 
 
 def _header(name: str) -> str:

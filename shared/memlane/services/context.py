@@ -1,0 +1,199 @@
+"""The context card of a thread: what an agent puts in its prompt at the next turn, under a token budget.
+
+It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
+relevant to the turn (from the tenant's other threads too, current heads only, not repeating what the
+summary or the recent turns already say), the tenant's open plans, the thread's last turns — and hands
+them to the pure packer (policies/context_card.py), which keeps the card within the budget and renders
+it in a stable order. Tokens are counted with `deps.tokenizer`.
+
+Reads only: a card writes nothing, so building one twice gives the same text for the same state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Sequence
+
+from ..domain import limits
+from ..domain.errors import DependencyFailed, InvalidInput, NotFound
+from ..domain.models import MemoryType, Message, Profile, ScopeInfo, ThreadSummary
+from ..domain.scope import DEFAULT, Scope, validate_id
+from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restates
+from . import search
+from .deps import Deps
+
+DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
+DEFAULT_RECENT, MAX_RECENT = 6, 50
+MEMORY_CANDIDATES = 20  # search hits considered for the memories section (the packer keeps what fits)
+PLAN_CANDIDATES = 5
+QUERY_WINDOW = 2  # turns before the latest user turn that shape the default query
+
+# What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
+# the best value per token first. Profiles are short and always apply; the newest turn is worth the most
+# of the recent ones; a memory is worth its similarity to the turn.
+PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
+RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
+
+
+def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
+          query: str | None = None, budget_tokens: int = DEFAULT_BUDGET, recent_messages: int = DEFAULT_RECENT,
+          sections: Sequence[str] | None = None) -> Card:
+    wanted = _check(budget_tokens, recent_messages, sections, query)
+    if deps.tokenizer is None:
+        raise DependencyFailed("no tokenizer is configured to count the card's tokens", code="tokenizer_unavailable")
+    deps.repo.get_store(store)  # unknown store → 404
+    thread = _thread(deps, store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
+                     validate_id("thread_id", thread_id), None if agent_id is None else validate_id("agent_id", agent_id))
+    scope = thread.scope
+    turns = _last_messages(deps, store, scope, max(recent_messages, QUERY_WINDOW + 1))
+    recent = turns[-recent_messages:] if recent_messages else []
+    summary = get_summary(deps, store, scope) if wanted & {"summary", "plans"} else None
+    query = query or _default_query(turns)
+
+    parts: list[Section] = []
+    if "agent_profile" in wanted and scope.agent_id != DEFAULT:
+        parts.append(_lines("agent_profile", agent_profile(deps, store, scope.app_id, scope.tenant_id,
+                                                           scope.agent_id)))
+    if "user_profile" in wanted:
+        parts.append(_lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id)))
+    if "summary" in wanted and summary is not None:
+        parts.append(Section("summary", tuple(Entry(f"s{i}", s.text, SUMMARY_VALUE, i, tuple(s.evidence))
+                                              for i, s in enumerate(summary.sentences))))
+    if "recent" in wanted:
+        parts.append(Section("recent", tuple(
+            Entry(m.message_id, _turn(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
+                  (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
+    # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
+    if wanted & {"memories", "plans"} and thread.access_policy.recalls:
+        shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
+        covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
+        plans = _plans(deps, store, scope, query, summary) if "plans" in wanted else ()
+        if "memories" in wanted and query:
+            parts.append(_memories(deps, store, scope, query, shown, covered, {e.key for e in plans}))
+        if plans:
+            parts.append(Section("plans", plans))
+    return pack(parts, budget_tokens, deps.tokenizer)
+
+
+# -- the seams: one small function per source, so another module can take each over ----------------
+
+
+def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
+    """The thread's rolling summary (services.summaries.get_summary once summaries exist)."""
+    return None
+
+
+def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> str:
+    """The user's profile as text, one attribute a line (the dream-distilled one until explicit profiles exist)."""
+    return _profile_text(deps.repo.get_profile(store, app_id, tenant_id))
+
+
+def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str) -> str:
+    """The agent's profile as text: its role and standing instructions (the dream-distilled one until then)."""
+    return _profile_text(deps.repo.get_profile(store, app_id, tenant_id, agent_id))
+
+
+def _thread(deps: Deps, store: str, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None) -> ScopeInfo:
+    """The thread: a run of the tenant, found in the scope registry (under its agent when one is named)."""
+    if agent_id is not None:
+        info = deps.repo.get_scope(store, Scope(app_id=app_id, tenant_id=tenant_id, agent_id=agent_id,
+                                                run_id=thread_id))
+        found = [info] if info else []
+    else:
+        found, cursor = [], None
+        while True:
+            infos, cursor = deps.repo.list_scopes(store, app_id, tenant_id, limit=500, cursor=cursor)
+            found += [i for i in infos if i.scope.run_id == thread_id]
+            if cursor is None:
+                break
+    if not found:
+        raise NotFound(f"thread '{thread_id}' not found", code="thread_not_found")
+    if len(found) > 1:
+        default = [i for i in found if i.scope.agent_id == DEFAULT]
+        if len(default) != 1:
+            raise InvalidInput(f"thread '{thread_id}' exists under several agents; name the agent_id",
+                               code="agent_required", field="agent_id")
+        found = default
+    return found[0]
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+
+def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str | None) -> set[str]:
+    if isinstance(budget, bool) or not isinstance(budget, int) or not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}", field="budget_tokens")
+    if isinstance(recent, bool) or not isinstance(recent, int) or not 0 <= recent <= MAX_RECENT:
+        raise InvalidInput(f"recent_messages must be between 0 and {MAX_RECENT}", field="recent_messages")
+    if query is not None and (not isinstance(query, str) or len(query) > limits.MAX_QUERY_CHARS):
+        raise InvalidInput(f"query must be a string of at most {limits.MAX_QUERY_CHARS} characters", field="query")
+    unknown = set(sections or ()) - set(SECTIONS)
+    if unknown:
+        raise InvalidInput(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}", field="sections")
+    return set(sections) if sections is not None else set(SECTIONS)
+
+
+def _last_messages(deps: Deps, store: str, scope: Scope, n: int) -> list[Message]:
+    newest_first, _ = deps.repo.list_messages(store, scope, limit=n, cursor=None, forward=False)
+    return list(reversed(newest_first))
+
+
+def _default_query(turns: list[Message]) -> str:
+    """The latest user turn and a short window before it: what the next answer is about."""
+    users = [i for i, m in enumerate(turns) if m.role == "user"]
+    if not users:
+        return ""
+    last = users[-1]
+    text = " ".join(m.content for m in turns[max(0, last - QUERY_WINDOW):last + 1])
+    return text[-limits.MAX_QUERY_CHARS:]  # the latest words matter most
+
+
+def _turn(m: Message) -> str:
+    return f"[{m.created_at:%Y-%m-%d}] {m.name or m.role}: {m.content}"
+
+
+def _lines(name: str, text: str) -> Section:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
+
+
+def _profile_text(profile: Profile | None) -> str:
+    if profile is None:
+        return ""
+    lines = [f"{e.name.replace('_', ' ')}: {e.value}" for e in profile.attributes]
+    lines += [f"{e.name}: {e.value}" for e in profile.preferences]
+    lines += [f"skill: {s.title}" for s in profile.skills]
+    return "\n".join(([f"subject: {profile.subject}"] if profile.subject and lines else []) + lines)
+
+
+def _memories(deps: Deps, store: str, scope: Scope, query: str, shown: list[str], covered: set[str],
+              plans: set[str]) -> Section:
+    """Relevant current memories of the tenant (every thread and agent), less what the card already says:
+    a memory whose evidence is all among the shown turns and summary, or whose words restate them."""
+    hits = search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
+                         top_k=MEMORY_CANDIDATES)
+    entries = []
+    for rank, hit in enumerate(hits):
+        m = hit.memory
+        if m.memory_id in plans or (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
+            continue
+        entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), max(hit.similarity, 0.01),
+                             rank, tuple(m.evidence)))
+    return Section("memories", tuple(entries))
+
+
+def _plans(deps: Deps, store: str, scope: Scope, query: str, summary: ThreadSummary | None) -> tuple[Entry, ...]:
+    """The tenant's plans still ahead (or undated), and the thread summary's open items."""
+    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
+    if query:
+        since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
+        hits = search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
+                             top_k=PLAN_CANDIDATES, memory_types=[MemoryType.PLAN])
+        entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE,
+                          len(entries) + rank, tuple(h.memory.evidence))
+                    for rank, h in enumerate(hits) if h.memory.event_time is None or h.memory.event_time >= since]
+    return tuple(entries)
+
+
+def _dated(text: str, when: object) -> str:
+    return f"({when:%Y-%m-%d}) {text}" if when is not None else text
