@@ -24,8 +24,7 @@ from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
 DEFAULT_RECENT, MAX_RECENT = 6, 50
-MEMORY_CANDIDATES = 20  # search hits considered for the memories section (the packer keeps what fits)
-PLAN_CANDIDATES = 5
+MEMORY_CANDIDATES = 20  # search hits for the memories and plans sections (the packer keeps what fits)
 QUERY_WINDOW = 2  # turns before the latest user turn that shape the default query
 
 # What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
@@ -65,13 +64,17 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
-        covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
-        plans = _plans(deps, store, scope, query, summary) if "plans" in wanted else ()
-        if "memories" in wanted and query:
-            parts.append(_memories(deps, store, scope, query, shown, covered, {e.key for e in plans}))
-        if plans:
-            parts.append(Section("plans", plans))
+        hits = _recall(deps, store, scope, query)
+        since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
+        ahead = [h for h in hits if h.memory.memory_type == MemoryType.PLAN
+                 and (h.memory.event_time is None or h.memory.event_time >= since)]
+        if "plans" in wanted:
+            parts.append(_plans(summary, ahead))
+        if "memories" in wanted:
+            shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
+            covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
+            shown_plans = {h.memory.memory_id for h in ahead} if "plans" in wanted else set()
+            parts.append(_memories([h for h in hits if h.memory.memory_id not in shown_plans], shown, covered))
     return pack(parts, budget_tokens, deps.tokenizer)
 
 
@@ -166,33 +169,34 @@ def _profile_text(profile: Profile | None) -> str:
     return "\n".join(([f"subject: {profile.subject}"] if profile.subject and lines else []) + lines)
 
 
-def _memories(deps: Deps, store: str, scope: Scope, query: str, shown: list[str], covered: set[str],
-              plans: set[str]) -> Section:
-    """Relevant current memories of the tenant (every thread and agent), less what the card already says:
-    a memory whose evidence is all among the shown turns and summary, or whose words restate them."""
-    hits = search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
+def _recall(deps: Deps, store: str, scope: Scope, query: str) -> list[search.SearchHit]:
+    """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
+    if not query:
+        return []
+    return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
                          top_k=MEMORY_CANDIDATES)
+
+
+def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str]) -> Section:
+    """The hits, less what the card already says: a memory whose evidence is all among the shown turns
+    and summary, or whose words restate them."""
     entries = []
     for rank, hit in enumerate(hits):
         m = hit.memory
-        if m.memory_id in plans or (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
+        if (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
             continue
         entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), max(hit.similarity, 0.01),
                              rank, tuple(m.evidence)))
     return Section("memories", tuple(entries))
 
 
-def _plans(deps: Deps, store: str, scope: Scope, query: str, summary: ThreadSummary | None) -> tuple[Entry, ...]:
-    """The tenant's plans still ahead (or undated), and the thread summary's open items."""
+def _plans(summary: ThreadSummary | None, ahead: list[search.SearchHit]) -> Section:
+    """The thread summary's open items, and the tenant's plans relevant to the turn that are still ahead
+    (or undated)."""
     entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
-    if query:
-        since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
-        hits = search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
-                             top_k=PLAN_CANDIDATES, memory_types=[MemoryType.PLAN])
-        entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE,
-                          len(entries) + rank, tuple(h.memory.evidence))
-                    for rank, h in enumerate(hits) if h.memory.event_time is None or h.memory.event_time >= since]
-    return tuple(entries)
+    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE, len(entries) + rank,
+                      tuple(h.memory.evidence)) for rank, h in enumerate(ahead)]
+    return Section("plans", tuple(entries))
 
 
 def _dated(text: str, when: object) -> str:
