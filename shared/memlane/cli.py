@@ -261,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=50)
 
     # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
-    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens, soak, updates (memlane bench -h)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens, soak, updates, context (memlane bench -h)", add_help=False)
     return p
 
 

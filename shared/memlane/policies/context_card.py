@@ -62,7 +62,7 @@ class Cut:
 class Card:
     text: str
     kept: dict[str, tuple[Entry, ...]]  # per section with entries, in render order (shortened texts)
-    tokens: dict[str, int]  # per rendered section block (header and lines)
+    tokens: dict[str, int]  # per section: its header and lines, as the packer counted them
     total: int  # tokens of `text`: never more than the budget
     cut: tuple[Cut, ...]
     evidence: tuple[str, ...]  # message ids of every kept entry, in render order
@@ -73,7 +73,7 @@ class Card:
 def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card:
     by_name = {s.name: s for s in sections if s.name in TITLES}
     costs = _costs(by_name.values(), tokenizer)
-    header = dict(zip(TITLES, tokenizer.count_many([_header(n) for n in TITLES])))
+    header = _headers(tokenizer)
     queues = {n: deque(sorted(s.entries, key=_priority)) for n, s in by_name.items()}
     kept: dict[str, list[Entry]] = {}
     dropped = dict.fromkeys(by_name, 0)
@@ -102,8 +102,8 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
 
     text, total = _render_within(kept, budget, costs, dropped, tokenizer)
     ordered = {n: tuple(sorted(kept[n], key=lambda e: (e.position, e.key))) for n in SECTIONS if kept.get(n)}
-    blocks = [_block(n, es) for n, es in ordered.items()]
-    tokens = dict(zip(ordered, tokenizer.count_many(blocks))) if blocks else {}
+    # Per section from the entries' costs (one tokenizer pass less); `total` is the rendered text's count.
+    tokens = {n: header[n] + sum(costs[(n, e.key)] for e in es) for n, es in ordered.items()}
     cut = tuple(Cut(n, dropped[n], truncated[n]) for n in SECTIONS
                 if n in by_name and (dropped[n] or truncated[n]))
     evidence = tuple(dict.fromkeys(ev for es in ordered.values() for e in es for ev in e.evidence))
@@ -171,6 +171,20 @@ def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] |
 
 def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _FILLER}
+
+
+_HEADERS: dict[str, dict[str, int]] = {}
+
+
+def _headers(tokenizer: Tokenizer) -> dict[str, int]:
+    """The headers' token counts, once per tokenizer (they never change)."""
+    name = getattr(tokenizer, "name", "")
+    if not name or name not in _HEADERS:
+        counts = dict(zip(TITLES, tokenizer.count_many([_header(n) for n in TITLES])))
+        if not name:
+            return counts
+        _HEADERS[name] = counts
+    return _HEADERS[name]
 
 
 def _header(name: str) -> str:
