@@ -125,3 +125,29 @@ def test_unknown_thread_and_bad_bounds_are_refused(deps, store) -> None:
     for bad in ({"budget_tokens": 0}, {"budget_tokens": 10**6}, {"recent_messages": -1}, {"sections": ["nope"]}):
         with pytest.raises(InvalidInput):
             card(deps, store, **bad)
+
+
+def test_the_cli_prints_a_threads_card(tmp_path, capsys) -> None:
+    import json
+
+    from memlane.cli import COMMANDS, InProcessTransport, parser
+    from memlane.client import MemlaneClient
+
+    transport = InProcessTransport(tmp_path / "cli")  # one in-process service: it owns the data dir
+    client = MemlaneClient(transport)
+    client.create_store("demo")
+    client.add("demo", {"app_id": APP, "tenant_id": TENANT, "run_id": "t1"}, text="Priya is allergic to peanuts.")
+
+    def run(*argv: str) -> str:
+        args = parser().parse_args(list(argv))
+        assert COMMANDS[args.command](args, client) == 0
+        return capsys.readouterr().out
+
+    try:
+        card = json.loads(run("--json", "context", "demo", "t1", "--app", APP, "--tenant", TENANT, "--budget", "120",
+                              "--query", "food allergies"))
+        assert card["tokens"]["total"] <= 120 and "peanuts" in card["text"]
+        out = run("context", "demo", "t1", "--app", APP, "--tenant", TENANT, "--sections", "recent")
+        assert out.startswith("## Recent messages") and "tokens" in out.splitlines()[-1]
+    finally:
+        transport.service.close()
