@@ -41,9 +41,11 @@ def turn_line(speaker: str, content: str, when: Any) -> str:
     return f"- [{when:%Y-%m-%d}] {speaker}: {content}"
 
 
-def last_turns(lines: Sequence[str], budget: int, tokenizer: Any) -> tuple[list[int], int]:
-    """Indexes of the newest lines that fit in `budget` tokens together, and their token count."""
-    counts = tokenizer.count_many(list(lines)) if lines else []
+def last_turns(lines: Sequence[str], budget: int, tokenizer: Any,
+               counts: Sequence[int] | None = None) -> tuple[list[int], int]:
+    """Indexes of the newest lines that fit in `budget` tokens together, and their token count. `counts`:
+    the lines' own counts, when the caller has them (a conversation's lines are counted once)."""
+    counts = counts if counts is not None else tokenizer.count_many(list(lines)) if lines else []
     kept: list[int] = []
     used = 0
     for i in range(len(lines) - 1, -1, -1):
@@ -121,6 +123,7 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
         thread = f"session-{last}"
         lines = [turn_line(t.speaker, t.content, t.created_at) for t in conv.turns]
         full = tokenizer.count("\n".join(lines))
+        counts = tokenizer.count_many(lines)
         fulls.append(full)
         summaries["threads"] += 1
         summaries["with_summary"] += context.get_summary(deps, STORE, _thread_scope(conv, thread)) is not None
@@ -136,7 +139,7 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
                           full, ms)
 
                 t0 = time.perf_counter()
-                kept, tokens = last_turns(lines, budget, tokenizer)
+                kept, tokens = last_turns(lines, budget, tokenizer, counts)
                 ms = (time.perf_counter() - t0) * 1000
                 held = {conv.turns[i].dia_id for i in kept}
                 tally.add("last_turns", budget, q.category, sum(e in held for e in set(q.evidence)) / len(set(q.evidence)),

@@ -24,7 +24,10 @@ from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
 DEFAULT_RECENT, MAX_RECENT = 6, 50
-MEMORY_CANDIDATES = 20  # search hits for the memories and plans sections (the packer keeps what fits)
+# Search hits for the memories and plans sections: enough to fill the budget (a memory line is ~20 tokens
+# with its date), at least MIN_CANDIDATES; the packer keeps what fits. 20 whatever the budget left a
+# 2,000-token card at 1,500 tokens on LoCoMo (docs/benchmarks.md).
+TOKENS_PER_CANDIDATE, MIN_CANDIDATES = 15, 20
 QUERY_WINDOW = 2  # turns before the latest user turn that shape the default query
 
 # What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
@@ -64,7 +67,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        hits = _recall(deps, store, scope, query)
+        hits = _recall(deps, store, scope, query, budget_tokens)
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [h for h in hits if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
@@ -169,12 +172,13 @@ def _profile_text(profile: Profile | None) -> str:
     return "\n".join(([f"subject: {profile.subject}"] if profile.subject and lines else []) + lines)
 
 
-def _recall(deps: Deps, store: str, scope: Scope, query: str) -> list[search.SearchHit]:
+def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> list[search.SearchHit]:
     """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
     if not query:
         return []
+    top_k = max(MIN_CANDIDATES, min(limits.MAX_TOP_K, budget // TOKENS_PER_CANDIDATE))
     return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
-                         top_k=MEMORY_CANDIDATES)
+                         top_k=top_k)
 
 
 def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str]) -> Section:
