@@ -132,6 +132,8 @@ def config(seed: dict[str, Any]) -> str:
         "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
         "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
+        # a context card is of a seeded thread (a run), under its agent or the one found for it
+        "path.thread_id": ("runs", 0.97), "body.agent_id": ("agents", 0.5),
     }
     lines.append("[parameters]")
     lines += [f'"{key}" = {{ dictionary = "{name}", probability = {p} }}' for key, (name, p) in bind.items()]

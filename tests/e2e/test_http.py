@@ -98,7 +98,8 @@ def test_openapi_document(server):
     status, doc = raw(server, "GET", "/openapi.json")
     assert status == 200 and doc["openapi"].startswith("3.")
     for path in ("/v1/stores", "/v1/stores/{store}/memories", "/v1/stores/{store}/search",
-                 "/v1/stores/{store}/tasks/{request_id}", "/v1/stores/{store}/messages", "/v1/stores/{store}/scopes"):
+                 "/v1/stores/{store}/tasks/{request_id}", "/v1/stores/{store}/messages", "/v1/stores/{store}/scopes",
+                 "/v1/stores/{store}/threads/{thread_id}/context"):
         assert path in doc["paths"], path
 
 
