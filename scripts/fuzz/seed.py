@@ -132,8 +132,6 @@ def config(seed: dict[str, Any]) -> str:
         "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
         "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
-        # a context card is of a seeded thread (a run), under its agent or the one found for it
-        "path.thread_id": ("runs", 0.97), "body.agent_id": ("agents", 0.5),
     }
     lines.append("[parameters]")
     lines += [f'"{key}" = {{ dictionary = "{name}", probability = {p} }}' for key, (name, p) in bind.items()]
@@ -155,6 +153,9 @@ def config(seed: dict[str, Any]) -> str:
     # a run's messages need all four scope fields: a seeded run with its agent
     lines += ["[[operations]]", f'include-name = "GET /v1/stores/{{store}}/messages"', "[operations.parameters]",
               f'"query.agent_id" = "{AGENTS[0]}"', f'"query.run_id" = "{KEEP_RUNS[0]}"']
+    # a context card is of a seeded thread (a run), under the agent it was held with
+    lines += ["[[operations]]", f'include-name = "POST /v1/stores/{{store}}/threads/{{thread_id}}/context"',
+              "[operations.parameters]", f'"path.thread_id" = "{KEEP_RUNS[0]}"', f'"body.agent_id" = "{AGENTS[0]}"']
     return "\n".join(lines) + "\n"
 
 
