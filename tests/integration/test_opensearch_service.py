@@ -174,3 +174,13 @@ def test_cli_reindex_prints_progress(tmp_path: Path, minilm, opensearch_url: str
             ["Ann adopted a beagle named Max."]
     finally:
         deps.index.drop_store(name)
+
+
+def test_a_context_card_recalls_over_opensearch_within_the_budget(os_deps, store) -> None:  # type: ignore[no-untyped-def]
+    from memlane.services import context
+
+    card = context.build(os_deps.for_tenant(store, "app", "u1"), store, app_id="app", tenant_id="u1",
+                         thread_id="r2", query="what pet does Ann have?", budget_tokens=120)
+
+    assert any("beagle" in e.text for e in card.kept["memories"])  # from the other thread, r1
+    assert "Rex" not in card.text and card.total <= 120  # never the other tenant's beagle
