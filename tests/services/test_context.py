@@ -151,3 +151,22 @@ def test_the_cli_prints_a_threads_card(tmp_path, capsys) -> None:
         assert out.startswith("## Recent messages") and "tokens" in out.splitlines()[-1]
     finally:
         transport.service.close()
+
+
+def test_memories_are_valued_by_their_rank_in_search_not_their_raw_cosine() -> None:
+    """Valued by cosine, value per token let short, loosely related memories push out the reranked head."""
+    from memlane.policies.context_card import pack
+    from memlane.services.search import SearchHit
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def hit(i: int, text: str, similarity: float) -> SearchHit:
+        memory = Memory(memory_id=f"m{i}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now)
+        return SearchHit(memory=memory, score=1.0 - i / 100, similarity=similarity)
+
+    head = hit(0, "Priya adopted a border collie called Biscuit from a shelter in Manchester in 2021.", 0.30)
+    tail = [hit(i, f"Priya said hello number {i}.", 0.60) for i in range(1, 12)]
+    section = context._memories([head, *tail], shown=[], covered=set())
+    card = pack([section], 60, HFTokenizer())
+
+    assert "m0" in [e.key for e in card.kept["memories"]]
