@@ -26,6 +26,7 @@ KEEP_RUNS = [f"r{i}" for i in range(1, 4)]  # read and written by every operatio
 DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these
 DISPOSABLE_MEMORY_RUNS = [f"m{i}" for i in range(1, 7)]  # memories only DELETE .../memories/{id} draws
 AGENTS = ["planner", "concierge"]
+DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 31)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
 HOBBIES = ["collect vintage maps of Portugal", "play the cello in a community orchestra",
            "grow tomatoes on my balcony every summer", "keep two beehives in my garden",
            "run a book club for science fiction", "restore old bicycles in my garage"]
@@ -78,6 +79,15 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
                                                                    "sync": True})
     seen["dream_task_ids"] = [profile["task_id"], proposal["task_id"]]
     seen["action_ids"] = profile["action_ids"] + proposal["action_ids"]
+    for thread in DISPOSABLE_THREADS:
+        client.create_thread(STORE, {**tenant_scope, "agent_id": AGENTS[0]}, thread_id=thread)
+        client.add(STORE, {**tenant_scope, "agent_id": AGENTS[0], "run_id": thread},
+                   text=f"{tenant.title()} asked about trains. {marker}".strip())
+    client.put_profile(STORE, tenant, app_id=APP, text=f"{tenant.title()} is a premium customer. {marker}".strip(),
+                       attributes={"home_airport": "LIS"})
+    for agent in AGENTS:
+        client.put_agent_profile(STORE, agent, app_id=APP, tenant_id=tenant,
+                                 text=f"You are {tenant.title()}'s {agent}. {marker}".strip())
     return seen
 
 
@@ -119,6 +129,8 @@ def config(seed: dict[str, Any]) -> str:
         "erasure_ids": a["erasure_ids"],
         "runs": KEEP_RUNS,
         "disposable_runs": DISPOSABLE_RUNS,
+        "planner_threads": [r for i, r in enumerate(KEEP_RUNS) if AGENTS[i % len(AGENTS)] == AGENTS[0]],
+        "disposable_threads": DISPOSABLE_THREADS,
         "agents": AGENTS,
         "apps": [APP],
         "tenants": [ALICE],
@@ -130,6 +142,7 @@ def config(seed: dict[str, Any]) -> str:
         "path.memory_id": ("memory_ids", 0.97), "path.request_id": ("request_ids", 0.97),
         "path.task_id": ("dream_task_ids", 0.97), "path.action_id": ("action_ids", 0.97),
         "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
+        "path.thread_id": ("planner_threads", 0.97),
         "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
     }
@@ -138,21 +151,27 @@ def config(seed: dict[str, Any]) -> str:
     # the tenant's own app and id always (optional in the schema, so a dictionary would mostly be skipped):
     # requests outside the grant are the isolation tests' job; here they would only stop at 403
     fixed = {"path.store": STORE, "path.tenant_id": ALICE, "query.app_id": APP, "query.tenant_id": ALICE,
-             "body.scope.app_id": APP, "body.scope.tenant_id": ALICE, "body.app_id": APP, "body.tenant_id": ALICE}
+             "body.scope.app_id": APP, "body.scope.tenant_id": ALICE, "body.app_id": APP, "body.tenant_id": ALICE,
+             "path.agent_id": AGENTS[0]}  # an agent whose profile the seed stated
     lines += [f'"{key}" = "{value}"' for key, value in fixed.items()]
     # destructive operations draw from their own pools, so the ids every other operation reads survive
     for name, params in (
             ("DELETE /v1/stores/{store}/memories/{memory_id}", {"path.memory_id": "disposable_memory_ids"}),
-            ("DELETE /v1/stores/{store}/runs/{run_id}", {"path.run_id": "disposable_runs"})):
+            ("DELETE /v1/stores/{store}/runs/{run_id}", {"path.run_id": "disposable_runs"}),
+            ("DELETE /v1/stores/{store}/threads/{thread_id}", {"path.thread_id": "disposable_threads"})):
         if not all(pools.get(v) for v in params.values()):
             raise SystemExit(f"the seed left no ids for {name}: {params}")
         lines += ["[[operations]]", f'include-name = "{name}"', "[operations.parameters]"]
         lines += [f'"{k}" = {{ dictionary = "{v}", probability = 0.97 }}' for k, v in params.items()]
+        if "threads" in name:  # the seeded threads are AGENTS[0]'s: found by id, or by id and that agent
+            lines.append(f'"query.agent_id" = "{AGENTS[0]}"')
     lines += ["[[operations]]", 'include-name = "POST /v1/tenants/erase"', "[operations.parameters]",
               f'"body.app_id" = "{SCRATCH_APP}"']
     # a run's messages need all four scope fields: a seeded run with its agent
     lines += ["[[operations]]", f'include-name = "GET /v1/stores/{{store}}/messages"', "[operations.parameters]",
               f'"query.agent_id" = "{AGENTS[0]}"', f'"query.run_id" = "{KEEP_RUNS[0]}"']
+    lines += ["[[operations]]", 'include-name = "GET /v1/stores/{store}/threads/{thread_id}"',
+              "[operations.parameters]", f'"query.agent_id" = "{AGENTS[0]}"']
     # a context card is of a seeded thread (a run), under the agent it was held with
     lines += ["[[operations]]", f'include-name = "POST /v1/stores/{{store}}/threads/{{thread_id}}/context"',
               "[operations.parameters]", f'"path.thread_id" = "{KEEP_RUNS[0]}"', f'"body.agent_id" = "{AGENTS[0]}"']

@@ -138,6 +138,33 @@ def cmd_context(args: argparse.Namespace, client: MemlaneClient) -> int:
     return 0
 
 
+def cmd_threads(args: argparse.Namespace, client: MemlaneClient) -> int:
+    tenant = {"app_id": args.app, "tenant_id": args.tenant}
+    if args.action == "create":
+        options: dict[str, Any] = {"metadata": json.loads(args.metadata)} if args.metadata else {}
+        if args.policy:
+            options["access_policy"] = args.policy
+        thread = client.create_thread(args.store, {**tenant, "agent_id": args.agent}, thread_id=args.thread, **options)
+        _print(args, thread, f"thread {thread['thread_id']} (agent {thread['scope']['agent_id']})")
+    elif args.action == "list":
+        page = client.list_threads(args.store, **tenant, agent_id=args.agent, limit=args.limit)
+        _print(args, page, "\n".join(f"{t['thread_id']}  {t['scope']['agent_id']}  {t['message_count']} messages, "
+                                     f"{t['token_count']} tokens, last {t['last_activity']}"
+                                     for t in page["threads"]) or "(no threads)")
+    elif not args.thread:
+        print(f"error: threads {args.action} needs --thread", file=sys.stderr)
+        return 2
+    elif args.action == "get":
+        thread = client.get_thread(args.store, args.thread, **tenant, agent_id=args.agent)
+        _print(args, thread, f"{thread['thread_id']}: {thread['message_count']} messages, {thread['token_count']} "
+                             f"tokens, {thread['access_policy']}, last {thread['last_activity']}")
+    else:
+        deleted = client.delete_thread(args.store, args.thread, **tenant, agent_id=args.agent)
+        _print(args, deleted, f"deleted thread {args.thread}: {deleted['messages']} messages, "
+                              f"{deleted['memories']} memories")
+    return 0
+
+
 def cmd_access(args: argparse.Namespace) -> int:
     """Grants and API keys are written straight to the configured table (the data dir locally)."""
     from .bootstrap import build
@@ -276,6 +303,17 @@ def parser() -> argparse.ArgumentParser:
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
 
+    s = sub.add_parser("threads", help="create, list, get or delete threads (a run with a stable id)")
+    s.add_argument("action", choices=["create", "list", "get", "delete"])
+    s.add_argument("store")
+    s.add_argument("--app", required=True)
+    s.add_argument("--tenant", required=True)
+    s.add_argument("--agent", help="the thread's agent (create: default __default__; list: only its threads)")
+    s.add_argument("--thread", help="the thread id (create: default a new one)")
+    s.add_argument("--policy", choices=["recall_and_store", "recall_only", "store_only", "none"])
+    s.add_argument("--metadata", help="JSON object kept with the thread (create)")
+    s.add_argument("--limit", type=int, default=50)
+
     s = sub.add_parser("context", help="a thread's context card: profiles, summary, memories, plans, recent turns")
     s.add_argument("store")
     s.add_argument("thread", help="the thread (run) id")
@@ -294,7 +332,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks": cmd_tasks,
-            "messages": cmd_messages, "context": cmd_context}
+            "messages": cmd_messages, "threads": cmd_threads, "context": cmd_context}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -117,3 +117,57 @@ class MemlaneClient:
 
     def scopes(self, store: str, app_id: str, tenant_id: str) -> dict[str, Any]:
         return self._call("GET", f"/v1/stores/{store}/scopes" + _query({"app_id": app_id, "tenant_id": tenant_id}))
+
+    # explicit writes (no extraction)
+    def write_memories(self, store: str, scope: dict[str, Any], memories: list[dict[str, Any]], *,
+                       request_id: str | None = None) -> dict[str, Any]:
+        """Write memories as given ({text, memory_type?, memory_id?, event_time?, metadata?}): idempotent
+        on each memory_id (or on request_id); `created` is 0 for a replay."""
+        body: dict[str, Any] = {"scope": scope, "infer": False, "memories": memories}
+        if request_id is not None:
+            body["request_id"] = request_id
+        return self._call("POST", f"/v1/stores/{store}/memories", body)
+
+    # threads
+    def create_thread(self, store: str, scope: dict[str, Any], *, thread_id: str | None = None,
+                      **options: Any) -> dict[str, Any]:
+        """scope: {app_id, tenant_id, agent_id?}; options: access_policy, metadata. The same again answers it."""
+        body: dict[str, Any] = {"scope": scope, **options}
+        if thread_id is not None:
+            body["thread_id"] = thread_id
+        return self._call("POST", f"/v1/stores/{store}/threads", body)
+
+    def get_thread(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
+                   agent_id: str | None = None) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}" + _query(
+            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+
+    def list_threads(self, store: str, *, app_id: str, tenant_id: str, agent_id: str | None = None,
+                     **page: Any) -> dict[str, Any]:
+        """Newest activity first: {threads, next_cursor}."""
+        return self._call("GET", f"/v1/stores/{store}/threads" + _query(
+            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, **page}))
+
+    def delete_thread(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
+                      agent_id: str | None = None) -> dict[str, Any]:
+        return self._call("DELETE", f"/v1/stores/{store}/threads/{thread_id}" + _query(
+            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+
+    # actor profiles
+    def get_profile(self, store: str, tenant_id: str, *, app_id: str, agent_id: str | None = None) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/profiles/{tenant_id}" + _query(
+            {"app_id": app_id, "agent_id": agent_id}))
+
+    def put_profile(self, store: str, tenant_id: str, *, app_id: str, text: str | None = None,
+                    attributes: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/stores/{store}/profiles/{tenant_id}",
+                          {"app_id": app_id, "text": text, "attributes": attributes})
+
+    def get_agent_profile(self, store: str, agent_id: str, *, app_id: str, tenant_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/v1/stores/{store}/agents/{agent_id}/profile" + _query(
+            {"app_id": app_id, "tenant_id": tenant_id}))
+
+    def put_agent_profile(self, store: str, agent_id: str, *, app_id: str, tenant_id: str, text: str | None = None,
+                          attributes: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._call("PUT", f"/v1/stores/{store}/agents/{agent_id}/profile",
+                          {"app_id": app_id, "tenant_id": tenant_id, "text": text, "attributes": attributes})

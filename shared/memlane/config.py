@@ -36,7 +36,9 @@ class Settings(BaseModel):
     opensearch_tenant_key: str = ""
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
-    bedrock_llm_model: str = "anthropic.claude-3-5-haiku-20241022-v1:0"
+    # Claude Haiku 4.5 through the global cross-Region profile: Anthropic models since 4.5 are invoked
+    # through an inference profile, not on demand by model id (docs/deploy.md, cost table).
+    bedrock_llm_model: str = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_rerank_model: str = "amazon.rerank-v1:0"
     embed_dim: int = Field(default=1024, ge=8, le=4096)
 
@@ -75,6 +77,10 @@ class Settings(BaseModel):
     dream_merge_similarity: float = Field(default=0.92, gt=0.0, le=1.0)
     # MEMLANE_CONSOLIDATE_ON_WRITE: supersede changed facts when they are written (see README).
     consolidate_on_write: bool = True
+    # Extraction context: the run's messages before an add that inform its extraction (0 = none), and
+    # the characters they may take (the newest are kept).
+    extract_context_messages: int = Field(default=6, ge=0, le=100)
+    extract_context_chars: int = Field(default=4000, ge=0, le=100_000)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

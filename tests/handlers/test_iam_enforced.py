@@ -251,13 +251,27 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     fn.http("Dream", "POST", f"/v1/stores/demo/dream-actions/{actions[0]['action_id']}/apply")
     fn.http("Dream", "POST", f"/v1/stores/demo/dream-actions/{actions[0]['action_id']}/undo")
     fn.http("Dream", "POST", f"/v1/stores/demo/dream-actions/{actions[1]['action_id']}/reject")
-    fn.http("Dream", "GET", "/v1/stores/demo/profiles/u-42", query={"app_id": "support"}, expect=404)
+    fn.http("Ingest", "GET", "/v1/stores/demo/profiles/u-42", query={"app_id": "support"}, expect=404)
     add(fn, "req-4", "I now live in Austin.", run="r-4")
     assert fn.drain() == 1
     assert fn.run("Dream", load_event("dream", "scheduled"))["scheduled"] == 1  # the scope is due again
     assert fn.drain() == 1
     fn.http("Dream", "POST", "/v1/stores/demo/dream", {"scope": TENANT}, expect=202)
     assert fn.drain() == 1
+
+    # Ingest: threads, explicit writes, stated profiles
+    fn.http("Ingest", "POST", "/v1/stores/demo/threads", {"thread_id": "t-1", "scope": {**TENANT, "agent_id": "helpdesk"}},
+            expect=201)
+    fn.http("Ingest", "GET", "/v1/stores/demo/threads/t-1", query=TENANT)
+    fn.http("Ingest", "GET", "/v1/stores/demo/threads", query=TENANT)
+    fn.http("Ingest", "POST", "/v1/stores/demo/memories",
+            {"scope": {**SCOPE, "run_id": "t-1"}, "infer": False, "memories": [{"text": "Locker 12.", "memory_id": "l"}]},
+            expect=201)
+    fn.http("Ingest", "PUT", "/v1/stores/demo/profiles/u-42", {"app_id": "support", "text": "Premium customer."})
+    fn.http("Ingest", "GET", "/v1/stores/demo/profiles/u-42", query={"app_id": "support"})
+    fn.http("Ingest", "PUT", "/v1/stores/demo/agents/helpdesk/profile", {**TENANT, "text": "Be brief."})
+    fn.http("Ingest", "GET", "/v1/stores/demo/agents/helpdesk/profile", query=TENANT)
+    fn.http("Ingest", "DELETE", "/v1/stores/demo/threads/t-1", query=TENANT)
 
     # A caller without a grant: refused, and audited
     fn.http("Search", "POST", "/v1/stores/demo/search", {"query": "x", "scope": TENANT}, expect=403,

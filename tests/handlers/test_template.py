@@ -183,3 +183,49 @@ def test_every_function_role_keeps_only_the_global_partitions_of_the_infra_docum
         [own] = on_table
         assert own["Condition"] == global_only["Condition"], name
         assert set(own["Action"]) <= set(global_only["Action"]), name
+
+
+# -- the LLM: a current model, through a cross-Region inference profile ----------------------------
+PROFILE_PREFIXES = ("global.", "us.", "eu.", "apac.", "jp.", "au.", "ca.")
+
+
+def test_default_llm_is_claude_haiku_4_5_through_the_global_profile_in_template_and_config() -> None:
+    default = load_template()["Parameters"]["LlmModelId"]["Default"]
+    assert default == Settings.model_fields["bedrock_llm_model"].default  # one default, not two
+    assert default == "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+    # samconfig.toml's overrides are what `sam deploy` actually uses: the same model, or none.
+    overrides = tomllib.loads((ROOT / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
+    deployed = dict(o.split("=", 1) for o in overrides.get("parameter_overrides", []))
+    assert deployed.get("LlmModelId", default) == default
+
+
+def _allows(statements: list[dict], arn: str, profile_arn: str) -> bool:
+    """IAM's answer for bedrock:InvokeModel on `arn` in a call through `profile_arn` (Allow statements only)."""
+    from fnmatch import fnmatchcase
+
+    for s in statements:
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+        condition = s.get("Condition", {}).get("StringEquals", {}).get("bedrock:InferenceProfileArn", profile_arn)
+        if (s["Effect"] == "Allow" and any(fnmatchcase("bedrock:InvokeModel", a) for a in actions)
+                and any(fnmatchcase(arn, r) for r in resources) and condition == profile_arn):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("function", ["Ingest", "Extract", "Dream"])  # the functions that extract or dream
+def test_llm_roles_may_invoke_the_profile_and_the_model_in_every_region_it_routes_to(function: str) -> None:
+    from tests.isolation import template_policies as tpl
+
+    profile = load_template()["Parameters"]["LlmModelId"]["Default"]
+    assert profile.startswith(PROFILE_PREFIXES)
+    model = profile.split(".", 1)[1]
+    statements = [s for p in resource(function)["Properties"]["Policies"] if isinstance(p, dict) and "Statement" in p
+                  for s in tpl.resolve(p)["Statement"]]
+    profile_arn = f"arn:aws:bedrock:{tpl.REGION}:{tpl.ACCOUNT}:inference-profile/{profile}"
+    assert _allows(statements, profile_arn, profile_arn)
+    # A geographic profile names the destination Region; the global one names none (arn:aws:bedrock:::...).
+    for destination in ("us-east-2", "eu-west-1", "ap-northeast-1", ""):
+        assert _allows(statements, f"arn:aws:bedrock:{destination}::foundation-model/{model}", profile_arn), destination
+    # Only through the profile: a direct call to another model elsewhere is not allowed.
+    assert not _allows(statements, "arn:aws:bedrock:eu-west-1::foundation-model/other.model-v1:0", "")

@@ -176,6 +176,23 @@ def test_cli_reindex_prints_progress(tmp_path: Path, minilm, opensearch_url: str
         deps.index.drop_store(name)
 
 
+def test_explicit_writes_and_thread_deletion_on_opensearch(os_deps) -> None:  # type: ignore[no-untyped-def]
+    from memlane.services import explicit, threads
+
+    name = stores.create(os_deps, name="explicit").name
+    threads.create(os_deps, name, scope={**U1, "agent_id": "bot"}, thread_id="t-1")
+    explicit.write(os_deps, name, scope={**U1, "agent_id": "bot", "run_id": "t-1"},
+                   memories=[{"text": "Ann's gate code for the Lisbon flat is 4471.", "memory_id": "gate"}])
+    explicit.write(os_deps, name, scope=U1, memories=[{"text": "Ann's loyalty number is TP-448812.",
+                                                      "memory_id": "loyalty"}])
+    found = search.search(os_deps, name, query="gate code Lisbon flat", scope=U1, top_k=2)  # at once: no job
+    assert found[0].memory.memory_id == "gate" and found[0].memory.origin == "explicit"
+    assert threads.delete(os_deps, name, app_id="app", tenant_id="u1", thread_id="t-1")["memories"] == 1
+    left = search.search(os_deps, name, query="gate code Lisbon flat loyalty number", scope=U1, top_k=5)
+    assert [h.memory.memory_id for h in left] == ["loyalty"]
+    assert search.search(os_deps, name, query="loyalty number", scope=U2, top_k=5) == []
+
+
 def test_a_context_card_recalls_over_opensearch_within_the_budget(os_deps, store) -> None:  # type: ignore[no-untyped-def]
     from memlane.services import context
 

@@ -77,6 +77,10 @@ def _everything(call, tenant="alice"):
     seen.append(call("GET", f"/v1/stores/demo/profiles/{tenant}?app_id={APP}")[1])
     for run in ("r1", "r2"):
         seen.append(call("GET", f"/v1/stores/demo/messages?{q}&agent_id=bot&run_id={run}")[1])
+    threads = call("GET", f"/v1/stores/demo/threads?{q}")[1]
+    seen.append(threads)
+    seen += [call("GET", f"/v1/stores/demo/threads/{t['thread_id']}?{q}")[1] for t in threads.get("threads", [])]
+    seen.append(call("GET", f"/v1/stores/demo/agents/bot/profile?{q}")[1])
     return json.dumps(seen)
 
 
@@ -156,7 +160,29 @@ def test_deleting_a_run_leaves_no_trace_of_it(seeded, call, data_dir):
     assert _files_holding_marker(data_dir) == []
 
 
+def test_deleting_a_thread_leaves_no_trace_of_it(deps, call, data_dir):
+    _seed(deps, "the bakery")
+    q = f"app_id={APP}&tenant_id=alice"
+    assert call("POST", "/v1/stores/demo/threads", {"thread_id": "t-9", "scope": {"app_id": APP, "tenant_id": "alice",
+                                                    "agent_id": "bot"}, "metadata": {"topic": MARKER}})[0] == 201
+    _add(deps, {**R1, "run_id": "t-9"}, 7, f"My locker code is {MARKER}.")
+    assert call("POST", "/v1/stores/demo/memories", {"scope": {**R1, "run_id": "t-9"}, "infer": False,
+                                                     "memories": [{"text": f"Ann's badge says {MARKER}."}]})[0] == 201
+    assert MARKER in _everything(call) and _files_holding_marker(data_dir)
+
+    status, deleted = call("DELETE", f"/v1/stores/demo/threads/t-9?{q}")
+    assert status == 200 and deleted["messages"] == 1 and deleted["memories"] == 2
+    seen = _everything(call)
+    assert MARKER not in seen and "Denver" in seen  # the tenant's other threads stay
+    assert call("GET", f"/v1/stores/demo/threads/t-9?{q}")[0] == 404
+    assert _files_holding_marker(data_dir) == []
+
+
 def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir):
+    # what the tenant stated of itself and of its agent goes too
+    assert call("PUT", "/v1/stores/demo/profiles/alice", {"app_id": APP, "text": f"Ann's alias is {MARKER}."})[0] == 200
+    assert call("PUT", "/v1/stores/demo/agents/bot/profile", {"app_id": APP, "tenant_id": "alice",
+                                                              "attributes": {"alias": MARKER}})[0] == 200
     _dream_and_apply_profile(call)
     assert MARKER in _everything(call)
     status, erasure = call("POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": "alice"})
@@ -166,7 +192,7 @@ def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir)
     assert done["status"] == "SUCCEEDED"
     counts = done["deleted"]["demo"]
     assert counts["messages"] == 2 and counts["memories"] == 2 and counts["tasks"] == 2
-    assert counts["profiles"] == 1 and counts["dream_tasks"] == 1 and counts["index_documents"] == 2
+    assert counts["profiles"] == 3 and counts["dream_tasks"] == 1 and counts["index_documents"] == 2
     assert MARKER not in _everything(call)
     assert "crane" in _everything(call, "bob")  # another tenant untouched
     assert _files_holding_marker(data_dir) == []

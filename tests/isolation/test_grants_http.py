@@ -60,6 +60,15 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
         lambda: alice.create_store("mine"),
         lambda: alice.scopes("demo", "travel", "bob"),
         lambda: alice.get_task("demo", bob_rid, app_id="travel", tenant_id="bob"),
+        lambda: alice.create_thread("demo", {"app_id": "travel", "tenant_id": "bob"}, thread_id="r"),
+        lambda: alice.get_thread("demo", "r", app_id="travel", tenant_id="bob"),
+        lambda: alice.list_threads("demo", app_id="travel", tenant_id="bob"),
+        lambda: alice.delete_thread("demo", "r", app_id="travel", tenant_id="bob"),
+        lambda: alice.write_memories("demo", {"app_id": "travel", "tenant_id": "bob"}, [{"text": "forged"}]),
+        lambda: alice.put_profile("demo", "bob", app_id="travel", text="forged"),
+        lambda: alice.get_profile("demo", "bob", app_id="travel"),
+        lambda: alice.put_agent_profile("demo", "a", app_id="travel", tenant_id="bob", text="forged"),
+        lambda: alice.get_agent_profile("demo", "a", app_id="travel", tenant_id="bob"),
     ]
     for call in forbidden:
         with pytest.raises(ApiError) as e:
@@ -72,6 +81,13 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
     assert (e.value.status, e.value.code) == (404, "task_not_found") and "bob" not in str(e.value)
     assert alice.get_task("demo", rid)["status"] == "SUCCEEDED"
     assert backend.search("demo", "maps", {"app_id": "travel", "tenant_id": "bob"})
+    # bob's thread, memories and profile are as he left them: none of the refused calls wrote anything
+    assert backend.get_thread("demo", "r", app_id="travel", tenant_id="bob")["message_count"] == 1
+    assert not any("forged" in m["text"] for m in backend.memories("demo", {"app_id": "travel", "tenant_id": "bob"})[
+        "memories"])
+    with pytest.raises(ApiError) as e:
+        backend.get_profile("demo", "bob", app_id="travel")
+    assert e.value.code == "profile_not_found"
 
 
 def test_audit_log_records_every_request_and_is_admin_only(keyed_server):

@@ -99,6 +99,18 @@ def test_every_route_works_through_the_tenant_bound_table(guarded):
     status, card = call(api, "POST", "/v1/stores/demo/threads/r/context", {"app_id": "app", "tenant_id": "ann"})
     assert status == 200 and "tomatoes" in card["text"]
     assert call(api, "DELETE", f"/v1/stores/demo/runs/r?app_id=app&tenant_id=ann&agent_id=g")[0] == 200
+    # threads, explicit writes, stated profiles
+    tenant = {"app_id": "app", "tenant_id": "ann"}
+    assert call(api, "POST", "/v1/stores/demo/threads", {"thread_id": "t", "scope": {**tenant, "agent_id": "g"}})[0] == 201
+    assert call(api, "POST", "/v1/stores/demo/memories",
+                {"scope": {**tenant, "agent_id": "g", "run_id": "t"}, "infer": False,
+                 "memories": [{"text": "Ann's balcony faces south."}]})[0] == 201
+    assert call(api, "PUT", "/v1/stores/demo/profiles/ann", {"app_id": "app", "text": "Gardener."})[0] == 200
+    assert call(api, "PUT", "/v1/stores/demo/agents/g/profile", {**tenant, "text": "Be brief."})[0] == 200
+    for path in ("/v1/stores/demo/threads?app_id=app&tenant_id=ann", "/v1/stores/demo/threads/t?app_id=app&tenant_id=ann",
+                 "/v1/stores/demo/profiles/ann?app_id=app", "/v1/stores/demo/agents/g/profile?app_id=app&tenant_id=ann"):
+        assert call(api, "GET", path)[0] == 200, path
+    assert call(api, "DELETE", "/v1/stores/demo/threads/t?app_id=app&tenant_id=ann")[0] == 200
     assert set(tenants.bound) == {("demo", "app", "ann")}
 
 

@@ -170,3 +170,17 @@ def test_memories_are_valued_by_their_rank_in_search_not_their_raw_cosine() -> N
     card = pack([section], 60, HFTokenizer())
 
     assert "m0" in [e.key for e in card.kept["memories"]]
+
+
+def test_the_stated_profiles_open_the_card(deps, store) -> None:
+    from memlane.services import profiles
+
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Priya lives in Lisbon and prefers window seats.")
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner",
+                 text="You are Priya's travel planner. Keep answers short.")
+
+    result = card(deps, store)
+
+    assert result.text.startswith("## Agent profile\n- ") and "travel planner" in result.text
+    assert any("window seats" in e.text for e in result.kept["user_profile"])
+    assert result.text.index("## User profile") < result.text.index("## Relevant memories")

@@ -21,7 +21,7 @@ from .access import Gate
 
 log = logging.getLogger("memlane.audit")
 _STORE_PATH = re.compile(r"^/v1/stores/([^/]+)(/.*)?$")
-_ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|runs|tenants|threads)/[^/]+")
+_ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|runs|tenants|threads|agents)/[^/]+")
 
 
 def operation(method: str, path: str) -> str:

@@ -56,7 +56,9 @@ def register(app: ApiGatewayResolver) -> None:
         loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
         field = ".".join(loc) or None
         message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
-        code = "payload_too_large" if first.get("type") == "too_long" and "messages" in loc[:1] else "invalid_input"
+        # too many messages (an add) or memories (an explicit write) is a too-large body, as the services say
+        too_many = first.get("type") == "too_long" and loc[:1] in (["messages"], ["memories"])
+        code = "payload_too_large" if too_many else "invalid_input"
         return error_response(413 if code == "payload_too_large" else 400, code, message, field)
 
     @cache

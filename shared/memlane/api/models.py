@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from ..domain import limits
+from ..domain.models import DEFAULT_EXTRACT_ROLES, ExtractRole
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
-from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
-                             ProfileEntry)
+from ..domain.models import (ActorProfile, DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft,
+                             MemoryOrigin, Profile, ProfileEntry, ProfileFact)
 from ..services.memories import Deleted
 from ..services.search import SearchHit
 
@@ -58,6 +59,20 @@ class CreateStoreIn(Strict):
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0, strict=True)
     keywords_from_assistant: bool = Field(default=False, strict=True)
+    # Distinct values (checked by the core: 400 invalid_extract_roles); an unknown one is 400 invalid_input.
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES), min_length=1,
+                                             max_length=len(ExtractRole))
+
+
+class UpdateStoreIn(Strict):
+    """The settings a store may change after it is made (not its name, nor what its vectors were made with)."""
+
+    description: str | None = Field(default=None, max_length=1000)
+    extract_instructions: str | None = Field(default=None, max_length=limits.MAX_INSTRUCTIONS_CHARS)
+    dream_mode: DreamMode | None = None
+    dream_threshold: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
+    keywords_from_assistant: bool | None = Field(default=None, strict=True)
+    extract_roles: list[ExtractRole] | None = Field(default=None, min_length=1, max_length=len(ExtractRole))
 
 
 class StoreOut(BaseModel):
@@ -69,6 +84,7 @@ class StoreOut(BaseModel):
     dream_mode: DreamMode
     dream_threshold: float
     keywords_from_assistant: bool = False
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
     created_at: datetime
 
     @classmethod
@@ -88,6 +104,16 @@ class MessageIn(Strict):
     created_at: Instant | None = None
 
 
+class ExplicitMemoryIn(Strict):
+    """A memory written as given (infer: false)."""
+
+    text: str = Field(min_length=1, max_length=limits.MAX_CONTENT_CHARS)
+    memory_type: MemoryType | None = None
+    memory_id: str | None = Field(default=None, max_length=limits.MAX_REQUEST_ID_CHARS)
+    event_time: Instant | None = None
+    metadata: dict[str, Any] | None = None
+
+
 class AddIn(Strict):
     scope: ScopeIn
     messages: list[MessageIn] | None = Field(default=None, max_length=limits.MAX_MESSAGES_PER_ADD)
@@ -96,6 +122,17 @@ class AddIn(Strict):
     sync: bool = Field(default=False, strict=True)
     request_id: str | None = Field(default=None, max_length=limits.MAX_REQUEST_ID_CHARS)
     access_policy: AccessPolicy | None = None
+    # infer: false writes `memories` as given (no extraction, no consolidation); messages and text infer.
+    infer: bool = Field(default=True, strict=True)
+    memories: list[ExplicitMemoryIn] | None = Field(default=None, max_length=limits.MAX_MEMORIES_PER_WRITE)
+
+    @model_validator(mode="after")
+    def _one_kind_of_write(self) -> "AddIn":
+        if self.memories is not None and (self.messages is not None or self.text is not None):
+            raise ValueError("give memories (with infer: false) or messages / text, not both")
+        if self.memories is not None and (self.sync or self.access_policy is not None or self.metadata is not None):
+            raise ValueError("sync, access_policy and metadata belong to messages / text adds; give metadata per memory")
+        return self
 
 
 class MessageOut(BaseModel):
@@ -119,6 +156,7 @@ class MemoryOut(BaseModel):
     memory_id: str
     text: str
     memory_type: MemoryType
+    origin: MemoryOrigin = MemoryOrigin.EXTRACTED
     scope: ScopeOut
     status: str
     created_at: datetime
@@ -135,8 +173,8 @@ class MemoryOut(BaseModel):
 
     @classmethod
     def of(cls, m: Memory) -> "MemoryOut":
-        return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, scope=ScopeOut(**m.scope.as_dict()),
-                   status=m.status, created_at=m.created_at, updated_at=m.updated_at, event_time=m.event_time,
+        return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, origin=m.origin,
+                   scope=ScopeOut(**m.scope.as_dict()), status=m.status, created_at=m.created_at, updated_at=m.updated_at, event_time=m.event_time,
                    metadata=m.metadata, importance=m.importance, evidence_ids=m.evidence, supersedes=m.supersedes,
                    superseded_by=m.superseded_by, observed_at=m.observed_at, valid_from=m.valid_from,
                    valid_to=m.valid_to)
@@ -222,6 +260,13 @@ class AddAccepted(BaseModel):
     status: str
 
 
+class ExplicitWriteOut(BaseModel):
+    """Memories written as given (infer: false): 201 when this request wrote any, 200 for a replay."""
+
+    memories: list[MemoryOut]
+    created: int
+
+
 class SearchIn(Strict):
     query: str = Field(min_length=1, max_length=limits.MAX_QUERY_CHARS)
     scope: ScopeIn
@@ -259,6 +304,7 @@ class SearchResultOut(BaseModel):
     memory_id: str
     text: str
     memory_type: MemoryType
+    origin: MemoryOrigin = MemoryOrigin.EXTRACTED
     score: float
     similarity: float
     status: str
@@ -277,7 +323,7 @@ class SearchResultOut(BaseModel):
     def of(cls, hit: SearchHit) -> "SearchResultOut":
         m = hit.memory
         evidence = None if hit.evidence is None else [EvidenceOut(**MessageOut.of(e).model_dump()) for e in hit.evidence]
-        return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, score=hit.score,
+        return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, origin=m.origin, score=hit.score,
                    similarity=hit.similarity, status=m.status, scope=ScopeOut(**m.scope.as_dict()),
                    created_at=m.created_at, event_time=m.event_time, observed_at=m.observed_at,
                    valid_from=m.valid_from, valid_to=m.valid_to, supersedes=m.supersedes,
@@ -489,6 +535,107 @@ class DreamTaskOut(BaseModel):
 class DreamTaskList(BaseModel):
     tasks: list[DreamTaskOut]
     next_cursor: str | None = None
+
+
+# -- threads ----------------------------------------------------------------------------------
+class ThreadScopeIn(Strict):
+    """The thread's tenant and agent; the thread id is its run_id."""
+
+    app_id: str | None = Field(default=None, max_length=256)
+    tenant_id: str | None = Field(default=None, max_length=256)
+    agent_id: str | None = Field(default=None, max_length=256)
+
+
+class ThreadIn(Strict):
+    thread_id: str | None = Field(default=None, max_length=256)  # default: a new id
+    scope: ThreadScopeIn
+    access_policy: AccessPolicy | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class ThreadOut(BaseModel):
+    thread_id: str
+    scope: ScopeOut  # run_id = thread_id
+    access_policy: AccessPolicy
+    message_count: int
+    token_count: int  # tokens of its messages, by the service's tokenizer
+    tokenizer: str | None = None
+    created_at: datetime
+    last_activity: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] | None = None  # the thread summary's state, once summaries exist
+
+    @classmethod
+    def of(cls, info: ScopeInfo, tokenizer: str | None = None) -> "ThreadOut":
+        return cls(thread_id=info.scope.run_id, scope=ScopeOut(**info.scope.as_dict()),
+                   access_policy=info.access_policy, message_count=info.message_count, token_count=info.token_count,
+                   tokenizer=tokenizer, created_at=info.first_seen, last_activity=info.last_activity,
+                   metadata=info.metadata)
+
+
+class ThreadList(BaseModel):
+    threads: list[ThreadOut]
+    next_cursor: str | None = None
+
+
+# -- actor profiles ---------------------------------------------------------------------------
+class TenantProfileIn(Strict):
+    app_id: str = Field(max_length=256)
+    text: str | None = Field(default=None, max_length=limits.MAX_PROFILE_TEXT_CHARS)
+    attributes: dict[str, str] | None = Field(default=None, max_length=limits.MAX_PROFILE_ATTRIBUTES)
+
+
+class AgentProfileIn(TenantProfileIn):
+    tenant_id: str = Field(max_length=256)
+
+
+class ProfileFactOut(BaseModel):
+    name: str
+    value: str
+    origin: Literal["explicit", "distilled"]
+    confidence: float | None = None
+    evidence_ids: list[str] = Field(default_factory=list)  # memory ids (distilled)
+    since: datetime | None = None
+
+    @classmethod
+    def of(cls, f: ProfileFact) -> "ProfileFactOut":
+        return cls(name=f.name, value=f.value, origin=f.origin, confidence=f.confidence, evidence_ids=f.evidence,
+                   since=f.since)
+
+
+class ActorProfileOut(BaseModel):
+    """A tenant's or an agent's profile: explicit merged with distilled (explicit wins), `text` rendered.
+    The distilled profile's own fields (subject, summary, version, ...) are kept as they were."""
+
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str
+    explicit_text: str = ""
+    explicit_updated_at: datetime | None = None
+    attributes: list[ProfileFactOut]
+    preferences: list[ProfileFactOut]
+    overridden: list[ProfileFactOut] = Field(default_factory=list)
+    skills: list[ProfileSkillOut]
+    subject: str = ""
+    summary: str = ""
+    version: int = 0
+    updated_at: datetime | None = None
+    task_id: str | None = None
+    action_id: str | None = None
+
+    @classmethod
+    def of(cls, p: ActorProfile) -> "ActorProfileOut":
+        d = p.distilled
+        return cls(app_id=p.app_id, tenant_id=p.tenant_id, agent_id=p.agent_id, text=p.text,
+                   explicit_text=p.explicit_text, explicit_updated_at=p.explicit.updated_at if p.explicit else None,
+                   attributes=[ProfileFactOut.of(f) for f in p.attributes],
+                   preferences=[ProfileFactOut.of(f) for f in p.preferences],
+                   overridden=[ProfileFactOut.of(f) for f in p.overridden],
+                   skills=[ProfileSkillOut(memory_id=s.memory_id, title=s.title) for s in p.skills],
+                   subject=d.subject if d else "", summary=d.summary if d else "", version=d.version if d else 0,
+                   updated_at=d.updated_at if d else None, task_id=d.task_id if d else None,
+                   action_id=d.action_id if d else None)
 
 
 class ErrorBody(BaseModel):

@@ -6,6 +6,11 @@ through ``memlane.services.search.search``. A memory covers the dialog turns it 
 (its evidence message ids mapped back to the ``dia_id`` they were sent as). The baselines search
 the raw turns directly:
 
+With ``--ingest exchange`` (method ``memlane-exchange``) each add carries one exchange — a turn and
+its reply, as a live agent writes — instead of a whole session; extraction then sees the earlier
+turns of the run only as context (services/extract.py). ``--ingest session,exchange`` measures both
+in one run.
+
 - ``bm25``   SQLite FTS5 (porter unicode61) over "Speaker: text", the query's words OR-ed after
              English stop words are dropped (with them R@10 is ~0.03 lower).
 - ``vector`` exact cosine over the same texts embedded with the same MiniLM model.
@@ -35,6 +40,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from ..domain.language import STOP_WORDS
 from . import metrics
 from .common import CachedEmbedder, Progress, machine, minilm, table
 
@@ -129,14 +135,6 @@ def raw_text(turn: Turn) -> str:
     return f"{turn.speaker}: {turn.content}"
 
 
-# English stop words incl. question words: kept in a query, they only add noise to plain BM25.
-STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did have "
-    "has had i me my we our you your he him his she her it its they them their this that these those what which who "
-    "whom when where why how not no so than too very can will would should could may might about into over after "
-    "before up down out off again then there here all any some such only own same just".split())
-
-
 class BM25Turns:
     """Plain BM25 over raw turns: SQLite FTS5 with the porter tokenizer, query content words OR-ed."""
 
@@ -215,13 +213,31 @@ class RRFTurns:
         return [Result((d,), self.bm25.texts[(conv.sample_id, d)]) for d in top]
 
 
+def exchanges(turns: Sequence[Turn]) -> list[list[Turn]]:
+    """A session as a live agent adds it: a turn and its reply per add (a speaker's consecutive
+    turns are one turn)."""
+    out: list[list[Turn]] = []
+    speakers: list[str] = []  # the speakers of the exchange being built, in order
+    for t in turns:
+        if not out or (t.speaker != speakers[-1] and len(speakers) == 2):
+            out.append([])
+            speakers = []
+        if not speakers or t.speaker != speakers[-1]:
+            speakers.append(t.speaker)
+        out[-1].append(t)
+    return out
+
+
+INGESTS = ("session", "exchange")
+
+
 class Memlane:
     """The full memlane path as shipped: local service, rule extractor, hybrid search + reranker."""
 
     name = "memlane"
 
     def __init__(self, embedder: Any, data_dir: Path, backend: str = "embedded", recipe: str | None = None,
-                 name: str = "memlane") -> None:
+                 name: str | None = None, ingest: str = "session") -> None:
         from ..bootstrap import build_local
         from ..config import Settings
         from ..services import stores
@@ -230,26 +246,32 @@ class Memlane:
                if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "AWS_REGION")} \
             if backend == "opensearch" else {}
         settings = Settings.from_env(env=env, data_dir=data_dir, index=backend, table="sqlite")
-        self.name, self.recipe = name, recipe
+        if ingest not in INGESTS:
+            raise ValueError(f"ingest must be one of {INGESTS}")
+        self.name = name or ("memlane" if ingest == "session" else f"memlane-{ingest}")
+        self.recipe, self.ingest = recipe, ingest
         self.service = build_local(settings, embedder=embedder)
         self.deps = self.service.deps
         stores.create(self.deps, name=STORE, description="LoCoMo benchmark")
         self.turn_of: dict[str, str] = {}  # message id → dia_id
         self.failed_tasks = 0
         self.memories = 0
+        self.adds = 0
 
     def prepare(self, conv: Conversation) -> None:
         from ..services import ingest
 
         request_ids = []
         for n, when, turns in conv.sessions:
-            if not turns:
-                continue
-            messages = [{"role": "user", "name": t.speaker, "content": t.content, "created_at": when}
-                        for t in turns]
-            task = ingest.add(self.deps, STORE, scope=self.scope(conv, n), messages=messages)
-            self.turn_of.update(zip(task.message_ids, (t.dia_id for t in turns)))
-            request_ids.append(task.request_id)
+            for part in ([turns] if self.ingest == "session" else exchanges(turns)):
+                if not part:
+                    continue
+                messages = [{"role": "user", "name": t.speaker, "content": t.content, "created_at": when}
+                            for t in part]
+                task = ingest.add(self.deps, STORE, scope=self.scope(conv, n), messages=messages)
+                self.turn_of.update(zip(task.message_ids, (t.dia_id for t in part)))
+                request_ids.append(task.request_id)
+        self.adds += len(request_ids)
         self.service.drain(timeout=600)
         for rid in request_ids:
             task = self.deps.repo.locate_task(STORE, rid)
@@ -360,8 +382,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
-    ours = Memlane(embedder, data_dir / "memlane", backend=args.backend)
-    methods: list[Method] = [ours, bm25, vector, RRFTurns(bm25, vector)]
+    ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
+                    backend=args.backend, ingest=mode)
+            for mode in _ingests(args.ingest)]
+    methods: list[Method] = [*ours, bm25, vector, RRFTurns(bm25, vector)]
     if args.methods:
         wanted = set(args.methods.split(","))
         methods = [m for m in methods if m.name in wanted]
@@ -371,7 +395,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         scores = evaluate(convs, methods, progress)
     finally:
         progress.close()
-        ours.close()
+        for m in ours:
+            m.close()
         if tmp:
             tmp.cleanup()
     counts = defaultdict(int)
@@ -392,7 +417,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "token_counting": f"ceil({metrics.TOKENS_PER_WORD} x whitespace words)",
         "fetch_k": FETCH_K,
         "methods": {name: s.report() for name, s in scores.items()},
-        "memlane": {"memories": ours.memories, "failed_tasks": ours.failed_tasks},
+        # per memlane method (ingest mode): "memlane" (whole sessions), "memlane-exchange"
+        **{m.name: {"ingest": m.ingest, "adds": m.adds, "memories": m.memories, "failed_tasks": m.failed_tasks}
+           for m in ours},
         "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
@@ -405,9 +432,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--backend", choices=["embedded", "opensearch"], default="embedded")
     p.add_argument("--limit-conversations", type=int, default=None)
-    p.add_argument("--methods", help="comma-separated subset of memlane,bm25,vector,rrf")
+    p.add_argument("--methods", help="comma-separated subset of memlane,memlane-exchange,bm25,vector,rrf")
+    p.add_argument("--ingest", default="session",
+                   help="comma-separated: session (one add per session), exchange (one add per turn and its "
+                        "reply, method memlane-exchange); 'session,exchange' measures both in one run")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
+
+
+def _ingests(value: str) -> list[str]:
+    modes = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not modes or any(m not in INGESTS for m in modes):
+        raise SystemExit(f"error: --ingest takes a comma-separated list of {', '.join(INGESTS)}")
+    return modes
 
 
 def main(args: argparse.Namespace) -> int:
@@ -416,7 +453,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     report = run(args)
     print(format_report(report))
-    print(f"\n{report['turns']} turns, {report['memlane']['memories']} memories, "
+    made = ", ".join(f"{name}: {report[name]['memories']} memories from {report[name]['adds']} adds"
+                     for name in report["methods"] if name.startswith("memlane"))
+    print(f"\n{report['turns']} turns ({made}), "
           f"{report['question_counts']['malformed_evidence_ids']} malformed evidence ids skipped, "
           f"{report['question_counts']['skipped_no_evidence']} questions without usable evidence; "
           f"{report['elapsed_s']} s")

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
+from ..domain.language import MONTHS as _MONTHS
+
 TOKENS_PER_WORD = 1.3
 
 # LoCoMo session times: "1:56 pm on 8 May, 2023" (a few have no comma, or a two-digit hour).
 _LOCOMO_TIME = re.compile(
     r"^\s*(?P<h>\d{1,2}):(?P<m>\d{2})\s*(?P<ampm>am|pm)\s+on\s+(?P<d>\d{1,2})\s+(?P<month>[A-Za-z]+),?\s+(?P<y>\d{4})\s*$",
     re.I)
-_MONTHS = {m: i for i, m in enumerate(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-     "november", "december"], start=1)}
 _DIA_ID = re.compile(r"^D(\d+):(\d+)$")
 
 

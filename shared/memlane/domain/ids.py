@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 
@@ -20,6 +22,11 @@ def _b32(n: int, width: int) -> str:
 def time_prefix(when: datetime) -> str:
     """10 characters that sort like the millisecond timestamp."""
     return _b32(int(when.timestamp() * 1000), 10)
+
+
+def micro_prefix(when: datetime) -> str:
+    """11 characters that sort like the microsecond timestamp."""
+    return _b32((when - _EPOCH) // timedelta(microseconds=1), 11)
 
 
 def ordinal(n: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +47,13 @@ class RecordType(StrEnum):
     SUMMARY = "summary"
 
 
+class MemoryOrigin(StrEnum):
+    """How a memory came to be: distilled from messages (extraction, dream), or written as given."""
+
+    EXTRACTED = "extracted"
+    EXPLICIT = "explicit"  # POST .../memories with infer: false: no extraction, no consolidation
+
+
 class TaskStatus(StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -78,6 +85,31 @@ class DreamMode(StrEnum):
     SAFE_AUTO = "safe_auto"
 
 
+class ExtractRole(StrEnum):
+    """Whose statements a store extracts memories from (a plain-text add, a document, always is).
+
+    `assistant_confirmed`: what the assistant states and the user confirms in the next turn ("yes",
+    "right", "exactly") — the user's word makes it the user's fact. `assistant`: everything the
+    assistant states (it restates, offers, guesses: opt in only when the agent's own words are worth keeping)."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    ASSISTANT_CONFIRMED = "assistant_confirmed"
+
+
+DEFAULT_EXTRACT_ROLES = (ExtractRole.USER,)
+
+
+def validate_extract_roles(roles: Any) -> list[ExtractRole]:
+    """A non-empty list of distinct known roles (a store that extracts nothing uses access policy recall_only)."""
+    known = ", ".join(r.value for r in ExtractRole)
+    if not isinstance(roles, (list, tuple)) or not roles or len(set(map(str, roles))) != len(roles) \
+            or not all(isinstance(r, str) and r in ExtractRole._value2member_map_ for r in roles):
+        raise InvalidInput(f"extract_roles must be a non-empty list of distinct values among {known}",
+                           code="invalid_extract_roles", field="extract_roles")
+    return [ExtractRole(r) for r in roles]
+
+
 class Store(BaseModel):
     """A memory store: an isolated namespace with its own settings."""
 
@@ -90,6 +122,8 @@ class Store(BaseModel):
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0)
     # Whether the assistant's turns lend words to the hidden keywords of the memories near them.
     keywords_from_assistant: bool = False
+    # Whose turns memories are extracted from (ExtractRole); records written before the setting: the user's.
+    extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
     created_at: datetime
     # What the store's vectors were made with, beyond the name: a few reference texts embedded, quantised
     # (services/embedder_guard.py). A process whose embedder disagrees refuses the store's writes and searches.
@@ -137,6 +171,7 @@ class Memory(BaseModel):
     # Extra words for keyword search that are not part of the statement (speaker names, dates).
     keywords: str = ""
     request_id: str | None = None
+    origin: MemoryOrigin = MemoryOrigin.EXTRACTED
 
 
 class SummarySentence(BaseModel):
@@ -215,13 +250,15 @@ class Task(BaseModel):
 
 
 class ScopeInfo(BaseModel):
-    """What the scope registry knows of one concrete scope."""
+    """What the scope registry knows of one concrete scope. A run is a thread: this is the thread's record."""
 
     scope: Scope
     access_policy: AccessPolicy = AccessPolicy.RECALL_AND_STORE
     first_seen: datetime
     last_activity: datetime
     message_count: int = 0
+    token_count: int = 0  # tokens of its messages (Deps.tokenizer), counted in the add that wrote them
+    metadata: dict[str, Any] = Field(default_factory=dict)  # the thread's, given when it was created
     # Bumped by every write of the entry, each conditioned on the version it read (0: written before
     # versions, no attribute), so an add and a policy change can never overwrite each other.
     version: int = 0
@@ -373,6 +410,49 @@ class Profile(BaseModel):
     def content(self) -> dict[str, Any]:
         """What the profile says, without bookkeeping: two profiles with equal content are the same."""
         return self.model_dump(mode="json", include={"subject", "attributes", "preferences", "skills", "summary"})
+
+
+class ExplicitProfile(BaseModel):
+    """What a caller states of a tenant (agent_id None) or of one agent of the tenant: free text (an agent's
+    role and standing instructions) and named attributes. Shown merged with the dream's distilled profile,
+    explicit first (services/profiles.py)."""
+
+    store: str
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    updated_at: datetime
+    version: int = 0
+
+
+class ProfileFact(BaseModel):
+    """One attribute or preference of an actor's profile, with where it comes from."""
+
+    name: str
+    value: str
+    origin: Literal["explicit", "distilled"]
+    confidence: float | None = None  # distilled: the dream's confidence
+    evidence: list[str] = Field(default_factory=list)  # distilled: the memories that support it
+    since: datetime | None = None
+
+
+class ActorProfile(BaseModel):
+    """A tenant's (agent_id None) or an agent's profile as served: the explicit profile merged with the
+    dream's distilled one (explicit wins a name both give), and `text`, its rendering for a prompt."""
+
+    app_id: str
+    tenant_id: str
+    agent_id: str | None = None
+    text: str  # the same state always renders the same text
+    explicit_text: str = ""
+    attributes: list[ProfileFact] = Field(default_factory=list)
+    preferences: list[ProfileFact] = Field(default_factory=list)
+    overridden: list[ProfileFact] = Field(default_factory=list)  # distilled facts an explicit one replaces
+    skills: list[ProfileSkill] = Field(default_factory=list)
+    explicit: ExplicitProfile | None = None
+    distilled: Profile | None = None
 
 
 class UndoEntry(BaseModel):

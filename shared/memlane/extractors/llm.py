@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Sequence
+from typing import Collection, Sequence
 
-from ..domain.models import Candidate, Message
+from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, Message
 from ..ports import LLM
 from ..prompts import extract as prompt
 from .rules import speaker_of
@@ -15,28 +15,41 @@ class LLMExtractor:
     def __init__(self, llm: LLM):
         self.llm = llm
 
-    def extract(self, messages: Sequence[Message], *, instructions: str = "",
-                keywords_from_assistant: bool = False) -> list[Candidate]:
-        transcript = "\n".join(
-            f"[{i}] {m.created_at:%Y-%m-%d %H:%M} {speaker_of(m)}: {m.content}" for i, m in enumerate(messages)
-        )
+    def extract(self, messages: Sequence[Message], *, context: Sequence[Message] = (), instructions: str = "",
+                keywords_from_assistant: bool = False,
+                roles: Collection[str] = DEFAULT_EXTRACT_ROLES) -> list[Candidate]:
+        # The new messages are numbered 0, 1, ... as they always were; the earlier ones count back from
+        # the add (-1 is the message just before it), so their numbers cannot be taken for new ones.
+        timeline = [*context, *messages]
+        first = len(context)
+        lines = [f"[{i - first}] {m.created_at:%Y-%m-%d %H:%M} {speaker_of(m)}: {m.content}"
+                 for i, m in enumerate(timeline)]
+        earlier = prompt.CONTEXT_TEMPLATE.format(transcript="\n".join(lines[:first])) if first else ""
         extra = f"Store instructions:\n{instructions}\n\n" if instructions else ""
         result = self.llm.generate(
             system=prompt.SYSTEM,
-            prompt=prompt.USER_TEMPLATE.format(instructions=extra, transcript=transcript),
+            prompt=prompt.USER_TEMPLATE.format(instructions=extra, roles=prompt.roles_line(roles), context=earlier,
+                                               transcript="\n".join(lines[first:])),
             response_model=prompt.ExtractionResult,
         )
+        # A memory must stand on a new message of a role the store extracts (a confirmation is the user's).
+        kinds = {"document", *(r for r in ("user", "assistant") if r in roles)}
+        if ExtractRole.ASSISTANT_CONFIRMED in roles:
+            kinds.add("user")
         out: list[Candidate] = []
         for item in result.memories:
-            cited = [messages[i] for i in item.evidence if 0 <= i < len(messages)] or list(messages)
+            cited = sorted({n + first for n in item.evidence if -first <= n < len(messages)}) \
+                or list(range(first, len(timeline)))
+            if not any(i >= first and timeline[i].role in kinds for i in cited):
+                continue  # from the context alone (extracted by its own add), or from a role not extracted
             out.append(Candidate(
                 text=item.text.strip(),
                 memory_type=item.memory_type,
-                evidence=[m.message_id for m in cited],
+                evidence=[timeline[i].message_id for i in cited],
                 event_time=_parse_time(item.event_time),
                 # The names of who said its evidence: findable, never shown, deleted with them.
-                keywords=" ".join(dict.fromkeys(speaker_of(m) for m in cited
-                                                if m.role != "assistant" or keywords_from_assistant)),
+                keywords=" ".join(dict.fromkeys(speaker_of(timeline[i]) for i in cited
+                                                if timeline[i].role != "assistant" or keywords_from_assistant)),
                 importance=item.importance,
             ))
         return out

@@ -9,9 +9,10 @@ one memory per informative turn, speaker-attributed, with relative dates resolve
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Collection, Sequence
 
-from ..domain.models import Candidate, MemoryType, Message
+from ..domain.language import CONTEXT_STOP_WORDS
+from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
@@ -48,6 +49,36 @@ def _agree(sentence: str, speaker: str) -> str:
         return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
 
     return re.compile(_PRESENT.pattern.format(s=re.escape(speaker))).sub(inflect, sentence)
+
+
+_SECOND_PERSON = [
+    (re.compile(r"\byou're\b|\byou are\b", re.I), "{s} is"),
+    (re.compile(r"\byou've\b|\byou have\b", re.I), "{s} has"),
+    (re.compile(r"\byou'll\b|\byou will\b", re.I), "{s} will"),
+    (re.compile(r"\byou'd\b", re.I), "{s} would"),
+    (re.compile(r"\byou were\b", re.I), "{s} was"),
+    (re.compile(r"\byourself\b", re.I), "{s}"),
+    (re.compile(r"\byours\b|\byour\b", re.I), "{s}'s"),
+    (re.compile(r"\byou\b", re.I), "{s}"),
+]
+# A yes/no answer: nothing alone, a statement next to the question it answers.
+_ANSWER = re.compile(r"^(yes|yeah|yep|yup|no|nope|sure|right|exactly|correct|definitely|absolutely|of course|"
+                     r"not really|that's right|that is right)\b", re.I)
+# Words that open a restatement without being part of it: "So the movers are booked ..."
+_DISCOURSE = re.compile(r"^(so|ok|okay|alright|all right|great|perfect|got it|noted|just to confirm|to confirm)"
+                        r"\b[,:]?\s+", re.I)
+# A confirmation of what was just said to the speaker.
+_CONFIRM = re.compile(r"^(yes|yeah|yep|yup|right|exactly|correct|that's right|that is right|that's correct|"
+                      r"absolutely|definitely|indeed)\b(?!,? but\b)", re.I)
+# "..., right?" asks only to confirm the statement before it.
+_TAG_QUESTION = re.compile(r",\s*(right|correct|yes|isn't it|is that right|no)\?$", re.I)
+
+
+def second_person(sentence: str, listener: str) -> str:
+    """What was said to `listener`, about them: "your flight" → "Ann's flight"."""
+    for pattern, template in _SECOND_PERSON:
+        sentence = pattern.sub(template.format(s=listener), sentence)
+    return _agree(sentence, listener)
 
 
 _PREFERENCE = re.compile(r"\b(love|loves|like|likes|prefer|prefers|favou?rite|enjoy|enjoys|hate|hates|dislike|"
@@ -90,11 +121,6 @@ def classify(text: str, has_time: bool) -> MemoryType:
 
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
-_CONTEXT_STOP = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did have "
-    "has had i me my we our you your he him his she her it its they them their this that these those what which who "
-    "whom when where why how not no so than too very can will would should could may might just oh hey hi yeah yes "
-    "wow really also about into up out there here all any some".split())
 
 
 def _said_on(message: Message) -> str:
@@ -123,7 +149,7 @@ def _context_words(texts: Sequence[str], text: str) -> str:
     the row stays short (BM25 normalises by the length of the whole row)."""
     own = {w.lower() for w in _WORD.findall(text)}
     words = dict.fromkeys(w.lower() for t in texts for w in _WORD.findall(t))
-    return " ".join(w for w in words if w not in _CONTEXT_STOP and w not in own and len(w) > 1)
+    return " ".join(w for w in words if w not in CONTEXT_STOP_WORDS and w not in own and len(w) > 1)
 
 
 class RuleExtractor:
@@ -150,54 +176,102 @@ class RuleExtractor:
         self.context_window = context_window
         self.reply_context_words = reply_context_words
 
-    def extract(self, messages: Sequence[Message], *, instructions: str = "",
-                keywords_from_assistant: bool = False) -> list[Candidate]:
+    def extract(self, messages: Sequence[Message], *, context: Sequence[Message] = (), instructions: str = "",
+                keywords_from_assistant: bool = False,
+                roles: Collection[str] = DEFAULT_EXTRACT_ROLES) -> list[Candidate]:
+        # The run's earlier turns come first: a new turn may reply to one of them, confirm it or take
+        # words from it, as it would within one add; they are never extracted again (their add did it).
+        timeline = [*context, *messages]
+        kinds = {"document", *(r for r in ("user", "assistant") if r in roles)}
+        confirmed = ExtractRole.ASSISTANT_CONFIRMED in roles
         out: list[Candidate] = []
-        for i, message in enumerate(messages):
-            if message.role not in ("user", "document"):
-                continue  # assistant turns restate and offer; memories are about the user and their world
-            speaker = speaker_of(message)
-            previous = messages[i - 1] if i > 0 and message.role != "document" else None
-            asked = _questions(previous.content) if previous is not None and speaker_of(previous) != speaker else []
-            parts = [s.strip() for s in _SENTENCE.split(message.content.strip()) if s.strip()]
-            sentences = [s for s in parts if informative(s)]
-            if not sentences and asked:
-                # A short answer ("The Minnesota Wolves!") means something next to its question.
-                sentences = [s for s in parts if not s.endswith("?") and not _PLEASANTRY.match(s)]
-            if not sentences:
-                continue
-            text = " ".join(third_person(s, speaker) for s in sentences)
-            if message.role not in ("document",) and not text.startswith(speaker):
-                text = f"{speaker}: {text}"
-            resolved = timeexpr.resolve(text, message.created_at)
-            memory_type = classify(text, resolved is not None)
-            evidence = [message.message_id]
-            if asked and previous is not None:
-                asker = speaker_of(previous)
-                if len(previous.content.split()) <= self.reply_context_words:
-                    text = f"{text} (replying to {asker}: {third_person(previous.content.strip(), asker)})"
-                    evidence.insert(0, previous.message_id)
-                else:
-                    text = f"{text} (replying to {asker}: {' '.join(asked)})"
-            w = self.context_window
-            # Only words that go when the memory goes: its evidence and its speaker's own turns
-            # (another person's words, or the assistant's unless the store asks, are not the speaker's).
-            nearby = [m for m in messages[max(0, i - w):i + w + 1] if m is not message and (
-                m.message_id in evidence or speaker_of(m) == speaker
-                or (m.role == "assistant" and keywords_from_assistant))]
-            context = _context_words([m.content for m in nearby], text) if w > 0 else ""
-            keywords = " ".join(x for x in (speaker, _said_on(message), resolved.label() if resolved else "",
-                                            context) if x)
-            words = len(text.split())
-            out.append(Candidate(
-                text=text,
-                memory_type=memory_type,
-                evidence=evidence,
-                event_time=resolved.when if resolved else None,
-                keywords=keywords,
-                importance=round(min(1.0, 0.3 + words / 60), 3),
-            ))
+        for i in range(len(context), len(timeline)):
+            message = timeline[i]
+            previous = timeline[i - 1] if i > 0 and message.role != "document" else None
+            made: list[Candidate] = []
+            if confirmed and message.role == "user" and previous is not None and previous.role == "assistant":
+                made = self._confirmation(timeline, i, keywords_from_assistant)
+                out += made
+            if message.role in kinds:
+                # A bare "Yes, right." that confirmed a statement (made above) says nothing more of its own.
+                out += self._turn(timeline, i, keywords_from_assistant, in_context=i - 1 < len(context),
+                                  kinds=kinds, answered=bool(made))
         # A turn quoted in full (and cited) by the reply to it needs no memory of its own: the same
         # statement twice would take two of a search's few places.
         quoted = {c.evidence[0] for c in out if len(c.evidence) > 1}
         return [c for c in out if len(c.evidence) > 1 or c.evidence[0] not in quoted]
+
+    def _turn(self, timeline: Sequence[Message], i: int, keywords_from_assistant: bool, *, in_context: bool = False,
+              kinds: Collection[str] = (), answered: bool = False) -> list[Candidate]:
+        """The memory of turn i: its informative sentences, with the question it replies to. A question
+        from the context whose turn had a memory of its own (made by its add) is quoted alone, uncited:
+        quoted whole, the same statement would be in two memories."""
+        message = timeline[i]
+        speaker = speaker_of(message)
+        previous = timeline[i - 1] if i > 0 and message.role != "document" else None
+        asked = _questions(previous.content) if previous is not None and speaker_of(previous) != speaker else []
+        parts = [s.strip() for s in _SENTENCE.split(message.content.strip()) if s.strip()]
+        sentences = [s for s in parts if informative(s)]
+        if not sentences and asked and not answered:
+            # A short answer ("The Minnesota Wolves!", "Yes!") means something next to its question.
+            sentences = [s for s in parts if not s.endswith("?") and (_ANSWER.match(s) or not _PLEASANTRY.match(s))]
+        if not sentences:
+            return []
+        text = " ".join(third_person(s, speaker) for s in sentences)
+        if message.role not in ("document",) and not text.startswith(speaker):
+            text = f"{speaker}: {text}"
+        resolved = timeexpr.resolve(text, message.created_at)
+        evidence = [message.message_id]
+        if asked and previous is not None:
+            asker = speaker_of(previous)
+            remembered = in_context and previous.role in kinds and any(
+                informative(p) for p in _SENTENCE.split(previous.content.strip()))
+            if len(previous.content.split()) <= self.reply_context_words and not remembered:
+                quote = third_person(previous.content.strip(), asker)
+                evidence.insert(0, previous.message_id)
+            else:
+                quote = " ".join(asked)
+            text = f"{text} (replying to {asker}: {quote})"
+            # "Did you get the keys yesterday?" "Yes!": the answer's time is the question's.
+            resolved = resolved or timeexpr.resolve(quote, previous.created_at)
+        return [self._candidate(timeline, i, text, evidence, resolved, keywords_from_assistant)]
+
+    def _confirmation(self, timeline: Sequence[Message], i: int, keywords_from_assistant: bool) -> list[Candidate]:
+        """What the assistant stated just before, when turn i confirms it ("Yes, exactly."): the user's
+        fact now, told about them. Not when the assistant's turn asks something: the "yes" answers that."""
+        message, stated = timeline[i], timeline[i - 1]
+        if not _CONFIRM.match(message.content.strip()):
+            return []
+        parts = [_TAG_QUESTION.sub(".", s.strip()) for s in _SENTENCE.split(stated.content.strip()) if s.strip()]
+        if any(s.endswith("?") for s in parts):
+            return []
+        sentences = [_DISCOURSE.sub("", s) for s in parts if informative(s)]
+        if not sentences:
+            return []
+        user, assistant = speaker_of(message), speaker_of(stated)
+        text = f"{user} confirmed: " + " ".join(second_person(third_person(s, assistant), user) for s in sentences)
+        resolved = timeexpr.resolve(text, stated.created_at)
+        return [self._candidate(timeline, i, text, [stated.message_id, message.message_id], resolved,
+                                keywords_from_assistant)]
+
+    def _candidate(self, timeline: Sequence[Message], i: int, text: str, evidence: list[str],
+                   resolved: timeexpr.ResolvedTime | None, keywords_from_assistant: bool) -> Candidate:
+        message = timeline[i]
+        speaker = speaker_of(message)
+        w = self.context_window
+        # Only words that go when the memory goes: its evidence and its speaker's own turns
+        # (another person's words, or the assistant's unless the store asks, are not the speaker's).
+        nearby = [m for m in timeline[max(0, i - w):i + w + 1] if m is not message and (
+            m.message_id in evidence or speaker_of(m) == speaker
+            or (m.role == "assistant" and keywords_from_assistant))]
+        context = _context_words([m.content for m in nearby], text) if w > 0 else ""
+        keywords = " ".join(x for x in (speaker, _said_on(message), resolved.label() if resolved else "",
+                                        context) if x)
+        return Candidate(
+            text=text,
+            memory_type=classify(text, resolved is not None),
+            evidence=evidence,
+            event_time=resolved.when if resolved else None,
+            keywords=keywords,
+            importance=round(min(1.0, 0.3 + len(text.split()) / 60), 3),
+        )

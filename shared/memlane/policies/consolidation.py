@@ -28,7 +28,7 @@ from difflib import SequenceMatcher
 from functools import cached_property
 
 from ..domain.models import ExtractAction, Memory
-from . import language as lang
+from ..domain import language as lang
 
 # Statements longer than this are passages (documents, long turns), not facts to supersede.
 MAX_OLD_WORDS = 40

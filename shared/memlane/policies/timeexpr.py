@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-           "october", "november", "december"]
+from ..domain.language import MONTH_NAMES as _MONTHS
+from ..domain.language import WEEKDAYS as _WEEKDAYS
+
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "couple of": 2, "few": 3}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}

@@ -6,7 +6,10 @@ Partitions (pk) and sort keys (sk):
     <store>#<app>#<tenant>        MSG#<agent>#<run>#<message_id>  messages (short-term memory)
     <store>#<app>#<tenant>        MEM#<memory_id>                 memory units
     <store>#<app>#<tenant>        TASK#<request_id>               extraction tasks
-    <store>#<app>#<tenant>        SCOPE#<agent>#<run>             scope registry (activity, access policy)
+    <store>#<app>#<tenant>        SCOPE#<agent>#<run>             scope registry (activity, access policy): a run = a thread
+    <store>#<app>#<tenant>        RECENT#<time>#<agent>#<run>     the runs in order of last activity (threads list)
+    <store>#<app>#<tenant>        THREAD#<run>                    thread id → its agent (thread ids are per tenant)
+    <store>#<app>#<tenant>        ACTOR#~tenant / ACTOR#AGENT#<agent>  explicit profiles of the tenant / of an agent
     <store>#~requests             <request_id>                    request id → tenant (uniqueness guard)
     ~grants                       <principal>                     what a caller may touch
     ~apikeys                      <sha256 of key>                 local-mode API key → principal
@@ -33,6 +36,8 @@ from .core import CoreRecords
 from .deletion import DeletionRecords
 from .dream import DreamRecords
 from .open_tasks import OpenTaskRecords
+from .profiles import ProfileRecords
+from .threads import ThreadRecords
 from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, STORES_PK, TTL_ATTRIBUTE, activity_pk, dream_pk,
                    message_sk, requests_pk, tenant_pk)
 
@@ -40,7 +45,8 @@ __all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK"
            "activity_pk", "dream_pk", "message_sk", "requests_pk", "tenant_pk"]
 
 
-class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords, OpenTaskRecords):
+class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords, OpenTaskRecords, ThreadRecords,
+                 ProfileRecords):
     """Typed access to the table. The only code that knows the key layout."""
 
     def __init__(self, table: Table):

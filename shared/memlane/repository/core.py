@@ -64,6 +64,13 @@ class CoreRecords:
                                 limit=limit, cursor=cursor, forward=forward)
         return [Message.model_validate(i) for i in page.items], page.cursor
 
+    def messages_before(self, store: str, scope: Scope, message_id: str, *, limit: int) -> list[Message]:
+        """Up to `limit` messages of the scope's run sorted before `message_id` (ids sort by time), newest first."""
+        page = self.table.query(tenant_pk(store, scope.app_id, scope.tenant_id), start=message_sk(scope),
+                                end=message_sk(scope, message_id), limit=limit + 1, forward=False)
+        found = [Message.model_validate(i) for i in page.items]
+        return [m for m in found if m.message_id != message_id][:limit]
+
     def get_messages(self, store: str, scope: Scope, message_ids: Sequence[str]) -> list[Message]:
         pk = tenant_pk(store, scope.app_id, scope.tenant_id)
         items = self.table.batch_get([(pk, message_sk(scope, mid)) for mid in message_ids])

@@ -15,11 +15,11 @@ from datetime import timedelta
 from typing import Sequence
 
 from ..domain import limits
-from ..domain.errors import DependencyFailed, InvalidInput, NotFound
-from ..domain.models import MemoryType, Message, Profile, ScopeInfo, ThreadSummary
+from ..domain.errors import DependencyFailed, InvalidInput
+from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
 from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restates
-from . import search
+from . import profiles, search, threads
 from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
@@ -94,37 +94,20 @@ def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
 
 
 def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> str:
-    """The user's profile as text, one attribute a line (the dream-distilled one until explicit profiles exist)."""
-    return _profile_text(deps.repo.get_profile(store, app_id, tenant_id))
+    """The user's profile as text, one attribute a line (stated, merged with the dream-distilled one)."""
+    found = profiles.tenant_profile(deps, store, app_id, tenant_id)
+    return found.text if found else ""
 
 
 def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str) -> str:
-    """The agent's profile as text: its role and standing instructions (the dream-distilled one until then)."""
-    return _profile_text(deps.repo.get_profile(store, app_id, tenant_id, agent_id))
+    """The agent's profile as text: its role and standing instructions."""
+    found = profiles.agent_profile(deps, store, app_id, tenant_id, agent_id)
+    return found.text if found else ""
 
 
 def _thread(deps: Deps, store: str, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None) -> ScopeInfo:
-    """The thread: a run of the tenant, found in the scope registry (under its agent when one is named)."""
-    if agent_id is not None:
-        info = deps.repo.get_scope(store, Scope(app_id=app_id, tenant_id=tenant_id, agent_id=agent_id,
-                                                run_id=thread_id))
-        found = [info] if info else []
-    else:
-        found, cursor = [], None
-        while True:
-            infos, cursor = deps.repo.list_scopes(store, app_id, tenant_id, limit=500, cursor=cursor)
-            found += [i for i in infos if i.scope.run_id == thread_id]
-            if cursor is None:
-                break
-    if not found:
-        raise NotFound(f"thread '{thread_id}' not found", code="thread_not_found")
-    if len(found) > 1:
-        default = [i for i in found if i.scope.agent_id == DEFAULT]
-        if len(default) != 1:
-            raise InvalidInput(f"thread '{thread_id}' exists under several agents; name the agent_id",
-                               code="agent_required", field="agent_id")
-        found = default
-    return found[0]
+    """The thread: its registry entry, under the agent that claimed its id (or the one named)."""
+    return threads.locate(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
 
 
 # -- sections -----------------------------------------------------------------------------------
@@ -165,15 +148,6 @@ def _turn(m: Message) -> str:
 def _lines(name: str, text: str) -> Section:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
-
-
-def _profile_text(profile: Profile | None) -> str:
-    if profile is None:
-        return ""
-    lines = [f"{e.name.replace('_', ' ')}: {e.value}" for e in profile.attributes]
-    lines += [f"{e.name}: {e.value}" for e in profile.preferences]
-    lines += [f"skill: {s.title}" for s in profile.skills]
-    return "\n".join(([f"subject: {profile.subject}"] if profile.subject and lines else []) + lines)
 
 
 def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> list[search.SearchHit]:

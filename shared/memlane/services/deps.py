@@ -22,6 +22,10 @@ class CoreSettings:
     # changes (policies/consolidation.py). Off: only duplicates within the same run and agent are dropped.
     consolidate_on_write: bool = True
     max_extract_attempts: int = 5
+    # Extraction context: this many of the run's messages stored before an add's first message (at most
+    # this many characters, newest kept) inform its extraction; they are never extracted again.
+    extract_context_messages: int = 6
+    extract_context_chars: int = 4000
     queue_limit: int = 0  # back-pressure: an add is refused (429 queue_full) past this many queued jobs; 0 = off
     queue_retry_after: int = 5  # seconds a refused add is told to wait
     task_deadline_seconds: float = 900.0  # a task PENDING/RUNNING this long is swept (services/sweep.py)

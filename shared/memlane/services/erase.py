@@ -38,8 +38,10 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
         deps.index.delete(store, memory_ids)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
+    info = deps.repo.get_scope(store, run)
+    thread = deps.repo.thread_order_keys(store, info) if info is not None else []  # its place in the threads list
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
-                           + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")])
+                           + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")] + thread)
     deps.compact()
     return {"messages": len(messages), "memories": len(memory_ids), "tasks_redacted": redacted.tasks,
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
@@ -96,7 +98,8 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
 
 # Sort-key prefix → the record kind an erasure report counts.
 _KINDS = {"MSG#": "messages", "MEM#": "memories", "TASK#": "tasks", "SCOPE#": "scopes", "DREAM#": "dream_tasks",
-          "DACT#": "dream_actions", "PROFILE#": "profiles"}
+          "DACT#": "dream_actions", "PROFILE#": "profiles", "ACTOR#": "profiles", "THREAD#": "threads",
+          "RECENT#": "thread_order"}
 
 
 def _kind(sk: str) -> str:

@@ -7,8 +7,10 @@ the candidate would get is recognised as this job's own earlier write.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ..domain.errors import MemlaneError
-from ..domain.models import Store, Task, TaskStatus
+from ..domain.models import Message, Store, Task, TaskStatus
 from . import consolidate, embedder_guard
 from .deps import Deps
 
@@ -28,8 +30,13 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
-    candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions,
-                                        keywords_from_assistant=store_obj.keywords_from_assistant)
+    candidates = deps.extractor.extract(messages, context=context(deps, store, task, messages),
+                                        instructions=store_obj.extract_instructions,
+                                        keywords_from_assistant=store_obj.keywords_from_assistant,
+                                        roles=store_obj.extract_roles)
+    own = set(task.message_ids)
+    # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
+    candidates = [c for c in candidates if own.intersection(c.evidence)]
     outcomes = consolidate.run(deps, store, task, candidates, messages)
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
@@ -37,6 +44,25 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     repo.save_task(done)
     repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     return done
+
+
+def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> list[Message]:
+    """The run's messages stored before this add's first one, oldest first: at most
+    `extract_context_messages` of them, the newest whole ones within `extract_context_chars`. Read
+    from the task's own run (store, app, tenant, agent, run) and nowhere else."""
+    limit, budget = deps.settings.extract_context_messages, deps.settings.extract_context_chars
+    if limit <= 0 or budget <= 0 or not messages:
+        return []
+    first = min(m.message_id for m in messages)  # ids sort by time, then arrival, then position in the add
+    earlier = [m for m in deps.repo.messages_before(store, task.scope, first, limit=limit)
+               if m.request_id != task.request_id]
+    kept: list[Message] = []
+    for m in earlier:  # newest first
+        budget -= len(m.content)
+        if budget < 0:
+            break
+        kept.append(m)
+    return kept[::-1]
 
 
 def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | None = None,

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, Overloaded, PayloadTooLarge
-from ..domain.ids import derived_id, ordinal, sortable_id, time_prefix
+from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
@@ -27,9 +27,11 @@ REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pen
 ROLES = ("user", "assistant", "system", "tool", "document")
 
 
-def _message_id(created_at: datetime, request_id: str, index: int) -> str:
-    # Ordered by time, then by position in the request; derived from the request so a retry writes the same ids.
-    return time_prefix(created_at) + ordinal(index) + derived_id(request_id, str(index))[:14]
+def _message_id(created_at: datetime, arrived: datetime, request_id: str, index: int) -> str:
+    # Ordered by time, then by arrival (adds whose messages carry the same time, as an import of a session
+    # dated once, keep the order they came in), then by position in the request. Derived from the request
+    # and its one arrival time, so a retry within the add writes the same ids.
+    return time_prefix(created_at) + micro_prefix(arrived) + ordinal(index) + derived_id(request_id, str(index))[:14]
 
 
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
@@ -48,8 +50,8 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
             raise PayloadTooLarge(f"{field}.content exceeds {limits.MAX_CONTENT_CHARS} characters",
                                   field=f"{field}.content")
         created = times[i]
-        out.append(Message(message_id=_message_id(created, request_id, i), scope=scope, role=role, content=content,
-                           name=m.get("name"), created_at=created, request_id=request_id))
+        out.append(Message(message_id=_message_id(created, now, request_id, i), scope=scope, role=role,
+                           content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
 
 
@@ -107,16 +109,19 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     repo.open_task(store, request_id, write, now)  # the sweeper's list, written before the task exists
     job = jobs.extract_job(store, request_id, write)
     task = None
+    tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
         policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest)
-        new_info = ScopeInfo(scope=write, access_policy=policy, first_seen=info.first_seen if info else now,
-                             last_activity=now, message_count=(info.message_count if info else 0) + len(msgs))
+        new_info = _run_entry(info, write, policy, now, messages=len(msgs), tokens=tokens)
+        # The run's entry (counts, activity) with its place in the threads list, and for a new run its
+        # thread id's claim when free: 96 messages + task + at most 3 stay within one transaction's 100.
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
-                  repo.scope_write(store, new_info, previous=info)]
+                  *repo.scope_writes(store, new_info, previous=info),
+                  *(repo.new_run_claim(store, write) if info is None else [])]
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
@@ -173,6 +178,17 @@ def body_hash(scope: Scope, *, messages: Sequence[dict[str, Any]] | None, text: 
                  "created_at": when(m.get("created_at"))} for m in messages]}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _run_entry(info: ScopeInfo | None, scope: Scope, policy: AccessPolicy, now: datetime, *, messages: int,
+               tokens: int) -> ScopeInfo:
+    """The run's registry entry after this add: counts and activity moved, the rest (metadata) kept."""
+    if info is None:
+        return ScopeInfo(scope=scope, access_policy=policy, first_seen=now, last_activity=now, message_count=messages,
+                         token_count=tokens)
+    return info.model_copy(update={"access_policy": policy, "last_activity": now,
+                                   "message_count": info.message_count + messages,
+                                   "token_count": info.token_count + tokens})
 
 
 def _run_policy(info: ScopeInfo | None, asked: AccessPolicy | None) -> AccessPolicy:

@@ -29,12 +29,13 @@ def set_access_policy(deps: Deps, store: str, *, scope: dict[str, Any], policy: 
         previous = deps.repo.get_scope(store, where)
         info = (previous or ScopeInfo(scope=where, first_seen=now, last_activity=now)).model_copy(
             update={"access_policy": policy})
-        write = deps.repo.scope_write(store, info, previous=previous)
+        writes = [*deps.repo.scope_writes(store, info, previous=previous),
+                  *(deps.repo.new_run_claim(store, where) if previous is None else [])]  # a new run is a thread
         try:
-            deps.repo.transact([write])
+            deps.repo.transact(writes)
         except ConditionFailed:
             continue  # an add or another change moved the entry: read it again
-        return ScopeInfo.model_validate(write.item)
+        return ScopeInfo.model_validate(writes[0].item)  # type: ignore[union-attr]  # the entry's Put
     raise Conflict("the run is too busy; retry the policy change", code="busy")
 
 

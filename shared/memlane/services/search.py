@@ -66,7 +66,10 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     lists = [(plan.keyword_weight, result.keyword[:plan.candidates]),
              (plan.vector_weight, result.vector[:plan.candidates])]
     fused = reciprocal_rank_fusion(lists, plan.rrf_k)
-    ranked = sorted(fused, key=lambda mid: (-fused[mid], mid))
+    cosines = {h.memory_id: h.score for h in result.vector}
+    # Equal scores are common (one memory tops the keyword list, another the vector list): the one
+    # closer in meaning first, then the id, so the order never depends on how ids were drawn.
+    ranked = sorted(fused, key=lambda mid: (-fused[mid], -cosines.get(mid, -1.0), mid))
     reranking = plan.rerank and deps.reranker is not None
     depth = max(top_k, plan.rerank_depth if reranking else 0)
     memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
@@ -79,13 +82,12 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         # Only the head is reranked, so the first results do not depend on how many were asked for.
         head = candidates[:plan.rerank_depth]
         reranked = _rerank(deps, query, head, memories, scores, plan)
-        head.sort(key=lambda mid: (-reranked[mid], mid))
+        head.sort(key=lambda mid: (-reranked[mid], -cosines.get(mid, -1.0), mid))
         floor = min(reranked.values(), default=0.0)
         # Below the head, keep the fused order under the lowest head score.
         scores = {**{mid: floor - (i + 1) * 1e-6 for i, mid in enumerate(candidates[len(head):])}, **reranked}
         candidates = head + candidates[len(head):]
 
-    cosines = {h.memory_id: h.score for h in result.vector}
     missing = [mid for mid in candidates[:top_k] if mid not in cosines]
     if missing and vector is not None:
         # Keyword-only hits: measure their similarity instead of guessing it.

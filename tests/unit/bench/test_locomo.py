@@ -76,3 +76,26 @@ def test_memlane_path_maps_memory_evidence_back_to_dialog_turns(data, tmp_path):
         assert report["latency_ms"]["p50"] > 0
     finally:
         ours.close()
+
+
+def test_an_exchange_is_a_turn_and_its_reply():
+    turns = [locomo.Turn(f"D1:{i}", s, "x", 1, datetime(2023, 5, 8, tzinfo=timezone.utc))
+             for i, s in enumerate(["Ann", "Bob", "Ann", "Ann", "Bob", "Bob", "Ann"], start=1)]
+    assert [[t.dia_id for t in ex] for ex in locomo.exchanges(turns)] == \
+        [["D1:1", "D1:2"], ["D1:3", "D1:4", "D1:5", "D1:6"], ["D1:7"]]
+
+
+def test_exchange_ingest_adds_one_exchange_at_a_time_and_keeps_the_reply_context(data, tmp_path):
+    from memlane.adapters.embedders.hashing import HashingEmbedder
+
+    [conv] = locomo.load(data)
+    ours = locomo.Memlane(HashingEmbedder(), tmp_path / "memlane", ingest="exchange")
+    try:
+        assert ours.name == "memlane-exchange"
+        ours.prepare(conv)
+        assert ours.adds == 3 and ours.failed_tasks == 0  # [D1:1 D1:2] [D1:3] [D2:1 D2:2]
+        # D1:3 was added alone; the question it answers came from the run's earlier messages
+        corgi = ours.search(conv, "corgi", 1)[0]
+        assert corgi.turns == ("D1:2", "D1:3") and "corgi" in corgi.text
+    finally:
+        ours.close()

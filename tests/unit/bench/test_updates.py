@@ -86,3 +86,31 @@ def test_aggregate_averages_rates_per_kind_and_sums_counts():
                      (b, {"current_first": 0.0, "stale_hidden": 0.0, "cross_tenant": 2.0, "unextracted": 0.0})])
     assert out["residence"]["current_first"] == 0.5 and out["all"]["cross_tenant"] == 2
     assert out["all"]["unextracted"] == 1 and out["all"]["false_supersede"] is None
+
+
+def test_the_bench_runs_every_path_side_by_side_and_the_faulty_llm_loses_nothing(tmp_path):
+    """End to end on three cases (an update with a twin, a keep, a restatement), hashing embedder."""
+    import argparse
+    import json
+
+    from memlane.bench.updates import format_report, run
+
+    wanted = {"res-01", "res-06"}
+    rows = [json.loads(line) for line in DEFAULT_DATA.read_text().splitlines() if line.strip()]
+    keep = next(r for r in rows if r["expect"] == "keep")
+    data = tmp_path / "cases.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows if r["id"] in wanted or r is keep) + "\n")
+    args = argparse.Namespace(data=data, kinds=None, embedder="hashing", json_out=None, failures=False,
+                              paths="rules,scripted,faulty")
+    report = run(args)
+    paths = report["paths"]
+    assert set(paths) == {"rules", "scripted", "faulty"}
+    scripted = paths["scripted"]["results"]["all"]
+    assert scripted["current_first"] == 1.0 and scripted["stale_hidden"] == 1.0
+    assert scripted["false_supersede"] == 0.0 and scripted["single_copy"] == 1.0 and scripted["cross_tenant"] == 0
+    assert paths["scripted"]["llm"]["calls"] >= 2 and paths["scripted"]["llm"]["unusable"] == 0
+    faulty = paths["faulty"]["results"]["all"]
+    assert faulty["non_add"] == 0 and faulty["inactive_steps"] == 0 and faulty["false_supersede"] == 0.0
+    assert faulty["cross_tenant"] == 0 and paths["faulty"]["llm"]["unusable"] >= 1
+    text = format_report(report)
+    assert "rules / scripted LLM" in text and "| all " in text and "not a model's judgement" in text and "fail-safe" in text

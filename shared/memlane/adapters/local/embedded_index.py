@@ -34,6 +34,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from ...domain.language import LUCENE_STOP_WORDS
 from ...domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, validate_store_name
 from ...domain.scope import ScopeFilter
@@ -98,12 +99,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 _INSERT_VECTOR = "INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs WHERE store = ? AND memory_id = ?"
 
 _TOKEN = re.compile(r"\w+")  # letters/digits only: no FTS5 operator character survives
-# Lucene's English stop words, which OpenSearch's `english` analyzer also drops: they match
-# most docs, add nothing to BM25 but cost, and leaving them out keeps both backends alike.
-_STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their "
-    "then there these they this to was will with".split()
-)
 _MAX_QUERY_TOKENS = 64  # bounds the cost of one MATCH; longer queries keep their first 64 words
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
 _CACHE_BYTES = 256 * 1024 * 1024  # total embedding bytes kept in memory across tenants
@@ -131,7 +126,7 @@ def match_expression(text: str) -> str | None:
     English stop words are left out.
     """
     words = (t.lower() for t in _TOKEN.findall(text))
-    tokens = list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:_MAX_QUERY_TOKENS]
+    tokens = list(dict.fromkeys(w for w in words if w not in LUCENE_STOP_WORDS))[:_MAX_QUERY_TOKENS]
     return " OR ".join(f'"{t}"' for t in tokens) or None
 
 

@@ -12,13 +12,9 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
+from ...domain.language import STOP_WORDS
+
 _WORD = re.compile(r"\w+")
-_STOPWORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
-    "have has had i me my we our you your he him his she her it its they them their this that these those "
-    "what which who whom when where why how not no so than too very can will would should could may might "
-    "about into over after before up down out off again then there here all any some such only own same just".split()
-)
 _COVERAGE, _PHRASE, _PROXIMITY = 0.7, 0.2, 0.1  # weights of the three signals; they sum to 1
 
 
@@ -52,7 +48,7 @@ def _terms(text: str) -> list[str]:
 
 def _query_terms(query: str) -> list[str]:
     words = _WORD.findall(query.lower())
-    content = [w for w in words if w not in _STOPWORDS]
+    content = [w for w in words if w not in STOP_WORDS]
     return [stem(w) for w in (content or words)]  # a query of stopwords only still means something
 
 

@@ -10,7 +10,7 @@ from ...domain.models import DreamActionStatus
 from ...services import dream
 from ...services.deps import Deps
 from ..access import Gate
-from ..models import DreamActionList, DreamActionOut, DreamIn, DreamTaskList, DreamTaskOut, ProfileOut
+from ..models import DreamActionList, DreamActionOut, DreamIn, DreamTaskList, DreamTaskOut
 from .common import Cursor, IdParam, Limit
 
 StatusParam = Annotated[DreamActionStatus | None, Query()]
@@ -72,12 +72,6 @@ def routes(deps: Deps, gate: Gate) -> Router:
                  summary="Undo an applied action: every memory it touched back exactly as it was")
     def undo_dream_action(store: str, action_id: str) -> DreamActionOut:
         return DreamActionOut.of(dream.undo_action(_action_tenant(store, action_id), store, action_id))
-
-    @router.get("/v1/stores/<store>/profiles/<tenant_id>", tags=["dream"],
-                summary="The profile a dream built of a tenant (or, with agent_id, of one agent of it)")
-    def get_profile(store: str, tenant_id: str, app_id: IdParam = None, agent_id: IdParam = None) -> ProfileOut:
-        d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id)
-        return ProfileOut.of(dream.get_profile(d, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id))
 
     def _task_tenant(store: str, task_id: str) -> Deps:
         """The task's tenant (its pointer, a global read after authentication), checked and bound."""

@@ -7,7 +7,7 @@ from ...domain import limits
 from ...services import stores
 from ...services.deps import Deps
 from ..access import Gate
-from ..models import CreateStoreIn, StoreList, StoreOut
+from ..models import CreateStoreIn, StoreList, StoreOut, UpdateStoreIn
 from .common import Cursor, Limit
 
 
@@ -29,6 +29,11 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def get_store(store: str) -> StoreOut:
         gate.caller(router.current_event)
         return StoreOut.of(stores.get(deps, store))
+
+    @router.patch("/v1/stores/<store>", tags=["stores"], summary="Change a store's settings")
+    def update_store(store: str, body: UpdateStoreIn) -> StoreOut:
+        gate.require_admin(router.current_event)
+        return StoreOut.of(stores.update(deps, store, **body.model_dump(exclude_none=True)))
 
     @router.delete("/v1/stores/<store>", tags=["stores"], summary="Delete a store", status_code=204)
     def delete_store(store: str):  # type: ignore[no-untyped-def]  # Response is not a schema type

@@ -1,7 +1,10 @@
-"""English word lists the deciding code shares: change cues, negation, additive cues, the
-relations that hold several values at once, and words that carry no content. One place, so
-"how does memlane decide that a fact changed" reads in one module (policies/consolidation.py)
-with its vocabulary here.
+"""The English vocabulary memlane reads text with, in one place: stop words (three lists, each
+for a reason given beside it), calendar names, and the cues the deciding code
+(policies/consolidation.py) uses to see that a fact changed — change cues, negation, additive cues,
+the relations that hold several values at once, and words that carry no content.
+
+Pure data and a few pure readers of it. It sits in the domain so that every layer may use it:
+the adapters (the embedded index, the heuristic reranker) as well as the policies and extractors.
 """
 
 from __future__ import annotations
@@ -44,14 +47,40 @@ SET_VALUED = frozenset(
     "have has own adopt like love enjoy speak play avoid allergic allergy collect volunteer visit read watch "
     "listen follow know support fan dislike hate friend sibling child kid pet hobby".split())
 # Words with no content of their own: what is left of a statement without them is what it is about.
+# Not STOP_WORDS: aligning two statements keeps words of order and question words ("same", "only",
+# "after", "where") that can carry the fact, and drops time adverbs ("now", "currently") that are
+# change cues, weighed apart; negations are weighed apart too (NEGATIONS).
 FILLER = frozenset(
     "a an the is are was were be been being am has have had do does did to of in on at for from with by and or "
     "but so as that this these those it its it's he she they them their his her him i me my we our you your "
     "very really just still also s who which will would can could should there here about some any just "
     "now currently lately then into than too".split())
 
-_MONTHS = ("january february march april may june july august september october november december".split())
-MONTHS = {m: i for i, m in enumerate(_MONTHS, start=1)}
+# -- stop words ----------------------------------------------------------------------------------
+# English function words, question words included: what a query's content is left without. The
+# heuristic reranker scores a text by the query terms it covers, and the benchmark's plain-BM25
+# baseline matches query words; with these kept, both only add noise.
+STOP_WORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
+    "have has had i me my we our you your he him his she her it its they them their this that these those "
+    "what which who whom when where why how not no so than too very can will would should could may might "
+    "about into over after before up down out off again then there here all any some such only own same just".split())
+# Lucene's English stop words (EnglishAnalyzer), exactly what OpenSearch's `english` analyzer drops:
+# the embedded index drops the same and no more, so both keyword backends rank alike.
+LUCENE_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split())
+# Hidden keywords of a memory (words of the turns around it, extractors/rules.py): the stop words
+# and the interjections of chat, which every turn has; words of order and time ("after", "before",
+# "again", "then") stay, since a question looks a turn up by them ("what did she do after ...").
+CHAT_INTERJECTIONS = frozenset("oh hey hi yeah yes wow really also".split())
+ORDER_WORDS = frozenset("after before again then over down off only own same such".split())
+CONTEXT_STOP_WORDS = (STOP_WORDS - ORDER_WORDS) | CHAT_INTERJECTIONS
+
+# -- calendar --------------------------------------------------------------------------------------
+MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
+MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
+WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())
 
 
 def stem(word: str) -> str:

@@ -1,0 +1,88 @@
+"""Threads: a run's registry entry (core.py) with its place in the tenant's activity order and its id.
+
+    <store>#<app>#<tenant>   RECENT#<time>#<agent>#<run>   one per run, keyed by its last activity: newest first
+    <store>#<app>#<tenant>   THREAD#<run>                  thread id → its agent (thread ids are per tenant)
+
+Both are written in the transaction that writes the registry entry, so the order never drifts from it.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..domain.ids import time_prefix
+from ..domain.models import ScopeInfo
+from ..domain.scope import Scope
+from ..ports import Delete, Put, Table, Write
+from .keys import tenant_pk
+
+RECENT = "RECENT#"
+
+
+def _recent_sk(info: ScopeInfo) -> str:
+    return f"{RECENT}{time_prefix(info.last_activity)}#{info.scope.agent_id}#{info.scope.run_id}"
+
+
+class ThreadRecords:
+    table: Table
+
+    def scope_writes(self, store: str, info: ScopeInfo, *, previous: ScopeInfo | None) -> list[Write]:
+        """The registry entry (conditioned on `previous`, core.scope_write) and its activity-order item:
+        moved when the last activity moved. At most three writes (an add of 96 messages stays within 100)."""
+        pk = tenant_pk(store, info.scope.app_id, info.scope.tenant_id)
+        writes: list[Write] = [self.scope_write(store, info, previous=previous)]  # type: ignore[attr-defined]
+        new, old = _recent_sk(info), _recent_sk(previous) if previous is not None else None
+        if new != old:
+            if old is not None:
+                writes.append(Delete(pk, old))  # absent on entries written before the order: harmless
+            writes.append(Put({"pk": pk, "sk": new, "agent_id": info.scope.agent_id, "run_id": info.scope.run_id}))
+        return writes
+
+    def thread_key(self, store: str, app_id: str, tenant_id: str, thread_id: str) -> tuple[str, str]:
+        return tenant_pk(store, app_id, tenant_id), f"THREAD#{thread_id}"
+
+    def thread_agent(self, store: str, app_id: str, tenant_id: str, thread_id: str) -> str | None:
+        """The agent a thread id belongs to in the tenant; None when no thread claimed it."""
+        item = self.table.get(*self.thread_key(store, app_id, tenant_id, thread_id))
+        return str(item["agent_id"]) if item else None
+
+    def thread_claim(self, store: str, scope: Scope) -> Put:
+        """The thread id's claim for its agent, only if nobody claimed it (a lost race reads again)."""
+        pk, sk = self.thread_key(store, scope.app_id, scope.tenant_id, scope.run_id)
+        return Put({"pk": pk, "sk": sk, "agent_id": scope.agent_id}, if_absent=True)
+
+    def new_run_claim(self, store: str, scope: Scope) -> list[Write]:
+        """For a run about to be created: its thread id's claim, if the id is still free in the tenant (a run
+        id another agent already uses stays that agent's thread id; this run is found by naming its agent)."""
+        free = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id) is None
+        return [self.thread_claim(store, scope)] if free else []
+
+    def thread_order_keys(self, store: str, info: ScopeInfo) -> list[tuple[str, str]]:
+        """The items a deleted run leaves besides its entry: its activity-order item and its id claim."""
+        s = info.scope
+        keys = [(tenant_pk(store, s.app_id, s.tenant_id), _recent_sk(info))]
+        if self.thread_agent(store, s.app_id, s.tenant_id, s.run_id) == s.agent_id:
+            keys.append(self.thread_key(store, s.app_id, s.tenant_id, s.run_id))
+        return keys
+
+    def recent_threads(self, store: str, app_id: str, tenant_id: str, *, agent_id: str | None, limit: int,
+                       cursor: str | None, max_scan: int) -> tuple[list[ScopeInfo], str | None]:
+        """A tenant's runs, newest activity first; with `agent_id`, that agent's only. Pages of the order
+        are read whole (each item is returned or skipped), so the table's cursor resumes exactly; at most
+        `max_scan` items per call, so a page may hold fewer than `limit` while `next_cursor` is set."""
+        pk = tenant_pk(store, app_id, tenant_id)
+        keys: list[tuple[str, str]] = []
+        scanned = 0
+        while len(keys) < limit and scanned < max_scan:
+            page = self.table.query(pk, prefix=RECENT, forward=False, limit=min(limit - len(keys), max_scan - scanned),
+                                    cursor=cursor)
+            scanned += len(page.items)
+            keys += [(pk, f"SCOPE#{i['agent_id']}#{i['run_id']}") for i in page.items
+                     if agent_id is None or i["agent_id"] == agent_id]
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return self._entries(keys), cursor
+
+    def _entries(self, keys: Sequence[tuple[str, str]]) -> list[ScopeInfo]:
+        return [ScopeInfo.model_validate(i) for i in self.table.batch_get(list(keys))]

@@ -1,0 +1,124 @@
+"""Explicit writes (`infer: false`): memories written and indexed as given — no extraction, no
+consolidation — marked `origin: explicit`.
+
+All or nothing: every item is checked before anything is written, and the new memories go to the table
+in one transaction. A client `memory_id` (or, without one, the add's `request_id` and the item's
+position) makes the write idempotent: the same memory again is answered with what is stored; the same
+id with other content is refused (409 `memory_id_reused`). The index is written after the table, and a
+replay writes it again, so a crash in between is repaired by retrying the request (or `memlane fsck`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from ..domain import limits
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
+from ..domain.ids import derived_id, ordinal, sortable_id
+from ..domain.models import Memory, MemoryOrigin, MemoryType
+from ..domain.scope import Scope, write_scope
+from ..domain.validation import check_metadata, check_request_id
+from ..ports import Put
+from . import embedder_guard
+from .deps import Deps
+
+_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
+_RACE_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class Written:
+    memories: list[Memory]  # in the order given, as stored
+    created: int  # how many this call wrote (0: a replay)
+
+
+def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Sequence[dict[str, Any]] | None,
+          request_id: str | None = None, infer: bool = False) -> Written:
+    if infer:
+        raise InvalidInput("memories are written as given only with infer: false", code="infer_required",
+                           field="infer")
+    store_obj = deps.repo.get_store(store)
+    where = write_scope(scope)
+    check_request_id(request_id)
+    now = deps.clock.now()
+    drafts = _drafts(where, memories, request_id, now)
+    embedder_guard.ensure(deps, store_obj)  # vectors are made here: the store's model only
+    repo = deps.repo
+    for _ in range(_RACE_RETRIES):
+        stored = {m.memory_id: m for m in repo.get_memories(store, where.app_id, where.tenant_id,
+                                                            [d.memory_id for d in drafts])}
+        for i, draft in enumerate(drafts):
+            if draft.memory_id in stored and not _same(stored[draft.memory_id], draft):
+                raise Conflict(f"memory_id '{draft.memory_id}' holds another memory; use a new memory_id",
+                               code="memory_id_reused", field=f"memories[{i}].memory_id")
+        new = [d for d in drafts if d.memory_id not in stored]
+        try:
+            if new:
+                # only if absent: a concurrent write of the same id makes this read again
+                repo.transact([Put(repo.memory_put(store, m).item, if_absent=True) for m in new])
+        except ConditionFailed:
+            continue
+        break
+    else:
+        raise Conflict("these memory ids are too busy; retry the write", code="busy")
+    result = [stored.get(d.memory_id, d) for d in drafts]
+    # Table first (the truth), then the index; a replay indexes the stored memories again.
+    deps.index.upsert(store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
+    if new:
+        repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
+    return Written(memories=result, created=len(new))
+
+
+def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str | None,
+            now: datetime) -> list[Memory]:
+    if not raw:
+        raise InvalidInput("give memories: a non-empty list of {text, memory_type?, memory_id?, event_time?, "
+                           "metadata?}", field="memories")
+    if len(raw) > limits.MAX_MEMORIES_PER_WRITE:
+        raise PayloadTooLarge(f"a write may carry at most {limits.MAX_MEMORIES_PER_WRITE} memories", field="memories")
+    fresh = sortable_id(now)[:16]
+    out: list[Memory] = []
+    for i, item in enumerate(raw):
+        field = f"memories[{i}]"
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput(f"{field}.text must be a non-empty string", field=f"{field}.text")
+        if len(text) > limits.MAX_CONTENT_CHARS:
+            raise PayloadTooLarge(f"{field}.text exceeds {limits.MAX_CONTENT_CHARS} characters", field=f"{field}.text")
+        memory_type = item.get("memory_type") or MemoryType.FACT
+        if memory_type not in MemoryType.__members__.values():
+            raise InvalidInput(f"{field}.memory_type must be one of {', '.join(MemoryType)}",
+                               field=f"{field}.memory_type")
+        memory_id = item.get("memory_id")
+        if memory_id is None:
+            # A retried request lands on the same ids when it names its request_id; else new ones.
+            memory_id = derived_id(request_id, str(i)) if request_id else fresh + ordinal(i) + derived_id(fresh)[:8]
+        elif not isinstance(memory_id, str) or not _ID.fullmatch(memory_id):
+            raise InvalidInput(f"{field}.memory_id must be 1-128 characters of letters, digits and _ . : @ + -",
+                               field=f"{field}.memory_id")
+        if any(m.memory_id == memory_id for m in out):
+            raise InvalidInput(f"{field}.memory_id '{memory_id}' is given twice", code="duplicate_memory_id",
+                               field=f"{field}.memory_id")
+        out.append(Memory(memory_id=memory_id, scope=scope, memory_type=MemoryType(memory_type), text=text,
+                          created_at=now, updated_at=now, event_time=_utc(item.get("event_time"), f"{field}.event_time"),
+                          observed_at=now, valid_from=now,
+                          metadata=check_metadata(item.get("metadata"), field=f"{field}.metadata"),
+                          request_id=request_id, origin=MemoryOrigin.EXPLICIT))
+    return out
+
+
+def _utc(value: Any, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{field} must be a date-time", field=field)
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def _same(stored: Memory, draft: Memory) -> bool:
+    """The same memory asked for again: what the caller gave (times of writing aside)."""
+    fields = ("scope", "text", "memory_type", "event_time", "metadata", "origin")
+    return all(getattr(stored, f) == getattr(draft, f) for f in fields)

@@ -1,0 +1,148 @@
+"""Explicit writes (infer: false): written and indexed as given, idempotent, all or nothing; they take part
+in search, dream and erasure like extracted memories."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from memlane.domain import limits
+from memlane.domain.errors import Conflict, InvalidInput, PayloadTooLarge
+from memlane.domain.models import DreamActionKind, MemoryOrigin, MemoryType, TaskStatus
+from memlane.repository import tenant_pk
+from memlane.services import dream, erase, explicit, search, stores
+
+SCOPE = {"app_id": "app", "tenant_id": "ann"}
+TENANT = {"app_id": "app", "tenant_id": "ann"}
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def memory_items(deps, store, tenant="ann"):
+    return deps.table.query(tenant_pk(store, "app", tenant), prefix="MEM#", limit=1000).items
+
+
+def test_written_as_given_and_found_at_once(deps, store):
+    when = datetime(2025, 5, 1, tzinfo=timezone.utc)
+    done = explicit.write(deps, store, scope=SCOPE, memories=[
+        {"text": "Ann's frequent flyer number is TP-448812.", "memory_type": "fact", "memory_id": "ffn",
+         "metadata": {"source": "crm"}},
+        {"text": "Ann prefers aisle seats", "memory_type": "preference", "event_time": when}])
+    assert done.created == 2
+    first, second = done.memories
+    assert (first.memory_id, first.origin, first.metadata) == ("ffn", MemoryOrigin.EXPLICIT, {"source": "crm"})
+    assert second.text == "Ann prefers aisle seats"  # not rewritten ("User prefers ..."): no inference
+    assert second.memory_type == MemoryType.PREFERENCE and second.event_time == when and second.evidence == []
+    assert first.scope.run_id == "__default__"  # tenant-level: no thread named
+    found = search.search(deps, store, query="frequent flyer number", scope=TENANT, top_k=3)
+    assert found[0].memory.memory_id == "ffn" and found[0].memory.origin == MemoryOrigin.EXPLICIT
+    assert not deps.table.query(tenant_pk(store, "app", "ann"), prefix="TASK#").items  # no extraction task
+
+
+def test_idempotent_on_the_memory_id(deps, store):
+    body = [{"text": "Ann's passport expires in March 2027.", "memory_id": "passport"}]
+    first = explicit.write(deps, store, scope=SCOPE, memories=body)
+    before = memory_items(deps, store)
+    again = explicit.write(deps, store, scope=SCOPE, memories=body)
+    assert again.created == 0 and again.memories == first.memories and memory_items(deps, store) == before
+    with pytest.raises(Conflict) as e:
+        explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's passport expires in 2030.",
+                                                            "memory_id": "passport"}])
+    assert (e.value.code, e.value.field) == ("memory_id_reused", "memories[0].memory_id")
+    assert memory_items(deps, store) == before
+
+
+def test_idempotent_on_the_request_id_without_memory_ids(deps, store):
+    body = [{"text": "Ann likes jazz."}, {"text": "Ann owns a bicycle."}]
+    first = explicit.write(deps, store, scope=SCOPE, memories=body, request_id="import-1")
+    again = explicit.write(deps, store, scope=SCOPE, memories=body, request_id="import-1")
+    assert again.created == 0 and [m.memory_id for m in again.memories] == [m.memory_id for m in first.memories]
+    assert len(memory_items(deps, store)) == 2
+
+
+def test_all_or_nothing(deps, store):
+    explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's dog is called Max.", "memory_id": "dog"}])
+    before = memory_items(deps, store)
+    bad_batches = [
+        ([{"text": "fine"}, {"text": "   "}], InvalidInput, "memories[1].text"),
+        ([{"text": "fine"}, {"text": "x", "memory_type": "gossip"}], InvalidInput, "memories[1].memory_type"),
+        ([{"text": "fine"}, {"text": "x", "memory_id": "a#b"}], InvalidInput, "memories[1].memory_id"),
+        ([{"text": "fine", "memory_id": "m"}, {"text": "y", "memory_id": "m"}], InvalidInput, "memories[1].memory_id"),
+        ([{"text": "fine"}, {"text": "x" * (limits.MAX_CONTENT_CHARS + 1)}], PayloadTooLarge, "memories[1].text"),
+        ([{"text": "fine"}, {"text": "x", "metadata": {"bad key": 1}}], InvalidInput, "memories[1].metadata"),
+        ([{"text": f"m{i}"} for i in range(limits.MAX_MEMORIES_PER_WRITE + 1)], PayloadTooLarge, "memories"),
+        ([], InvalidInput, "memories"),
+        # the second item reuses an id with other content: the first, new, is not written either
+        ([{"text": "Ann's cat is called Tom.", "memory_id": "cat"}, {"text": "Ann's dog is Rex.", "memory_id": "dog"}],
+         Conflict, "memories[1].memory_id"),
+    ]
+    for batch, error, field in bad_batches:
+        with pytest.raises(error) as e:
+            explicit.write(deps, store, scope=SCOPE, memories=batch)
+        assert e.value.field == field, batch
+    assert memory_items(deps, store) == before
+    assert [h.memory.memory_id for h in search.search(deps, store, query="cat Tom", scope=TENANT)] == ["dog"]
+
+
+def test_refused_with_infer_true_or_a_wildcard_scope(deps, store):
+    with pytest.raises(InvalidInput) as e:
+        explicit.write(deps, store, scope=SCOPE, memories=[{"text": "x"}], infer=True)
+    assert e.value.code == "infer_required"
+    with pytest.raises(InvalidInput):
+        explicit.write(deps, store, scope={**SCOPE, "run_id": "*"}, memories=[{"text": "x"}])
+
+
+def test_a_dream_consolidates_them(deps, store):
+    explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann is allergic to peanuts.", "memory_id": "a1"},
+                                                       {"text": "Ann has a peanut allergy.", "memory_id": "a2"}])
+    task = dream.start(deps, store, scope=TENANT, sync=True, kinds=[DreamActionKind.MERGE])
+    assert task.status == TaskStatus.SUCCEEDED
+    found, _ = dream.list_actions(deps, store, task.task_id)
+    (merge,) = found
+    assert {m.memory_id for m in merge.before} == {"a1", "a2"}
+
+
+def test_erased_with_the_tenant_and_their_thread(deps, store):
+    explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 5521."}])
+    explicit.write(deps, store, scope={**SCOPE, "agent_id": "bot", "run_id": "t-1"},
+                   memories=[{"text": "Ann's gate code is 9034."}])
+    explicit.write(deps, store, scope={"app_id": "app", "tenant_id": "bob"}, memories=[{"text": "Bob's code is 1."}])
+    gone = erase.delete_run(deps, store, scope={**SCOPE, "agent_id": "bot", "run_id": "t-1"})
+    assert gone["memories"] == 1
+    assert [h.memory.text for h in search.search(deps, store, query="code", scope=TENANT)] == [
+        "Ann's locker code is 5521."]
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="ann", principal="ops")
+    done = erase.run_erasure(deps, erasure.erasure_id)
+    assert done.deleted["demo"]["memories"] == 1 and done.deleted["demo"]["index_documents"] == 1
+    assert not memory_items(deps, store) and not search.search(deps, store, query="code", scope=TENANT)
+    assert search.search(deps, store, query="code", scope={"app_id": "app", "tenant_id": "bob"})
+
+
+def test_audited_with_the_scope_and_ids_kept_out_of_operation_names(deps, store):
+    import json
+
+    from memlane.api.app import build_api
+    from memlane.server import _LambdaContext, http_event
+    from memlane.services import access, audit
+
+    key = access.create_api_key(deps, "crm-sync", {"app": ["ann"]})
+    api = build_api(deps, auth="api_key")
+
+    def call(method, path, body=None):
+        event = http_event(method, path, {"content-type": "application/json", "authorization": f"Bearer {key}"},
+                           json.dumps(body).encode() if body is not None else b"", "127.0.0.1")
+        return api.resolve(event, _LambdaContext())["statusCode"]
+
+    assert call("POST", "/v1/stores/demo/memories", {"scope": SCOPE, "infer": False,
+                                                     "memories": [{"text": "Ann's locker is 12."}]}) == 201
+    assert call("POST", "/v1/stores/demo/threads", {"thread_id": "t-9", "scope": SCOPE}) == 201
+    assert call("GET", "/v1/stores/demo/threads/t-9?app_id=app&tenant_id=ann") == 200
+    assert call("PUT", "/v1/stores/demo/agents/bot/profile", {**SCOPE, "text": "Be brief."}) == 200
+    rows, _ = audit.list_(deps, store, limit=50, cursor=None)
+    seen = {(r.operation, r.principal, r.app_id, r.tenant_id, r.status) for r in rows}
+    assert {("POST /v1/stores/{store}/memories", "crm-sync", "app", "ann", 201),
+            ("POST /v1/stores/{store}/threads", "crm-sync", "app", "ann", 201),
+            ("GET /v1/stores/{store}/threads/{id}", "crm-sync", "app", "ann", 200),
+            ("PUT /v1/stores/{store}/agents/{id}/profile", "crm-sync", "app", "ann", 200)} <= seen

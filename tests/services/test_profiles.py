@@ -1,0 +1,109 @@
+"""Actor profiles: what a caller states of a tenant or an agent, merged with what the dream distils —
+explicit wins, both shown with their origin, rendered as one stable text."""
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain import limits
+from memlane.domain.errors import InvalidInput, NotFound, PayloadTooLarge
+from memlane.domain.models import DreamActionKind, DreamMode
+from memlane.services import dream, erase, ingest, profiles, stores
+
+APP, TENANT = "app", "ann"
+T0 = datetime(2024, 3, 1, 9, tzinfo=timezone.utc)
+
+
+@pytest.fixture()
+def store(deps):
+    deps.settings = replace(deps.settings, consolidate_on_write=False)
+    return stores.create(deps, name="demo").name
+
+
+def distil(deps, store):
+    for run, day, text in (("r1", 0, "I live in Boston."), ("r2", 9, "I moved from Boston to Denver."),
+                           ("r3", 10, "I love hiking in the mountains.")):
+        ingest.add(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot", "run_id": run},
+                   sync=True, messages=[{"role": "user", "name": "Ann", "content": text,
+                                         "created_at": T0 + timedelta(days=day)}])
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True,
+                kinds=[DreamActionKind.EMIT_PROFILE], mode=DreamMode.SAFE_AUTO)
+
+
+def test_nothing_known_is_none_and_a_404(deps, store):
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is None
+    assert profiles.agent_profile(deps, store, APP, TENANT, "bot") is None
+    with pytest.raises(NotFound) as e:
+        profiles.get(deps, store, app_id=APP, tenant_id=TENANT)
+    assert e.value.code == "profile_not_found"
+
+
+def test_explicit_only(deps, store):
+    put = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann is a premium customer.",
+                       attributes={"language": "Portuguese", "home_airport": "LIS"})
+    assert put == profiles.tenant_profile(deps, store, APP, TENANT)
+    assert [(f.name, f.value, f.origin) for f in put.attributes] == [
+        ("home_airport", "LIS", "explicit"), ("language", "Portuguese", "explicit")]
+    assert put.text == "Ann is a premium customer.\n- home_airport: LIS\n- language: Portuguese"
+
+
+def test_merged_with_the_distilled_profile_explicit_wins(deps, store):
+    distil(deps, store)
+    distilled = profiles.tenant_profile(deps, store, APP, TENANT)
+    assert {(f.name, f.value, f.origin) for f in distilled.attributes} >= {("residence", "Denver", "distilled")}
+    assert distilled.explicit_text == "" and "- residence: Denver" in distilled.text
+
+    merged = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann travels for work.",
+                          attributes={"residence": "Lisbon"})
+    residence = [f for f in merged.attributes if f.name == "residence"]
+    assert [(f.value, f.origin) for f in residence] == [("Lisbon", "explicit")]
+    assert [(f.name, f.value, f.origin) for f in merged.overridden] == [("residence", "Denver", "distilled")]
+    assert ("likes", "hiking", "distilled") in {(f.name, f.value, f.origin) for f in merged.preferences}
+    assert merged.text.startswith("Ann travels for work.\n- residence: Lisbon")
+    assert "Denver" not in merged.text
+    # the same state renders the same text
+    assert profiles.tenant_profile(deps, store, APP, TENANT).text == merged.text
+    # a later dream does not touch what the caller stated
+    distil(deps, store)
+    assert "- residence: Lisbon" in profiles.tenant_profile(deps, store, APP, TENANT).text
+
+
+def test_put_replaces_the_explicit_profile(deps, store):
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="first", attributes={"a": "1"})
+    second = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="second", attributes={})
+    assert second.text == "second" and second.attributes == []
+
+
+def test_agent_profile_is_per_tenant(deps, store):
+    role = "You are Ann's travel planner. Always confirm dates before booking."
+    mine = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner", text=role,
+                        attributes={"tone": "brief"})
+    assert mine.agent_id == "planner" and mine.text.startswith(role)
+    assert profiles.agent_profile(deps, store, APP, TENANT, "planner") == mine
+    assert profiles.agent_profile(deps, store, APP, "bob", "planner") is None  # another tenant's agent
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is None  # the agent's is not the tenant's
+
+
+def test_bad_input_is_refused_and_nothing_written(deps, store):
+    cases = [({"text": "x" * (limits.MAX_PROFILE_TEXT_CHARS + 1)}, PayloadTooLarge, "text"),
+             ({"attributes": {"bad key": "v"}}, InvalidInput, "attributes"),
+             ({"attributes": {"k": "v" * (limits.MAX_PROFILE_VALUE_CHARS + 1)}}, PayloadTooLarge, "attributes.k"),
+             ({"attributes": {f"k{i}": "v" for i in range(limits.MAX_PROFILE_ATTRIBUTES + 1)}}, PayloadTooLarge,
+              "attributes"),
+             ({"text": "  ", "attributes": {}}, InvalidInput, "text")]
+    for body, error, field in cases:
+        with pytest.raises(error) as e:
+            profiles.put(deps, store, app_id=APP, tenant_id=TENANT, **body)
+        assert e.value.field == field, body
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is None
+
+
+def test_erased_with_the_tenant(deps, store):
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann is a premium customer.")
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner", text="Plan trips.")
+    done = erase.run_erasure(deps, erase.request_erasure(deps, app_id=APP, tenant_id=TENANT,
+                                                         principal="ops").erasure_id)
+    assert done.deleted["demo"]["profiles"] == 2
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is None
+    assert profiles.agent_profile(deps, store, APP, TENANT, "planner") is None

@@ -1,0 +1,76 @@
+"""The language resources live in one module (memlane.domain.language): no other module of the
+package spells out its own stop-word or month list (issue 11, item 5)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import memlane
+from memlane.domain import language
+
+PACKAGE = Path(memlane.__file__).parent
+HOME = PACKAGE / "domain" / "language.py"
+# Lists left where they are, and why.
+ELSEWHERE = {
+    # The dream's rule modules are being folded into policies/consolidation.py by another change
+    # (issue 11, item 5, dream half); their lists go with them.
+    PACKAGE / "policies" / "dream_attributes.py", PACKAGE / "policies" / "dream_rules.py",
+    # English words by frequency rank, to generate a Zipf corpus: an ordering, not words to drop.
+    PACKAGE / "bench" / "scale.py",
+}
+_WORD_LIST = re.compile(r"^[a-z' ]+$")
+
+
+def _word_lists(tree: ast.AST):
+    """Every literal that is a plain list of lower-case words: a string of them or a list/tuple of them."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = " ".join(node.value.split())
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and node.elts and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            text = " ".join(e.value for e in node.elts)
+        else:
+            continue
+        if _WORD_LIST.match(text):
+            yield node.lineno, set(text.split())
+
+
+def _offenders(test) -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == HOME or path in ELSEWHERE:
+            continue
+        for line, words in _word_lists(ast.parse(path.read_text())):
+            if test(words):
+                found.append(f"{path.relative_to(PACKAGE)}:{line}")
+    return found
+
+
+def test_no_module_but_the_language_module_spells_out_stop_words():
+    assert _offenders(lambda words: len(words & language.STOP_WORDS) >= 12) == []
+
+
+def test_no_module_but_the_language_module_spells_out_month_names():
+    assert _offenders(lambda words: {"january", "june", "december"} <= words) == []
+
+
+def test_the_index_drops_exactly_what_opensearch_english_analyzer_drops():
+    # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET: both keyword backends must rank alike.
+    assert language.LUCENE_STOP_WORDS == frozenset(
+        "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+        "they this to was will with".split())
+    assert language.LUCENE_STOP_WORDS <= language.STOP_WORDS
+
+
+def test_hidden_keywords_drop_chat_interjections_but_keep_words_of_order():
+    assert {"yeah", "wow", "hey"} <= language.CONTEXT_STOP_WORDS
+    assert not {"yeah", "wow", "hey"} & language.STOP_WORDS
+    assert not {"after", "before", "again"} & language.CONTEXT_STOP_WORDS
+
+
+def test_months_and_weekdays_in_calendar_order():
+    assert language.MONTHS["january"] == 1 and language.MONTHS["december"] == 12 and len(language.MONTHS) == 12
+    assert language.MONTH_NAMES.index("may") == 4
+    assert language.WEEKDAYS[0] == "monday" and language.WEEKDAYS[-1] == "sunday"
