@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..domain import language
 from ..ports import Tokenizer
 
 SECTIONS = ("agent_profile", "user_profile", "summary", "memories", "plans", "recent")
@@ -29,8 +30,6 @@ TITLES = {"agent_profile": "Agent profile", "user_profile": "User profile", "sum
 ELLIPSIS = " …"
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _WORD = re.compile(r"\w+")
-_FILLER = frozenset("a an the and or but of to in on at by for with from is are was were be been am i you he she it "
-                    "we they my your his her its our their me him them this that".split())
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] |
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _FILLER}
+    return {w for w in _WORD.findall(text.lower()) if w not in language.STOP_WORDS}
 
 
 _HEADERS: dict[str, dict[str, int]] = {}
