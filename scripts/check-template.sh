@@ -7,7 +7,8 @@
 #      layer's wheels are downloaded for python3.13/arm64 by pip, nothing is compiled or run in Docker)
 #   4. a cold-start smoke test of the built code: every built function module is imported by Python 3.13
 #      from the built memlane layer, with the deps layer's requirements installed for this machine,
-#      under an AWS-mode environment (no AWS call is made: clients are only constructed). Skipped, with
+#      under an AWS-mode environment (no AWS call is made: clients are only constructed), and counts
+#      tokens with the tokenizer the layers ship (context cards). Skipped, with
 #      a note, when no python3.13 is found (PATH, then pyenv).
 #
 # SAM CLI conflicts with the main environment's packages, so it lives in its own venv (.venv-sam, made
@@ -73,7 +74,7 @@ fi
 
 log "4/4 smoke import of the built functions with $("$PY313" --version 2>&1)"
 HOST_ARCH="$(uname -m)"
-DEPS="$CACHE/deps-$(cat layers/deps/requirements.txt layers/deps/Makefile | sha256sum | cut -c1-16)-$HOST_ARCH"
+DEPS="$CACHE/deps-$(cat layers/deps/requirements*.txt layers/deps/Makefile | sha256sum | cut -c1-16)-$HOST_ARCH"
 if [[ ! -f "$DEPS/.ready" ]]; then
   rm -rf "$DEPS"
   mkdir -p "$DEPS"
@@ -93,7 +94,8 @@ for function in Ingest Search Tasks Extract Dream; do
       MEMLANE_INDEX=opensearch \
       MEMLANE_OPENSEARCH_URL=https://search-memlane-smoke-abc123.us-east-1.es.amazonaws.com \
       MEMLANE_EMBEDDER=bedrock MEMLANE_LLM=bedrock MEMLANE_RERANKER=bedrock MEMLANE_DATA_DIR=/tmp/memlane-smoke \
-      "$PY313" -I -c 'import sys; sys.path[:0] = [".", *sys.argv[1].split(":")]; import app; assert callable(app.lambda_handler)' \
+      "$PY313" -I -c 'import sys; sys.path[:0] = [".", *sys.argv[1].split(":")]; import app; assert callable(app.lambda_handler)
+from memlane.adapters.tokenizers.hf import HFTokenizer; assert HFTokenizer().count("context cards count tokens") == 5' \
       "$BUILD/out/MemlaneLayer/python:$DEPS/python" >"$BUILD/smoke-$function.log" 2>&1 ||
       { cat "$BUILD/smoke-$function.log" >&2; exit 1; }
   ) || die "the built $function does not import under Python 3.13"

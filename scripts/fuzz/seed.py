@@ -172,6 +172,9 @@ def config(seed: dict[str, Any]) -> str:
               f'"query.agent_id" = "{AGENTS[0]}"', f'"query.run_id" = "{KEEP_RUNS[0]}"']
     lines += ["[[operations]]", 'include-name = "GET /v1/stores/{store}/threads/{thread_id}"',
               "[operations.parameters]", f'"query.agent_id" = "{AGENTS[0]}"']
+    # a context card is of a seeded thread (a run), under the agent it was held with
+    lines += ["[[operations]]", f'include-name = "POST /v1/stores/{{store}}/threads/{{thread_id}}/context"',
+              "[operations.parameters]", f'"path.thread_id" = "{KEEP_RUNS[0]}"', f'"body.agent_id" = "{AGENTS[0]}"']
     return "\n".join(lines) + "\n"
 
 

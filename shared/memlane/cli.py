@@ -122,6 +122,22 @@ def cmd_messages(args: argparse.Namespace, client: MemlaneClient) -> int:
     return 0
 
 
+def cmd_context(args: argparse.Namespace, client: MemlaneClient) -> int:
+    options: dict[str, Any] = {"budget_tokens": args.budget, "recent_messages": args.recent}
+    for name, value in (("agent_id", args.agent), ("query", args.query)):
+        if value is not None:
+            options[name] = value
+    if args.sections:
+        options["sections"] = args.sections.split(",")
+    card = client.context(args.store, args.thread, app_id=args.app, tenant_id=args.tenant, **options)
+    tokens = card["tokens"]
+    cut = ", ".join(f"{c['section']} -{c['dropped']}" + (f" ~{c['truncated']}" if c["truncated"] else "")
+                    for c in card["cut"])
+    _print(args, card, f"{card['text']}\n\n({tokens['total']}/{tokens['budget']} tokens, {tokens['tokenizer']}"
+                       + (f"; cut: {cut}" if cut else "") + ")")
+    return 0
+
+
 def cmd_threads(args: argparse.Namespace, client: MemlaneClient) -> int:
     tenant = {"app_id": args.app, "tenant_id": args.tenant}
     if args.action == "create":
@@ -298,13 +314,25 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--metadata", help="JSON object kept with the thread (create)")
     s.add_argument("--limit", type=int, default=50)
 
+    s = sub.add_parser("context", help="a thread's context card: profiles, summary, memories, plans, recent turns")
+    s.add_argument("store")
+    s.add_argument("thread", help="the thread (run) id")
+    s.add_argument("--app", required=True)
+    s.add_argument("--tenant", required=True)
+    s.add_argument("--agent", help="the thread's agent (default: the one it was held with)")
+    s.add_argument("--query", help="what the next turn is about (default: the thread's latest user turn)")
+    s.add_argument("--budget", type=int, default=1500, help="token budget of the card")
+    s.add_argument("--recent", type=int, default=6, help="recent messages to include")
+    s.add_argument("--sections", help="comma-separated subset of agent_profile,user_profile,summary,memories,"
+                                      "plans,recent")
+
     # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
-    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens, soak, updates, calibrate (memlane bench -h)", add_help=False)
+    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens, soak, updates, calibrate, context (memlane bench -h)", add_help=False)
     return p
 
 
 COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks": cmd_tasks,
-            "messages": cmd_messages, "threads": cmd_threads}
+            "messages": cmd_messages, "threads": cmd_threads, "context": cmd_context}
 
 
 def main(argv: list[str] | None = None) -> int:

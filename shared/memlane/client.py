@@ -104,6 +104,11 @@ class MemlaneClient:
     def search(self, store: str, query: str, scope: dict[str, Any], **options: Any) -> list[dict[str, Any]]:
         return self._call("POST", f"/v1/stores/{store}/search", {"query": query, "scope": scope, **options})["results"]
 
+    def context(self, store: str, thread_id: str, *, app_id: str, tenant_id: str, **options: Any) -> dict[str, Any]:
+        """The thread's context card: `agent_id`, `query`, `budget_tokens`, `recent_messages`, `sections`."""
+        return self._call("POST", f"/v1/stores/{store}/threads/{thread_id}/context",
+                          {"app_id": app_id, "tenant_id": tenant_id, **options})
+
     def messages(self, store: str, scope: dict[str, Any], **page: Any) -> dict[str, Any]:
         return self._call("GET", f"/v1/stores/{store}/messages" + _query({**scope, **page}))
 

@@ -98,7 +98,8 @@ def test_openapi_document(server):
     status, doc = raw(server, "GET", "/openapi.json")
     assert status == 200 and doc["openapi"].startswith("3.")
     for path in ("/v1/stores", "/v1/stores/{store}/memories", "/v1/stores/{store}/search",
-                 "/v1/stores/{store}/tasks/{request_id}", "/v1/stores/{store}/messages", "/v1/stores/{store}/scopes"):
+                 "/v1/stores/{store}/tasks/{request_id}", "/v1/stores/{store}/messages", "/v1/stores/{store}/scopes",
+                 "/v1/stores/{store}/threads/{thread_id}/context"):
         assert path in doc["paths"], path
 
 
@@ -132,3 +133,28 @@ def test_a_changed_fact_over_http_current_first_history_and_as_of(server):
     status, undone = raw(server, "POST", f"/v1/stores/demo/dream-actions/{outcome['action_id']}/undo")
     assert status == 200 and undone["status"] == "undone"
     assert len(c.search("demo", "where does the user live?", scope)) == 2
+
+
+def test_a_new_threads_context_card_recalls_the_first_thread_within_the_budget(server):
+    c = MemlaneClient(server.url)
+    c.create_store("demo")
+    first = c.add("demo", SCOPE, messages=[{"role": "user", "content": "I'm vegetarian and I never fly overnight."}])
+    c.wait_task("demo", first["request_id"])
+    c.add("demo", {**SCOPE, "run_id": "conv-2"}, messages=[
+        {"role": "user", "content": "Hello again, I'm in Rome for the weekend."},
+        {"role": "assistant", "content": "Lovely! What can I do for you?"},
+        {"role": "user", "content": "Find me somewhere to have dinner tonight."}])
+
+    card = c.context("demo", "conv-2", app_id="travel-app", tenant_id="alice", budget_tokens=300)
+
+    assert set(card["sections"]) >= {"memories", "recent"}
+    assert "vegetarian" in card["sections"]["memories"][0]["text"]
+    assert card["sections"]["recent"][-1]["text"].endswith("Find me somewhere to have dinner tonight.")
+    assert card["tokens"]["total"] <= 300 and card["tokens"]["tokenizer"] == "hf:all-minilm-l6-v2"
+    assert card["text"].startswith("## Relevant memories") and card["evidence"]
+    assert c.context("demo", "conv-2", app_id="travel-app", tenant_id="alice", budget_tokens=300)["text"] == card["text"]
+    status, body = raw(server, "POST", "/v1/stores/demo/threads/conv-2/context",
+                       {"app_id": "travel-app", "tenant_id": "alice", "budget_tokens": "300"})
+    assert status == 400 and body["error"]["code"] == "invalid_input"
+    status, body = raw(server, "POST", "/v1/stores/demo/threads/nope/context", {"app_id": "travel-app", "tenant_id": "alice"})
+    assert status == 404 and body["error"]["code"] == "thread_not_found"

@@ -229,6 +229,8 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     fn.http("Search", "GET", f"/v1/stores/demo/memories/{memory_id}", query=TENANT)
     fn.http("Search", "PATCH", f"/v1/stores/demo/memories/{memory_id}", {**TENANT, "metadata": {"checked": True}})
     fn.http("Search", "GET", "/v1/stores/demo/messages", query=SCOPE)
+    card = fn.http("Search", "POST", "/v1/stores/demo/threads/r-1/context", {**TENANT, "query": "where does Ann live"})
+    assert card["sections"]["recent"] and card["tokens"]["total"] <= 1500
 
     # Tasks: task status, lists, scopes, access policy, the audit log
     fn.http("Tasks", "GET", "/v1/stores/demo/tasks/req-1")

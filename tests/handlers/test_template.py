@@ -114,7 +114,8 @@ def test_functions_run_a_supported_python_from_their_own_folders() -> None:
 
 
 def test_deps_layer_pins_every_package_within_pyproject_ranges() -> None:
-    lines = [line.split("#")[0].strip() for line in (ROOT / "layers/deps/requirements.txt").read_text().splitlines()]
+    lines = [line.split("#")[0].strip() for file in sorted((ROOT / "layers/deps").glob("requirements*.txt"))
+             for line in file.read_text().splitlines()]
     pins = {Requirement(line).name.lower().replace("_", "-"): Requirement(line) for line in lines if line}
     for req in pins.values():
         assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==", f"{req} is not pinned"
@@ -124,6 +125,18 @@ def test_deps_layer_pins_every_package_within_pyproject_ranges() -> None:
         name = wanted.name.lower().replace("_", "-")
         version = next(iter(pins[name].specifier)).version
         assert wanted.specifier.contains(version), f"{name}=={version} is outside pyproject's {wanted.specifier}"
+
+
+def test_the_layers_count_tokens_offline() -> None:
+    """Context cards count tokens on the search function: the deps layer carries `tokenizers` (without
+    its download-only dependencies) and the memlane layer its tokenizer.json (package data)."""
+    nodeps = (ROOT / "layers/deps/requirements-nodeps.txt").read_text()
+    assert any(line.startswith("tokenizers==") for line in nodeps.splitlines())
+    assert "--no-deps --upgrade --requirement requirements-nodeps.txt" in (ROOT / "layers/deps/Makefile").read_text()
+    assert "tokenizers" in " ".join(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                                    ["optional-dependencies"]["aws"])
+    data = ROOT / "shared/memlane/adapters/tokenizers/data/all-minilm-l6-v2.json"
+    assert data.is_file() and "adapters/tokenizers/data/*.json" in (ROOT / "pyproject.toml").read_text()
 
 
 # -- IAM: the template deploys exactly the documents of infra/iam (judged offline in tests/isolation) --------

@@ -71,7 +71,9 @@ def os_deps(tmp_path: Path, minilm, os_index: Index):  # type: ignore[no-untyped
 
     table = SqliteTable(tmp_path / "table.db")
     queue = DurableQueue(tmp_path / "queue.db")
+    from memlane.adapters.tokenizers.hf import HFTokenizer
+
     yield Deps(table=table, queue=queue, index=os_index, embedder=minilm, extractor=RuleExtractor(),
-               clock=SystemClock())
+               clock=SystemClock(), tokenizer=HFTokenizer())
     queue.stop()
     table.close()

@@ -191,3 +191,13 @@ def test_explicit_writes_and_thread_deletion_on_opensearch(os_deps) -> None:  # 
     left = search.search(os_deps, name, query="gate code Lisbon flat loyalty number", scope=U1, top_k=5)
     assert [h.memory.memory_id for h in left] == ["loyalty"]
     assert search.search(os_deps, name, query="loyalty number", scope=U2, top_k=5) == []
+
+
+def test_a_context_card_recalls_over_opensearch_within_the_budget(os_deps, store) -> None:  # type: ignore[no-untyped-def]
+    from memlane.services import context
+
+    card = context.build(os_deps.for_tenant(store, "app", "u1"), store, app_id="app", tenant_id="u1",
+                         thread_id="r2", query="what pet does Ann have?", budget_tokens=120)
+
+    assert any("beagle" in e.text for e in card.kept["memories"])  # from the other thread, r1
+    assert "Rex" not in card.text and card.total <= 120  # never the other tenant's beagle

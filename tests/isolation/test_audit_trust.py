@@ -109,12 +109,26 @@ def test_anonymous_failures_write_no_row_into_any_store_log_but_are_logged(world
             for method, path, body in (
                     ("POST", "/v1/stores/demo/search", {"query": "x", "scope": {"app_id": "travel", "tenant_id": "bob"}}),
                     ("GET", "/v1/stores/victim/tasks/whatever", None),
+                    ("POST", "/v1/stores/demo/threads/r1/context", {"app_id": "travel", "tenant_id": "bob"}),
                     ("GET", "/v1/stores", None)):
                 status, _ = call(api, method, path, body, key)
                 assert status == 401
     assert {s: len(audit_rows(deps, s)) for s in before} == before
     refused = [r for r in caplog.records if r.name == "memlane.audit" and "401" in r.getMessage()]
-    assert len(refused) == 6 and any("/v1/stores/victim/tasks" in r.getMessage() for r in refused)
+    assert len(refused) == 8 and any("/v1/stores/victim/tasks" in r.getMessage() for r in refused)
+
+
+def test_a_context_card_is_built_from_the_callers_own_tenant_only(world):
+    api, deps, keys, _ = world
+    status, body = call(api, "POST", "/v1/stores/demo/threads/r1/context", {"app_id": "travel", "tenant_id": "bob"},
+                        keys["alice"])
+    assert status == 403 and body["error"]["code"] == "outside_grant" and "Bea" not in json.dumps(body)
+    # the same thread id under her own tenant is her thread: nothing of Bob's in it
+    status, body = call(api, "POST", "/v1/stores/demo/threads/r1/context", {"app_id": "travel", "tenant_id": "alice"},
+                        keys["alice"])
+    assert status == 200 and "Ann" in body["text"] and "Bea" not in json.dumps(body)
+    rows = [r for r in audit_rows(deps) if r.operation == "POST /v1/stores/{store}/threads/{id}/context"]
+    assert sorted((r.tenant_id, r.run_id, r.status) for r in rows) == [("alice", "r1", 200), ("bob", "r1", 403)]
 
 
 def test_an_identified_callers_request_to_a_missing_store_is_logged_globally_not_under_its_name(world):

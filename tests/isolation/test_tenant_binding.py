@@ -96,6 +96,8 @@ def test_every_route_works_through_the_tenant_bound_table(guarded):
     for path in (f"/v1/stores/demo/messages?{q}", f"/v1/stores/demo/memories?{q}",
                  "/v1/stores/demo/scopes?app_id=app&tenant_id=ann", "/v1/stores/demo/tasks?app_id=app&tenant_id=ann"):
         assert call(api, "GET", path)[0] == 200, path
+    status, card = call(api, "POST", "/v1/stores/demo/threads/r/context", {"app_id": "app", "tenant_id": "ann"})
+    assert status == 200 and "tomatoes" in card["text"]
     assert call(api, "DELETE", f"/v1/stores/demo/runs/r?app_id=app&tenant_id=ann&agent_id=g")[0] == 200
     # threads, explicit writes, stated profiles
     tenant = {"app_id": "app", "tenant_id": "ann"}

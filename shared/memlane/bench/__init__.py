@@ -6,6 +6,7 @@
     memlane bench soak   --clients N --seconds S [--url URL] [--global-lock] [--json OUT]
     memlane bench updates [--data PATH] [--json OUT] [--failures]
     memlane bench calibrate [--data PATH] [--threshold 0.8] [--json OUT] [--wrong]
+    memlane bench context --data PATH [--budgets 500,1000,1500,2000] [--json OUT] [--limit-conversations N]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
 """
@@ -23,7 +24,8 @@ SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall agains
           "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified",
           "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart",
           "calibrate": "the dream's safe_auto confidences on the knowledge updates: reliability table, "
-                       "dream-only vs write-time"}
+                       "dream-only vs write-time",
+          "context": "context cards on LoCoMo: prompt recall and tokens under a budget vs last turns and search top-k"}
 
 
 def parser() -> argparse.ArgumentParser:

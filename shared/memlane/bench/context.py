@@ -1,0 +1,247 @@
+"""Context cards on LoCoMo: what a card under a token budget holds of what a question needs, beside two
+plain ways of filling the same budget, measured in one run.
+
+Each conversation is ingested into its own tenant through the real service path (locomo.Memlane: one
+run per session, the local worker extracts, no LLM, MiniLM). Every question is then asked as the next
+turn of the conversation's last session: the card of that thread (services/context.build, the route's
+own service) is built with the question as its query, at each budget. Beside it, at the same budgets:
+
+- ``last_turns``    the newest turns of the conversation that fit (plain truncation of the history).
+- ``search_top_k``  memlane's search for the question, its results in rank order while they fit.
+
+Per method, budget and question category: *prompt recall* (the share of the question's evidence turns
+the prompt holds — as a recent turn, a summary sentence's citation or a memory's evidence), tokens of the
+prompt against the flat full history (every turn, same line format, same tokenizer), and p50/p95 latency
+of building it. Tokens are counted with the service's tokenizer (deps.tokenizer), not words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import metrics
+from .common import CachedEmbedder, Progress, machine, minilm, table
+from .locomo import APP, CATEGORY_NAMES, HEADLINE, STORE, Conversation, Memlane, load
+
+BUDGETS = (500, 1000, 1500, 2000)
+METHODS = ("card", "last_turns", "search_top_k")
+SEARCH_K = 100  # results the search baseline asks for (enough to fill 2,000 tokens)
+
+
+def turn_line(speaker: str, content: str, when: Any) -> str:
+    """A turn as the card renders it (services/context.py): the flat history uses the same form."""
+    return f"- [{when:%Y-%m-%d}] {speaker}: {content}"
+
+
+def last_turns(lines: Sequence[str], budget: int, tokenizer: Any,
+               counts: Sequence[int] | None = None) -> tuple[list[int], int]:
+    """Indexes of the newest lines that fit in `budget` tokens together, and their token count. `counts`:
+    the lines' own counts, when the caller has them (a conversation's lines are counted once)."""
+    counts = counts if counts is not None else tokenizer.count_many(list(lines)) if lines else []
+    kept: list[int] = []
+    used = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if used + counts[i] > budget:
+            break
+        kept.insert(0, i)
+        used += counts[i]
+    total = tokenizer.count("\n".join(lines[i] for i in kept)) if kept else 0
+    while total > budget:  # a tokenizer whose counts do not add up line by line
+        kept.pop(0)
+        total = tokenizer.count("\n".join(lines[i] for i in kept)) if kept else 0
+    return kept, total
+
+
+def top_k(hits: Sequence[tuple[str, Iterable[str]]], budget: int, tokenizer: Any) -> tuple[set[str], int]:
+    """The turns covered by the leading hits (text, turns) that fit in `budget` tokens, and the tokens."""
+    lines = [f"- {text}" for text, _ in hits]
+    counts = tokenizer.count_many(lines) if lines else []
+    covered: set[str] = set()
+    used = 0
+    kept: list[str] = []
+    for (_, turns), line, n in zip(hits, lines, counts):
+        if used + n > budget:
+            break
+        used += n
+        kept.append(line)
+        covered.update(turns)
+    return covered, tokenizer.count("\n".join(kept)) if kept else 0
+
+
+def recall(message_ids: Iterable[str], turn_of: Mapping[str, str], evidence: Sequence[str]) -> float:
+    held = set(metrics.map_evidence(message_ids, turn_of))
+    return sum(1 for e in set(evidence) if e in held) / len(set(evidence))
+
+
+class Tally:
+    """Per method, budget and category: recall, tokens, ratio to the full history, latencies."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int, int], list[tuple[float, int, float, float]]] = defaultdict(list)
+
+    def add(self, method: str, budget: int, category: int, recall_: float, tokens: int, full: int,
+            ms: float) -> None:
+        self.rows[(method, budget, category)].append((recall_, tokens, full / max(tokens, 1), ms))
+
+    def summary(self, method: str, budget: int, categories: Iterable[int] | None) -> dict[str, Any]:
+        rows = [r for (m, b, c), rs in self.rows.items() if m == method and b == budget
+                and (categories is None or c in categories) for r in rs]
+        if not rows:
+            return {"questions": 0}
+        n = len(rows)
+        tokens = sum(r[1] for r in rows) / n
+        full = sum(r[1] * r[2] for r in rows) / n  # mean full-history tokens of these questions
+        latencies = [r[3] for r in rows]
+        return {"questions": n, "recall": round(sum(r[0] for r in rows) / n, 4),
+                "all_hit": round(sum(1 for r in rows if r[0] >= 1.0) / n, 4),
+                "tokens_mean": round(tokens, 1), "ratio_vs_full": round(full / max(tokens, 1e-9), 2),
+                "latency_ms": {"p50": round(metrics.percentile(latencies, 50), 2),
+                               "p95": round(metrics.percentile(latencies, 95), 2)}}
+
+
+def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], recent: int,
+             progress: Progress | None = None) -> tuple[Tally, list[int], dict[str, int]]:
+    from ..services import context
+    from ..services.search import search
+
+    deps = ours.deps
+    tokenizer = deps.tokenizer
+    tally, fulls, summaries = Tally(), [], {"threads": 0, "with_summary": 0}
+    for conv in convs:
+        if progress:
+            progress.update(0, f"{conv.sample_id}: ingest")
+        ours.prepare(conv)
+        last = conv.sessions[-1][0]
+        thread = f"session-{last}"
+        lines = [turn_line(t.speaker, t.content, t.created_at) for t in conv.turns]
+        full = tokenizer.count("\n".join(lines))
+        counts = tokenizer.count_many(lines)
+        fulls.append(full)
+        summaries["threads"] += 1
+        summaries["with_summary"] += context.get_summary(deps, STORE, _thread_scope(conv, thread)) is not None
+        if progress:
+            progress.update(len(conv.turns), f"{conv.sample_id}: questions")
+        for q in conv.questions:
+            for budget in budgets:
+                t0 = time.perf_counter()
+                card = context.build(deps, STORE, app_id=APP, tenant_id=conv.sample_id, thread_id=thread,
+                                     query=q.text, budget_tokens=budget, recent_messages=recent)
+                ms = (time.perf_counter() - t0) * 1000
+                tally.add("card", budget, q.category, recall(card.evidence, ours.turn_of, q.evidence), card.total,
+                          full, ms)
+
+                t0 = time.perf_counter()
+                kept, tokens = last_turns(lines, budget, tokenizer, counts)
+                ms = (time.perf_counter() - t0) * 1000
+                held = {conv.turns[i].dia_id for i in kept}
+                tally.add("last_turns", budget, q.category, sum(e in held for e in set(q.evidence)) / len(set(q.evidence)),
+                          tokens, full, ms)
+
+            t0 = time.perf_counter()
+            hits = search(deps, STORE, query=q.text, scope=ours.scope(conv), top_k=SEARCH_K)
+            search_ms = (time.perf_counter() - t0) * 1000
+            pairs = [(h.memory.text, metrics.map_evidence(h.memory.evidence, ours.turn_of)) for h in hits]
+            for budget in budgets:
+                t0 = time.perf_counter()
+                covered, tokens = top_k(pairs, budget, tokenizer)
+                ms = search_ms + (time.perf_counter() - t0) * 1000
+                tally.add("search_top_k", budget, q.category,
+                          sum(e in covered for e in set(q.evidence)) / len(set(q.evidence)), tokens, full, ms)
+            if progress:
+                progress.update(1, f"{conv.sample_id}: questions")
+    return tally, fulls, summaries
+
+
+def _thread_scope(conv: Conversation, thread: str) -> Any:
+    from ..domain.scope import Scope
+
+    return Scope(app_id=APP, tenant_id=conv.sample_id, run_id=thread)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.monotonic()
+    budgets = [int(b) for b in str(args.budgets).split(",")]
+    convs = load(args.data, args.limit_conversations)
+    embedder = minilm()
+    if getattr(args, "embed_cache", None):
+        embedder = CachedEmbedder(embedder, Path(args.embed_cache))
+    embedder.embed(["warm up"])  # load the model before anything is timed
+    tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
+    data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
+    ours = Memlane(embedder, data_dir / "memlane")
+    progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs), "starting")
+    try:
+        tally, fulls, summaries = evaluate(convs, ours, budgets, args.recent, progress)
+        tokenizer = ours.deps.tokenizer.name  # type: ignore[union-attr]
+    finally:
+        progress.close()
+        ours.close()
+        if tmp:
+            tmp.cleanup()
+    categories = sorted({c.category for conv in convs for c in conv.questions})
+    methods = {m: {str(b): {"all": tally.summary(m, b, HEADLINE),
+                            **{str(c): tally.summary(m, b, (c,)) for c in categories}} for b in budgets}
+               for m in METHODS}
+    return {
+        "dataset": Path(args.data).name, "conversations": [c.sample_id for c in convs],
+        "questions": {"headline": sum(1 for c in convs for q in c.questions if q.category in HEADLINE),
+                      "all": sum(len(c.questions) for c in convs)},
+        "budgets": budgets, "recent_messages": args.recent, "tokenizer": tokenizer, "embedder": embedder.name,
+        "full_history_tokens_mean": round(sum(fulls) / max(len(fulls), 1), 1),
+        "threads_with_summary": summaries, "memories": ours.memories, "failed_tasks": ours.failed_tasks,
+        "methods": methods,
+        "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+
+
+def format_report(report: dict[str, Any]) -> str:
+    out = [f"LoCoMo {report['dataset']}: {report['questions']['headline']} questions in categories 1-4, asked as the "
+           f"next turn of each conversation's last session; tokens by {report['tokenizer']}; full history "
+           f"{report['full_history_tokens_mean']:,.0f} tokens on average; summaries on "
+           f"{report['threads_with_summary']['with_summary']}/{report['threads_with_summary']['threads']} threads", ""]
+    rows = []
+    for budget in report["budgets"]:
+        for method in METHODS:
+            s = report["methods"][method][str(budget)]["all"]
+            rows.append([budget, method, s["recall"], s["all_hit"], s["tokens_mean"], f"{s['ratio_vs_full']:.1f}x",
+                         s["latency_ms"]["p50"], s["latency_ms"]["p95"]])
+    out.append(table(["budget", "method", "prompt recall", "all evidence", "tokens", "fewer than full",
+                      "p50 ms", "p95 ms"], rows))
+    cats = [c for c in next(iter(report["methods"]["card"].values())) if c != "all"]
+    out += ["", "prompt recall by category:"]
+    crow = [[budget, method, *(report["methods"][method][str(budget)][c].get("recall", "-") for c in cats)]
+            for budget in report["budgets"] for method in METHODS]
+    out.append(table(["budget", "method", *(f"{c} {CATEGORY_NAMES.get(int(c), '')}" for c in cats)], crow))
+    return "\n".join(out)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, default=Path(os.environ.get("MEMLANE_LOCOMO", "locomo-dev.json")),
+                   help="LoCoMo JSON file (original format)")
+    p.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS), help="comma-separated token budgets")
+    p.add_argument("--recent", type=int, default=6, help="recent messages asked for in the card")
+    p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
+    p.add_argument("--limit-conversations", type=int, default=None)
+    p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
+    p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
+
+
+def main(args: argparse.Namespace) -> int:
+    if not Path(args.data).is_file():
+        print(f"error: no LoCoMo data at {args.data} (pass --data PATH)", file=sys.stderr)
+        return 2
+    report = run(args)
+    print(format_report(report))
+    print(f"\n{report['memories']} memories, {report['failed_tasks']} failed tasks; {report['elapsed_s']} s")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
+    return 0

@@ -1,0 +1,185 @@
+"""The context card of a thread: what an agent puts in its prompt at the next turn, under a token budget.
+
+It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
+relevant to the turn (from the tenant's other threads too, current heads only, not repeating what the
+summary or the recent turns already say), the tenant's open plans, the thread's last turns — and hands
+them to the pure packer (policies/context_card.py), which keeps the card within the budget and renders
+it in a stable order. Tokens are counted with `deps.tokenizer`.
+
+Reads only: a card writes nothing, so building one twice gives the same text for the same state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Sequence
+
+from ..domain import limits
+from ..domain.errors import DependencyFailed, InvalidInput
+from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
+from ..domain.scope import DEFAULT, Scope, validate_id
+from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restates
+from . import profiles, search, threads
+from .deps import Deps
+
+DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
+DEFAULT_RECENT, MAX_RECENT = 6, 50
+# Search hits for the memories and plans sections: enough to fill the budget (a memory line is ~20 tokens
+# with its date), at least MIN_CANDIDATES; the packer keeps what fits. 20 whatever the budget left a
+# 2,000-token card at 1,500 tokens on LoCoMo (docs/benchmarks.md).
+TOKENS_PER_CANDIDATE, MIN_CANDIDATES = 15, 20
+QUERY_WINDOW = 2  # turns before the latest user turn that shape the default query
+
+# What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
+# the best value per token first. Profiles are short and always apply; the newest turn is worth the most
+# of the recent ones; a memory is worth its rank in search's order.
+PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
+# A memory is worth its place in search's order (fusion and reranking), not its raw cosine: valued by
+# similarity, the packer's value per token took short, loosely related memories before the reranked head
+# (LoCoMo prompt recall at 1,500 tokens 0.742 vs 0.871 for the same search's results in rank order).
+RANK_DECAY = 0.93
+RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
+
+
+def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
+          query: str | None = None, budget_tokens: int = DEFAULT_BUDGET, recent_messages: int = DEFAULT_RECENT,
+          sections: Sequence[str] | None = None) -> Card:
+    wanted = _check(budget_tokens, recent_messages, sections, query)
+    if deps.tokenizer is None:
+        raise DependencyFailed("no tokenizer is configured to count the card's tokens", code="tokenizer_unavailable")
+    deps.repo.get_store(store)  # unknown store → 404
+    thread = _thread(deps, store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
+                     validate_id("thread_id", thread_id), None if agent_id is None else validate_id("agent_id", agent_id))
+    scope = thread.scope
+    turns = _last_messages(deps, store, scope, max(recent_messages, QUERY_WINDOW + 1))
+    recent = turns[-recent_messages:] if recent_messages else []
+    summary = get_summary(deps, store, scope) if wanted & {"summary", "plans"} else None
+    query = query or _default_query(turns)
+
+    parts: list[Section] = []
+    if "agent_profile" in wanted and scope.agent_id != DEFAULT:
+        parts.append(_lines("agent_profile", agent_profile(deps, store, scope.app_id, scope.tenant_id,
+                                                           scope.agent_id)))
+    if "user_profile" in wanted:
+        parts.append(_lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id)))
+    if "summary" in wanted and summary is not None:
+        parts.append(Section("summary", tuple(Entry(f"s{i}", s.text, SUMMARY_VALUE, i, tuple(s.evidence))
+                                              for i, s in enumerate(summary.sentences))))
+    if "recent" in wanted:
+        parts.append(Section("recent", tuple(
+            Entry(m.message_id, _turn(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
+                  (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
+    # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
+    if wanted & {"memories", "plans"} and thread.access_policy.recalls:
+        hits = _recall(deps, store, scope, query, budget_tokens)
+        since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
+        ahead = [h for h in hits if h.memory.memory_type == MemoryType.PLAN
+                 and (h.memory.event_time is None or h.memory.event_time >= since)]
+        if "plans" in wanted:
+            parts.append(_plans(summary, ahead))
+        if "memories" in wanted:
+            shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
+            covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
+            shown_plans = {h.memory.memory_id for h in ahead} if "plans" in wanted else set()
+            parts.append(_memories([h for h in hits if h.memory.memory_id not in shown_plans], shown, covered))
+    return pack(parts, budget_tokens, deps.tokenizer)
+
+
+# -- the seams: one small function per source, so another module can take each over ----------------
+
+
+def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
+    """The thread's rolling summary (services.summaries.get_summary once summaries exist)."""
+    return None
+
+
+def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> str:
+    """The user's profile as text, one attribute a line (stated, merged with the dream-distilled one)."""
+    found = profiles.tenant_profile(deps, store, app_id, tenant_id)
+    return found.text if found else ""
+
+
+def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str) -> str:
+    """The agent's profile as text: its role and standing instructions."""
+    found = profiles.agent_profile(deps, store, app_id, tenant_id, agent_id)
+    return found.text if found else ""
+
+
+def _thread(deps: Deps, store: str, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None) -> ScopeInfo:
+    """The thread: its registry entry, under the agent that claimed its id (or the one named)."""
+    return threads.locate(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+
+def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str | None) -> set[str]:
+    if isinstance(budget, bool) or not isinstance(budget, int) or not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}", field="budget_tokens")
+    if isinstance(recent, bool) or not isinstance(recent, int) or not 0 <= recent <= MAX_RECENT:
+        raise InvalidInput(f"recent_messages must be between 0 and {MAX_RECENT}", field="recent_messages")
+    if query is not None and (not isinstance(query, str) or len(query) > limits.MAX_QUERY_CHARS):
+        raise InvalidInput(f"query must be a string of at most {limits.MAX_QUERY_CHARS} characters", field="query")
+    unknown = set(sections or ()) - set(SECTIONS)
+    if unknown:
+        raise InvalidInput(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}", field="sections")
+    return set(sections) if sections is not None else set(SECTIONS)
+
+
+def _last_messages(deps: Deps, store: str, scope: Scope, n: int) -> list[Message]:
+    newest_first, _ = deps.repo.list_messages(store, scope, limit=n, cursor=None, forward=False)
+    return list(reversed(newest_first))
+
+
+def _default_query(turns: list[Message]) -> str:
+    """The latest user turn and a short window before it: what the next answer is about."""
+    users = [i for i, m in enumerate(turns) if m.role == "user"]
+    if not users:
+        return ""
+    last = users[-1]
+    text = " ".join(m.content for m in turns[max(0, last - QUERY_WINDOW):last + 1])
+    return text[-limits.MAX_QUERY_CHARS:]  # the latest words matter most
+
+
+def _turn(m: Message) -> str:
+    return f"[{m.created_at:%Y-%m-%d}] {m.name or m.role}: {m.content}"
+
+
+def _lines(name: str, text: str) -> Section:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
+
+
+def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> list[search.SearchHit]:
+    """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
+    if not query:
+        return []
+    top_k = max(MIN_CANDIDATES, min(limits.MAX_TOP_K, budget // TOKENS_PER_CANDIDATE))
+    return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
+                         top_k=top_k)
+
+
+def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str]) -> Section:
+    """The hits, less what the card already says: a memory whose evidence is all among the shown turns
+    and summary, or whose words restate them."""
+    entries = []
+    for rank, hit in enumerate(hits):
+        m = hit.memory
+        if (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
+            continue
+        entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), RANK_DECAY ** rank,
+                             rank, tuple(m.evidence)))
+    return Section("memories", tuple(entries))
+
+
+def _plans(summary: ThreadSummary | None, ahead: list[search.SearchHit]) -> Section:
+    """The thread summary's open items, and the tenant's plans relevant to the turn that are still ahead
+    (or undated)."""
+    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
+    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE, len(entries) + rank,
+                      tuple(h.memory.evidence)) for rank, h in enumerate(ahead)]
+    return Section("plans", tuple(entries))
+
+
+def _dated(text: str, when: object) -> str:
+    return f"({when:%Y-%m-%d}) {text}" if when is not None else text

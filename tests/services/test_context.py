@@ -1,0 +1,186 @@
+"""The context card service (services/context.py): a thread's card through the real local path."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.adapters.tokenizers.hf import HFTokenizer
+from memlane.domain.errors import InvalidInput, NotFound
+from memlane.domain.models import AccessPolicy, Memory, MemoryType, SummarySentence, ThreadSummary
+from memlane.domain.scope import Scope
+from memlane.services import context, ingest, scopes, stores
+
+APP, TENANT = "travel", "priya"
+OLD = {"app_id": APP, "tenant_id": TENANT, "agent_id": "planner", "run_id": "thread-1"}
+NEW = {**OLD, "run_id": "thread-2"}
+
+FIRST_THREAD = ["I have a severe peanut allergy, so I always carry an EpiPen.",
+                "I am vegetarian and I never eat meat.",
+                "My sister Anjali loves pottery and old jazz records."]
+SECOND_THREAD = [("user", "Hi again! I just landed in Lisbon."),
+                 ("assistant", "Welcome to Lisbon! How can I help today?"),
+                 ("user", "I want to book a table for dinner tonight somewhere nice.")]
+
+
+@pytest.fixture()
+def store(service, deps) -> str:
+    name = stores.create(deps, name="cards").name
+    ingest.add(deps, name, scope=OLD, messages=[{"role": "user", "name": "Priya", "content": t} for t in FIRST_THREAD])
+    ingest.add(deps, name, scope=NEW, messages=[{"role": r, "content": c} for r, c in SECOND_THREAD])
+    # another tenant's data, which no card of Priya may show
+    ingest.add(deps, name, scope={**OLD, "tenant_id": "bob"},
+               messages=[{"role": "user", "content": "I have a severe peanut allergy and I love steak."}])
+    service.drain()
+    return name
+
+
+def card(deps, store, **kw):
+    return context.build(deps, store, app_id=APP, tenant_id=TENANT, thread_id=kw.pop("thread_id", "thread-2"),
+                         **kw)
+
+
+def test_card_of_a_new_thread_recalls_the_first_one_and_holds_the_recent_turns(deps, store) -> None:
+    result = card(deps, store)
+
+    memories = [e.text for e in result.kept["memories"]]
+    assert any("peanut allergy" in t for t in memories) and any("vegetarian" in t for t in memories)
+    assert [e.text for e in result.kept["recent"]][-1].endswith(SECOND_THREAD[-1][1])
+    assert "steak" not in result.text  # another tenant's memory
+    assert HFTokenizer().count(result.text) == result.total <= 1500 and result.tokenizer == "hf:all-minilm-l6-v2"
+    thread_messages = {m.message_id for m in deps.repo.list_messages(store, Scope(**NEW), limit=10, cursor=None)[0]}
+    assert thread_messages <= set(result.evidence)
+    allergy = next(e for e in result.kept["memories"] if "peanut" in e.text)
+    assert allergy.evidence and set(allergy.evidence) <= set(result.evidence)
+
+
+def test_the_same_state_renders_the_same_bytes(deps, store) -> None:
+    assert card(deps, store).text.encode() == card(deps, store).text.encode()
+
+
+def test_a_small_budget_is_never_exceeded_and_the_cut_is_reported(deps, store) -> None:
+    result = card(deps, store, budget_tokens=40)
+    assert result.total <= 40
+    assert result.cut and all(c.dropped or c.truncated for c in result.cut)
+
+
+def test_memories_do_not_repeat_the_recent_turns(deps, store) -> None:
+    # the first thread's own card: its memories come from the very turns shown as recent
+    result = card(deps, store, thread_id="thread-1", query="peanut allergy and food")
+    recent = {e.key for e in result.kept["recent"]}
+    assert recent and not any(set(e.evidence) <= recent for e in result.kept.get("memories", ()))
+
+
+def test_the_summary_is_shown_with_its_citations_and_not_repeated_by_memories(deps, store, monkeypatch) -> None:
+    first = deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now, sentences=[
+        SummarySentence(text="Priya has a severe peanut allergy and carries an EpiPen.", evidence=[first[0].message_id])],
+        open_items=["Find a pottery class for Anjali's birthday."])
+    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+
+    result = card(deps, store, thread_id="thread-1", query="peanut allergy", recent_messages=0)
+
+    assert [e.text for e in result.kept["summary"]] == [summary.sentences[0].text]
+    assert first[0].message_id in result.evidence
+    assert not any("peanut" in e.text for e in result.kept.get("memories", ()))
+    assert any("pottery class" in e.text for e in result.kept["plans"])
+
+
+def _plan(deps, store, text: str, when: datetime | None) -> None:
+    now = deps.clock.now()
+    memory = Memory(memory_id=f"plan-{abs(hash(text))}", scope=Scope(**OLD), memory_type=MemoryType.PLAN, text=text,
+                    created_at=now, updated_at=now, event_time=when)
+    deps.repo.put_memory(store, memory)
+    deps.index.upsert(store, [(memory, deps.embedder.embed([text])[0])])
+
+
+def test_plans_are_the_tenants_open_ones_still_current(deps, store) -> None:
+    now = deps.clock.now()
+    _plan(deps, store, "Priya will run the Lisbon half marathon in October.", now + timedelta(days=120))
+    _plan(deps, store, "Priya will visit the Lisbon flat viewing on Avenida da Igreja.", now - timedelta(days=30))
+
+    plans = [e.text for e in card(deps, store, query="Lisbon plans: marathon and flat viewing").kept["plans"]]
+
+    assert any("half marathon" in t for t in plans)
+    assert not any("flat viewing" in t for t in plans)
+
+
+def test_a_thread_that_may_not_recall_gets_no_long_term_memories(deps, store) -> None:
+    scopes.set_access_policy(deps, store, scope=NEW, policy=AccessPolicy.STORE_ONLY)
+    result = card(deps, store)
+    assert "memories" not in result.kept and "plans" not in result.kept and result.kept["recent"]
+
+
+def test_sections_can_be_chosen(deps, store) -> None:
+    result = card(deps, store, sections=["recent"])
+    assert set(result.kept) == {"recent"} and "## Relevant memories" not in result.text
+
+
+def test_unknown_thread_and_bad_bounds_are_refused(deps, store) -> None:
+    with pytest.raises(NotFound) as missing:
+        card(deps, store, thread_id="no-such-thread")
+    assert missing.value.code == "thread_not_found"
+    for bad in ({"budget_tokens": 0}, {"budget_tokens": 10**6}, {"recent_messages": -1}, {"sections": ["nope"]}):
+        with pytest.raises(InvalidInput):
+            card(deps, store, **bad)
+
+
+def test_the_cli_prints_a_threads_card(tmp_path, capsys) -> None:
+    import json
+
+    from memlane.cli import COMMANDS, InProcessTransport, parser
+    from memlane.client import MemlaneClient
+
+    transport = InProcessTransport(tmp_path / "cli")  # one in-process service: it owns the data dir
+    client = MemlaneClient(transport)
+    client.create_store("demo")
+    client.add("demo", {"app_id": APP, "tenant_id": TENANT, "run_id": "t1"}, text="Priya is allergic to peanuts.")
+
+    def run(*argv: str) -> str:
+        args = parser().parse_args(list(argv))
+        assert COMMANDS[args.command](args, client) == 0
+        return capsys.readouterr().out
+
+    try:
+        card = json.loads(run("--json", "context", "demo", "t1", "--app", APP, "--tenant", TENANT, "--budget", "120",
+                              "--query", "food allergies"))
+        assert card["tokens"]["total"] <= 120 and "peanuts" in card["text"]
+        out = run("context", "demo", "t1", "--app", APP, "--tenant", TENANT, "--sections", "recent")
+        assert out.startswith("## Recent messages") and "tokens" in out.splitlines()[-1]
+    finally:
+        transport.service.close()
+
+
+def test_memories_are_valued_by_their_rank_in_search_not_their_raw_cosine() -> None:
+    """Valued by cosine, value per token let short, loosely related memories push out the reranked head."""
+    from memlane.policies.context_card import pack
+    from memlane.services.search import SearchHit
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def hit(i: int, text: str, similarity: float) -> SearchHit:
+        memory = Memory(memory_id=f"m{i}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now)
+        return SearchHit(memory=memory, score=1.0 - i / 100, similarity=similarity)
+
+    head = hit(0, "Priya adopted a border collie called Biscuit from a shelter in Manchester in 2021.", 0.30)
+    tail = [hit(i, f"Priya said hello number {i}.", 0.60) for i in range(1, 12)]
+    section = context._memories([head, *tail], shown=[], covered=set())
+    card = pack([section], 60, HFTokenizer())
+
+    assert "m0" in [e.key for e in card.kept["memories"]]
+
+
+def test_the_stated_profiles_open_the_card(deps, store) -> None:
+    from memlane.services import profiles
+
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Priya lives in Lisbon and prefers window seats.")
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner",
+                 text="You are Priya's travel planner. Keep answers short.")
+
+    result = card(deps, store)
+
+    assert result.text.startswith("## Agent profile\n- ") and "travel planner" in result.text
+    assert any("window seats" in e.text for e in result.kept["user_profile"])
+    assert result.text.index("## User profile") < result.text.index("## Relevant memories")

@@ -1,0 +1,138 @@
+"""The context card's packer and renderer (policies/context_card.py): budget, cuts, stable text."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import given, settings, strategies as st
+
+from memlane.adapters.tokenizers.hf import HFTokenizer
+from memlane.policies.context_card import SECTIONS, Entry, Section, pack
+
+TOKENIZER = HFTokenizer()
+
+WORDS = ["Caroline", "went", "to", "the", "LGBTQ", "support", "group", "on", "7", "May", "2023", "Melanie",
+         "paints", "sunsets", "Überraschung", "naïve", "café", "🙂", "pottery", "adoption", "agency", "it's",
+         "re-reading", "(draft)", "#tag", "e-mail:", "x@y.z", "1,300", "euros", "—", "Lisbon", "tokenization"]
+ENDS = [".", "!", "?", "", ";"]
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    sentences = []
+    for _ in range(draw(st.integers(1, 4))):
+        words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=25))
+        sentences.append(" ".join(words) + draw(st.sampled_from(ENDS)))
+    return " ".join(sentences)
+
+
+@st.composite
+def section_lists(draw: st.DrawFn) -> list[Section]:
+    out = []
+    for name in draw(st.lists(st.sampled_from(SECTIONS), unique=True, max_size=len(SECTIONS))):
+        n = draw(st.integers(0, 8))
+        entries = tuple(Entry(key=f"{name}-{i}", text=draw(texts()), value=draw(st.floats(0.0, 1.0)), position=i,
+                              evidence=tuple(draw(st.lists(st.sampled_from(["m1", "m2", "m3", "m4"]), max_size=2))))
+                        for i in range(n))
+        out.append(Section(name, entries, contiguous=name == "recent"))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(section_lists(), st.integers(0, 400))
+def test_the_rendered_card_never_exceeds_the_budget(sections: list[Section], budget: int) -> None:
+    card = pack(sections, budget, TOKENIZER)
+    assert TOKENIZER.count(card.text) == card.total <= budget
+    # Nothing vanishes without a trace: every entry is kept, or counted in the section's cut.
+    for s in sections:
+        kept = len(card.kept.get(s.name, ()))
+        cut = next((c for c in card.cut if c.section == s.name), None)
+        assert kept + (cut.dropped if cut else 0) == len(s.entries)
+
+
+class CharTokenizer:
+    """A tokenizer whose counts do not add up line by line (one token per 4 characters of the whole text):
+    the packer's estimate is then wrong, and the check of the rendered text must still hold the budget."""
+
+    name = "chars/4"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / 4)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+
+@settings(max_examples=200, deadline=None)
+@given(section_lists(), st.integers(0, 400))
+def test_the_budget_holds_with_a_tokenizer_that_does_not_add_up(sections: list[Section], budget: int) -> None:
+    tok = CharTokenizer()
+    card = pack(sections, budget, tok)
+    assert tok.count(card.text) == card.total <= budget
+
+
+def _state() -> list[Section]:
+    return [
+        Section("recent", tuple(Entry(f"msg-{i}", f"Caroline: message number {i}.", 1.0 - i / 10, position=10 - i,
+                                      evidence=(f"msg-{i}",)) for i in range(6)), contiguous=True),
+        Section("memories", (Entry("mem-a", "Caroline went to a support group on 7 May 2023.", 0.9, 0, ("m1",)),
+                             Entry("mem-b", "Melanie paints sunsets.", 0.4, 1, ("m2",)))),
+        Section("agent_profile", (Entry("role", "A friendly travel planner.", 1.0, 0),)),
+        Section("user_profile", (Entry("residence", "residence: Lisbon", 0.9, 0),)),
+        Section("summary", (Entry("s0", "Caroline and Melanie talked about art.", 0.6, 0, ("m3",)),)),
+        Section("plans", (Entry("plan", "Caroline plans to adopt a child.", 0.5, 0, ("m4",)),)),
+    ]
+
+
+def test_sections_render_least_volatile_first_and_byte_identical_for_the_same_state() -> None:
+    card = pack(_state(), 1500, TOKENIZER)
+    shuffled = [Section(s.name, tuple(random.Random(7).sample(s.entries, len(s.entries))), s.contiguous)
+                for s in reversed(_state())]
+    again = pack(shuffled, 1500, TOKENIZER)
+
+    assert again.text.encode() == card.text.encode()
+    headers = [line for line in card.text.splitlines() if line.startswith("## ")]
+    assert headers == ["## Agent profile", "## User profile", "## Conversation summary", "## Relevant memories",
+                       "## Open plans", "## Recent messages"]
+    # Recent turns in their order in the thread, however they were valued.
+    recent = card.text.split("## Recent messages\n", 1)[1].splitlines()
+    assert recent == [f"- Caroline: message number {i}." for i in reversed(range(6))]
+    assert card.cut == ()
+    assert card.evidence[:1] == ("m3",) and set(card.evidence) >= {"m1", "m2", "m4", "msg-0", "msg-5"}
+    assert sum(card.tokens.values()) == card.total
+
+
+def test_a_section_that_does_not_fit_is_cut_and_says_so() -> None:
+    long_turn = ("Caroline: I went to the support group yesterday. It was powerful. Everyone shared their story. "
+                 "I felt accepted for the first time in years. I want to give back to the community.")
+    sections = [Section("recent", (Entry("old", "Melanie: hi there.", 0.5, 0, ("old",)),
+                                   Entry("new", long_turn, 1.0, 1, ("new",))), contiguous=True),
+                Section("memories", tuple(Entry(f"m{i}", f"Memory number {i} says something about pottery.", 0.01, i)
+                                          for i in range(20)))]
+    card = pack(sections, 40, TOKENIZER)
+
+    assert card.total <= 40
+    cut = {c.section: c for c in card.cut}
+    # The newest turn is shortened at a sentence boundary rather than lost; the older one goes with it.
+    [kept] = card.kept["recent"]
+    assert kept.key == "new" and kept.text.startswith("Caroline: I went to the support group yesterday.")
+    assert kept.text.endswith("…") and cut["recent"].truncated == 1 and cut["recent"].dropped == 1
+    assert cut["memories"].dropped == 20 - len(card.kept.get("memories", ()))
+    assert "old" not in card.evidence
+
+
+def test_recent_turns_stay_contiguous_when_the_budget_runs_out() -> None:
+    turns = [Entry(f"t{i}", f"Speaker: turn {i} " + "word " * (3 if i != 3 else 30), 1.0 - i / 10, position=-i)
+             for i in range(6)]
+    card = pack([Section("recent", tuple(turns), contiguous=True)], 60, TOKENIZER)
+    keys = [e.key for e in card.kept["recent"]]
+    # newest first by value: t0, t1, t2 fit, t3 is too long (one sentence); t4 and t5 must not jump the gap
+    assert keys == ["t2", "t1", "t0"]
+    assert card.cut[0].section == "recent" and card.cut[0].dropped == 3
+
+
+def test_an_empty_budget_gives_an_empty_card() -> None:
+    card = pack(_state(), 0, TOKENIZER)
+    assert card.text == "" and card.total == 0 and card.kept == {}
+    assert {c.section for c in card.cut} == set(SECTIONS)
