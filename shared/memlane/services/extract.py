@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Store, Task, TaskStatus
-from . import consolidate, embedder_guard
+from . import consolidate, embedder_guard, message_index
 from .deps import Deps
 
 
 def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
-        store_obj: Store | None = None) -> Task:
+        store_obj: Store | None = None, messages_indexed: bool = False) -> Task:
+    """`messages_indexed`: the caller has just indexed the task's messages (a sync add); otherwise they
+    are indexed again here, since the add's own index write may have failed after its table write."""
     repo = deps.repo
     task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
@@ -28,6 +30,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
+    if not messages_indexed:
+        message_index.index(deps, store, messages)  # an upsert: harmless when the add indexed them
     candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions,
                                         keywords_from_assistant=store_obj.keywords_from_assistant)
     outcomes = consolidate.run(deps, store, task, candidates, messages)

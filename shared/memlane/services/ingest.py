@@ -19,7 +19,7 @@ from ..domain.ids import derived_id, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from . import embedder_guard, extract, jobs
+from . import embedder_guard, extract, jobs, message_index
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
@@ -134,16 +134,20 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
+    # Searchable at once. Accepted even if this fails: the job (or, without extraction, the sweeper
+    # through the open-task entry left open) indexes them again.
+    indexed = message_index.index_after_add(deps, store, msgs)
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
 
     assert task is not None
     if not task.extract:
-        repo.close_task(store, request_id, write.app_id, write.tenant_id)
+        if indexed:
+            repo.close_task(store, request_id, write.app_id, write.tenant_id)
     elif sync:
         # A failure propagates to the caller; the task is not left RUNNING: the job committed above
         # retries it after sync_retry_delay, and it ends SUCCEEDED or FAILED like any other.
         done = extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
-                           store_obj=store_obj)
+                           store_obj=store_obj, messages_indexed=indexed)
         deps.queue.discard(job)  # the safety net is not needed
         return done
     return task
