@@ -69,6 +69,15 @@ class CoreRecords:
         items = self.table.batch_get([(pk, message_sk(scope, mid)) for mid in message_ids])
         return [Message.model_validate(i) for i in items]
 
+    def iter_messages(self, store: str, app_id: str, tenant_id: str) -> Iterator[Message]:
+        """Every message of a tenant, run by run (what fsck and reindex put in the index)."""
+        cursor = None
+        while True:
+            page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="MSG#", limit=500, cursor=cursor)
+            yield from (Message.model_validate(i) for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
     # -- memories ----------------------------------------------------------------------------
     def memory_put(self, store: str, memory: Memory, *, expect: dict[str, Any] | None = None) -> Put:
         s = memory.scope
