@@ -153,3 +153,48 @@ def test_messages_of_an_add_without_extraction_are_indexed_by_the_sweeper(deps, 
                                                 text="locker combination", record_types=(RecordType.MESSAGE,)))
     assert [h.memory_id for h in found.keyword] == task.message_ids
     assert sweep.sweep(deps).closed == 0  # closed for good once indexed
+
+
+# -- over HTTP: the search route ----------------------------------------------------------------------
+
+
+@pytest.fixture()
+def call(deps):
+    import json
+
+    from memlane.api.app import build_app
+    from memlane.server import _LambdaContext, http_event
+
+    app = build_app(deps)
+
+    def send(body):
+        raw = json.dumps(body).encode()
+        result = app.resolve(http_event("POST", "/v1/stores/demo/search", {"content-type": "application/json"}, raw,
+                                        "127.0.0.1"), _LambdaContext())
+        return result["statusCode"], json.loads(result["body"])
+
+    return send
+
+
+def test_search_route_answers_each_result_with_its_record_type(deps, store, call):
+    task = say(deps, store, THREAD_1, "My locker combination is 4417.")
+    status, body = call({"query": "locker combination", "scope": THREAD_1, "record_types": ["message"],
+                         "exact_thread_match": True})
+    assert status == 200, body
+    [result] = body["results"]
+    assert result["record_type"] == "message" and result["memory_id"] == task.message_ids[0]
+    assert (result["role"], result["name"], result["memory_type"]) == ("user", "Ann", None)
+    status, body = call({"query": "locker combination", "scope": THREAD_1})
+    assert status == 200 and body["results"] == []  # memories only by default, and none was extracted yet
+
+
+@pytest.mark.parametrize(("body", "code", "field"), [
+    ({"record_types": ["memory", "fact"]}, "invalid_input", "record_types.1"),
+    ({"record_types": []}, "invalid_input", "record_types"),
+    ({"record_types": "message"}, "invalid_input", "record_types"),
+    ({"exact_thread_match": "yes"}, "invalid_input", "exact_thread_match"),
+    ({"exact_thread_match": True, "scope": BASE}, "thread_required", "scope.run_id"),
+])
+def test_search_route_refuses_bad_record_types_and_thread_flags(store, call, body, code, field):
+    status, answer = call({"query": "x", "scope": THREAD_1, **body})
+    assert status == 400 and answer["error"]["code"] == code and answer["error"]["field"] == field
