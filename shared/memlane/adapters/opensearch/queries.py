@@ -68,10 +68,13 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
 
 
 def _record_types(types: tuple[RecordType, ...]) -> dict[str, Any]:
-    wanted: list[dict[str, Any]] = [{"terms": {"record_type": [str(t) for t in types if t != RecordType.MEMORY]}}]
+    others = [str(t) for t in types if t != RecordType.MEMORY]
+    wanted: list[dict[str, Any]] = [{"terms": {"record_type": others}}] if others else []
     if RecordType.MEMORY in types:
         wanted.append(_IS_MEMORY)
-    return {"bool": {"should": wanted, "minimum_should_match": 1}}
+    if len(wanted) == 1:
+        return wanted[0]
+    return {"bool": {"should": wanted, "minimum_should_match": 1}}  # none wanted: matches nothing
 
 
 def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
