@@ -198,3 +198,28 @@ def test_search_route_answers_each_result_with_its_record_type(deps, store, call
 def test_search_route_refuses_bad_record_types_and_thread_flags(store, call, body, code, field):
     status, answer = call({"query": "x", "scope": THREAD_1, **body})
     assert status == 400 and answer["error"]["code"] == code and answer["error"]["field"] == field
+
+
+def test_cli_searches_the_record_types_it_is_given(service, deps, store, capsys, monkeypatch):
+    import json
+
+    from memlane import cli
+
+    class Transport(cli.InProcessTransport):  # over this test's service (one process owns a data dir)
+        def __init__(self, data_dir):
+            from memlane.api.app import build_api
+
+            self.service, self.app = service, build_api(deps)
+
+    monkeypatch.setattr(cli, "InProcessTransport", Transport)
+    local = ["--local"]
+    assert cli.main([*local, "add", "demo", "--app", "app", "--tenant", "u1", "--run", "t1",
+                     "--text", "My locker combination is 4417."]) == 0
+    capsys.readouterr()
+    assert cli.main([*local, "--json", "search", "demo", "--app", "app", "--tenant", "u1", "--run", "t1",
+                     "--type", "message", "--exact-thread", "locker combination"]) == 0
+    [result] = json.loads(capsys.readouterr().out)
+    assert result["record_type"] == "message" and result["text"] == "My locker combination is 4417."
+    assert cli.main([*local, "search", "demo", "--app", "app", "--tenant", "u1", "--run", "t2",
+                     "--type", "message", "--other-threads", "locker combination"]) == 0
+    assert "[message] document: My locker combination is 4417." in capsys.readouterr().out
