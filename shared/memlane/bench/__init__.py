@@ -5,6 +5,7 @@
     memlane bench tokens [--json OUT] [--png OUT]
     memlane bench soak   --clients N --seconds S [--url URL] [--global-lock] [--json OUT]
     memlane bench updates [--data PATH] [--json OUT] [--failures]
+    memlane bench messages [--adds N] [--per-add 2,20] [--embedder minilm|hashing] [--json OUT]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
 """
@@ -20,7 +21,8 @@ SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall agains
           "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
           "tokens": "prompt tokens per turn with memlane context vs the flat full history",
           "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified",
-          "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart"}
+          "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart",
+          "messages": "add latency: the share of an add spent making its messages searchable at once"}
 
 
 def parser() -> argparse.ArgumentParser:
