@@ -142,6 +142,30 @@ def test_messages_an_add_could_not_index_are_indexed_by_its_job(service, deps, s
     assert hit.memory.memory_id == task.message_ids[0]
 
 
+class CountingEmbedder:
+    """The service's embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, []
+
+    def embed(self, texts):
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_job_does_not_embed_the_messages_its_add_indexed_again(service, deps, store):
+    counting = CountingEmbedder(deps.embedder)
+    service.deps = counted = dataclasses.replace(deps, embedder=counting)
+    task = ingest.add(counted, store, scope=THREAD_1, messages=[{"role": "assistant", "content": "Okay, noted."}])
+    assert counting.texts == ["Okay, noted."]  # indexed by the add
+    service.drain()
+    assert deps.repo.find_task(store, "app", "u1", task.request_id).status == TaskStatus.SUCCEEDED
+    assert counting.texts.count("Okay, noted.") == 1  # not embedded a second time by the job
+
+
 @pytest.mark.parametrize("policy", [AccessPolicy.RECALL_ONLY, AccessPolicy.NONE])
 def test_messages_of_an_add_without_extraction_are_indexed_by_the_sweeper(deps, store, policy):
     task = say(dataclasses.replace(deps, index=FailingIndex(deps.index)), store, THREAD_1,

@@ -168,6 +168,13 @@ class CoreRecords:
             raise NotFound(f"task '{request_id}' not found", code="task_not_found")
         return self.get_task(store, *owners[0], request_id)
 
+    def mark_messages_indexed(self, task: Task) -> None:
+        """The add's messages are in the search index (an attribute of the task, set without a condition:
+        a job that read the task before keeps its own copy, and re-indexing is harmless)."""
+        s = task.scope
+        self.table.update(tenant_pk(task.store, s.app_id, s.tenant_id), f"TASK#{task.request_id}",
+                          {"messages_indexed": True})
+
     def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
         s = task.scope
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",

@@ -15,8 +15,8 @@ from .deps import Deps
 
 def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
         store_obj: Store | None = None, messages_indexed: bool = False) -> Task:
-    """`messages_indexed`: the caller has just indexed the task's messages (a sync add); otherwise they
-    are indexed again here, since the add's own index write may have failed after its table write."""
+    """`messages_indexed`: the caller has just indexed the task's messages (a sync add). Otherwise they
+    are indexed here unless the task says its add did: that write may have failed after the commit."""
     repo = deps.repo
     task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
@@ -30,8 +30,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
-    if not messages_indexed:
-        message_index.index(deps, store, messages)  # an upsert: harmless when the add indexed them
+    if not (messages_indexed or task.messages_indexed):
+        message_index.index(deps, store, messages)  # an upsert: harmless if the add indexed them after all
     candidates = deps.extractor.extract(messages, instructions=store_obj.extract_instructions,
                                         keywords_from_assistant=store_obj.keywords_from_assistant)
     outcomes = consolidate.run(deps, store, task, candidates, messages)

@@ -112,7 +112,8 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
-                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest)
+                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest,
+                    messages_indexed=False)
         new_info = ScopeInfo(scope=write, access_policy=policy, first_seen=info.first_seen if info else now,
                              last_activity=now, message_count=(info.message_count if info else 0) + len(msgs))
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
@@ -137,9 +138,11 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     # Searchable at once. Accepted even if this fails: the job (or, without extraction, the sweeper
     # through the open-task entry left open) indexes them again.
     indexed = message_index.index_after_add(deps, store, msgs)
+    assert task is not None
+    if indexed and task.extract and not sync:
+        repo.mark_messages_indexed(task)  # so its job does not embed them again
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
 
-    assert task is not None
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)

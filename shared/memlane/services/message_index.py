@@ -1,7 +1,8 @@
 """Messages in the search index: written on add, so a message is findable at once.
 
 The table is written first (the truth), then the index. When the index write fails after the add
-committed, the add is still accepted: the extraction job of the add indexes its messages again,
+committed (or the process dies in between), the add is still accepted: its extraction job indexes
+the messages unless the task says the add did (`messages_indexed`, set right after the index write),
 and an add that extracts nothing keeps its open-task entry until they are indexed, which the
 sweeper then does (services/sweep.py). Re-indexing is an upsert by message id: doing it twice is
 harmless. `memlane fsck` and `memlane reindex` cover message documents too.
