@@ -47,7 +47,7 @@ IS_MEMORY = {"bool": {"should": [{"term": {"record_type": "memory"}},
     ((RecordType.MESSAGE,), {"terms": {"record_type": ["message"]}}),
     ((RecordType.MEMORY, RecordType.SUMMARY), {"bool": {"should": [{"terms": {"record_type": ["summary"]}}, IS_MEMORY],
                                                         "minimum_should_match": 1}}),
-    ((), {"bool": {"should": [], "minimum_should_match": 1}}),
+    ((), {"bool": {"must_not": {"match_all": {}}}}),
 ])
 def test_record_types_filter_reads_a_missing_type_as_memory(record_types, clause):
     lines, _ = lines_for(record_types=record_types)

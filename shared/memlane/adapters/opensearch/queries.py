@@ -72,9 +72,11 @@ def _record_types(types: tuple[RecordType, ...]) -> dict[str, Any]:
     wanted: list[dict[str, Any]] = [{"terms": {"record_type": others}}] if others else []
     if RecordType.MEMORY in types:
         wanted.append(_IS_MEMORY)
+    if not wanted:
+        return {"bool": {"must_not": {"match_all": {}}}}  # no record type asked for: nothing matches
     if len(wanted) == 1:
         return wanted[0]
-    return {"bool": {"should": wanted, "minimum_should_match": 1}}  # none wanted: matches nothing
+    return {"bool": {"should": wanted, "minimum_should_match": 1}}
 
 
 def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
