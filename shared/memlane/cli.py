@@ -86,11 +86,19 @@ def cmd_add(args: argparse.Namespace, client: MemlaneClient) -> int:
 
 
 def cmd_search(args: argparse.Namespace, client: MemlaneClient) -> int:
-    results = client.search(args.store, args.query, _scope(args), top_k=args.top_k,
-                            include_evidence=args.evidence)
+    options: dict[str, Any] = {"top_k": args.top_k, "include_evidence": args.evidence}
+    if args.types:
+        options["record_types"] = args.types
+    if args.thread is not None:
+        options["exact_thread_match"] = args.thread
+    results = client.search(args.store, args.query, _scope(args), **options)
     lines = []
     for i, r in enumerate(results, 1):
-        lines.append(f"{i:>2}. {r['similarity']:.2f}  [{r['memory_type']}] {r['text']}")
+        if r.get("record_type", "memory") == "message":
+            label = f"[message] {r.get('name') or r.get('role')}:"
+        else:
+            label = f"[{r.get('memory_type') or r.get('record_type')}]"
+        lines.append(f"{i:>2}. {r['similarity']:.2f}  {label} {r['text']}")
         for e in r.get("evidence") or []:
             lines.append(f"      ← {e.get('name') or e['role']}: {e['content'][:100]}")
     _print(args, results, "\n".join(lines) or "(no results)")
@@ -273,6 +281,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("query")
     s.add_argument("--top-k", type=int, default=10)
     s.add_argument("--evidence", action="store_true", help="include the source messages")
+    s.add_argument("--type", dest="types", action="append", choices=["memory", "message", "summary"],
+                   help="record type to search (repeat for several; default memory)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--exact-thread", dest="thread", action="store_const", const=True,
+                   help="only the --run thread")
+    g.add_argument("--other-threads", dest="thread", action="store_const", const=False,
+                   help="the --run thread and the tenant's other threads (if its access policy recalls)")
 
     s = sub.add_parser("tasks", help="show a task, or list a tenant's tasks")
     s.add_argument("store")

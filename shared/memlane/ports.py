@@ -184,7 +184,7 @@ class IndexQuery(BaseModel):
     text: str
     vector: list[float] | None = None
     k: int = 50  # candidates per signal
-    memory_types: tuple[MemoryType, ...] | None = None
+    memory_types: tuple[MemoryType, ...] | None = None  # narrows memories only: other records have no type
     record_types: tuple[RecordType, ...] = (RecordType.MEMORY,)
     statuses: tuple[MemoryStatus, ...] = (MemoryStatus.ACTIVE,)
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
@@ -194,8 +194,12 @@ class IndexQuery(BaseModel):
 
 @dataclass(frozen=True)
 class Hit:
-    memory_id: str
+    memory_id: str  # the document's id: a memory's, a message's, a summary's
     score: float  # BM25 score for keyword hits; cosine similarity in [-1, 1] for vector hits
+    record_type: RecordType = RecordType.MEMORY
+    # Where the document lives within its tenant: a message's or summary's table key needs them.
+    agent_id: str = ""
+    run_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,7 @@ class IndexedDoc:
     status: str
     text: str
     keywords: str
+    record_type: str = "memory"
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from memlane.domain.errors import Conflict, Forbidden, InvalidInput, NotFound
-from memlane.domain.models import Memory, MemoryStatus, MemoryType
+from memlane.domain.models import Memory, MemoryStatus, MemoryType, RecordType
 from memlane.domain.scope import DEFAULT, Scope, ScopeFilter
 from memlane.ports import Index, IndexQuery, IndexResult
 from tests.contract.index_backends import index  # noqa: F401  (the parametrised fixture)
@@ -74,10 +74,11 @@ def _embed(text: str) -> tuple[float, ...]:
 def mem(memory_id: str, text: str, *, app: str = "app", tenant: str = "t1", agent: str = DEFAULT,
         run: str = DEFAULT, memory_type: MemoryType = MemoryType.FACT,
         status: MemoryStatus = MemoryStatus.ACTIVE, metadata: dict[str, Any] | None = None,
-        created: datetime = T0, event_time: datetime | None = None, keywords: str = "") -> Memory:
+        created: datetime = T0, event_time: datetime | None = None, keywords: str = "",
+        record_type: RecordType = RecordType.MEMORY) -> Memory:
     return Memory(
         memory_id=memory_id, scope=Scope(app_id=app, tenant_id=tenant, agent_id=agent, run_id=run),
-        memory_type=memory_type, text=text, created_at=created, updated_at=created,
+        memory_type=memory_type, record_type=record_type, text=text, created_at=created, updated_at=created,
         event_time=event_time, status=status, metadata=metadata or {}, keywords=keywords,
     )
 
@@ -402,6 +403,81 @@ def test_memory_type_filter(ready: Index) -> None:
     assert both(search(ready, "s1", "zebra", memory_types=(MemoryType.PLAN,))) == set()
 
 
+# ---------------------------------------------------------------------------------------------
+# Record types: memories, messages and summaries share the index; memories unless asked
+# ---------------------------------------------------------------------------------------------
+
+MESSAGE, SUMMARY = RecordType.MESSAGE, RecordType.SUMMARY
+
+
+@pytest.fixture
+def records(ready: Index) -> Index:
+    put(ready, "s1",
+        mem("m-fact", "zebra fact", agent="a1", run="r1"),
+        mem("m-pref", "zebra preference", memory_type=MemoryType.PREFERENCE, agent="a1", run="r2"),
+        mem("msg-1", "zebra said in thread one", agent="a1", run="r1", record_type=MESSAGE),
+        mem("msg-2", "zebra said in thread two", agent="a2", run="r2", record_type=MESSAGE),
+        mem("sum-1", "zebra summary of thread one", agent="a1", run="r1", record_type=SUMMARY),
+        mem("msg-t2", "zebra said by another tenant", tenant="t2", agent="a1", run="r1", record_type=MESSAGE))
+    return ready
+
+
+@pytest.mark.parametrize(("record_types", "expected"), [
+    (None, {"m-fact", "m-pref"}),  # the default: memories only
+    ((MESSAGE,), {"msg-1", "msg-2"}),
+    ((SUMMARY,), {"sum-1"}),
+    ((RecordType.MEMORY, MESSAGE), {"m-fact", "m-pref", "msg-1", "msg-2"}),
+    ((RecordType.MEMORY, MESSAGE, SUMMARY), {"m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}),
+    ((), set()),
+], ids=["default", "messages", "summaries", "memories-and-messages", "all", "none"])
+def test_record_type_filter(records: Index, record_types: tuple[RecordType, ...] | None,
+                            expected: set[str]) -> None:
+    asked = {} if record_types is None else {"record_types": record_types}
+    assert both(search(records, "s1", "zebra", **asked)) == expected
+
+
+def test_hits_say_their_record_type_and_where_they_live(records: Index) -> None:
+    result = search(records, "s1", "zebra said thread", record_types=(RecordType.MEMORY, MESSAGE, SUMMARY))
+    for hits in (result.keyword, result.vector):
+        where = {h.memory_id: (h.record_type, h.agent_id, h.run_id) for h in hits}
+        assert where["msg-2"] == (MESSAGE, "a2", "r2")
+        assert where["sum-1"] == (SUMMARY, "a1", "r1")
+        assert where["m-pref"] == (RecordType.MEMORY, "a1", "r2")
+
+
+def test_memory_types_narrow_memories_only(records: Index) -> None:
+    """Messages and summaries have no memory type: a memory-type filter leaves them alone."""
+    found = both(search(records, "s1", "zebra", record_types=(RecordType.MEMORY, MESSAGE),
+                        memory_types=(MemoryType.PREFERENCE,)))
+    assert found == {"m-pref", "msg-1", "msg-2"}
+
+
+@pytest.mark.parametrize(("runs", "expected"), [
+    (("r1",), {"m-fact", "msg-1", "sum-1"}),  # exactly one thread
+    (None, {"m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}),  # the tenant's other threads too
+])
+def test_record_types_combine_with_the_thread_filter(records: Index, runs: tuple[str, ...] | None,
+                                                     expected: set[str]) -> None:
+    every = (RecordType.MEMORY, MESSAGE, SUMMARY)
+    assert both(search(records, "s1", "zebra", runs=runs, record_types=every)) == expected
+
+
+def test_a_tenant_bound_index_confines_messages_like_memories(records: Index) -> None:
+    t1 = records.for_tenant("s1", "app", "t1")
+    with pytest.raises(Forbidden):
+        put(t1, "s1", mem("msg-t2", "overwrite", tenant="t2", record_type=MESSAGE))
+    t1.delete("s1", ["msg-1", "msg-t2"])  # the other tenant's message id is left alone
+    assert both(search(records, "s1", "zebra", record_types=(MESSAGE,))) == {"msg-2"}
+    assert both(search(records, "s1", "zebra", tenant="t2", record_types=(MESSAGE,))) == {"msg-t2"}
+
+
+def test_reupsert_can_change_the_record_type(ready: Index) -> None:
+    put(ready, "s1", mem("x", "zebra", record_type=MESSAGE))
+    put(ready, "s1", mem("x", "zebra"))
+    assert both(search(ready, "s1", "zebra")) == {"x"}
+    assert both(search(ready, "s1", "zebra", record_types=(MESSAGE,))) == set()
+
+
 def test_status_filter_hides_superseded_and_deleted_by_default(ready: Index) -> None:
     put(ready, "s1",
         mem("new", "zebra lives in Berlin"),
@@ -588,6 +664,31 @@ def test_embedded_persists_across_reopen(tmp_path: Path) -> None:
     assert ids(search(again, "s1", "what sedan does she own").vector)[0] == "car"
     with pytest.raises(InvalidInput):  # the dimension was persisted too
         again.upsert("s1", [(mem("x", "x"), [1.0] * 3)])
+    again.close()
+
+
+def test_embedded_index_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
+    """A file written before record types: its documents are memories, and messages can join them."""
+    import sqlite3
+
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+
+    first = EmbeddedIndex(tmp_path / "i.sqlite3")
+    first.ensure_store("s1", DIM)
+    put(first, "s1", *CORPUS)
+    first.close()
+    old = sqlite3.connect(tmp_path / "i.sqlite3")  # back to schema 1: no record_type column
+    old.executescript("DROP INDEX docs_scope; ALTER TABLE docs DROP COLUMN record_type; "
+                      "CREATE INDEX docs_scope ON docs (store, app_id, tenant_id, status, agent_id, run_id); "
+                      "PRAGMA user_version = 1;")
+    old.close()
+    again = EmbeddedIndex(tmp_path / "i.sqlite3")
+    assert ids(search(again, "s1", "what sedan does she own").vector)[0] == "car"
+    put(again, "s1", mem("said", "my sedan is red", record_type=MESSAGE))
+    assert ids(search(again, "s1", "sedan", record_types=(MESSAGE,)).keyword) == ["said"]
+    default = search(again, "s1", "sedan")
+    assert "said" not in ids(default.keyword) + ids(default.vector)
+    assert {d.record_type for d in again.documents("s1")} == {"memory", "message"}
     again.close()
 
 

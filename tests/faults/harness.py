@@ -9,7 +9,8 @@ it unarmed; wait for every task to finish; stop it; then check the invariants on
   1. every accepted message is readable (through the API);
   2. every task, dream and erasure ended SUCCEEDED or FAILED within the bound;
   3. no memory twice: within a scope, no two active memories with the same text;
-  4. table and index agree: the same memory ids with the same status.
+  4. table and index agree: the same memory ids with the same status, and every message is a
+     message document (searchable), none left behind by an erasure.
 """
 
 from __future__ import annotations
@@ -245,7 +246,12 @@ def check_disk(data: Path) -> list[str]:
     try:
         rows = table.execute("SELECT sk, body FROM items WHERE sk LIKE 'MEM#%' AND pk LIKE ?",
                              (f"{STORE}#%",)).fetchall()
-        docs = dict(index.execute("SELECT memory_id, status FROM docs WHERE store = ?", (STORE,)).fetchall())
+        said = {json.loads(body)["message_id"] for (body,) in table.execute(
+            "SELECT body FROM items WHERE sk LIKE 'MSG#%' AND pk LIKE ?", (f"{STORE}#%",)).fetchall()}
+        docs = dict(index.execute("SELECT memory_id, status FROM docs WHERE store = ? AND record_type = 'memory'",
+                                  (STORE,)).fetchall())
+        message_docs = {r[0] for r in index.execute(
+            "SELECT memory_id FROM docs WHERE store = ? AND record_type = 'message'", (STORE,)).fetchall()}
     finally:
         table.close()
         index.close()
@@ -266,6 +272,9 @@ def check_disk(data: Path) -> list[str]:
         differ = sorted(k for k in set(docs) & set(table_state) if docs[k] != table_state[k])
         problems.append(f"table and index disagree: only in table {only_table}, only in index {only_index}, "
                         f"status differs {differ}")
+    if said != message_docs:
+        problems.append(f"messages and their documents disagree: not searchable {sorted(said - message_docs)}, "
+                        f"left in the index {sorted(message_docs - said)}")
     return problems
 
 

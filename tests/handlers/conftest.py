@@ -159,6 +159,7 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Aws]:
 class Bedrock:
     runtime: Stubber  # bedrock-runtime: InvokeModel (Titan), Converse (LLM)
     agent: Stubber  # bedrock-agent-runtime: Rerank
+    said: set[str]  # what the test's adds said: their embeddings are answered unless scripted
 
     def embedding(self, text: str, vector: list[float]) -> None:
         """One Titan Text Embeddings V2 InvokeModel call for `text`, answered with `vector`."""
@@ -201,20 +202,32 @@ def unit(i: int) -> list[float]:
 class AnswersReferenceTexts:
     """bedrock-runtime as the functions get it: every call goes to the stubbed client, except the
     embeddings of the embedder guard's reference texts (services/embedder_guard.py), which each cold
-    start makes once and which Bedrock answers the same way every time — so the tests stub only the
-    calls they are about."""
+    start makes once and which Bedrock answers the same way every time, and those of the messages
+    the test added (each message is indexed on add, and again by its extraction job) unless the call
+    is the one the test scripted next — so the tests stub only the calls they are about."""
 
     def __init__(self, client: Any):
         self._client = client
+        self.said: set[str] = set()  # message contents the test sent to the ingest function
+        self.stubber: Stubber | None = None
 
     def invoke_model(self, **params: Any) -> dict[str, Any]:
         from memlane.services.embedder_guard import REFERENCE_TEXTS
 
         text = json.loads(params["body"]).get("inputText")
-        if text not in REFERENCE_TEXTS:
+        if text in REFERENCE_TEXTS:
+            axis = 61 + REFERENCE_TEXTS.index(text)
+        elif text in self.said and not self._scripted_next(params):
+            axis = 60  # a message document's vector: memories are searched apart from messages
+        else:
             return self._client.invoke_model(**params)
-        body = json.dumps({"embedding": unit(61 + REFERENCE_TEXTS.index(text)), "inputTextTokenCount": 9}).encode()
+        body = json.dumps({"embedding": unit(axis), "inputTextTokenCount": 9}).encode()
         return {"body": StreamingBody(io.BytesIO(body), len(body)), "contentType": "application/json"}
+
+    def _scripted_next(self, params: dict[str, Any]) -> bool:
+        queue = self.stubber._queue if self.stubber is not None else ()  # noqa: SLF001 — the Stubber's script
+        return bool(queue) and queue[0]["operation_name"] == "InvokeModel" and \
+            queue[0]["expected_params"] in (None, params)  # None: scripted for any text
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -233,7 +246,8 @@ def bedrock(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> Iterator[Bedrock]:
     # The composition root builds its Bedrock clients with boto3.client; hand it the stubbed ones.
     monkeypatch.setattr(boto3, "client", client)
     with Stubber(runtime) as runtime_stub, Stubber(agent) as agent_stub:
-        yield Bedrock(runtime=runtime_stub, agent=agent_stub)
+        stubbed["bedrock-runtime"].stubber = runtime_stub
+        yield Bedrock(runtime=runtime_stub, agent=agent_stub, said=stubbed["bedrock-runtime"].said)
         runtime_stub.assert_no_pending_responses()
         agent_stub.assert_no_pending_responses()
 
@@ -243,7 +257,25 @@ def bedrock(monkeypatch: pytest.MonkeyPatch, aws: Aws) -> Iterator[Bedrock]:
 
 @pytest.fixture()
 def ingest(aws: Aws, bedrock: Bedrock) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    return aws.load("ingest")
+    handler = aws.load("ingest")
+
+    def call(event: dict[str, Any]) -> dict[str, Any]:
+        bedrock.said.update(said_in(event))
+        return handler(event)
+
+    return call
+
+
+def said_in(event: dict[str, Any]) -> list[str]:
+    """The message contents (or plain text) of an add event."""
+    try:
+        body = json.loads(event.get("body") or "{}")
+    except ValueError:
+        return []
+    if not isinstance(body, dict):
+        return []
+    said = [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]
+    return [t for t in [*said, body.get("text")] if isinstance(t, str)]
 
 
 @pytest.fixture()

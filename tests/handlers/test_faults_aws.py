@@ -72,8 +72,10 @@ def check_invariants(aws: Aws, tmp_path: Path, accepted: dict[str, list[str]]) -
     texts = [m["text"] for m in memories]
     assert len(texts) == len(set(texts)), f"duplicate memory: {texts}"
     index = sqlite3.connect(tmp_path / "data" / "index.db")
-    docs = {row[0] for row in index.execute("SELECT memory_id FROM docs WHERE store = 'demo'")}
+    docs = {row[0] for row in index.execute("SELECT memory_id FROM docs WHERE store = 'demo' AND record_type = 'memory'")}
     assert docs == {m["memory_id"] for m in aws.items(TENANT_PK, "MEM#")}, "table and index disagree"
+    said = {row[0] for row in index.execute("SELECT memory_id FROM docs WHERE store = 'demo' AND record_type = 'message'")}
+    assert said == {m["message_id"] for m in aws.items(TENANT_PK, "MSG#")}, "a message is not searchable"
 
 
 def test_a_lost_send_is_recovered_by_the_sweeper(aws: Aws, bedrock: Bedrock, store: str, ingest, monkeypatch,

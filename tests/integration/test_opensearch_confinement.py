@@ -228,3 +228,26 @@ def test_the_engine_refuses_a_token_it_did_not_sign_and_a_tenant_creating_or_dro
     with pytest.raises(AuthorizationException):
         alice.indices.create(index=f"{confined.prefix}-mine")
     assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
+
+
+def test_message_documents_are_confined_like_memories(confined: OpenSearchIndex) -> None:
+    """Messages share the index: a tenant's credentials reach its own messages only, whatever the query,
+    and a bound index finds, overwrites and deletes only its own tenant's messages."""
+    from memlane.domain.models import RecordType
+
+    message = RecordType.MESSAGE
+    _two_tenants(confined)
+    put(confined, "s1", mem("am", "alice said zebra", tenant="alice", record_type=message),
+        mem("bm", "bob said zebra secretly", tenant="bob", record_type=message))
+    alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
+    everything = {"size": 100, "query": {"term": {"record_type": "message"}}}  # the filter bug: no tenant
+    assert {h["_id"] for h in alice.search(index=alias, body=everything)["hits"]["hits"]} == {"am"}
+    bound = confined.for_tenant("s1", "app", "alice")
+    query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text="zebra secretly said",
+                       vector=embed("zebra"), record_types=(RecordType.MEMORY, message))
+    found = bound.search("s1", query)
+    assert {h.memory_id for h in found.keyword} == {h.memory_id for h in found.vector} == {"a1", "a2", "am"}
+    with pytest.raises(Forbidden):
+        put(bound, "s1", mem("bm", "overwrite", tenant="bob", record_type=message))
+    bound.delete("s1", ["am", "bm"])  # bob's message id is left alone
+    assert _ids(confined, "s1") >= {"bm"} and "am" not in _ids(confined, "s1")

@@ -179,3 +179,39 @@ def test_documents_carry_every_filter_field(os_index: OpenSearchIndex) -> None:
     assert doc["evidence"] == ["e1", "e2"] and doc["metadata"] == {"k": [1, "x"]}
     assert doc["metadata_terms"] == ['["k",1]', '["k","x"]']
     assert doc["time"] == doc["created_at"] == "2024-01-01T00:00:00.000000Z"
+
+
+def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_url: str, index_prefix: str) -> None:
+    """A store index of the mapping without `record_type`: its documents read as memories, and the
+    field is added to the mapping when a process first touches the store, so messages can join."""
+    from memlane.adapters.opensearch.index import index_body
+    from memlane.domain.models import RecordType
+
+    old = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix)
+    body = index_body(DIM)
+    del body["mappings"]["properties"]["record_type"]  # the mapping as it was
+    old.client.indices.create(index=index_name(index_prefix, "s1"),
+                              body={**body, "aliases": {alias_name(index_prefix, "s1"): {}}})
+    old.client.index(index=alias_name(index_prefix, "s1"), id="old", routing=routing_key("app", "t1"),
+                     body={"store": "s1", "memory_id": "old", "app_id": "app", "tenant_id": "t1",
+                           "agent_id": "a", "run_id": "r", "memory_type": "fact", "status": "active",
+                           "text": "zebra from before", "keywords": "", "embedding": embed("zebra from before"),
+                           "created_at": "2024-01-01T00:00:00Z", "time": "2024-01-01T00:00:00Z"},
+                     refresh=True)
+    old.close()
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix)
+    try:
+        put(idx, "s1", mem("said", "zebra said today", agent="a", run="r", record_type=RecordType.MESSAGE))
+        scope = ScopeFilter(app_id="app", tenant_id="t1")
+        default = idx.search("s1", IndexQuery(scope=scope, text="zebra", vector=embed("zebra")))
+        assert [h.memory_id for h in default.keyword] == ["old"] == [h.memory_id for h in default.vector]
+        assert default.keyword[0].record_type == RecordType.MEMORY
+        both = idx.search("s1", IndexQuery(scope=scope, text="zebra", vector=embed("zebra"),
+                                           record_types=(RecordType.MEMORY, RecordType.MESSAGE)))
+        assert {(h.memory_id, h.record_type, h.run_id) for h in both.keyword} == {
+            ("old", RecordType.MEMORY, "r"), ("said", RecordType.MESSAGE, "r")}
+        messages = idx.search("s1", IndexQuery(scope=scope, text="zebra", record_types=(RecordType.MESSAGE,)))
+        assert [h.memory_id for h in messages.keyword] == ["said"]
+    finally:
+        drop_prefix(idx.client, index_prefix)
+        idx.close()

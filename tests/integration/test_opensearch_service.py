@@ -85,6 +85,19 @@ def test_filters_run_in_the_engine(os_deps, store) -> None:  # type: ignore[no-u
     assert r2 and all(h.memory.scope.run_id == "r2" for h in r2)
 
 
+def test_a_message_is_searchable_on_opensearch_as_soon_as_it_is_added(os_deps, store) -> None:  # type: ignore[no-untyped-def]
+    thread = {**U1, "agent_id": "bot", "run_id": "r3"}
+    task = ingest.add(os_deps, store, scope=thread,
+                      messages=[{"role": "user", "name": "Ann", "content": "My locker combination is 4417."}])
+    assert task.status == "PENDING"  # not extracted: nothing but the add has run
+    [hit] = search.search(os_deps, store, query="locker combination", scope=thread, record_types=["message"],
+                          exact_thread_match=True)
+    assert hit.memory.memory_id == task.message_ids[0] and hit.message.name == "Ann"
+    assert "4417" not in " ".join(texts(search.search(os_deps, store, query="locker combination", scope=U1)))
+    assert search.search(os_deps, store, query="locker combination", scope={**U2, "run_id": "*"},
+                         record_types=["message"], min_similarity=0.5) == []
+
+
 def test_deleted_memory_leaves_the_index(os_deps, store) -> None:  # type: ignore[no-untyped-def]
     [hit] = search.search(os_deps, store, query="beagle Max", scope=U1, top_k=1)
     memories.delete(os_deps.for_tenant(store, "app", "u1"), store, app_id="app", tenant_id="u1",

@@ -60,6 +60,10 @@ def _everything(call, tenant="alice"):
     seen = []
     seen.append(call("POST", "/v1/stores/demo/search", {"query": f"{MARKER} work", "top_k": 50,
                                                        "scope": {"app_id": APP, "tenant_id": tenant}})[1])
+    # Messages are searchable records too, from the moment they are added.
+    seen.append(call("POST", "/v1/stores/demo/search", {"query": f"{MARKER} work", "top_k": 50,
+                                                       "record_types": ["memory", "message", "summary"],
+                                                       "scope": {"app_id": APP, "tenant_id": tenant}})[1])
     listed = call("GET", f"/v1/stores/demo/memories?{q}&limit=100")[1]
     seen.append(listed)
     seen += [call("GET", f"/v1/stores/demo/memories/{m['memory_id']}?{q}")[1] for m in listed.get("memories", [])]
@@ -192,7 +196,8 @@ def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir)
     assert done["status"] == "SUCCEEDED"
     counts = done["deleted"]["demo"]
     assert counts["messages"] == 2 and counts["memories"] == 2 and counts["tasks"] == 2
-    assert counts["profiles"] == 3 and counts["dream_tasks"] == 1 and counts["index_documents"] == 2
+    # The index held the tenant's two memories and its two messages.
+    assert counts["profiles"] == 3 and counts["dream_tasks"] == 1 and counts["index_documents"] == 4
     assert MARKER not in _everything(call)
     assert "crane" in _everything(call, "bob")  # another tenant untouched
     assert _files_holding_marker(data_dir) == []

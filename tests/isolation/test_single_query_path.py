@@ -42,11 +42,18 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
     # `count` is a size probe for tests and benchmarks (store-wide, returns a number, not documents);
     # `documents` is `memlane fsck`'s store-wide inventory, reached from the admin CLI only, never a route
     assert set(reads) <= {"_select", "count", "documents"}, reads
-    # and the one builder always filters by store, app and tenant before anything else
+    # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
     source = path.read_text()
     select = source[source.index("    def _select("):source.index("    # -- vector cache")]
-    for column in ("d.store = ?", "d.app_id = ?", "d.tenant_id = ?"):
-        assert column in select, column
+    assert "clauses, params = where(store, f)" in select
+    filters = (ROOT / "adapters/local/index_filter.py").read_text()
+    where = filters[filters.index("def where("):filters.index("def candidates(")]
+    assert 'clauses = ["d.store = ?", "d.app_id = ?", "d.tenant_id = ?"]' in where
+    assert "params: list[Any] = [store, f.scope.app_id, f.scope.tenant_id]" in where
+    # no other module of the embedded index reads documents
+    for module in ("index_filter.py", "index_schema.py", "index_vectors.py"):
+        assert not functions_with(ROOT / "adapters/local" / module,
+                                  lambda n: "SELECT" in sql_text(n).upper() and "DOCS" in sql_text(n).upper()), module
 
 
 def test_opensearch_adapter_sends_searches_only_from_the_scoped_builder():

@@ -6,9 +6,10 @@ from datetime import datetime, timezone
 import pytest
 
 from memlane.cli import main
-from memlane.domain.models import Memory
+from memlane.domain.models import Memory, RecordType
+from memlane.domain.records import message_document
 from memlane.domain.scope import Scope
-from memlane.services import ingest, memories, search, stores
+from memlane.services import ingest, memories, messages, search, stores
 from memlane.services.fsck import fsck
 
 U1 = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
@@ -49,7 +50,41 @@ def _hits(deps, tenant, query):
 
 def test_a_consistent_store_is_clean(deps, store):
     report = fsck(deps, store)
-    assert (report.memories, report.documents, report.missing, report.orphans, report.stale) == (3, 3, 0, 0, 0)
+    assert (report.memories, report.messages, report.documents) == (3, 3, 6)  # messages are documents too
+    assert (report.missing, report.orphans, report.stale) == (0, 0, 0)
+
+
+def _message_drift(deps):
+    """A message document lost, one whose text, one whose record type went stale, and a ghost message."""
+    msgs = {m.content: m for m in messages.list_(deps, "demo", scope=U1, limit=10, cursor=None)[0]}
+    beagle, nurse = msgs["I adopted a beagle named Max."], msgs["I work as a nurse in Denver."]
+    [cello] = messages.list_(deps, "demo", scope=U2, limit=10, cursor=None)[0]
+    deps.index.delete("demo", [beagle.message_id])
+    stale = message_document(nurse).model_copy(update={"text": "I work as a pilot."})
+    retyped = message_document(cello).model_copy(update={"record_type": RecordType.MEMORY})
+    ghost = message_document(nurse.model_copy(update={"message_id": "ghost-msg", "content": "I own a yacht."}))
+    deps.index.upsert("demo", [(d, deps.embedder.embed([d.text])[0]) for d in (stale, retyped, ghost)])
+    return beagle, nurse, cello
+
+
+def _message_hits(deps, tenant, query):
+    return [h.memory.memory_id for h in search.search(deps, "demo", query=query, top_k=5, recipe="keyword",
+                                                      record_types=["message"],
+                                                      scope={"app_id": "app", "tenant_id": tenant})]
+
+
+def test_message_documents_drift_is_found_then_repaired(deps, store):
+    beagle, nurse, cello = _message_drift(deps)
+    found = fsck(deps, store)
+    assert (found.missing, found.orphans, found.stale) == (1, 1, 2)
+    fixed = fsck(deps, store, repair=True)
+    assert fixed.repaired == 4
+    again = fsck(deps, store)
+    assert (again.missing, again.orphans, again.stale) == (0, 0, 0)
+    assert _message_hits(deps, "u1", "beagle") == [beagle.message_id]
+    assert _message_hits(deps, "u1", "nurse") == [nurse.message_id] and _message_hits(deps, "u1", "pilot") == []
+    assert _message_hits(deps, "u1", "yacht") == []
+    assert _message_hits(deps, "u2", "cello") == [cello.message_id]
 
 
 def test_drift_is_found_then_repaired(deps, store):

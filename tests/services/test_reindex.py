@@ -36,6 +36,15 @@ def test_reindex_rebuilds_every_tenant_from_the_table(deps, store):
     assert any("2 memories indexed" in line for line in lines) and "done" in lines[-1]
 
 
+def test_reindex_rebuilds_message_documents_too(deps, store):
+    deps.index.drop_store(store)
+    report = reindex(deps, store, batch=2)
+    assert report.messages == 3
+    [hit] = search.search(deps, store, query="cello", scope=U2, record_types=["message"])
+    assert hit.message is not None and hit.message.content == "Bob plays the cello."
+    assert "beagle" not in " ".join(texts(search.search(deps, store, query="beagle", scope=U2, record_types=["message"])))
+
+
 def test_reindex_leaves_deleted_memories_out(deps, store):
     [hit] = search.search(deps, store, query="nurse", scope=U1, top_k=1)
     # A dream's DELETE retires a memory (status deleted, kept for undo); a user's delete removes it.

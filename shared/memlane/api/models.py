@@ -9,7 +9,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from ..domain import limits
 from ..domain.models import DEFAULT_EXTRACT_ROLES, ExtractRole
-from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
+from ..domain.models import (AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, RecordType, ScopeInfo,
+                             Store, Task)
 from ..domain.models import (ActorProfile, DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft,
                              MemoryOrigin, Profile, ProfileEntry, ProfileFact)
 from ..services.memories import Deleted
@@ -280,6 +281,11 @@ class SearchIn(Strict):
     time_to: Instant | None = None
     as_of: Instant | None = None  # what held at that time (superseded memories included as they were)
     recipe: str | None = Field(default=None, max_length=64)
+    # Which records: memories (the default), messages (searchable as soon as they are added), summaries.
+    record_types: list[RecordType] | None = Field(default=None, min_length=1, max_length=len(RecordType))
+    # With one scope.run_id (the thread asking): true stays in it, false reaches the tenant's other
+    # threads too (if the asking thread's access policy recalls). Absent: the scope's runs as given.
+    exact_thread_match: bool | None = Field(default=None, strict=True)
 
     @model_validator(mode="after")
     def _ordered_range(self) -> "SearchIn":
@@ -301,9 +307,12 @@ class EvidenceOut(BaseModel):
 
 
 class SearchResultOut(BaseModel):
-    memory_id: str
+    memory_id: str  # the record's id: a memory's, a message's (its message_id), a summary's
+    record_type: RecordType = RecordType.MEMORY
     text: str
-    memory_type: MemoryType
+    memory_type: MemoryType | None = None  # memories only
+    role: str | None = None  # messages only: who said it
+    name: str | None = None
     origin: MemoryOrigin = MemoryOrigin.EXTRACTED
     score: float
     similarity: float
@@ -323,7 +332,10 @@ class SearchResultOut(BaseModel):
     def of(cls, hit: SearchHit) -> "SearchResultOut":
         m = hit.memory
         evidence = None if hit.evidence is None else [EvidenceOut(**MessageOut.of(e).model_dump()) for e in hit.evidence]
-        return cls(memory_id=m.memory_id, text=m.text, memory_type=m.memory_type, origin=m.origin, score=hit.score,
+        said = hit.message
+        return cls(memory_id=m.memory_id, record_type=m.record_type, text=m.text,
+                   memory_type=m.memory_type if m.record_type == RecordType.MEMORY else None,
+                   role=said.role if said else None, name=said.name if said else None, origin=m.origin, score=hit.score,
                    similarity=hit.similarity, status=m.status, scope=ScopeOut(**m.scope.as_dict()),
                    created_at=m.created_at, event_time=m.event_time, observed_at=m.observed_at,
                    valid_from=m.valid_from, valid_to=m.valid_to, supersedes=m.supersedes,

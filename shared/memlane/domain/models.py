@@ -243,6 +243,9 @@ class Task(BaseModel):
     # sha256 of the add's canonical body (scope, messages or text, metadata, access policy): a request_id
     # reused with another body is refused. None on tasks written before it was recorded.
     body_hash: str | None = None
+    # The add wrote its messages to the search index (set right after): its job need not index them
+    # again. None on tasks written before messages were indexed.
+    messages_indexed: bool | None = None
 
     @property
     def memory_ids(self) -> list[str]:

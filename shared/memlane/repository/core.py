@@ -76,6 +76,15 @@ class CoreRecords:
         items = self.table.batch_get([(pk, message_sk(scope, mid)) for mid in message_ids])
         return [Message.model_validate(i) for i in items]
 
+    def iter_messages(self, store: str, app_id: str, tenant_id: str) -> Iterator[Message]:
+        """Every message of a tenant, run by run (what fsck and reindex put in the index)."""
+        cursor = None
+        while True:
+            page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="MSG#", limit=500, cursor=cursor)
+            yield from (Message.model_validate(i) for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
     # -- memories ----------------------------------------------------------------------------
     def memory_put(self, store: str, memory: Memory, *, expect: dict[str, Any] | None = None) -> Put:
         s = memory.scope
@@ -165,6 +174,13 @@ class CoreRecords:
         if not owners:
             raise NotFound(f"task '{request_id}' not found", code="task_not_found")
         return self.get_task(store, *owners[0], request_id)
+
+    def mark_messages_indexed(self, task: Task) -> None:
+        """The add's messages are in the search index (an attribute of the task, set without a condition:
+        a job that read the task before keeps its own copy, and re-indexing is harmless)."""
+        s = task.scope
+        self.table.update(tenant_pk(task.store, s.app_id, s.tenant_id), f"TASK#{task.request_id}",
+                          {"messages_indexed": True})
 
     def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
         s = task.scope

@@ -28,14 +28,16 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     run = exact_scope(scope)
     deps = deps.for_tenant(store, run.app_id, run.tenant_id)
     pk = tenant_pk(store, run.app_id, run.tenant_id)
-    messages = [(i["pk"], i["sk"]) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
-                                                                    prefix=f"MSG#{run.agent_id}#{run.run_id}#")]
+    message_items = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
+                                               prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
+    messages = [(i["pk"], i["sk"]) for i in message_items]
     memory_items = [i for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#")
                     if Scope.model_validate(i["scope"]) == run]
     memory_ids = [i["memory_id"] for i in memory_items]
-    # Index first: a memory must never stay findable after its table item is gone.
-    if memory_ids:
-        deps.index.delete(store, memory_ids)
+    # Index first: a memory or message must never stay findable after its table item is gone.
+    documents = memory_ids + [i["message_id"] for i in message_items]
+    if documents:
+        deps.index.delete(store, documents)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     info = deps.repo.get_scope(store, run)
@@ -110,9 +112,11 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     """Delete the tenant's items of one store; the counts per record kind (empty: nothing there)."""
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
-    memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
-    if memory_ids:
-        tenant.index.delete(store, memory_ids)
+    # The tenant's index documents: its memories and its messages (searchable records too).
+    documents = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
+    documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]
+    if documents:
+        tenant.index.delete(store, documents)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
     guards = [deps.repo.request_pointer_key(store, app_id, tenant_id, i["request_id"]) for i in items
               if i["sk"].startswith("TASK#")]
@@ -126,8 +130,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
         counts["request_ids"] = len(guards)
     if outside:
         counts["registry_entries"] = len(outside)
-    if memory_ids:
-        counts["index_documents"] = len(memory_ids)
+    if documents:
+        counts["index_documents"] = len(documents)
     return counts
 
 

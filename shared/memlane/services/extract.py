@@ -11,12 +11,14 @@ from typing import Sequence
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Message, Store, Task, TaskStatus
-from . import consolidate, embedder_guard
+from . import consolidate, embedder_guard, message_index
 from .deps import Deps
 
 
 def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
-        store_obj: Store | None = None) -> Task:
+        store_obj: Store | None = None, messages_indexed: bool = False) -> Task:
+    """`messages_indexed`: the caller has just indexed the task's messages (a sync add). Otherwise they
+    are indexed here unless the task says its add did: that write may have failed after the commit."""
     repo = deps.repo
     task = repo.locate_task(store, request_id, app_id, tenant_id)
     if task.status.finished:
@@ -30,6 +32,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
+    if not (messages_indexed or task.messages_indexed):
+        message_index.index(deps, store, messages)  # an upsert: harmless if the add indexed them after all
     candidates = deps.extractor.extract(messages, context=context(deps, store, task, messages),
                                         instructions=store_obj.extract_instructions,
                                         keywords_from_assistant=store_obj.keywords_from_assistant,

@@ -1,15 +1,16 @@
 """fsck: compare a store's index with its table (the source of truth) and repair the drift.
 
-The index should hold exactly the store's active and superseded memories, each with the text,
-keywords, scope and status the table has. Drift comes from a crash between a table write and its
-index write, from a write to one side by hand, or from a bug. fsck counts:
+The index should hold exactly the store's active and superseded memories and its messages, each
+with the text, keywords, scope, status and record type the table implies. Drift comes from a crash
+between a table write and its index write, from a write to one side by hand, or from a bug. fsck
+counts:
 
 - missing: in the table, not in the index (not findable);
 - orphans: in the index without a live table item (findable, but gone or retired: a leak);
-- stale:   in both, but the index has another text, keywords, scope or status.
+- stale:   in both, but the index has another text, keywords, scope, status or record type.
 
 With `repair`, orphans are deleted from the index (then the local files compacted, so what they
-held leaves the disk), and missing and stale memories are indexed again from the table.
+held leaves the disk), and missing and stale records are indexed again from the table.
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..domain.errors import InvalidInput
-from ..domain.models import Memory, MemoryStatus
+from ..domain.models import Memory, MemoryStatus, RecordType
+from ..domain.records import message_document
+from ..domain.scope import Scope
 from ..ports import IndexedDoc, IndexInventory
+from . import message_index
 from .deps import Deps
 
 Progress = Callable[[str], None]
 
-BATCH = 500  # memories read, embedded and indexed together during a repair
+BATCH = 500  # records read, embedded and indexed together during a repair
 
 
 @dataclass(frozen=True)
@@ -38,20 +42,32 @@ class FsckReport:
     orphans: int
     stale: int
     repaired: int  # documents deleted or written again (0 without repair)
+    messages: int = 0  # table messages (each one a document)
+
+
+@dataclass(frozen=True)
+class _Expected:
+    """What the table says one document should be: where it lives, what it is, and its fingerprint."""
+
+    scope: Scope
+    record_type: RecordType
+    fingerprint: bytes
 
 
 def _fingerprint(app_id: str, tenant_id: str, agent_id: str, run_id: str, status: str, text: str,
-                 keywords: str) -> bytes:
-    return hashlib.sha256("\x1f".join((app_id, tenant_id, agent_id, run_id, status, text, keywords)).encode()).digest()
+                 keywords: str, record_type: str) -> bytes:
+    fields = (app_id, tenant_id, agent_id, run_id, status, text, keywords, record_type)
+    return hashlib.sha256("\x1f".join(fields).encode()).digest()
 
 
 def _of_memory(m: Memory) -> bytes:
     s = m.scope
-    return _fingerprint(s.app_id, s.tenant_id, s.agent_id, s.run_id, str(m.status), m.text, m.keywords)
+    return _fingerprint(s.app_id, s.tenant_id, s.agent_id, s.run_id, str(m.status), m.text, m.keywords,
+                        str(m.record_type))
 
 
 def _of_doc(d: IndexedDoc) -> bytes:
-    return _fingerprint(d.app_id, d.tenant_id, d.agent_id, d.run_id, d.status, d.text, d.keywords)
+    return _fingerprint(d.app_id, d.tenant_id, d.agent_id, d.run_id, d.status, d.text, d.keywords, d.record_type)
 
 
 def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | None = None) -> FsckReport:
@@ -60,16 +76,22 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     if not isinstance(deps.index, IndexInventory):
         raise InvalidInput(f"the configured index ({type(deps.index).__name__}) cannot list its documents; "
                            "fsck needs one that can (the embedded index)", code="fsck_unsupported")
-    # What the table says the index should hold: id → (tenant, fingerprint). Fingerprints, not
-    # memories, so a large store is compared in little memory; repair reads the few it needs again.
-    expected: dict[str, tuple[str, str, bytes]] = {}
-    tenants = 0
+    # What the table says the index should hold: id → where, what, fingerprint. Fingerprints, not
+    # records, so a large store is compared in little memory; repair reads the few it needs again.
+    expected: dict[str, _Expected] = {}
+    tenants = memories = messages = 0
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
-        for m in deps.for_tenant(store, app_id, tenant_id).repo.iter_memories(store, app_id, tenant_id):
+        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        for m in repo.iter_memories(store, app_id, tenant_id):
             if m.status != MemoryStatus.DELETED:
-                expected[m.memory_id] = (app_id, tenant_id, _of_memory(m))
-    say(f"{store}: {len(expected)} memories of {tenants} tenants in the table")
+                memories += 1
+                expected[m.memory_id] = _Expected(m.scope, RecordType.MEMORY, _of_memory(m))
+        for message in repo.iter_messages(store, app_id, tenant_id):
+            messages += 1
+            expected[message.message_id] = _Expected(message.scope, RecordType.MESSAGE,
+                                                     _of_memory(message_document(message)))
+    say(f"{store}: {memories} memories and {messages} messages of {tenants} tenants in the table")
 
     seen: set[str] = set()
     orphans: list[str] = []
@@ -82,7 +104,7 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
             orphans.append(doc.memory_id)
             continue
         seen.add(doc.memory_id)
-        if want[2] != _of_doc(doc):
+        if want.fingerprint != _of_doc(doc):
             stale.append(doc.memory_id)
     missing = [mid for mid in expected if mid not in seen]
     say(f"{store}: {documents} documents in the index; {len(missing)} missing, {len(orphans)} orphans, "
@@ -92,27 +114,37 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     if repair and (orphans or missing or stale):
         repaired = _repair(deps, store, orphans, missing + stale, expected)
         say(f"{store}: repaired {repaired} documents")
-    return FsckReport(store=store, tenants=tenants, memories=len(expected), documents=documents,
-                      missing=len(missing), orphans=len(orphans), stale=len(stale), repaired=repaired)
+    return FsckReport(store=store, tenants=tenants, memories=memories, documents=documents,
+                      missing=len(missing), orphans=len(orphans), stale=len(stale), repaired=repaired,
+                      messages=messages)
 
 
-def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str],
-            expected: dict[str, tuple[str, str, bytes]]) -> int:
+def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str], expected: dict[str, _Expected]) -> int:
     for start in range(0, len(orphans), BATCH):
         deps.index.delete(store, orphans[start:start + BATCH])
-    by_tenant: dict[tuple[str, str], list[str]] = {}
+    # Grouped by tenant (its own credentials) and by what to read: memories by id, messages by thread.
+    groups: dict[tuple[str, str], dict[tuple[RecordType, Scope | None], list[str]]] = {}
     for mid in reindex:
-        by_tenant.setdefault(expected[mid][:2], []).append(mid)
+        want = expected[mid]
+        by = (want.record_type, want.scope if want.record_type == RecordType.MESSAGE else None)
+        groups.setdefault((want.scope.app_id, want.scope.tenant_id), {}).setdefault(by, []).append(mid)
     written = 0
-    for (app_id, tenant_id), ids in by_tenant.items():
-        repo = deps.for_tenant(store, app_id, tenant_id).repo
-        for start in range(0, len(ids), BATCH):
-            found = repo.get_memories(store, app_id, tenant_id, ids[start:start + BATCH])
-            live = [m for m in found if m.status != MemoryStatus.DELETED]
-            if live:
-                vectors = deps.embedder.embed([m.text for m in live])  # the text alone, as extraction embeds it
-                deps.index.upsert(store, list(zip(live, vectors)))
-                written += len(live)
+    for (app_id, tenant_id), kinds in groups.items():
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        for (_, thread), ids in kinds.items():
+            for start in range(0, len(ids), BATCH):
+                chunk = ids[start:start + BATCH]
+                if thread is not None:
+                    found = tenant.repo.get_messages(store, thread, chunk)
+                    message_index.index(tenant, store, found)
+                    written += len(found)
+                    continue
+                live = [m for m in tenant.repo.get_memories(store, app_id, tenant_id, chunk)
+                        if m.status != MemoryStatus.DELETED]
+                if live:
+                    vectors = deps.embedder.embed([m.text for m in live])  # the text alone, as extraction embeds it
+                    deps.index.upsert(store, list(zip(live, vectors)))
+                    written += len(live)
     if orphans:
         deps.compact()  # an orphan may hold text that was meant to be gone
     return len(orphans) + written

@@ -19,7 +19,7 @@ from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_pr
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from . import embedder_guard, extract, jobs
+from . import embedder_guard, extract, jobs, message_index
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
@@ -115,7 +115,8 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
-                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest)
+                    status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest,
+                    messages_indexed=False)
         new_info = _run_entry(info, write, policy, now, messages=len(msgs), tokens=tokens)
         # The run's entry (counts, activity) with its place in the threads list, and for a new run its
         # thread id's claim when free: 96 messages + task + at most 3 stay within one transaction's 100.
@@ -139,16 +140,22 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
+    # Searchable at once. Accepted even if this fails: the job (or, without extraction, the sweeper
+    # through the open-task entry left open) indexes them again.
+    indexed = message_index.index_after_add(deps, store, msgs)
+    assert task is not None
+    if indexed and task.extract and not sync:
+        repo.mark_messages_indexed(task)  # so its job does not embed them again
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
 
-    assert task is not None
     if not task.extract:
-        repo.close_task(store, request_id, write.app_id, write.tenant_id)
+        if indexed:
+            repo.close_task(store, request_id, write.app_id, write.tenant_id)
     elif sync:
         # A failure propagates to the caller; the task is not left RUNNING: the job committed above
         # retries it after sync_retry_delay, and it ends SUCCEEDED or FAILED like any other.
         done = extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
-                           store_obj=store_obj)
+                           store_obj=store_obj, messages_indexed=indexed)
         deps.queue.discard(job)  # the safety net is not needed
         return done
     return task

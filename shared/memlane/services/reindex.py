@@ -2,7 +2,7 @@
 
 Drops the index, creates it again at the current embedder's dimension, then walks every
 tenant of the store (from the activity registry) and re-embeds and indexes its active and
-superseded memories in batches. Deleted memories stay out of the index, as they are after a
+superseded memories, and its messages, in batches. Deleted memories stay out of the index, as they are after a
 delete. Run it after losing the index, or to move a store to another embedding model.
 
 While it runs, searches of the store find only what has been indexed so far, and an
@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..domain.models import Memory, MemoryStatus
+from ..domain.models import Memory, MemoryStatus, Message
 from ..domain.errors import ConditionFailed, Conflict
-from . import embedder_guard
+from . import embedder_guard, message_index
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -33,6 +33,7 @@ class ReindexReport:
     indexed: int  # active and superseded memories now in the index
     skipped: int  # deleted memories, left out
     seconds: float
+    messages: int = 0  # message documents now in the index
 
 
 def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: int = BATCH) -> ReindexReport:
@@ -48,14 +49,16 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     deps.index.ensure_store(store, embedder.dim)
     say(f"{store}: index dropped and re-created ({embedder.dim} dims)")
 
-    tenants = indexed = skipped = 0
+    tenants = indexed = skipped = messages = 0
     # Batches span tenants: each upsert waits for a refresh (about a second), so one per tenant
     # would make a store of many small tenants take hours.
     pending: list[Memory] = []
+    said: list[Message] = []
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
         # Each tenant's partition through that tenant's own table (on AWS: its scoped credentials).
-        for memory in deps.for_tenant(store, app_id, tenant_id).repo.iter_memories(store, app_id, tenant_id):
+        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        for memory in repo.iter_memories(store, app_id, tenant_id):
             if memory.status == MemoryStatus.DELETED:
                 skipped += 1
                 continue
@@ -64,13 +67,23 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
                 indexed += _index(deps, store, pending)
                 pending = []
                 say(f"{store}: {indexed} memories indexed ({tenants} tenants read)")
+        for message in repo.iter_messages(store, app_id, tenant_id):
+            said.append(message)
+            if len(said) >= batch:
+                message_index.index(deps, store, said)
+                messages += len(said)
+                said = []
+                say(f"{store}: {messages} messages indexed ({tenants} tenants read)")
     indexed += _index(deps, store, pending)
+    message_index.index(deps, store, said)
+    messages += len(said)
 
     _record_embedder(deps, store)
     seconds = (deps.clock.now() - started).total_seconds()
-    say(f"{store}: done, {indexed} memories of {tenants} tenants indexed, {skipped} deleted skipped, "
-        f"{seconds:.1f}s")
-    return ReindexReport(store=store, tenants=tenants, indexed=indexed, skipped=skipped, seconds=seconds)
+    say(f"{store}: done, {indexed} memories and {messages} messages of {tenants} tenants indexed, "
+        f"{skipped} deleted skipped, {seconds:.1f}s")
+    return ReindexReport(store=store, tenants=tenants, indexed=indexed, skipped=skipped, seconds=seconds,
+                         messages=messages)
 
 
 def _record_embedder(deps: Deps, store: str) -> None:

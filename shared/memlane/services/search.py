@@ -1,5 +1,10 @@
 """Search: embed the query, keyword + vector retrieval under the scope in one index call, fuse,
-rerank, and answer with memories loaded from the table (the source of truth)."""
+rerank, and answer with the records loaded from the table (the source of truth).
+
+A search finds memories unless it names other record types (`message`, `summary`): a hit of any type
+is a `Memory`-shaped record with its `record_type`. `exact_thread_match` says whether a search made
+from one thread stays in it (true) or reaches the tenant's other threads too (false), if the asking
+thread's access policy lets it recall at all."""
 
 from __future__ import annotations
 
@@ -9,33 +14,44 @@ from typing import Any
 
 from ..domain import limits
 from ..domain.errors import InvalidInput
-from ..domain.models import MemoryStatus, MemoryType, Memory, Message
-from ..domain.scope import search_scope
+from ..domain.models import MemoryStatus, MemoryType, Memory, Message, RecordType
+from ..domain.records import message_document
+from ..domain.scope import Scope, ScopeFilter, search_scope
 from ..domain.validation import check_metadata
 from ..policies import consolidation
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
-from ..ports import IndexQuery
+from ..ports import Hit, IndexQuery
 from . import embedder_guard, scopes
 from .deps import Deps
 
 
 @dataclass(frozen=True)
 class SearchHit:
-    memory: Memory
+    memory: Memory  # the record found: a memory, or a message's or summary's document
     score: float
     similarity: float
     evidence: list[Message] | None = None
+    message: Message | None = None  # the message itself, when the record is one
+
+    @property
+    def record_type(self) -> RecordType:
+        return self.memory.record_type
 
 
 def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, top_k: int = limits.DEFAULT_TOP_K,
            min_similarity: float = 0.0, include_evidence: bool = False, filters: dict[str, Any] | None = None,
            memory_types: list[MemoryType] | None = None, include_superseded: bool = False,
            time_from: datetime | None = None, time_to: datetime | None = None,
-           recipe: str | None = None, as_of: datetime | None = None) -> list[SearchHit]:
+           recipe: str | None = None, as_of: datetime | None = None,
+           record_types: list[RecordType | str] | None = None,
+           exact_thread_match: bool | None = None) -> list[SearchHit]:
     """By default only current memories (the head of each supersede chain); `include_superseded`
     adds the history (each with `valid_from` / `valid_to`); `as_of` answers with what held then:
-    memories said by that time and not yet superseded at it."""
+    memories said by that time and not yet superseded at it (messages: said by then).
+    `record_types` (default memories only); `exact_thread_match` (None: the scope as given)."""
     where = search_scope(scope)
+    types = _record_types(record_types)
+    thread = _thread(where, exact_thread_match)
     embedder_guard.ensure(deps, deps.repo.get_store(store))  # unknown store → 404; another model's store → 409
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query must be a non-empty string", field="query")
@@ -52,6 +68,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     where = scopes.recall_filter(deps, store, where)
     if where is None:
         return []
+    if thread is not None and not thread:
+        where = where.model_copy(update={"run_ids": None})  # the asking thread recalls: every thread of the tenant
 
     vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
     history = include_superseded or as_of is not None
@@ -59,7 +77,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
         scope=where, text=query, vector=vector, k=max(plan.candidates, pool),
-        memory_types=tuple(memory_types) if memory_types else None, statuses=statuses,
+        memory_types=tuple(memory_types) if memory_types else None, statuses=statuses, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
     # Fusion sees `candidates` per signal; the longer vector list only supplies measured cosines.
@@ -72,7 +90,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     ranked = sorted(fused, key=lambda mid: (-fused[mid], -cosines.get(mid, -1.0), mid))
     reranking = plan.rerank and deps.reranker is not None
     depth = max(top_k, plan.rerank_depth if reranking else 0)
-    memories = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id, ranked[:depth])}
+    records, messages = _load(deps, store, where, [*result.keyword, *result.vector], ranked[:depth])
+    memories = records
     # The table is the truth: drop what the index still holds but the table no longer shows.
     candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
                   and where.matches(memories[mid].scope.as_dict())
@@ -98,18 +117,76 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         similarity = similarity_from_cosine(cosines.get(mid, 0.0))
         if similarity < min_similarity:
             continue
-        hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6), similarity=round(similarity, 6)))
+        hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6), similarity=round(similarity, 6),
+                              message=messages.get(mid)))
         if len(hits) == top_k:
             break
     if not history:
         # Two active memories that conflict anyway (written before write-time consolidation, or
         # beyond what it could tell): the newer first. Scores stay as they were.
+        # Memories only: a message or summary keeps its place.
         relevance = {h.memory.memory_id: h.similarity for h in hits}
-        order = {m.memory_id: i for i, m in enumerate(consolidation.newer_first([h.memory for h in hits], relevance))}
-        hits.sort(key=lambda h: order[h.memory.memory_id])
+        slots = [i for i, h in enumerate(hits) if h.record_type == RecordType.MEMORY]
+        by_id = {h.memory.memory_id: h for h in hits}
+        for i, m in zip(slots, consolidation.newer_first([hits[i].memory for i in slots], relevance)):
+            hits[i] = by_id[m.memory_id]
     if include_evidence:
-        hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory)) for h in hits]
+        hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory), h.message) for h in hits]
     return hits
+
+
+_MAX_RECORD_TYPES = len(RecordType)
+
+
+def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:
+    if asked is None:
+        return (RecordType.MEMORY,)
+    known = {str(t) for t in RecordType}
+    if (not isinstance(asked, (list, tuple)) or not 1 <= len(asked) <= _MAX_RECORD_TYPES
+            or not all(isinstance(t, str) and t in known for t in asked)):
+        raise InvalidInput(f"record_types must be 1-{_MAX_RECORD_TYPES} of {', '.join(sorted(known))}",
+                           code="invalid_record_types", field="record_types")
+    return tuple(dict.fromkeys(RecordType(t) for t in asked))
+
+
+def _thread(where: ScopeFilter, exact: bool | None) -> bool | None:
+    """None: the scope's runs as given. True/False: the search is made from one thread (its run_id),
+    and stays in it or not."""
+    if exact is None:
+        return None
+    if exact and (where.run_ids is None or len(where.run_ids) != 1):
+        raise InvalidInput("exact_thread_match needs the thread: one scope.run_id", code="thread_required",
+                           field="scope.run_id")
+    return bool(exact)
+
+
+def _load(deps: Deps, store: str, where: ScopeFilter, found: list[Hit],
+          ids: list[str]) -> tuple[dict[str, Memory], dict[str, Message]]:
+    """The records behind these ids, read from the table: memories by id, messages by their thread
+    (the index says which). What the table no longer holds is left out."""
+    kind = {h.memory_id: h for h in found}
+    by_type: dict[RecordType, list[str]] = {}
+    for mid in ids:
+        by_type.setdefault(kind[mid].record_type, []).append(mid)
+    records = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id,
+                                                              by_type.get(RecordType.MEMORY, []))}
+    records = {mid: m for mid, m in records.items() if m.record_type == RecordType.MEMORY}
+    threads: dict[tuple[str, str], list[str]] = {}
+    for mid in by_type.get(RecordType.MESSAGE, []):
+        threads.setdefault((kind[mid].agent_id, kind[mid].run_id), []).append(mid)
+    messages: dict[str, Message] = {}
+    for (agent_id, run_id), message_ids in threads.items():
+        thread = Scope(app_id=where.app_id, tenant_id=where.tenant_id, agent_id=agent_id, run_id=run_id)
+        messages.update((m.message_id, m) for m in deps.repo.get_messages(store, thread, message_ids))
+    records.update((mid, message_document(m)) for mid, m in messages.items())
+    records.update(_summaries(deps, store, where, by_type.get(RecordType.SUMMARY, [])))
+    return records, messages
+
+
+def _summaries(deps: Deps, store: str, where: ScopeFilter, ids: list[str]) -> dict[str, Memory]:
+    """Summary records behind these ids. The seam to services/summaries.py (issue 12, item 4): until
+    it is merged no summary is indexed, and a summary document without its table record is left out."""
+    return {}
 
 
 def _held_at(memory: Memory, when: datetime) -> bool:

@@ -15,9 +15,10 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ..domain.models import TaskStatus
+from ..domain.errors import MemlaneError
+from ..domain.models import Task, TaskStatus
 from ..domain.scope import Scope
-from . import extract, jobs
+from . import extract, jobs, message_index
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                 if task is None or task.status.finished:
                     # No task: the add died before writing it (the client was never answered), or the
                     # tenant was erased. Left alone within the deadline: the add may still be running.
+                    if task is not None and not task.extract and not _index_messages(tenant, store.name, task):
+                        continue  # an add without extraction stays open until its messages are indexed
                     if task is not None or now - entry.since > deadline:
                         deps.repo.close_task(store.name, entry.request_id, entry.app_id, entry.tenant_id)
                         report.closed += 1
@@ -74,3 +77,14 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
                     report.checked)
     return report
+
+
+def _index_messages(deps: Deps, store: str, task: Task) -> bool:
+    """Index the messages of an add that extracts nothing (its entry is open: its own index write may
+    have failed). False when the index still fails: the next pass tries again."""
+    try:
+        message_index.index(deps, store, deps.repo.get_messages(store, task.scope, task.message_ids))
+    except MemlaneError as error:
+        log.warning("sweeper: messages of %s not indexed (%s); retried next pass", task.request_id, error.code)
+        return False
+    return True

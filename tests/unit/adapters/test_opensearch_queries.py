@@ -9,7 +9,7 @@ from memlane.adapters.opensearch.documents import metadata_filter_terms, metadat
 from memlane.adapters.opensearch.index import index_body
 from memlane.adapters.opensearch.queries import query_words, search_lines
 from memlane.domain.errors import InvalidInput
-from memlane.domain.models import MemoryType
+from memlane.domain.models import MemoryType, RecordType
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
 
@@ -31,10 +31,38 @@ def test_both_signals_carry_the_scope_filter_and_the_routing():
     assert knn["k"] == 7 and bodies[0]["size"] == bodies[1]["size"] == 7
     for clause in ({"term": {"store": "s1"}}, {"term": {"app_id": "app"}}, {"term": {"tenant_id": "t1"}},
                    {"terms": {"agent_id": ["a1"]}}, {"terms": {"status": ["active"]}},
-                   {"terms": {"memory_type": ["plan"]}},
                    {"terms": {"metadata_terms": ['["topic","a"]', '["topic","b"]']}},
                    {"range": {"time": {"gte": "2024-01-01T00:00:00.000000Z"}}}):
         assert clause in keyword_filters
+
+
+# A document written before record types has none: it is a memory.
+IS_MEMORY = {"bool": {"should": [{"term": {"record_type": "memory"}},
+                                 {"bool": {"must_not": {"exists": {"field": "record_type"}}}}],
+                      "minimum_should_match": 1}}
+
+
+@pytest.mark.parametrize(("record_types", "clause"), [
+    ((RecordType.MEMORY,), IS_MEMORY),
+    ((RecordType.MESSAGE,), {"terms": {"record_type": ["message"]}}),
+    ((RecordType.MEMORY, RecordType.SUMMARY), {"bool": {"should": [{"terms": {"record_type": ["summary"]}}, IS_MEMORY],
+                                                        "minimum_should_match": 1}}),
+    ((), {"bool": {"must_not": {"match_all": {}}}}),
+])
+def test_record_types_filter_reads_a_missing_type_as_memory(record_types, clause):
+    lines, _ = lines_for(record_types=record_types)
+    assert clause in lines[1]["query"]["bool"]["filter"]
+
+
+def test_memory_types_narrow_memories_only():
+    lines, _ = lines_for(memory_types=(MemoryType.PLAN,), record_types=(RecordType.MEMORY, RecordType.MESSAGE))
+    assert {"bool": {"should": [{"terms": {"memory_type": ["plan"]}}, {"bool": {"must_not": IS_MEMORY}}],
+                     "minimum_should_match": 1}} in lines[1]["query"]["bool"]["filter"]
+
+
+def test_hits_carry_their_record_type_and_run_but_no_text():
+    lines, _ = lines_for()
+    assert lines[1]["_source"] == lines[3]["_source"] == ["record_type", "agent_id", "run_id"]
 
 
 def test_no_words_means_no_keyword_half_and_no_vector_no_vector_half():

@@ -85,6 +85,7 @@ def to_document(store: str, memory: Memory, vector: list[float]) -> dict[str, An
     return {
         "store": store,
         "memory_id": memory.memory_id,
+        "record_type": str(memory.record_type),
         "app_id": s.app_id,
         "tenant_id": s.tenant_id,
         "agent_id": s.agent_id,

@@ -37,7 +37,7 @@ from typing import Any, Callable, Literal, Sequence
 from opensearchpy import OpenSearch
 
 from ...domain.errors import Conflict, DependencyFailed, Forbidden, InvalidInput, NotFound, Retryable
-from ...domain.models import Memory, validate_store_name
+from ...domain.models import Memory, RecordType, validate_store_name
 from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
@@ -215,9 +215,9 @@ class OpenSearchIndex:
                 raise from_status(response.get("status"), response["error"], f"{signal} search")
             raw = response["hits"]["hits"]
             if signal == "vector":  # cosinesimil: score = (2 - (1 - cos)) / 2 = (1 + cos) / 2
-                hits[signal] = [Hit(h["_id"], max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0))) for h in raw]
+                hits[signal] = [_hit(h, max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0))) for h in raw]
             else:
-                hits[signal] = [Hit(h["_id"], float(h["_score"])) for h in raw]
+                hits[signal] = [_hit(h, float(h["_score"])) for h in raw]
         return IndexResult(keyword=hits["keyword"], vector=hits["vector"])
 
     # -- internals -----------------------------------------------------------------------------
@@ -237,8 +237,20 @@ class OpenSearchIndex:
         if len(dims) != 1:
             raise DependencyFailed(f"alias of store '{store}' spans indices of dimensions {sorted(dims)}",
                                    code="index_failed")
+        outdated = [name for name, m in mappings.items() if "record_type" not in m["mappings"]["properties"]]
+        if outdated:
+            self._add_record_type(outdated)
         self._dims[store] = dim = int(dims.pop())
         return dim
+
+    def _add_record_type(self, indices: list[str]) -> None:
+        """Migrate an index made before record types: add the field to its mapping (adding a field is
+        allowed on a live index; `dynamic: strict` would otherwise refuse every message document).
+        Its documents keep no value and read as memories (queries.py). The service's own client: a
+        tenant's may only read. Idempotent, so processes racing to do it all succeed."""
+        with boundary("migrate mapping"):
+            self._writer.indices.put_mapping(index=",".join(indices),
+                                             body={"properties": {"record_type": {"type": "keyword"}}})
 
     def _write(self, store: str, app_id: str, tenant_id: str, docs: dict[str, dict[str, Any] | None]) -> None:
         """Index (a source) or delete (None) these ids of one tenant, each on the condition that the
@@ -364,6 +376,13 @@ class OpenSearchIndex:
             self._sleep(backoff_delay(attempt))
         raise Retryable(f"OpenSearch kept throttling {len(pending)} documents of store '{store}'",
                         code="index_unavailable", failed_ids=sorted(mid for mid, _ in pending))
+
+
+def _hit(raw: dict[str, Any], score: float) -> Hit:
+    source = raw.get("_source") or {}
+    # No record_type: a document written before record types, a memory.
+    return Hit(raw["_id"], score, RecordType(source.get("record_type") or RecordType.MEMORY),
+               source.get("agent_id", ""), source.get("run_id", ""))
 
 
 def _missing(response: dict[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...domain.models import RecordType
 from ...ports import IndexQuery
 from .documents import metadata_filter_terms, routing_key, utc_iso
 
@@ -16,6 +17,12 @@ _WORD = re.compile(r"\w+")
 _MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
 _SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
+# What a hit says besides its id: which kind of record it is and where it lives (never any text).
+HIT_FIELDS = ["record_type", "agent_id", "run_id"]
+# A document written before record types has no `record_type` field: it is a memory.
+_IS_MEMORY = {"bool": {"should": [{"term": {"record_type": str(RecordType.MEMORY)}},
+                                  {"bool": {"must_not": {"exists": {"field": "record_type"}}}}],
+                       "minimum_should_match": 1}}
 
 
 def query_words(text: str) -> str:
@@ -44,8 +51,10 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
         filters.append({"terms": {"agent_id": list(scope.agent_ids)}})
     if scope.run_ids is not None:
         filters.append({"terms": {"run_id": list(scope.run_ids)}})
-    if q.memory_types is not None:
-        filters.append({"terms": {"memory_type": [str(t) for t in q.memory_types]}})
+    filters.append(_record_types(q.record_types))
+    if q.memory_types is not None:  # narrows memories only: messages and summaries have no type
+        filters.append({"bool": {"should": [{"terms": {"memory_type": [str(t) for t in q.memory_types]}},
+                                            {"bool": {"must_not": _IS_MEMORY}}], "minimum_should_match": 1}})
     for key, wanted in (q.metadata or {}).items():  # AND across keys, any of the values within one
         filters.append({"terms": {"metadata_terms": metadata_filter_terms(key, wanted)}})
     bounds = {}
@@ -58,6 +67,18 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
     return filters
 
 
+def _record_types(types: tuple[RecordType, ...]) -> dict[str, Any]:
+    others = [str(t) for t in types if t != RecordType.MEMORY]
+    wanted: list[dict[str, Any]] = [{"terms": {"record_type": others}}] if others else []
+    if RecordType.MEMORY in types:
+        wanted.append(_IS_MEMORY)
+    if not wanted:
+        return {"bool": {"must_not": {"match_all": {}}}}  # no record type asked for: nothing matches
+    if len(wanted) == 1:
+        return wanted[0]
+    return {"bool": {"should": wanted, "minimum_should_match": 1}}
+
+
 def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
                  vector: list[float] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The `_msearch` body for one hybrid query, and which signal each response answers.
@@ -68,7 +89,7 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
     """
     filters = _filters(store, q)
     header = {"index": alias, "routing": routing_key(q.scope.app_id, q.scope.tenant_id)}
-    common = {"size": k, "_source": False, "track_total_hits": False, "sort": _SORT}
+    common = {"size": k, "_source": HIT_FIELDS, "track_total_hits": False, "sort": _SORT}
     lines: list[dict[str, Any]] = []
     signals: list[str] = []
     words = query_words(q.text)

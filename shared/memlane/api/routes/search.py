@@ -14,7 +14,8 @@ from .common import Cursor, FlagParam, IdParam, Limit, ListParam, selector
 def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
-    @router.post("/v1/stores/<store>/search", tags=["search"], summary="Hybrid search over long-term memories")
+    @router.post("/v1/stores/<store>/search", tags=["search"],
+                 summary="Hybrid search over long-term memories (and, when asked, messages and summaries)")
     def search_memories(store: str, body: SearchIn) -> SearchOut:
         d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
                       agent_id=body.scope.agent_id, run_id=body.scope.run_id)
@@ -22,7 +23,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
             d, store, query=body.query, scope=body.scope.model_dump(exclude_none=True), top_k=body.top_k,
             min_similarity=body.min_similarity, include_evidence=body.include_evidence, filters=body.filters,
             memory_types=body.memory_types, include_superseded=body.include_superseded, time_from=body.time_from,
-            time_to=body.time_to, recipe=body.recipe, as_of=body.as_of)
+            time_to=body.time_to, recipe=body.recipe, as_of=body.as_of, record_types=body.record_types,
+            exact_thread_match=body.exact_thread_match)
         return SearchOut(results=[SearchResultOut.of(h) for h in hits])
 
     @router.get("/v1/stores/<store>/memories", tags=["search"], summary="List memories of a tenant")

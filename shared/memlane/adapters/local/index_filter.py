@@ -1,0 +1,149 @@
+"""What narrows an embedded-index search, as SQL: the store + scope conditions every search
+carries, the query's own filters, and the FTS5 MATCH expression for free text.
+
+Everything user-given is bound as a parameter or quoted here; `EmbeddedIndex._select` is the only
+caller, and it cannot leave the scope conditions out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Sequence
+
+from ...domain.errors import InvalidInput
+from ...domain.models import RecordType
+from ...domain.scope import ScopeFilter
+from ...domain.language import LUCENE_STOP_WORDS  # what OpenSearch's `english` analyzer drops
+from ...ports import IndexQuery
+
+_TOKEN = re.compile(r"\w+")  # letters/digits only: no FTS5 operator character survives
+_MAX_QUERY_TOKENS = 64  # bounds the cost of one MATCH; longer queries keep their first 64 words
+
+
+def utc_iso(value: datetime) -> str:
+    """Fixed-width UTC ISO text, so SQL string comparison is time comparison. Naive means UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def tenant_key(store: str, app_id: str, tenant_id: str) -> str:
+    # Digits only: one unicode61 token that the porter stemmer leaves alone.
+    digest = hashlib.sha256("\x1f".join((store, app_id, tenant_id)).encode()).digest()
+    return str(int.from_bytes(digest[:12], "big"))
+
+
+def match_expression(text: str) -> str | None:
+    """A safe FTS5 MATCH expression for free text: each word quoted, OR-ed. None when no words.
+
+    Only ``\\w`` runs are kept, so quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses
+    are gone, and every kept word is a quoted string, so ``NEAR``, ``OR``, ``NOT`` or a
+    column name are plain terms. User text can neither break nor extend the MATCH grammar.
+    English stop words are left out.
+    """
+    words = (t.lower() for t in _TOKEN.findall(text))
+    tokens = list(dict.fromkeys(w for w in words if w not in LUCENE_STOP_WORDS))[:_MAX_QUERY_TOKENS]
+    return " OR ".join(f'"{t}"' for t in tokens) or None
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Everything that narrows a search, in the form `where` turns into SQL."""
+
+    scope: ScopeFilter
+    statuses: tuple[str, ...] | None = None  # None = any
+    record_types: tuple[str, ...] | None = None  # None = any
+    memory_types: tuple[str, ...] | None = None  # narrows memories only: messages and summaries have no type
+    metadata: dict[str, Any] | None = None
+    time_from: str | None = None
+    time_to: str | None = None
+
+    @classmethod
+    def of(cls, q: IndexQuery) -> Filter:
+        return cls(
+            scope=q.scope,
+            statuses=tuple(str(s) for s in q.statuses),
+            record_types=tuple(str(r) for r in q.record_types),
+            memory_types=None if q.memory_types is None else tuple(str(t) for t in q.memory_types),
+            metadata=q.metadata,
+            time_from=None if q.time_from is None else utc_iso(q.time_from),
+            time_to=None if q.time_to is None else utc_iso(q.time_to),
+        )
+
+
+def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
+    """The conditions on `docs` (alias d) of one search: store and tenant always, then the rest."""
+    clauses = ["d.store = ?", "d.app_id = ?", "d.tenant_id = ?"]
+    params: list[Any] = [store, f.scope.app_id, f.scope.tenant_id]
+
+    def add(clause: tuple[str, list[Any]]) -> None:
+        clauses.append(clause[0])
+        params.extend(clause[1])
+
+    if f.scope.agent_ids is not None:
+        add(_in("d.agent_id", f.scope.agent_ids))
+    if f.scope.run_ids is not None:
+        add(_in("d.run_id", f.scope.run_ids))
+    if f.statuses is not None:
+        add(_in("d.status", f.statuses))
+    if f.record_types is not None:
+        add(_in("d.record_type", f.record_types))
+    if f.memory_types is not None:
+        typed, values = _in("d.memory_type", f.memory_types)
+        add((f"(d.record_type != ? OR {typed})", [str(RecordType.MEMORY), *values]))
+    for key, wanted in (f.metadata or {}).items():
+        add(_metadata_clause(key, wanted))
+    if f.time_from is not None:
+        add(("d.time >= ?", [f.time_from]))
+    if f.time_to is not None:
+        add(("d.time <= ?", [f.time_to]))
+    return clauses, params
+
+
+def candidates(doc_ids: list[int]) -> tuple[str, list[Any]]:
+    """Candidate doc ids, as one JSON parameter: no variable limit."""
+    return "d.id IN (SELECT value FROM json_each(?))", [json.dumps(doc_ids)]
+
+
+def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    # An empty selector selects nothing (SQLite accepts "IN ()").
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
+
+
+def _json_value_is(alias: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """`alias` (a json_each row) equals one of `values`, comparing JSON type as well as value."""
+    terms: list[str] = []
+    params: list[Any] = []
+    for v in values:
+        if v is None:
+            terms.append(f"{alias}.type = 'null'")
+        elif isinstance(v, bool):  # before int: True must not match the number 1
+            terms.append(f"{alias}.type = '{'true' if v else 'false'}'")
+        elif isinstance(v, (int, float)):
+            terms.append(f"({alias}.type IN ('integer', 'real') AND {alias}.atom = ?)")
+            params.append(v)
+        elif isinstance(v, str):
+            terms.append(f"({alias}.type = 'text' AND {alias}.atom = ?)")
+            params.append(v)
+        else:
+            raise InvalidInput("metadata filter values must be strings, numbers, booleans or null "
+                               "(or a list of them)", code="invalid_filter", field="filters.metadata")
+    return "(" + (" OR ".join(terms) or "0") + ")", params
+
+
+def _metadata_clause(key: str, wanted: Any) -> tuple[str, list[Any]]:
+    """Top-level metadata[key] equals `wanted` (a list = any of); a list-valued field matches
+    when any element does, like a term query on an array field in OpenSearch.
+
+    json_each with a bound key, not a json_extract path, so no key can alter the JSON path.
+    """
+    values = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
+    direct, p1 = _json_value_is("m", values)
+    element, p2 = _json_value_is("e", values)
+    sql = (f"EXISTS (SELECT 1 FROM json_each(d.metadata) AS m WHERE m.key = ? AND ({direct} OR "
+           f"(m.type = 'array' AND EXISTS (SELECT 1 FROM json_each(m.value) AS e WHERE {element}))))")
+    return sql, [key, *p1, *p2]

@@ -1,0 +1,93 @@
+"""The embedded index's vectors: unit-length float32 embeddings, and the per-tenant matrices that
+exact kNN scores, kept in memory by a byte-bounded LRU cache.
+
+A tenant's matrix is read once (rows ordered by docs.id), replaced whenever that tenant's documents
+change, and dropped whole when another process writes to the file (see `EmbeddedIndex._vectors`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ...domain.errors import InvalidInput
+from ...domain.models import RecordType
+from ...ports import Hit
+
+CACHE_BYTES = 256 * 1024 * 1024  # total embedding bytes kept in memory across tenants
+
+TenantKey = tuple[str, str, str]  # (store, app_id, tenant_id)
+
+
+def unit_vector(values: Sequence[float], dim: int, what: str) -> np.ndarray:
+    try:
+        vec = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what} must be a list of numbers", code="invalid_vector") from None
+    if vec.shape != (dim,):
+        raise InvalidInput(f"{what} has dimension {vec.shape[0] if vec.ndim == 1 else vec.shape}, "
+                           f"the store's is {dim}", code="dimension_mismatch")
+    if not np.all(np.isfinite(vec)):
+        raise InvalidInput(f"{what} contains NaN or infinite values", code="invalid_vector")
+    # Normalise anyway: cosine = dot only holds for unit vectors, and embedders round.
+    norm = float(np.linalg.norm(vec))
+    return (vec / np.float32(norm)) if norm > 0 else vec
+
+
+@dataclass(frozen=True)
+class Vectors:
+    """One tenant's embeddings, rows ordered by docs.id. Replaced, never mutated."""
+
+    ids: np.ndarray  # int64, ascending
+    memory_ids: list[str]
+    places: list[tuple[str, str, str]]  # (record_type, agent_id, run_id) of each row: what a Hit says
+    matrix: np.ndarray  # float32 (n, dim)
+
+    def hit(self, row: int, score: float) -> Hit:
+        record_type, agent_id, run_id = self.places[row]
+        return Hit(self.memory_ids[row], score, RecordType(record_type), agent_id, run_id)
+
+    def top(self, scores: np.ndarray, rows: np.ndarray, k: int) -> list[Hit]:
+        """The k best of `rows` by score, ties by id."""
+        if rows.size > k:
+            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
+        ranked = sorted(rows.tolist(), key=lambda i: (-scores[i], self.memory_ids[i]))
+        return [self.hit(i, float(scores[i])) for i in ranked]
+
+
+class VectorCache:
+    """Tenant matrices, least recently used dropped first once past `limit` bytes (one always stays)."""
+
+    def __init__(self, limit: int = CACHE_BYTES):
+        self._entries: OrderedDict[TenantKey, Vectors] = OrderedDict()
+        self._bytes = 0
+        self._limit = limit
+
+    def get(self, key: TenantKey) -> Vectors | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: TenantKey, vectors: Vectors) -> None:
+        self.evict(key)
+        self._entries[key] = vectors
+        self._bytes += vectors.matrix.nbytes
+        while self._bytes > self._limit and len(self._entries) > 1:
+            self.evict(next(iter(self._entries)))
+
+    def evict(self, key: TenantKey) -> None:
+        dropped = self._entries.pop(key, None)
+        if dropped is not None:
+            self._bytes -= dropped.matrix.nbytes
+
+    def evict_store(self, store: str) -> None:
+        for key in [k for k in self._entries if k[0] == store]:
+            self.evict(key)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
