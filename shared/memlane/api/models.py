@@ -58,6 +58,10 @@ class CreateStoreIn(Strict):
     dream_mode: DreamMode = DreamMode.PROPOSAL
     dream_threshold: float = Field(default=0.8, ge=0.0, le=1.0, strict=True)
     keywords_from_assistant: bool = Field(default=False, strict=True)
+    summary_trigger_tokens: int = Field(default=limits.DEFAULT_SUMMARY_TRIGGER_TOKENS, strict=True,
+                                        ge=limits.MIN_SUMMARY_TRIGGER_TOKENS, le=limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    summary_keep_recent: int = Field(default=limits.DEFAULT_SUMMARY_KEEP_RECENT, strict=True, ge=0,
+                                     le=limits.MAX_SUMMARY_KEEP_RECENT)
 
 
 class StoreOut(BaseModel):
@@ -69,6 +73,8 @@ class StoreOut(BaseModel):
     dream_mode: DreamMode
     dream_threshold: float
     keywords_from_assistant: bool = False
+    summary_trigger_tokens: int = limits.DEFAULT_SUMMARY_TRIGGER_TOKENS
+    summary_keep_recent: int = limits.DEFAULT_SUMMARY_KEEP_RECENT
     created_at: datetime
 
     @classmethod

@@ -18,3 +18,10 @@ MAX_METADATA_INT = 2 ** 63 - 1  # integers in metadata fit 64 bits (SQLite; Dyna
 MAX_REQUEST_ID_CHARS = 128
 MAX_INSTRUCTIONS_CHARS = 8_000
 MAX_BODY_BYTES = 2_000_000
+
+# Thread summaries: a store's trigger (tokens not yet summarised) and how many recent messages stay out.
+DEFAULT_SUMMARY_TRIGGER_TOKENS = 2_000
+MIN_SUMMARY_TRIGGER_TOKENS = 100
+MAX_SUMMARY_TRIGGER_TOKENS = 100_000
+DEFAULT_SUMMARY_KEEP_RECENT = 6
+MAX_SUMMARY_KEEP_RECENT = 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..domain.errors import Conflict, InvalidInput
+from ..domain import limits
 from ..domain.limits import MAX_INSTRUCTIONS_CHARS
 from ..domain.models import DreamMode, Store, validate_store_name
 from ..ports import Job
@@ -12,14 +13,20 @@ from .deps import Deps
 
 def create(deps: Deps, *, name: str, description: str = "", extract_instructions: str = "",
            dream_mode: DreamMode = DreamMode.PROPOSAL, dream_threshold: float = 0.8,
-           keywords_from_assistant: bool = False) -> Store:
+           keywords_from_assistant: bool = False, summary_trigger_tokens: int = limits.DEFAULT_SUMMARY_TRIGGER_TOKENS,
+           summary_keep_recent: int = limits.DEFAULT_SUMMARY_KEEP_RECENT) -> Store:
     validate_store_name(name)
+    _check_range("summary_trigger_tokens", summary_trigger_tokens, limits.MIN_SUMMARY_TRIGGER_TOKENS,
+                 limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    _check_range("summary_keep_recent", summary_keep_recent, 0, limits.MAX_SUMMARY_KEEP_RECENT)
     if len(extract_instructions) > MAX_INSTRUCTIONS_CHARS:
         raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
                            field="extract_instructions")
     store = embedder_guard.recorded(Store(name=name, description=description, extract_instructions=extract_instructions,
                                           dream_mode=dream_mode, dream_threshold=dream_threshold,
                                           keywords_from_assistant=keywords_from_assistant,
+                                          summary_trigger_tokens=summary_trigger_tokens,
+                                          summary_keep_recent=summary_keep_recent,
                                           created_at=deps.clock.now()), deps.embedder)
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
     if deps.repo.is_purging(name):
@@ -27,6 +34,12 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
                        field="name")
     deps.index.ensure_store(name, deps.embedder.dim)
     return deps.repo.create_store(store)
+
+
+def _check_range(field: str, value: object, low: int, high: int) -> None:
+    # bool is an int in Python: refuse it, as the HTTP models do (strict)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{field} must be an integer from {low} to {high}", field=field)
 
 
 def get(deps: Deps, name: str) -> Store:
