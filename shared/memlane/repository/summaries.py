@@ -11,6 +11,7 @@ from ..ports import Table
 from .keys import _dump, message_sk, tenant_pk
 
 _AFTER_EVERY_ID = "~"  # sorts after every message id (lower-case base32)
+_JUST_AFTER = "!"  # appended to an id: sorts after it and before every later id (ids have one length)
 
 
 def summary_sk(scope: Scope) -> str:
@@ -62,12 +63,12 @@ class SummaryRecords:
         """Up to `limit` messages of the thread, oldest first, with ids after `after` (None: from the first)
         and before `before` (None: to the last). Reads only that range of the partition."""
         pk = tenant_pk(store, scope.app_id, scope.tenant_id)
-        # The range is inclusive: `after` and `before` themselves are read (one item each) and dropped.
-        start = message_sk(scope, after or "")
+        # The range is inclusive: it starts just after `after` (never re-read: it is covered), and `before`
+        # itself, the first message kept out, is read and dropped.
+        start = message_sk(scope, after + _JUST_AFTER if after else "")
         end = message_sk(scope, before or _AFTER_EVERY_ID)
-        page = self.table.query(pk, start=start, end=end, limit=limit + 2)
-        found = [m for m in (Message.model_validate(i) for i in page.items) if m.message_id not in (after, before)]
-        return found[:limit]
+        page = self.table.query(pk, start=start, end=end, limit=limit + 1)
+        return [m for m in (Message.model_validate(i) for i in page.items) if m.message_id != before][:limit]
 
     def newest_messages(self, store: str, scope: Scope, *, limit: int, cursor: str | None = None
                         ) -> tuple[list[Message], str | None]:
