@@ -1,5 +1,5 @@
-"""Search: hybrid search, reading and editing memories, short-term messages."""
+"""Search: hybrid search, reading and editing memories, short-term messages, thread summaries."""
 
 from memlane.aws_lambda import build_http_handler
 
-lambda_handler = build_http_handler(["search"])
+lambda_handler = build_http_handler(["search", "summaries"])

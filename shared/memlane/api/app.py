@@ -17,10 +17,10 @@ from . import errors
 from ..services.access import AuthMode
 from .access import Gate
 from .audit import record_request
-from .routes import dream, ingest, search, stores, tasks
+from .routes import dream, ingest, search, stores, summaries, tasks
 
 FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes,
-            "dream": dream.routes}
+            "dream": dream.routes, "summaries": summaries.routes}
 
 
 class RequestScopedResolver(APIGatewayHttpResolver):

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from ..domain import limits
 from ..domain.models import AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, ScopeInfo, Store, Task
+from ..domain.models import ThreadSummary
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft, Profile,
                              ProfileEntry)
 from ..services.memories import Deleted
@@ -199,6 +200,7 @@ class OutcomeOut(BaseModel):
 
 class TaskOut(BaseModel):
     request_id: str
+    kind: str = "extract"  # "extract" (an add) or "summarize" (a forced summary refresh)
     status: str
     scope: ScopeOut
     created_at: datetime
@@ -211,7 +213,7 @@ class TaskOut(BaseModel):
 
     @classmethod
     def of(cls, task: Task, memories: list[Memory] | None = None) -> "TaskOut":
-        return cls(request_id=task.request_id, status=task.status, scope=ScopeOut(**task.scope.as_dict()),
+        return cls(request_id=task.request_id, kind=task.kind, status=task.status, scope=ScopeOut(**task.scope.as_dict()),
                    created_at=task.created_at, updated_at=task.updated_at, message_ids=task.message_ids,
                    memories=[MemoryOut.of(m) for m in memories or []],
                    outcomes=[OutcomeOut(**o.model_dump()) for o in task.outcomes], error=task.error,
@@ -345,9 +347,58 @@ class ErasureOut(BaseModel):
 class RunDeleted(BaseModel):
     messages: int
     memories: int
+    summaries: int = 0  # the thread's summary (table item and index document)
     tasks_redacted: int
     dream_actions_redacted: int
     profiles_recomputed: int
+
+
+# -- thread summaries -------------------------------------------------------------------------
+class SummarySentenceOut(BaseModel):
+    text: str
+    evidence: list[str]  # the message ids it comes from
+
+
+class SummaryOut(BaseModel):
+    """A thread's rolling summary, with what it covers: the thread's messages up to `covered_until`
+    (`covered_messages` of them); the most recent ones are left out on purpose."""
+
+    thread_id: str
+    scope: ScopeOut
+    text: str
+    sentences: list[SummarySentenceOut]
+    open_items: list[str]
+    decisions: list[str]
+    evidence: list[str]
+    covered_until: str | None
+    covered_messages: int
+    tokens: int
+    tokenizer: str | None = None
+    origin: str  # "llm" or "extractive"
+    created_at: datetime
+    updated_at: datetime
+    age_seconds: float  # since the last refresh
+    version: int
+
+    @classmethod
+    def of(cls, summary: ThreadSummary, *, now: datetime, tokenizer: str | None) -> "SummaryOut":
+        return cls(thread_id=summary.scope.run_id, scope=ScopeOut(**summary.scope.as_dict()), text=summary.text,
+                   sentences=[SummarySentenceOut(**s.model_dump()) for s in summary.sentences],
+                   open_items=summary.open_items, decisions=summary.decisions, evidence=summary.evidence,
+                   covered_until=summary.covered_until, covered_messages=summary.covered_messages,
+                   tokens=summary.tokens, tokenizer=tokenizer, origin=summary.origin, created_at=summary.created_at,
+                   updated_at=summary.updated_at,
+                   age_seconds=round(max(0.0, (now - summary.updated_at).total_seconds()), 3),
+                   version=summary.version)
+
+
+class SummaryRefreshAccepted(BaseModel):
+    """A forced refresh, queued: poll GET /v1/stores/{store}/tasks/{request_id} like an extraction."""
+
+    request_id: str
+    kind: str
+    status: str
+    scope: ScopeOut
 
 
 # -- dream ------------------------------------------------------------------------------------

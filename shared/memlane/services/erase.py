@@ -16,7 +16,7 @@ from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
 from ..repository import tenant_pk
-from . import redaction
+from . import redaction, summaries
 from .deps import Deps
 
 
@@ -38,10 +38,12 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
         deps.index.delete(store, memory_ids)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
+    summary = summaries.delete(deps, store, run)  # its index document, then its item
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
                            + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")])
     deps.compact()
-    return {"messages": len(messages), "memories": len(memory_ids), "tasks_redacted": redacted.tasks,
+    return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
+            "tasks_redacted": redacted.tasks,
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
 
 
@@ -96,7 +98,7 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
 
 # Sort-key prefix → the record kind an erasure report counts.
 _KINDS = {"MSG#": "messages", "MEM#": "memories", "TASK#": "tasks", "SCOPE#": "scopes", "DREAM#": "dream_tasks",
-          "DACT#": "dream_actions", "PROFILE#": "profiles"}
+          "DACT#": "dream_actions", "PROFILE#": "profiles", "SUM#": "summaries"}
 
 
 def _kind(sk: str) -> str:
@@ -108,6 +110,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
+    # The index documents of its memories and of its thread summaries (record_type summary).
+    memory_ids += [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
     if memory_ids:
         tenant.index.delete(store, memory_ids)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
