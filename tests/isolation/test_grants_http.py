@@ -60,6 +60,8 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
         lambda: alice.create_store("mine"),
         lambda: alice.scopes("demo", "travel", "bob"),
         lambda: alice.get_task("demo", bob_rid, app_id="travel", tenant_id="bob"),
+        lambda: alice.get_summary("demo", "r", app_id="travel", tenant_id="bob", agent_id="a"),
+        lambda: alice.refresh_summary("demo", "r", app_id="travel", tenant_id="bob", agent_id="a"),
     ]
     for call in forbidden:
         with pytest.raises(ApiError) as e:
