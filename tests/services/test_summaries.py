@@ -343,3 +343,39 @@ def test_the_second_llm_refresh_shows_the_previous_summary_not_the_old_messages(
     assert "[1] 2024-03-01 User: On day 10 " in llm.prompts[0]
     assert found.sentences[0].evidence == ids[:2]  # kept sentence keeps its citations
     assert found.sentences[1].evidence == [ids[10]]
+
+
+# -- fsck and reindex know summary documents -----------------------------------------------------------
+
+
+def test_fsck_counts_a_summary_document_as_expected_and_repair_keeps_it(svc):
+    from memlane.services.fsck import fsck
+
+    add_turns(svc.deps, 0, 16)
+    summaries.refresh(bound(svc), "demo", THREAD)
+    report = fsck(svc.deps, "demo", repair=True)
+    assert (report.orphans, report.missing, report.stale) == (0, 0, 0)
+    assert summaries.doc_id(THREAD) in {d.memory_id for d in svc.deps.index.documents("demo")}
+
+
+def test_fsck_repairs_a_lost_or_stale_summary_document(svc):
+    from memlane.services.fsck import fsck
+
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(bound(svc), "demo", THREAD)
+    svc.deps.index.delete("demo", [summaries.doc_id(THREAD)])  # a crash between the table write and the index
+    report = fsck(svc.deps, "demo", repair=True)
+    assert report.missing == 1 and report.repaired == 1
+    doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}[summaries.doc_id(THREAD)]
+    assert doc.text == found.text
+    assert fsck(svc.deps, "demo").missing == 0
+
+
+def test_reindex_rebuilds_summary_documents(svc):
+    from memlane.services.reindex import reindex
+
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(bound(svc), "demo", THREAD)
+    reindex(svc.deps, "demo")
+    doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}.get(summaries.doc_id(THREAD))
+    assert doc is not None and doc.text == found.text

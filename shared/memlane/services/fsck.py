@@ -1,7 +1,7 @@
 """fsck: compare a store's index with its table (the source of truth) and repair the drift.
 
 The index should hold exactly the store's active and superseded memories, each with the text,
-keywords, scope and status the table has. Drift comes from a crash between a table write and its
+keywords, scope and status the table has, and each thread summary's document (services/summaries.py). Drift comes from a crash between a table write and its
 index write, from a write to one side by hand, or from a bug. fsck counts:
 
 - missing: in the table, not in the index (not findable);
@@ -21,6 +21,7 @@ from typing import Callable
 from ..domain.errors import InvalidInput
 from ..domain.models import Memory, MemoryStatus
 from ..ports import IndexedDoc, IndexInventory
+from . import summaries
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -66,9 +67,12 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     tenants = 0
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
-        for m in deps.for_tenant(store, app_id, tenant_id).repo.iter_memories(store, app_id, tenant_id):
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        for m in tenant.repo.iter_memories(store, app_id, tenant_id):
             if m.status != MemoryStatus.DELETED:
                 expected[m.memory_id] = (app_id, tenant_id, _of_memory(m))
+        for doc in summaries.index_documents(tenant, store, app_id, tenant_id):
+            expected[doc.memory_id] = (app_id, tenant_id, _of_memory(doc))
     say(f"{store}: {len(expected)} memories of {tenants} tenants in the table")
 
     seen: set[str] = set()
@@ -105,9 +109,10 @@ def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str],
         by_tenant.setdefault(expected[mid][:2], []).append(mid)
     written = 0
     for (app_id, tenant_id), ids in by_tenant.items():
-        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        tenant = deps.for_tenant(store, app_id, tenant_id)
         for start in range(0, len(ids), BATCH):
-            found = repo.get_memories(store, app_id, tenant_id, ids[start:start + BATCH])
+            found = tenant.repo.get_memories(store, app_id, tenant_id, ids[start:start + BATCH])
+            found += summaries.documents(tenant, store, app_id, tenant_id, ids[start:start + BATCH])
             live = [m for m in found if m.status != MemoryStatus.DELETED]
             if live:
                 vectors = deps.embedder.embed([m.text for m in live])  # the text alone, as extraction embeds it

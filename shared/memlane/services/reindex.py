@@ -2,7 +2,7 @@
 
 Drops the index, creates it again at the current embedder's dimension, then walks every
 tenant of the store (from the activity registry) and re-embeds and indexes its active and
-superseded memories in batches. Deleted memories stay out of the index, as they are after a
+superseded memories, and its thread summaries' documents, in batches. Deleted memories stay out of the index, as they are after a
 delete. Run it after losing the index, or to move a store to another embedding model.
 
 While it runs, searches of the store find only what has been indexed so far, and an
@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..domain.models import Memory, MemoryStatus
 from ..domain.errors import ConditionFailed, Conflict
-from . import embedder_guard
+from . import embedder_guard, summaries
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -55,7 +55,8 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
         # Each tenant's partition through that tenant's own table (on AWS: its scoped credentials).
-        for memory in deps.for_tenant(store, app_id, tenant_id).repo.iter_memories(store, app_id, tenant_id):
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        for memory in tenant.repo.iter_memories(store, app_id, tenant_id):
             if memory.status == MemoryStatus.DELETED:
                 skipped += 1
                 continue
@@ -64,6 +65,7 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
                 indexed += _index(deps, store, pending)
                 pending = []
                 say(f"{store}: {indexed} memories indexed ({tenants} tenants read)")
+        pending += summaries.index_documents(tenant, store, app_id, tenant_id)  # its threads' summaries
     indexed += _index(deps, store, pending)
 
     _record_embedder(deps, store)

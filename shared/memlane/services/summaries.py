@@ -25,7 +25,7 @@ summary is a distilled memory like the ones extraction writes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFound
 from ..domain.ids import derived_id, sortable_id
@@ -44,6 +44,7 @@ KIND = "summarize"
 BATCH = 200  # messages one refresh pass reads and summarises
 _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
+DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
 
 
@@ -55,7 +56,7 @@ def thread_scope(*, app_id: Any, tenant_id: Any, agent_id: Any, thread_id: Any) 
 
 def doc_id(scope: Scope) -> str:
     """The id of a thread's summary in the index: one per thread, never a memory's id."""
-    return "sum-" + derived_id("summary", scope.app_id, scope.tenant_id, scope.agent_id, scope.run_id)
+    return DOC_PREFIX + derived_id("summary", scope.app_id, scope.tenant_id, scope.agent_id, scope.run_id)
 
 
 def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
@@ -81,11 +82,16 @@ def as_document(summary: ThreadSummary) -> Memory:
                   metadata={"covered_until": summary.covered_until or "", "covered_messages": summary.covered_messages})
 
 
+def index_documents(deps: Deps, store: str, app_id: str, tenant_id: str) -> Iterator[Memory]:
+    """The summary documents the index should hold for a tenant (those that say something), from the table:
+    what fsck compares and reindex rebuilds."""
+    return (as_document(s) for s in deps.repo.iter_summaries(store, app_id, tenant_id) if s.text)
+
+
 def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence[str]) -> list[Memory]:
-    """The summary documents among index hits `ids` (search resolving record_type `summary`), from the table."""
-    wanted = set(ids)
-    return [as_document(s) for s in deps.repo.iter_summaries(store, app_id, tenant_id)
-            if doc_id(s.scope) in wanted]
+    """The summary documents among `ids` (index hits, ids to repair), from the table."""
+    wanted = {i for i in ids if i.startswith(DOC_PREFIX)}
+    return [d for d in index_documents(deps, store, app_id, tenant_id) if d.memory_id in wanted] if wanted else []
 
 
 # -- the trigger ---------------------------------------------------------------------------------
