@@ -379,3 +379,35 @@ def test_reindex_rebuilds_summary_documents(svc):
     reindex(svc.deps, "demo")
     doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}.get(summaries.doc_id(THREAD))
     assert doc is not None and doc.text == found.text
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+def test_the_cli_refreshes_and_shows_a_thread_summary(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def memlane(*args):
+        # one process per command, as a user runs it (--local owns the data dir until the process ends)
+        done = subprocess.run([sys.executable, "-m", "memlane.cli", "--local", "--data-dir", str(tmp_path / "cli"),
+                               *args], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MEMLANE_EMBEDDER": "hashing", "MEMLANE_LOG_LEVEL": "ERROR"})
+        return done.returncode, done.stdout, done.stderr
+
+    assert memlane("stores", "create", "demo", "--summary-keep-recent", "2")[0] == 0
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps([{**turn(i), "created_at": turn(i)["created_at"].isoformat()} for i in range(5)]))
+    who = ("--app", "app", "--tenant", "u1", "--agent", "bot")
+    assert memlane("add", "demo", *who, "--run", "t1", "--messages", str(turns))[0] == 0
+    code, out, _ = memlane("--json", "summary", "refresh", "demo", "t1", *who, "--wait")
+    assert code == 0 and json.loads(out)["status"] == "SUCCEEDED"
+    code, out, _ = memlane("--json", "summary", "get", "demo", "t1", *who)
+    shown = json.loads(out)
+    assert code == 0 and shown["covered_messages"] == 3 and shown["sentences"]
+    code, out, _ = memlane("summary", "get", "demo", "t1", *who)
+    assert code == 0 and "3 messages" in out and "On day 0" in out
+    code, _, err = memlane("summary", "get", "demo", "nope", "--app", "app", "--tenant", "u1")
+    assert code == 2 and "summary_not_found" in err
