@@ -78,12 +78,16 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
                                                                    "sync": True})
     seen["dream_task_ids"] = [profile["task_id"], proposal["task_id"]]
     seen["action_ids"] = profile["action_ids"] + proposal["action_ids"]
+    for i, run in enumerate(KEEP_RUNS):  # a summary per kept thread (the store keeps no recent turn out)
+        task = client.refresh_summary(STORE, run, app_id=APP, tenant_id=tenant, agent_id=AGENTS[i % len(AGENTS)],
+                                      wait=True)
+        assert task["status"] == "SUCCEEDED", task
     return seen
 
 
 def data(url: str, keys_file: str, out_dir: str) -> dict[str, Any]:
     keyring = json.loads(Path(keys_file).read_text())
-    MemlaneClient(url, api_key=keyring["admin"]).create_store(STORE)
+    MemlaneClient(url, api_key=keyring["admin"]).create_store(STORE, summary_keep_recent=0)
     alice = _tenant(MemlaneClient(url, api_key=keyring[ALICE]), ALICE)
     bob = _tenant(MemlaneClient(url, api_key=keyring[BOB]), BOB, BOB_MARKER)
     erasure = MemlaneClient(url, api_key=keyring[ALICE])._call("POST", "/v1/tenants/erase",
@@ -129,7 +133,7 @@ def config(seed: dict[str, Any]) -> str:
     bind = {
         "path.memory_id": ("memory_ids", 0.97), "path.request_id": ("request_ids", 0.97),
         "path.task_id": ("dream_task_ids", 0.97), "path.action_id": ("action_ids", 0.97),
-        "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97),
+        "path.erasure_id": ("erasure_ids", 0.97), "path.run_id": ("runs", 0.97), "path.thread_id": ("runs", 0.97),
         "query.agent_id": ("agents", 0.9), "query.run_id": ("runs", 0.9),
         "body.scope.agent_id": ("agents", 0.9), "body.scope.run_id": ("runs", 0.9),
     }
@@ -153,6 +157,10 @@ def config(seed: dict[str, Any]) -> str:
     # a run's messages need all four scope fields: a seeded run with its agent
     lines += ["[[operations]]", f'include-name = "GET /v1/stores/{{store}}/messages"', "[operations.parameters]",
               f'"query.agent_id" = "{AGENTS[0]}"', f'"query.run_id" = "{KEEP_RUNS[0]}"']
+    # a thread's summary is addressed by its agent too: a seeded thread with its agent
+    for method in ("GET", "POST"):
+        lines += ["[[operations]]", f'include-name = "{method} /v1/stores/{{store}}/threads/{{thread_id}}/summary"',
+                  "[operations.parameters]", f'"query.agent_id" = "{AGENTS[0]}"', f'"path.thread_id" = "{KEEP_RUNS[0]}"']
     return "\n".join(lines) + "\n"
 
 
