@@ -19,7 +19,7 @@ from memlane.domain.models import TaskStatus
 from memlane.domain.scope import Scope
 from memlane.ports import IndexInventory
 from memlane.repository import tenant_pk
-from memlane.services import ingest, jobs, stores, summaries, sweep, tasks
+from memlane.services import erase, ingest, jobs, stores, summaries, sweep, tasks
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "t1"}
 THREAD = Scope(**SCOPE)
@@ -411,3 +411,63 @@ def test_the_cli_refreshes_and_shows_a_thread_summary(tmp_path):
     assert code == 0 and "3 messages" in out and "On day 0" in out
     code, _, err = memlane("summary", "get", "demo", "nope", "--app", "app", "--tenant", "u1")
     assert code == 2 and "summary_not_found" in err
+
+
+# -- a refresh racing the thread's deletion leaves nothing behind ------------------------------------------
+
+
+class DeleteBefore:
+    """Runs `deletion` once, just before the first call of one of `methods` that concerns a summary."""
+
+    def __init__(self, inner, methods, deletion):
+        self.inner, self.methods, self.deletion, self.done = inner, methods, deletion, False
+
+    def __getattr__(self, name):
+        real = getattr(self.inner, name)
+        if name not in self.methods:
+            return real
+
+        def wrapped(*args, **kwargs):
+            about_summary = "SUM#" in repr(args) or summaries.DOC_PREFIX in repr(args)
+            if about_summary and not self.done:
+                self.done = True
+                self.deletion()
+            return real(*args, **kwargs)
+        return wrapped
+
+
+def _leftovers(svc):
+    items = svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items
+    docs = [d for d in svc.deps.index.documents("demo") if d.memory_id == summaries.doc_id(THREAD)]
+    return items, docs
+
+
+def test_a_refresh_that_writes_after_its_thread_was_deleted_leaves_no_summary(svc):
+    add_turns(svc.deps, 0, 16)
+    delete = lambda: erase.delete_run(svc.deps, "demo", scope=SCOPE)  # noqa: E731
+    racing = dataclasses.replace(bound(svc), table=DeleteBefore(bound(svc).table, ("put", "transact"), delete))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.table.done, "the deletion ran between the refresh's read and its write"
+    assert _leftovers(svc) == ([], [])
+
+
+def test_a_refresh_that_indexes_after_its_thread_was_deleted_leaves_no_document(svc):
+    add_turns(svc.deps, 0, 16)
+    delete = lambda: erase.delete_run(svc.deps, "demo", scope=SCOPE)  # noqa: E731
+    racing = dataclasses.replace(bound(svc), index=DeleteBefore(bound(svc).index, ("upsert",), delete))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.index.done
+    assert _leftovers(svc) == ([], [])
+
+
+def test_a_refresh_that_indexes_while_the_tenant_is_erased_leaves_no_document(svc):
+    add_turns(svc.deps, 0, 16)
+
+    def erase_tenant():
+        erase.run_erasure(svc.deps, erase.request_erasure(svc.deps, app_id="app", tenant_id="u1",
+                                                          principal="ops").erasure_id)
+
+    racing = dataclasses.replace(bound(svc), index=DeleteBefore(bound(svc).index, ("upsert",), erase_tenant))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.index.done
+    assert _leftovers(svc) == ([], [])

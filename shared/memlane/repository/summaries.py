@@ -7,7 +7,7 @@ from typing import Iterator
 
 from ..domain.models import Message, ThreadSummary
 from ..domain.scope import Scope
-from ..ports import Table
+from ..ports import Check, Put, Table
 from .keys import _dump, message_sk, tenant_pk
 
 _AFTER_EVERY_ID = "~"  # sorts after every message id (lower-case base32)
@@ -38,20 +38,22 @@ class SummaryRecords:
 
     def put_summary(self, store: str, summary: ThreadSummary, *, previous: ThreadSummary | None) -> ThreadSummary:
         """Write `summary` as the successor of `previous` (None: the thread has none yet), bumping the version.
-        ConditionFailed if another refresh wrote first: the caller reads again, so coverage is never lost
-        and a thread never has two summaries."""
+        ConditionFailed if another refresh wrote first (the caller reads again, so coverage is never lost and
+        a thread never has two summaries), or if the thread is gone: the write requires the thread's registry
+        entry, which run deletion and tenant erasure delete after its messages, so a refresh that read the
+        thread before it was deleted cannot write its summary back afterwards."""
         version = (previous.version if previous else 0) + 1
         written = summary.model_copy(update={"version": version})
         pk, sk = self.summary_key(store, summary.scope)
         item = {"pk": pk, "sk": sk, **_dump(written)}
-        if previous is None:
-            self.table.put(item, if_absent=True)
-        else:
-            self.table.put(item, expect={"version": previous.version})
+        put = Put(item, if_absent=True) if previous is None else Put(item, expect={"version": previous.version})
+        thread = Check(pk, f"SCOPE#{summary.scope.agent_id}#{summary.scope.run_id}")  # the scope registry entry
+        self.table.transact([put, thread])
         return written
 
     def delete_summary(self, store: str, scope: Scope) -> bool:
-        """Delete the thread's summary item; whether there was one."""
+        """Delete the thread's summary item; whether there was one. (Its index document goes after it:
+        services/summaries.delete.)"""
         key = self.summary_key(store, scope)
         existed = self.table.get(*key) is not None
         self.table.delete(*key)

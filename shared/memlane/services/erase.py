@@ -38,9 +38,10 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
         deps.index.delete(store, memory_ids)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
-    summary = summaries.delete(deps, store, run)  # its index document, then its item
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
                            + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")])
+    # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
+    summary = summaries.delete(deps, store, run)
     deps.compact()
     return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
             "tasks_redacted": redacted.tasks,
@@ -110,8 +111,6 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     memory_ids = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
-    # The index documents of its memories and of its thread summaries (record_type summary).
-    memory_ids += [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
     if memory_ids:
         tenant.index.delete(store, memory_ids)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
@@ -119,6 +118,11 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
               if i["sk"].startswith("TASK#")]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
+    # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
+    # finds its item gone and removes its own document; one that indexed before is removed here.
+    summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
+    if summary_docs:
+        tenant.index.delete(store, summary_docs)
     deps.repo.delete_items(guards + outside)
     counts: dict[str, int] = {}
     for item in items:
@@ -127,8 +131,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
         counts["request_ids"] = len(guards)
     if outside:
         counts["registry_entries"] = len(outside)
-    if memory_ids:
-        counts["index_documents"] = len(memory_ids)
+    if memory_ids or summary_docs:
+        counts["index_documents"] = len(memory_ids) + len(summary_docs)
     return counts
 
 

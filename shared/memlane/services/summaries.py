@@ -308,6 +308,10 @@ def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
     embedder_guard.ensure(deps, store)  # vectors of the store's model only
     doc = as_document(summary)
     deps.index.upsert(store.name, [(doc, deps.embedder.embed([doc.text])[0])])
+    # The thread may have been deleted (or its tenant erased) since the write: deletion removes the item
+    # before the document, so an item gone now means this document must go too.
+    if deps.repo.get_summary(store.name, summary.scope) is None:
+        deps.index.delete(store.name, [doc.memory_id])
 
 
 def _extracts(deps: Deps, store: str, scope: Scope) -> bool:
@@ -326,7 +330,10 @@ def _tokenizer(deps: Deps) -> Tokenizer:
 
 
 def delete(deps: Deps, store: str, scope: Scope) -> int:
-    """Remove the thread's summary from the index, then from the table; how many there were (0 or 1).
+    """Remove the thread's summary from the table, then from the index; how many there were (0 or 1).
+    Call it once the thread's messages and registry entry are gone (no refresh can write it again), and in
+    this order: a refresh indexing meanwhile finds the item gone and removes its own document (`_index`).
     `deps` bound to the tenant."""
+    existed = deps.repo.delete_summary(store, scope)
     deps.index.delete(store, [doc_id(scope)])
-    return int(deps.repo.delete_summary(store, scope))
+    return int(existed)
