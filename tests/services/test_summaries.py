@@ -471,3 +471,32 @@ def test_a_refresh_that_indexes_while_the_tenant_is_erased_leaves_no_document(sv
     summaries.refresh(racing, "demo", THREAD)
     assert racing.index.done
     assert _leftovers(svc) == ([], [])
+
+
+class FailOnce:
+    """The index, failing the first summary upsert (a crash between the table write and the index write)."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def upsert(self, store, docs):
+        if not self.failed and any(d.memory_id.startswith(summaries.DOC_PREFIX) for d, _ in docs):
+            self.failed = True
+            raise RuntimeError("the process died here")
+        return self.inner.upsert(store, docs)
+
+
+def test_a_refresh_that_died_before_indexing_is_indexed_by_the_redelivered_job(svc):
+    add_turns(svc.deps, 0, 16)
+    dying = dataclasses.replace(bound(svc), index=FailOnce(bound(svc).index))
+    with pytest.raises(RuntimeError):
+        summaries.refresh(dying, "demo", THREAD)
+    written = summaries.get_summary(bound(svc), "demo", THREAD)
+    assert written is not None and _leftovers(svc)[1] == []  # in the table, not findable
+    summaries.refresh(bound(svc), "demo", THREAD)  # the job again: nothing new to summarise
+    [doc] = _leftovers(svc)[1]
+    assert doc.text == written.text
+    assert summaries.get_summary(bound(svc), "demo", THREAD).version == written.version  # not rewritten

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ..domain.errors import ConditionFailed
 from ..domain.models import Message, ThreadSummary
 from ..domain.scope import Scope
 from ..ports import Check, Put, Table
@@ -45,11 +46,25 @@ class SummaryRecords:
         version = (previous.version if previous else 0) + 1
         written = summary.model_copy(update={"version": version})
         pk, sk = self.summary_key(store, summary.scope)
-        item = {"pk": pk, "sk": sk, **_dump(written)}
+        # `indexed` (not part of the model): set once the index holds this version (`summary_indexed`).
+        item = {"pk": pk, "sk": sk, **_dump(written), "indexed": False}
         put = Put(item, if_absent=True) if previous is None else Put(item, expect={"version": previous.version})
         thread = Check(pk, f"SCOPE#{summary.scope.agent_id}#{summary.scope.run_id}")  # the scope registry entry
         self.table.transact([put, thread])
         return written
+
+    def summary_indexed(self, store: str, summary: ThreadSummary) -> None:
+        """Record that the index holds this version of the summary (a newer version, or none, is left alone)."""
+        try:
+            self.table.update(*self.summary_key(store, summary.scope), {"indexed": True},
+                              expect={"version": summary.version})
+        except ConditionFailed:
+            pass  # rewritten or deleted since: that writer indexes (or removes) its own
+
+    def unindexed_summary(self, store: str, scope: Scope) -> ThreadSummary | None:
+        """The thread's summary if its last write never reached the index (the writer died in between)."""
+        item = self.table.get(*self.summary_key(store, scope))
+        return ThreadSummary.model_validate(item) if item and item.get("indexed") is False else None
 
     def delete_summary(self, store: str, scope: Scope) -> bool:
         """Delete the thread's summary item; whether there was one. (Its index document goes after it:

@@ -194,6 +194,9 @@ def refresh(deps: Deps, store: str, scope: Scope, *, force: bool = False) -> Thr
     store_obj = repo.get_store(store)
     if not _extracts(deps, store, scope):
         return repo.get_summary(store, scope)
+    unindexed = repo.unindexed_summary(store, scope)
+    if unindexed is not None:  # its writer died between the table and the index: finish its work first
+        _index(deps, store_obj, unindexed)
     current = None
     for _ in range(_MAX_PASSES):
         written, more = _pass(deps, store_obj, scope, force=force)
@@ -218,7 +221,6 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
             written = repo.put_summary(store.name, summary, previous=previous)
         except ConditionFailed:
             continue  # another refresh wrote first: read what it wrote and go on from there
-        deps.faults.point("summary.after_write")
         _index(deps, store, written)
         return written, len(batch) == BATCH
     raise Conflict(f"the summary of thread '{scope.run_id}' kept changing; retry", code="busy")
@@ -301,17 +303,20 @@ def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extract
 
 
 def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
-    """Upsert the thread's summary document (or remove it when the summary says nothing)."""
-    if not summary.text:
-        deps.index.delete(store.name, [doc_id(summary.scope)])
-        return
-    embedder_guard.ensure(deps, store)  # vectors of the store's model only
+    """Upsert the thread's summary document (or remove it when the summary says nothing), then mark the item
+    indexed; an item left unmarked (the writer died in between) is indexed by the thread's next refresh."""
     doc = as_document(summary)
-    deps.index.upsert(store.name, [(doc, deps.embedder.embed([doc.text])[0])])
+    if not summary.text:
+        deps.index.delete(store.name, [doc.memory_id])
+    else:
+        embedder_guard.ensure(deps, store)  # vectors of the store's model only
+        deps.index.upsert(store.name, [(doc, deps.embedder.embed([doc.text])[0])])
     # The thread may have been deleted (or its tenant erased) since the write: deletion removes the item
     # before the document, so an item gone now means this document must go too.
     if deps.repo.get_summary(store.name, summary.scope) is None:
         deps.index.delete(store.name, [doc.memory_id])
+        return
+    deps.repo.summary_indexed(store.name, summary)
 
 
 def _extracts(deps: Deps, store: str, scope: Scope) -> bool:
