@@ -91,11 +91,18 @@ class MeetAtWrite:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def put(self, item, **kwargs):
-        if item["sk"].startswith("SUM#") and threading.get_ident() not in self.passed:
+    def _meet(self, sks):
+        if any(sk.startswith("SUM#") for sk in sks) and threading.get_ident() not in self.passed:
             self.passed.add(threading.get_ident())
             self.barrier.wait(timeout=30)
+
+    def put(self, item, **kwargs):
+        self._meet([item["sk"]])
         return self.inner.put(item, **kwargs)
+
+    def transact(self, writes):
+        self._meet([w.item["sk"] if hasattr(w, "item") else w.sk for w in writes])
+        return self.inner.transact(writes)
 
 
 # -- the trigger, through the queue -------------------------------------------------------------
@@ -179,6 +186,7 @@ def test_two_concurrent_refreshes_write_one_summary(svc):
     assert len(items) == 1
     assert items[0]["version"] == 1  # one write won; the other read it and found nothing left to do
     assert [r.version for r in results] == [1, 1]
+    assert len(table.passed) == 2 and not barrier.broken  # both really met at the write
 
 
 def test_a_refresh_that_loses_the_race_continues_from_the_winner_so_no_coverage_is_lost(svc):
@@ -193,8 +201,11 @@ def test_a_refresh_that_loses_the_race_continues_from_the_winner_so_no_coverage_
 
     early = threading.Thread(target=refresh)
     early.start()
-    while barrier.n_waiting < 1:  # the early refresh has read its batch and waits to write
+    for _ in range(3000):  # the early refresh has read its batch and waits to write
+        if barrier.n_waiting == 1:
+            break
         threading.Event().wait(0.01)
+    assert barrier.n_waiting == 1, "the early refresh never reached its write"
     add_turns(svc.deps, 16, 4)  # the late refresh sees four more messages
     late = threading.Thread(target=refresh)
     late.start()
