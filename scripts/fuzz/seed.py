@@ -88,12 +88,16 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
     for agent in AGENTS:
         client.put_agent_profile(STORE, agent, app_id=APP, tenant_id=tenant,
                                  text=f"You are {tenant.title()}'s {agent}. {marker}".strip())
+    for i, run in enumerate(KEEP_RUNS):  # a summary per kept thread (the store keeps no recent turn out)
+        task = client.refresh_summary(STORE, run, app_id=APP, tenant_id=tenant, agent_id=AGENTS[i % len(AGENTS)],
+                                      wait=True)
+        assert task["status"] == "SUCCEEDED", task
     return seen
 
 
 def data(url: str, keys_file: str, out_dir: str) -> dict[str, Any]:
     keyring = json.loads(Path(keys_file).read_text())
-    MemlaneClient(url, api_key=keyring["admin"]).create_store(STORE)
+    MemlaneClient(url, api_key=keyring["admin"]).create_store(STORE, summary_keep_recent=0)
     alice = _tenant(MemlaneClient(url, api_key=keyring[ALICE]), ALICE)
     bob = _tenant(MemlaneClient(url, api_key=keyring[BOB]), BOB, BOB_MARKER)
     erasure = MemlaneClient(url, api_key=keyring[ALICE])._call("POST", "/v1/tenants/erase",
@@ -175,6 +179,10 @@ def config(seed: dict[str, Any]) -> str:
     # a context card is of a seeded thread (a run), under the agent it was held with
     lines += ["[[operations]]", f'include-name = "POST /v1/stores/{{store}}/threads/{{thread_id}}/context"',
               "[operations.parameters]", f'"path.thread_id" = "{KEEP_RUNS[0]}"', f'"body.agent_id" = "{AGENTS[0]}"']
+    # a thread's summary is addressed by its agent too: a seeded thread with its agent
+    for method in ("GET", "POST"):
+        lines += ["[[operations]]", f'include-name = "{method} /v1/stores/{{store}}/threads/{{thread_id}}/summary"',
+                  "[operations.parameters]", f'"query.agent_id" = "{AGENTS[0]}"', f'"path.thread_id" = "{KEEP_RUNS[0]}"']
     return "\n".join(lines) + "\n"
 
 

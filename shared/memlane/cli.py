@@ -59,7 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_stores(args: argparse.Namespace, client: MemlaneClient) -> int:
     if args.action == "create":
-        store = client.create_store(args.name, extract_instructions=args.instructions or "")
+        settings = {k: v for k, v in (("summary_trigger_tokens", args.summary_trigger_tokens),
+                                      ("summary_keep_recent", args.summary_keep_recent)) if v is not None}
+        store = client.create_store(args.name, extract_instructions=args.instructions or "", **settings)
         _print(args, store, f"created store {store['name']} (embedder {store['embedding_model']})")
     else:
         stores = client.list_stores()
@@ -170,6 +172,21 @@ def cmd_threads(args: argparse.Namespace, client: MemlaneClient) -> int:
         deleted = client.delete_thread(args.store, args.thread, **tenant, agent_id=args.agent)
         _print(args, deleted, f"deleted thread {args.thread}: {deleted['messages']} messages, "
                               f"{deleted['memories']} memories")
+
+
+def cmd_summary(args: argparse.Namespace, client: MemlaneClient) -> int:
+    who = {"app_id": args.app, "tenant_id": args.tenant, "agent_id": args.agent}
+    if args.action == "refresh":
+        task = client.refresh_summary(args.store, args.thread_id, wait=args.wait, **who)
+        _print(args, task, f"summary refresh {task['request_id']}: {task['status']}")
+        return 0
+    found = client.get_summary(args.store, args.thread_id, **who)
+    human = (f"thread {found['thread_id']}: {found['covered_messages']} messages covered (to {found['covered_until']}),"
+             f" {found['tokens']} tokens ({found['tokenizer']}), {found['origin']}, {found['age_seconds']:.0f}s old")
+    human += "".join(f"\n  {s['text']}" for s in found["sentences"])
+    human += "".join(f"\n  open: {item}" for item in found["open_items"])
+    human += "".join(f"\n  decided: {item}" for item in found["decisions"])
+    _print(args, found, human)
     return 0
 
 
@@ -259,6 +276,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=["create", "list"])
     s.add_argument("name", nargs="?")
     s.add_argument("--instructions", help="extraction instructions for the store")
+    s.add_argument("--summary-trigger-tokens", type=int, help="refresh a thread's summary past this many new tokens")
+    s.add_argument("--summary-keep-recent", type=int, help="recent messages a thread summary leaves out")
 
     def scoped(sp: argparse.ArgumentParser, tenant_required: bool = False) -> None:
         sp.add_argument("store")
@@ -314,6 +333,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
     s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
 
+    s = sub.add_parser("summary", help="show a thread's rolling summary, or refresh it now")
+    s.add_argument("action", choices=["get", "refresh"])
+    s.add_argument("store")
+    s.add_argument("thread_id", help="the thread (run) id")
+    s.add_argument("--app", required=True)
+    s.add_argument("--tenant", required=True)
+    s.add_argument("--agent", help="default __default__")
+    s.add_argument("--wait", action="store_true", help="refresh: wait for the task to finish")
+
     s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
@@ -347,7 +375,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks": cmd_tasks,
-            "messages": cmd_messages, "threads": cmd_threads, "context": cmd_context}
+            "messages": cmd_messages, "threads": cmd_threads, "context": cmd_context,
+            "summary": cmd_summary}
 
 
 def main(argv: list[str] | None = None) -> int:

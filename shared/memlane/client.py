@@ -171,3 +171,19 @@ class MemlaneClient:
                           attributes: dict[str, str] | None = None) -> dict[str, Any]:
         return self._call("PUT", f"/v1/stores/{store}/agents/{agent_id}/profile",
                           {"app_id": app_id, "tenant_id": tenant_id, "text": text, "attributes": attributes})
+
+    # thread summaries (a thread is a run: agent_id defaults to __default__)
+    def get_summary(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
+                    agent_id: str | None = None) -> dict[str, Any]:
+        """The thread's rolling summary with its coverage and age; ApiError 404 summary_not_found before the first."""
+        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}/summary"
+                          + _query({"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+
+    def refresh_summary(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
+                        agent_id: str | None = None, wait: bool = False, timeout: float = 60.0) -> dict[str, Any]:
+        """Refresh the summary now (a task, like an extraction's); with `wait`, the task once finished."""
+        accepted = self._call("POST", f"/v1/stores/{store}/threads/{thread_id}/summary"
+                              + _query({"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+        if not wait:
+            return accepted
+        return self.wait_task(store, accepted["request_id"], app_id=app_id, tenant_id=tenant_id, timeout=timeout)

@@ -40,7 +40,8 @@ def test_add_writes_messages_and_task_and_enqueues_one_job(aws: Aws, store: str,
     [queued] = aws.queued()
     assert json.loads(queued["Body"]) == {"kind": "extract", "store": "demo", "request_id": "req-7f3a9c",
                                           "app_id": "support", "tenant_id": "u-42",
-                                          "group": "demo/support/u-42"}  # the tenant: its fairness group
+                                          "group": "demo/support/u-42",  # the tenant: its fairness group
+                                          "agent_id": None, "run_id": None}  # only a summarize job names a thread
     # EMF metrics, one blob per invocation, in the memlane namespace with the function's service name
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert blobs[-1]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "memlane"

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memlane.api.app import build_api
+from memlane.domain.scope import Scope
 from memlane.server import _LambdaContext, http_event
 from memlane.services import access, dream, erase, ingest, stores
 
@@ -147,7 +148,8 @@ def test_without_a_key_every_id_route_answers_401_before_looking_anything_up(wor
              "/v1/stores/demo/dream-tasks/nope", "/v1/stores/nostore/dream-tasks/nope",
              f"/v1/stores/demo/dream-tasks/{ids['bob_dream']}/actions", "/v1/stores/demo/dream-actions/nope",
              "/v1/stores/demo/dream-actions/" + ids["bob_action"], "/v1/stores/nostore",
-             "/v1/erasures/" + ids["bob_erasure"], "/v1/erasures/nope"]
+             "/v1/erasures/" + ids["bob_erasure"], "/v1/erasures/nope",
+             "/v1/stores/demo/threads/r1/summary?app_id=travel&tenant_id=bob&agent_id=bot"]
     answers = {p: call(api, "GET", p) for p in paths}
     assert {p: a[0] for p, a in answers.items()} == {p: 401 for p in paths}
     assert len({json.dumps(a[1], sort_keys=True) for a in answers.values()}) == 1  # nothing tells them apart
@@ -175,6 +177,22 @@ def test_an_id_outside_the_grant_answers_exactly_like_a_missing_id(world, route)
     assert body["error"]["code"] == body_missing["error"]["code"]
     assert body["error"]["message"] == body_missing["error"]["message"].replace(missing, foreign)
     assert "bob" not in json.dumps(body).replace(foreign, "") and "nobody" not in json.dumps(body)
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_another_tenants_thread_summary_is_outside_the_grant(world, method):
+    api, deps, keys, _ = world
+    path = "/v1/stores/demo/threads/r1/summary?app_id=travel&tenant_id=bob&agent_id=bot"
+    status, body = call(api, method, path, key=keys["alice"])
+    assert status == 403 and body["error"]["code"] == "outside_grant"
+    assert deps.repo.get_summary("demo", Scope(**BOB)) is None  # and nothing was queued for Bob's thread
+
+
+def test_a_thread_named_again_in_the_query_with_another_id_is_refused(world):
+    api, _, keys, _ = world
+    path = "/v1/stores/demo/threads/r1/summary?app_id=travel&tenant_id=alice&agent_id=bot&run_id=r2"
+    status, body = call(api, "POST", path, key=keys["alice"])
+    assert status == 400 and body["error"]["code"] == "conflicting_scope"
 
 
 def test_own_ids_still_resolve_for_their_tenant(world):

@@ -14,7 +14,8 @@ import pytest
 
 from memlane.api.app import build_app
 from memlane.server import _LambdaContext, http_event
-from memlane.services import ingest, stores
+from memlane.domain.scope import Scope
+from memlane.services import ingest, stores, summaries
 
 MARKER = "Zqxmarker7731"
 # FTS5 stores terms lower case and prefix-compressed against the term before: look for a tail of it.
@@ -81,6 +82,7 @@ def _everything(call, tenant="alice"):
     seen.append(call("GET", f"/v1/stores/demo/profiles/{tenant}?app_id={APP}")[1])
     for run in ("r1", "r2"):
         seen.append(call("GET", f"/v1/stores/demo/messages?{q}&agent_id=bot&run_id={run}")[1])
+        seen.append(call("GET", f"/v1/stores/demo/threads/{run}/summary?{q}&agent_id=bot")[1])
     threads = call("GET", f"/v1/stores/demo/threads?{q}")[1]
     seen.append(threads)
     seen += [call("GET", f"/v1/stores/demo/threads/{t['thread_id']}?{q}")[1] for t in threads.get("threads", [])]
@@ -200,6 +202,54 @@ def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir)
     assert counts["profiles"] == 3 and counts["dream_tasks"] == 1 and counts["index_documents"] == 4
     assert MARKER not in _everything(call)
     assert "crane" in _everything(call, "bob")  # another tenant untouched
+    assert _files_holding_marker(data_dir) == []
+
+
+def _seed_with_summaries(deps):
+    """The seed on a store that summarises every message (none kept out), each run summarised."""
+    stores.create(deps, name="demo", summary_keep_recent=0)
+    _add(deps, R1, 0, f"I work at {MARKER} now.")
+    _add(deps, R2, 5, "I live in Denver with my two cats.")
+    _add(deps, BOB, 0, "I work at the harbour as a crane operator.")
+    for scope in (R1, R2, BOB):
+        tenant = deps.for_tenant("demo", APP, scope["tenant_id"])
+        assert summaries.refresh(tenant, "demo", Scope(**scope), force=True).sentences
+    return deps
+
+
+def test_deleting_a_run_deletes_its_summary_from_table_index_and_files(deps, call, data_dir):
+    _seed_with_summaries(deps)
+    q = f"app_id={APP}&tenant_id=alice&agent_id=bot"
+    status, found = call("GET", f"/v1/stores/demo/threads/r1/summary?{q}")
+    assert status == 200 and MARKER in found["text"]
+    assert summaries.doc_id(Scope(**R1)) in {d.memory_id for d in deps.index.documents("demo")}
+
+    status, deleted = call("DELETE", f"/v1/stores/demo/runs/r1?{q}")
+    assert status == 200 and deleted["summaries"] == 1
+    status, gone = call("GET", f"/v1/stores/demo/threads/r1/summary?{q}")
+    assert status == 404 and gone["error"]["code"] == "summary_not_found"
+    assert call("GET", f"/v1/stores/demo/threads/r2/summary?{q}")[0] == 200  # the tenant's other thread stays
+    docs = {d.memory_id for d in deps.index.documents("demo")}
+    assert summaries.doc_id(Scope(**R1)) not in docs and summaries.doc_id(Scope(**R2)) in docs
+    assert MARKER not in _everything(call)
+    assert _files_holding_marker(data_dir) == []
+
+
+def test_erasing_a_tenant_deletes_its_summaries_from_table_index_and_files(service, call, data_dir):
+    _seed_with_summaries(service.deps)
+    status, erasure = call("POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": "alice"})
+    assert status == 202
+    service.drain()
+    done = call("GET", f"/v1/erasures/{erasure['erasure_id']}")[1]
+    counts = done["deleted"]["demo"]
+    # its memories, its messages (searchable records) and its two summaries
+    assert counts["summaries"] == 2
+    assert counts["index_documents"] == counts["memories"] + counts["messages"] + 2
+    docs = {d.memory_id for d in service.deps.index.documents("demo")}
+    assert not {summaries.doc_id(Scope(**R1)), summaries.doc_id(Scope(**R2))} & docs
+    assert summaries.doc_id(Scope(**BOB)) in docs  # another tenant untouched
+    assert call("GET", f"/v1/stores/demo/threads/r1/summary?app_id={APP}&tenant_id=bob&agent_id=bot")[0] == 200
+    assert MARKER not in _everything(call)
     assert _files_holding_marker(data_dir) == []
 
 

@@ -69,6 +69,8 @@ def test_tenant_key_is_confined_to_its_tenant(keyed_server):
         lambda: alice.get_profile("demo", "bob", app_id="travel"),
         lambda: alice.put_agent_profile("demo", "a", app_id="travel", tenant_id="bob", text="forged"),
         lambda: alice.get_agent_profile("demo", "a", app_id="travel", tenant_id="bob"),
+        lambda: alice.get_summary("demo", "r", app_id="travel", tenant_id="bob", agent_id="a"),
+        lambda: alice.refresh_summary("demo", "r", app_id="travel", tenant_id="bob", agent_id="a"),
     ]
     for call in forbidden:
         with pytest.raises(ApiError) as e:

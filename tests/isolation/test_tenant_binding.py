@@ -98,6 +98,12 @@ def test_every_route_works_through_the_tenant_bound_table(guarded):
         assert call(api, "GET", path)[0] == 200, path
     status, card = call(api, "POST", "/v1/stores/demo/threads/r/context", {"app_id": "app", "tenant_id": "ann"})
     assert status == 200 and "tomatoes" in card["text"]
+    summary = "/v1/stores/demo/threads/r/summary?app_id=app&tenant_id=ann&agent_id=g"
+    status, refresh = call(api, "POST", summary)
+    assert status == 202
+    service.drain()
+    assert call(api, "GET", f"/v1/stores/demo/tasks/{refresh['request_id']}")[1]["status"] == "SUCCEEDED"
+    assert call(api, "GET", summary)[0] in (200, 404)  # read through the bound table (the run is all recent turns)
     assert call(api, "DELETE", f"/v1/stores/demo/runs/r?app_id=app&tenant_id=ann&agent_id=g")[0] == 200
     # threads, explicit writes, stated profiles
     tenant = {"app_id": "app", "tenant_id": "ann"}

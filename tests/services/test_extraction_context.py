@@ -192,3 +192,17 @@ def test_a_stores_roles_can_be_changed_and_are_validated(deps):
     assert out["statusCode"] == 404 and json.loads(out["body"])["error"]["code"] == "store_not_found"
     out = api.resolve(api_event("PATCH", "/v1/stores/later", {"name": "renamed"}), None)
     assert out["statusCode"] == 400  # the name and the embedding model are not settings
+
+
+def test_summary_settings_change_through_patch_and_are_checked(deps):
+    api = build_api(deps)
+    assert api.resolve(api_event("POST", "/v1/stores", {"name": "sums"}), None)["statusCode"] == 201
+    out = api.resolve(api_event("PATCH", "/v1/stores/sums", {"summary_trigger_tokens": 500}), None)
+    assert out["statusCode"] == 200, out
+    assert stores.get(deps, "sums").summary_trigger_tokens == 500
+    assert stores.get(deps, "sums").summary_keep_recent == 6  # untouched
+    out = api.resolve(api_event("PATCH", "/v1/stores/sums", {"summary_keep_recent": -1}), None)
+    assert out["statusCode"] == 400, out
+    with pytest.raises(InvalidInput):
+        stores.update(deps, "sums", summary_trigger_tokens=True)  # the core refuses what the route would
+    assert stores.get(deps, "sums").summary_trigger_tokens == 500

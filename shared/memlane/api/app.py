@@ -17,10 +17,11 @@ from . import errors
 from ..services.access import AuthMode
 from .access import Gate
 from .audit import record_request
-from .routes import context, dream, ingest, profiles, search, stores, tasks, threads
+from .routes import context, dream, ingest, profiles, search, stores, summaries, tasks, threads
 
 FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes,
-            "dream": dream.routes, "threads": threads.routes, "profiles": profiles.routes, "context": context.routes}
+            "dream": dream.routes, "threads": threads.routes, "profiles": profiles.routes, "context": context.routes,
+            "summaries": summaries.routes}
 
 
 class RequestScopedResolver(APIGatewayHttpResolver):

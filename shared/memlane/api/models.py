@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from ..domain import limits
 from ..domain.models import DEFAULT_EXTRACT_ROLES, ExtractRole
 from ..domain.models import (AccessPolicy, AuditRecord, DreamMode, Memory, MemoryType, Message, RecordType, ScopeInfo,
-                             Store, Task)
+                             Store, Task, ThreadSummary)
 from ..domain.models import (ActorProfile, DreamAction, DreamActionKind, DreamActionStatus, DreamTask, MemoryDraft,
                              MemoryOrigin, Profile, ProfileEntry, ProfileFact)
 from ..services.memories import Deleted
@@ -63,6 +63,10 @@ class CreateStoreIn(Strict):
     # Distinct values (checked by the core: 400 invalid_extract_roles); an unknown one is 400 invalid_input.
     extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES), min_length=1,
                                              max_length=len(ExtractRole))
+    summary_trigger_tokens: int = Field(default=limits.DEFAULT_SUMMARY_TRIGGER_TOKENS, strict=True,
+                                        ge=limits.MIN_SUMMARY_TRIGGER_TOKENS, le=limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    summary_keep_recent: int = Field(default=limits.DEFAULT_SUMMARY_KEEP_RECENT, strict=True, ge=0,
+                                     le=limits.MAX_SUMMARY_KEEP_RECENT)
 
 
 class UpdateStoreIn(Strict):
@@ -74,6 +78,9 @@ class UpdateStoreIn(Strict):
     dream_threshold: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
     keywords_from_assistant: bool | None = Field(default=None, strict=True)
     extract_roles: list[ExtractRole] | None = Field(default=None, min_length=1, max_length=len(ExtractRole))
+    summary_trigger_tokens: int | None = Field(default=None, strict=True, ge=limits.MIN_SUMMARY_TRIGGER_TOKENS,
+                                               le=limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    summary_keep_recent: int | None = Field(default=None, strict=True, ge=0, le=limits.MAX_SUMMARY_KEEP_RECENT)
 
 
 class StoreOut(BaseModel):
@@ -86,6 +93,8 @@ class StoreOut(BaseModel):
     dream_threshold: float
     keywords_from_assistant: bool = False
     extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
+    summary_trigger_tokens: int = limits.DEFAULT_SUMMARY_TRIGGER_TOKENS
+    summary_keep_recent: int = limits.DEFAULT_SUMMARY_KEEP_RECENT
     created_at: datetime
 
     @classmethod
@@ -232,6 +241,7 @@ class OutcomeOut(BaseModel):
 
 class TaskOut(BaseModel):
     request_id: str
+    kind: str = "extract"  # "extract" (an add) or "summarize" (a forced summary refresh)
     status: str
     scope: ScopeOut
     created_at: datetime
@@ -244,7 +254,7 @@ class TaskOut(BaseModel):
 
     @classmethod
     def of(cls, task: Task, memories: list[Memory] | None = None) -> "TaskOut":
-        return cls(request_id=task.request_id, status=task.status, scope=ScopeOut(**task.scope.as_dict()),
+        return cls(request_id=task.request_id, kind=task.kind, status=task.status, scope=ScopeOut(**task.scope.as_dict()),
                    created_at=task.created_at, updated_at=task.updated_at, message_ids=task.message_ids,
                    memories=[MemoryOut.of(m) for m in memories or []],
                    outcomes=[OutcomeOut(**o.model_dump()) for o in task.outcomes], error=task.error,
@@ -397,9 +407,58 @@ class ErasureOut(BaseModel):
 class RunDeleted(BaseModel):
     messages: int
     memories: int
+    summaries: int = 0  # the thread's summary (table item and index document)
     tasks_redacted: int
     dream_actions_redacted: int
     profiles_recomputed: int
+
+
+# -- thread summaries -------------------------------------------------------------------------
+class SummarySentenceOut(BaseModel):
+    text: str
+    evidence: list[str]  # the message ids it comes from
+
+
+class SummaryOut(BaseModel):
+    """A thread's rolling summary, with what it covers: the thread's messages up to `covered_until`
+    (`covered_messages` of them); the most recent ones are left out on purpose."""
+
+    thread_id: str
+    scope: ScopeOut
+    text: str
+    sentences: list[SummarySentenceOut]
+    open_items: list[str]
+    decisions: list[str]
+    evidence: list[str]
+    covered_until: str | None
+    covered_messages: int
+    tokens: int
+    tokenizer: str | None = None
+    origin: str  # "llm" or "extractive"
+    created_at: datetime
+    updated_at: datetime
+    age_seconds: float  # since the last refresh
+    version: int
+
+    @classmethod
+    def of(cls, summary: ThreadSummary, *, now: datetime, tokenizer: str | None) -> "SummaryOut":
+        return cls(thread_id=summary.scope.run_id, scope=ScopeOut(**summary.scope.as_dict()), text=summary.text,
+                   sentences=[SummarySentenceOut(**s.model_dump()) for s in summary.sentences],
+                   open_items=summary.open_items, decisions=summary.decisions, evidence=summary.evidence,
+                   covered_until=summary.covered_until, covered_messages=summary.covered_messages,
+                   tokens=summary.tokens, tokenizer=tokenizer, origin=summary.origin, created_at=summary.created_at,
+                   updated_at=summary.updated_at,
+                   age_seconds=round(max(0.0, (now - summary.updated_at).total_seconds()), 3),
+                   version=summary.version)
+
+
+class SummaryRefreshAccepted(BaseModel):
+    """A forced refresh, queued: poll GET /v1/stores/{store}/tasks/{request_id} like an extraction."""
+
+    request_id: str
+    kind: str
+    status: str
+    scope: ScopeOut
 
 
 # -- dream ------------------------------------------------------------------------------------

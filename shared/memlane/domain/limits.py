@@ -23,3 +23,10 @@ MAX_THREAD_SCAN = 1000  # registry entries one thread-list page reads at most (n
 MAX_PROFILE_TEXT_CHARS = 8_000  # an explicit profile's text (a role and standing instructions)
 MAX_PROFILE_ATTRIBUTES = 64
 MAX_PROFILE_VALUE_CHARS = 1_000
+
+# Thread summaries: a store's trigger (tokens not yet summarised) and how many recent messages stay out.
+DEFAULT_SUMMARY_TRIGGER_TOKENS = 2_000
+MIN_SUMMARY_TRIGGER_TOKENS = 100
+MAX_SUMMARY_TRIGGER_TOKENS = 100_000
+DEFAULT_SUMMARY_KEEP_RECENT = 6
+MAX_SUMMARY_KEEP_RECENT = 200

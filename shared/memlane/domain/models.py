@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import limits
 from .errors import InvalidInput
 from .scope import Scope
 
@@ -124,6 +125,12 @@ class Store(BaseModel):
     keywords_from_assistant: bool = False
     # Whose turns memories are extracted from (ExtractRole); records written before the setting: the user's.
     extract_roles: list[ExtractRole] = Field(default_factory=lambda: list(DEFAULT_EXTRACT_ROLES))
+    # Thread summaries (services/summaries.py): refreshed once the part of a thread not yet summarised,
+    # leaving out its last `summary_keep_recent` messages, reaches `summary_trigger_tokens` tokens.
+    summary_trigger_tokens: int = Field(default=limits.DEFAULT_SUMMARY_TRIGGER_TOKENS,
+                                        ge=limits.MIN_SUMMARY_TRIGGER_TOKENS, le=limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    summary_keep_recent: int = Field(default=limits.DEFAULT_SUMMARY_KEEP_RECENT, ge=0,
+                                     le=limits.MAX_SUMMARY_KEEP_RECENT)
     created_at: datetime
     # What the store's vectors were made with, beyond the name: a few reference texts embedded, quantised
     # (services/embedder_guard.py). A process whose embedder disagrees refuses the store's writes and searches.
@@ -225,9 +232,10 @@ class TaskOutcome(BaseModel):
 
 
 class Task(BaseModel):
-    """The asynchronous extraction job created by one add request."""
+    """The asynchronous job created by one add request (an extraction), or by a forced summary refresh."""
 
     request_id: str
+    kind: str = "extract"  # "extract" | "summarize": which job runs it (services/jobs.py)
     store: str
     scope: Scope
     status: TaskStatus = TaskStatus.PENDING

@@ -21,6 +21,7 @@ Partitions (pk) and sort keys (sk):
     <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>           dream actions, in proposal order (with undo records)
     <store>#<app>#<tenant>        PROFILE#~tenant                 the tenant's profile
     <store>#<app>#<tenant>        PROFILE#AGENT#<agent>           the profile of one agent of the tenant
+    <store>#<app>#<tenant>        SUM#<agent>#<run>               a thread's rolling summary (versioned)
     <store>#~dream                TASK#<task_id> / ACT#<action_id>  dream task / action id → tenant (pointers)
     <store>#~dream                SCHED                           the scheduler's round-robin cursor
     <store>#~open                 <request_id>                    open extraction tasks (app, tenant, since): the sweeper's list
@@ -38,6 +39,7 @@ from .dream import DreamRecords
 from .open_tasks import OpenTaskRecords
 from .profiles import ProfileRecords
 from .threads import ThreadRecords
+from .summaries import SummaryRecords
 from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, STORES_PK, TTL_ATTRIBUTE, activity_pk, dream_pk,
                    message_sk, requests_pk, tenant_pk)
 
@@ -46,7 +48,7 @@ __all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK"
 
 
 class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords, OpenTaskRecords, ThreadRecords,
-                 ProfileRecords):
+                 ProfileRecords, SummaryRecords):
     """Typed access to the table. The only code that knows the key layout."""
 
     def __init__(self, table: Table):

@@ -39,6 +39,7 @@ class CoreSettings:
     dream_scan_limit: int = 1000  # registry entries one scheduled run reads per store
     dream_max_runs: int = 20  # most recent runs whose messages a dream reads (skills)
     dream_max_messages: int = 200  # newest messages read per run
+    summary_max_tokens: int = 400  # a thread summary's cap (policies/summary.py), counted with deps.tokenizer
 
 
 @dataclass

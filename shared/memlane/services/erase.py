@@ -16,7 +16,7 @@ from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
 from ..repository import tenant_pk
-from . import redaction
+from . import redaction, summaries
 from .deps import Deps
 
 
@@ -44,8 +44,11 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     thread = deps.repo.thread_order_keys(store, info) if info is not None else []  # its place in the threads list
     deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
                            + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")] + thread)
+    # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
+    summary = summaries.delete(deps, store, run)
     deps.compact()
-    return {"messages": len(messages), "memories": len(memory_ids), "tasks_redacted": redacted.tasks,
+    return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
+            "tasks_redacted": redacted.tasks,
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
 
 
@@ -101,7 +104,7 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
 # Sort-key prefix → the record kind an erasure report counts.
 _KINDS = {"MSG#": "messages", "MEM#": "memories", "TASK#": "tasks", "SCOPE#": "scopes", "DREAM#": "dream_tasks",
           "DACT#": "dream_actions", "PROFILE#": "profiles", "ACTOR#": "profiles", "THREAD#": "threads",
-          "RECENT#": "thread_order"}
+          "RECENT#": "thread_order", "SUM#": "summaries"}
 
 
 def _kind(sk: str) -> str:
@@ -122,6 +125,11 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
               if i["sk"].startswith("TASK#")]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
+    # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
+    # finds its item gone and removes its own document; one that indexed before is removed here.
+    summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
+    if summary_docs:
+        tenant.index.delete(store, summary_docs)
     deps.repo.delete_items(guards + outside)
     counts: dict[str, int] = {}
     for item in items:
@@ -130,8 +138,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
         counts["request_ids"] = len(guards)
     if outside:
         counts["registry_entries"] = len(outside)
-    if documents:
-        counts["index_documents"] = len(documents)
+    if documents or summary_docs:
+        counts["index_documents"] = len(documents) + len(summary_docs)
     return counts
 
 

@@ -1,9 +1,9 @@
 """fsck: compare a store's index with its table (the source of truth) and repair the drift.
 
-The index should hold exactly the store's active and superseded memories and its messages, each
-with the text, keywords, scope, status and record type the table implies. Drift comes from a crash
-between a table write and its index write, from a write to one side by hand, or from a bug. fsck
-counts:
+The index should hold exactly the store's active and superseded memories, its messages and each
+thread summary's document (services/summaries.py), each with the text, keywords, scope, status and record
+type the table implies. Drift comes from a crash between a table write and its index write, from a write
+to one side by hand, or from a bug. fsck counts:
 
 - missing: in the table, not in the index (not findable);
 - orphans: in the index without a live table item (findable, but gone or retired: a leak);
@@ -24,7 +24,7 @@ from ..domain.models import Memory, MemoryStatus, RecordType
 from ..domain.records import message_document
 from ..domain.scope import Scope
 from ..ports import IndexedDoc, IndexInventory
-from . import message_index
+from . import message_index, summaries
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -82,7 +82,8 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     tenants = memories = messages = 0
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
-        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        repo = tenant.repo
         for m in repo.iter_memories(store, app_id, tenant_id):
             if m.status != MemoryStatus.DELETED:
                 memories += 1
@@ -91,6 +92,8 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
             messages += 1
             expected[message.message_id] = _Expected(message.scope, RecordType.MESSAGE,
                                                      _of_memory(message_document(message)))
+        for doc in summaries.index_documents(tenant, store, app_id, tenant_id):
+            expected[doc.memory_id] = _Expected(doc.scope, RecordType.SUMMARY, _of_memory(doc))
     say(f"{store}: {memories} memories and {messages} messages of {tenants} tenants in the table")
 
     seen: set[str] = set()
@@ -131,7 +134,7 @@ def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str], expe
     written = 0
     for (app_id, tenant_id), kinds in groups.items():
         tenant = deps.for_tenant(store, app_id, tenant_id)
-        for (_, thread), ids in kinds.items():
+        for (kind, thread), ids in kinds.items():
             for start in range(0, len(ids), BATCH):
                 chunk = ids[start:start + BATCH]
                 if thread is not None:
@@ -139,8 +142,9 @@ def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str], expe
                     message_index.index(tenant, store, found)
                     written += len(found)
                     continue
-                live = [m for m in tenant.repo.get_memories(store, app_id, tenant_id, chunk)
-                        if m.status != MemoryStatus.DELETED]
+                found = (summaries.documents(tenant, store, app_id, tenant_id, chunk) if kind == RecordType.SUMMARY
+                         else tenant.repo.get_memories(store, app_id, tenant_id, chunk))
+                live = [m for m in found if m.status != MemoryStatus.DELETED]
                 if live:
                     vectors = deps.embedder.embed([m.text for m in live])  # the text alone, as extraction embeds it
                     deps.index.upsert(store, list(zip(live, vectors)))

@@ -19,7 +19,7 @@ from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_pr
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from . import embedder_guard, extract, jobs, message_index
+from . import embedder_guard, extract, jobs, message_index, summaries
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
@@ -147,7 +147,9 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
     if indexed and task.extract and not sync:
         repo.mark_messages_indexed(task)  # so its job does not embed them again
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
-
+    if task.extract:
+        # A summary is distilled like the memories: only threads whose policy extracts get one.
+        summaries.after_add(deps, store_obj, write)
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)

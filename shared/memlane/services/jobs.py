@@ -12,7 +12,7 @@ from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
 from ..domain.scope import Scope
 from ..ports import Job
-from . import dream, erase, extract
+from . import dream, erase, extract, summaries
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 def extract_job(store: str, request_id: str, scope: Scope) -> Job:
     """The extraction job of an add; its tenant is its fairness group."""
     return Job.of_tenant("extract", store, request_id, scope.app_id, scope.tenant_id)
+
+
+def task_job(store: str, task: Task) -> Job:
+    """The job that runs a task, by its kind (the sweeper re-enqueues it when it was lost)."""
+    if task.kind == summaries.KIND:
+        return summaries.job(store, task.request_id, task.scope)
+    return extract_job(store, task.request_id, task.scope)
 
 
 def handle(deps: Deps, job: Job) -> Task | None:
@@ -37,6 +44,9 @@ def _run(deps: Deps, job: Job) -> Task | None:
         app_id, tenant_id = _owner(deps, job)
         return extract.run(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, app_id=app_id,
                            tenant_id=tenant_id)
+    if job.kind == summaries.KIND:
+        app_id, tenant_id = _owner(deps, job)
+        return summaries.run_job(deps.for_tenant(job.store, app_id, tenant_id), job)
     if job.kind == "purge_store":
         erase.purge_store(deps, job.store)
         return None
@@ -52,7 +62,7 @@ def _run(deps: Deps, job: Job) -> Task | None:
 def give_up(deps: Deps, job: Job, reason: str) -> None:
     """A job that will not be retried again: its task must say FAILED, with the reason."""
     try:
-        if job.kind == "extract":
+        if job.kind in ("extract", summaries.KIND):  # a forced refresh's task says FAILED like an extraction's
             app_id, tenant_id = _owner(deps, job)
             extract.fail(deps.for_tenant(job.store, app_id, tenant_id), job.store, job.request_id, reason,
                          app_id=app_id, tenant_id=tenant_id)

@@ -9,7 +9,7 @@ keeps a copy of their content, so that no route shows it again.
   so an attribute whose only evidence was deleted disappears (policies/dream_profile.build).
 
 Each rewrite is conditioned on the item not having changed since it was read; a lost race is
-read again. Summaries of threads would belong here too; the service keeps none yet.
+read again. A thread's summary cites messages, not memories: it goes with its run (services/erase.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Drops the index, creates it again at the current embedder's dimension, then walks every
 tenant of the store (from the activity registry) and re-embeds and indexes its active and
-superseded memories, and its messages, in batches. Deleted memories stay out of the index, as they are after a
+superseded memories, its messages and its thread summaries' documents, in batches. Deleted memories stay out
+of the index, as they are after a
 delete. Run it after losing the index, or to move a store to another embedding model.
 
 While it runs, searches of the store find only what has been indexed so far, and an
@@ -18,7 +19,7 @@ from typing import Callable
 
 from ..domain.models import Memory, MemoryStatus, Message
 from ..domain.errors import ConditionFailed, Conflict
-from . import embedder_guard, message_index
+from . import embedder_guard, message_index, summaries
 from .deps import Deps
 
 Progress = Callable[[str], None]
@@ -57,7 +58,8 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
         # Each tenant's partition through that tenant's own table (on AWS: its scoped credentials).
-        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        tenant = deps.for_tenant(store, app_id, tenant_id)
+        repo = tenant.repo
         for memory in repo.iter_memories(store, app_id, tenant_id):
             if memory.status == MemoryStatus.DELETED:
                 skipped += 1
@@ -74,6 +76,7 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
                 messages += len(said)
                 said = []
                 say(f"{store}: {messages} messages indexed ({tenants} tenants read)")
+        pending += summaries.index_documents(tenant, store, app_id, tenant_id)  # its threads' summaries
     indexed += _index(deps, store, pending)
     message_index.index(deps, store, said)
     messages += len(said)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput
 from ..domain.limits import MAX_INSTRUCTIONS_CHARS
 from ..domain.models import DEFAULT_EXTRACT_ROLES, DreamMode, Store, validate_extract_roles, validate_store_name
@@ -15,8 +16,11 @@ from .deps import Deps
 def create(deps: Deps, *, name: str, description: str = "", extract_instructions: str = "",
            dream_mode: DreamMode = DreamMode.PROPOSAL, dream_threshold: float = 0.8,
            keywords_from_assistant: bool = False,
-           extract_roles: Sequence[str] = DEFAULT_EXTRACT_ROLES) -> Store:
+           extract_roles: Sequence[str] = DEFAULT_EXTRACT_ROLES,
+           summary_trigger_tokens: int = limits.DEFAULT_SUMMARY_TRIGGER_TOKENS,
+           summary_keep_recent: int = limits.DEFAULT_SUMMARY_KEEP_RECENT) -> Store:
     validate_store_name(name)
+    _check_summary_settings(summary_trigger_tokens=summary_trigger_tokens, summary_keep_recent=summary_keep_recent)
     if len(extract_instructions) > MAX_INSTRUCTIONS_CHARS:
         raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
                            field="extract_instructions")
@@ -24,6 +28,8 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
                                           dream_mode=dream_mode, dream_threshold=dream_threshold,
                                           keywords_from_assistant=keywords_from_assistant,
                                           extract_roles=validate_extract_roles(list(extract_roles)),
+                                          summary_trigger_tokens=summary_trigger_tokens,
+                                          summary_keep_recent=summary_keep_recent,
                                           created_at=deps.clock.now()), deps.embedder)
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
     if deps.repo.is_purging(name):
@@ -31,6 +37,20 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
                        field="name")
     deps.index.ensure_store(name, deps.embedder.dim)
     return deps.repo.create_store(store)
+
+
+def _check_summary_settings(**settings: Any) -> None:
+    if "summary_trigger_tokens" in settings:
+        _check_range("summary_trigger_tokens", settings["summary_trigger_tokens"], limits.MIN_SUMMARY_TRIGGER_TOKENS,
+                     limits.MAX_SUMMARY_TRIGGER_TOKENS)
+    if "summary_keep_recent" in settings:
+        _check_range("summary_keep_recent", settings["summary_keep_recent"], 0, limits.MAX_SUMMARY_KEEP_RECENT)
+
+
+def _check_range(field: str, value: object, low: int, high: int) -> None:
+    # bool is an int in Python: refuse it, as the HTTP models do (strict)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{field} must be an integer from {low} to {high}", field=field)
 
 
 def get(deps: Deps, name: str) -> Store:
@@ -43,13 +63,14 @@ _UPDATE_RETRIES = 5  # each retry means another rewrite of the record (a reindex
 
 def update(deps: Deps, name: str, **settings: Any) -> Store:
     """Change a store's settings (description, extract_instructions, dream_mode, dream_threshold,
-    keywords_from_assistant, extract_roles); they apply to the extractions and dreams that start after."""
+    keywords_from_assistant, extract_roles, summary_trigger_tokens, summary_keep_recent); they apply to the extractions and dreams that start after."""
     validate_store_name(name)
     unknown = set(settings) - _SETTINGS
     if unknown:
         raise InvalidInput(f"not a store setting: {', '.join(sorted(unknown))}", field=sorted(unknown)[0])
     if "extract_roles" in settings:
         settings["extract_roles"] = validate_extract_roles(list(settings["extract_roles"]))
+    _check_summary_settings(**settings)
     if len(settings.get("extract_instructions", "")) > MAX_INSTRUCTIONS_CHARS:
         raise InvalidInput(f"extract_instructions exceeds {MAX_INSTRUCTIONS_CHARS} characters",
                            field="extract_instructions")
@@ -63,7 +84,7 @@ def update(deps: Deps, name: str, **settings: Any) -> Store:
 
 
 _SETTINGS = frozenset({"description", "extract_instructions", "dream_mode", "dream_threshold",
-                       "keywords_from_assistant", "extract_roles"})
+                       "keywords_from_assistant", "extract_roles", "summary_trigger_tokens", "summary_keep_recent"})
 
 
 def list_(deps: Deps, *, limit: int, cursor: str | None) -> tuple[list[Store], str | None]:

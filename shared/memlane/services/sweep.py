@@ -66,9 +66,7 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                                  app_id=entry.app_id, tenant_id=entry.tenant_id)
                     report.failed += 1
                     continue
-                scope = Scope(app_id=entry.app_id, tenant_id=entry.tenant_id, agent_id=task.scope.agent_id,
-                              run_id=task.scope.run_id)
-                deps.queue.enqueue(jobs.extract_job(store.name, entry.request_id, scope))
+                deps.queue.enqueue(jobs.task_job(store.name, task))
                 deps.repo.swept(store.name, entry, now)
                 report.requeued += 1
         if cursor is None or report.checked >= limit:

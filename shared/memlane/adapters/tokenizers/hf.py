@@ -12,12 +12,16 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from ...domain.errors import DependencyFailed
+
 if TYPE_CHECKING:
     import tokenizers
 
 
-class TokenizerUnavailable(RuntimeError):
-    pass
+class TokenizerUnavailable(DependencyFailed):
+    """A typed failure the core can act on (thread summaries turn themselves off rather than fail an add)."""
+
+    code = "tokenizer_unavailable"
 
 
 DEFAULT = Path(__file__).parent / "data" / "all-minilm-l6-v2.json"

@@ -1,0 +1,136 @@
+"""The extractive thread summary: deterministic, no model, every sentence citing its message.
+
+Selection. Each message is split into sentences. A sentence is a *statement* when it has at least
+four words, is not a pleasantry ("thanks!", "sounds good") and is not a question. Its value is what
+it carries: distinct content words, plus numbers and dates, names, and plan or decision cues, with a
+mild penalty for length. The most valuable statements are kept until the token cap, then put back
+in the order they were said. Each becomes "YYYY-MM-DD Speaker: sentence" — the date it was said is
+kept beside any date it names — and cites its message id.
+
+Open items are the statements with a plan or goal cue ("I will", "need to", "next week"), decisions
+those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept.
+
+Merge (incremental refresh). The new summary is the previous one followed by the statements of the
+new messages. Over the cap, the older half gives way first: its least valuable sentence is dropped,
+then the next, until the whole fits; a newer statement is never dropped while an older one could
+go. Nothing is rewritten, so every kept sentence still cites the messages it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..domain.models import Message, SummarySentence
+from ..domain.language import FILLER
+
+Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
+
+MAX_ITEMS = 5  # open items and decisions kept, newest first
+_MIN_WORDS = 4
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
+_NUMBER = re.compile(r"\d+")
+_RENDERED = re.compile(r"^\d{4}-\d{2}-\d{2} [^:]{1,128}: ")
+_PLEASANTRY = re.compile(
+    r"^(hi|hey|hello|thanks|thank you|bye|goodbye|good night|ok|okay|sure|cool|great|wow|lol|haha|yes|no|yeah|yep|"
+    r"nice|awesome|sounds good|see you|take care|you too|me too|congrats|congratulations)\b[\s!.,a-z]*$", re.I)
+_OPEN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|need to|needs to|have to|has to|want to|wants to|"
+                   r"hope to|intend|todo|to-do|remind|next (week|month|year)|tomorrow|deadline|still need)\b", re.I)
+_DECIDED = re.compile(r"\b(decided|decide on|agreed|let's go with|we'll go with|chose|chosen|settled on|booked|"
+                      r"confirmed|signed|picked|going with)\b", re.I)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What a summary says: its sentences in time order, open items and decisions."""
+
+    sentences: list[SummarySentence] = field(default_factory=list)
+    open_items: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Statement:
+    text: str  # rendered: "date speaker: sentence"
+    sentence: str
+    message_id: str
+    order: int
+    value: float
+
+
+def speaker(message: Message) -> str:
+    if message.name:
+        return message.name
+    return {"user": "User", "assistant": "Assistant"}.get(message.role, message.role.capitalize())
+
+
+def line(message: Message) -> str:
+    """A message as a summary (and its trigger) counts it: who said it, when, and what."""
+    return f"{message.created_at:%Y-%m-%d} {speaker(message)}: {message.content}"
+
+
+def value(sentence: str) -> float:
+    """How much a sentence carries (see the module docstring)."""
+    words = _WORD.findall(sentence)
+    content = {w.lower() for w in words if w.lower() not in FILLER}
+    names = {w for w in words[1:] if w[0].isupper() and w.lower() not in FILLER}
+    score = len(content) + 2.0 * min(len(_NUMBER.findall(sentence)), 3) + 1.5 * len(names)
+    score += 2.0 if _OPEN.search(sentence) or _DECIDED.search(sentence) else 0.0
+    return score / (1.0 + len(words) / 40.0)
+
+
+def statement(sentence: str) -> bool:
+    s = sentence.strip()
+    return len(s.split()) >= _MIN_WORDS and not _PLEASANTRY.match(s) and not s.endswith("?")
+
+
+def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
+    """The summary of `messages` alone, at most `cap` tokens."""
+    found: list[_Statement] = []
+    for message in messages:
+        for sentence in _SENTENCE.split(message.content.strip()):
+            sentence = " ".join(sentence.split())
+            if statement(sentence):
+                found.append(_Statement(f"{message.created_at:%Y-%m-%d} {speaker(message)}: {sentence}", sentence,
+                                        message.message_id, len(found), value(sentence)))
+    open_items = [s.text for s in found if _OPEN.search(s.sentence)][-MAX_ITEMS:]
+    decisions = [s.text for s in found if _DECIDED.search(s.sentence)][-MAX_ITEMS:]
+    budget = cap - sum(count(open_items + decisions))
+    sizes = count([s.text for s in found]) if found else []
+    kept, used = [], 0
+    # Most valuable first (ties: the earlier), while they fit; then back in the order they were said.
+    for i in sorted(range(len(found)), key=lambda i: (-found[i].value, found[i].order)):
+        if used + sizes[i] <= budget:
+            kept.append(found[i])
+            used += sizes[i]
+    kept.sort(key=lambda s: s.order)
+    return Draft([SummarySentence(text=s.text, evidence=[s.message_id]) for s in kept], open_items, decisions)
+
+
+def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
+    """`previous` followed by `new`, cut to `cap` tokens: the older half's least valuable sentences go first."""
+    open_items = (previous.open_items + new.open_items)[-MAX_ITEMS:]
+    decisions = (previous.decisions + new.decisions)[-MAX_ITEMS:]
+    sentences = list(previous.sentences) + list(new.sentences)
+    budget = cap - sum(count(open_items + decisions))
+    sizes = count([s.text for s in sentences]) if sentences else []
+    total = sum(sizes)
+    while sentences and total > budget:
+        older = range((len(sentences) + 1) // 2)
+        drop = min(older, key=lambda i: (value(_said(sentences[i].text)), i))
+        total -= sizes[drop]
+        del sentences[drop], sizes[drop]
+    return Draft(sentences, open_items, decisions)
+
+
+def _said(text: str) -> str:
+    """A rendered statement without its "date speaker:" prefix (whose digits are no content)."""
+    found = _RENDERED.match(text)
+    return text[found.end():] if found else text
+
+
+def tokens(draft: Draft, count: Count) -> int:
+    parts = [s.text for s in draft.sentences] + draft.open_items + draft.decisions
+    return sum(count(parts)) if parts else 0

@@ -1,0 +1,344 @@
+"""Thread summaries: a rolling summary per thread (run), refreshed in the background.
+
+Due: when the part of the thread not yet summarised — the messages after the summary's
+`covered_until`, leaving out the last `summary_keep_recent` — reaches the store's
+`summary_trigger_tokens` (counted with deps.tokenizer). After each add, `after_add` decides
+this by reading the thread newest first and stopping at the threshold or at `covered_until`,
+so the cost is bounded by the trigger, not by the thread, and queues a "summarize" job named
+after the thread and the range it would cover (the local queue keeps one waiting job per name).
+
+Incremental: a refresh reads only the messages after `covered_until` (at most BATCH per pass)
+and builds the new summary from the previous one plus those — with the LLM when one is
+configured (prompts/summary.py: numbered messages, a strict answer, one repair turn), else, or
+when the model's answer is still unusable, extractively (policies/summary.py).
+
+One summary per thread: the table item is versioned and every write is conditioned on the
+version read, so of two concurrent refreshes (or a redelivered job racing the first delivery)
+one writes and the other reads again and continues from what was written: none is duplicated,
+no coverage is lost. The summary is also an index document (record_type `summary`, scope = the
+thread, evidence = the cited messages) so search can find it; the table stays the truth.
+
+Only threads whose access policy extracts (recall_and_store, store_only) are summarised: a
+summary is a distilled memory like the ones extraction writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterator, Sequence
+
+from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFound
+from ..domain.ids import derived_id, sortable_id
+from ..domain.models import Memory, MemoryType, Message, RecordType, Store, SummarySentence, Task, TaskStatus, \
+    ThreadSummary
+from ..domain.scope import DEFAULT, Scope, exact_scope
+from ..policies import summary as extractive
+from ..ports import Job, Tokenizer
+from ..prompts import summary as prompt
+from . import embedder_guard
+from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+KIND = "summarize"
+BATCH = 200  # messages one refresh pass reads and summarises
+_MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
+_ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
+DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
+_SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
+
+
+def thread_scope(*, app_id: Any, tenant_id: Any, agent_id: Any, thread_id: Any) -> Scope:
+    """A thread is a run: its summary is addressed by app, tenant, agent (default `__default__`) and the thread id."""
+    return exact_scope({"app_id": app_id, "tenant_id": tenant_id,
+                        "agent_id": DEFAULT if agent_id is None else agent_id, "run_id": thread_id})
+
+
+def doc_id(scope: Scope) -> str:
+    """The id of a thread's summary in the index: one per thread, never a memory's id."""
+    return DOC_PREFIX + derived_id("summary", scope.app_id, scope.tenant_id, scope.agent_id, scope.run_id)
+
+
+def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
+    """The thread's summary, or None if it has none yet. `deps` bound to the tenant."""
+    return deps.repo.get_summary(store, scope)
+
+
+def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
+    """The route's read: 404 `summary_not_found` when the thread has no summary (yet)."""
+    deps.repo.get_store(store)
+    found = get_summary(deps, store, scope)
+    if found is None:
+        raise NotFound(f"thread '{scope.run_id}' has no summary yet", code="summary_not_found")
+    return found
+
+
+def as_document(summary: ThreadSummary) -> Memory:
+    """The summary as the index holds it: Memory-shaped, record_type `summary`."""
+    keywords = " ".join(summary.open_items + summary.decisions)
+    return Memory(memory_id=doc_id(summary.scope), scope=summary.scope, memory_type=MemoryType.SUMMARY,
+                  record_type=RecordType.SUMMARY, text=summary.text, evidence=summary.evidence,
+                  created_at=summary.created_at, updated_at=summary.updated_at, keywords=keywords,
+                  metadata={"covered_until": summary.covered_until or "", "covered_messages": summary.covered_messages})
+
+
+def index_documents(deps: Deps, store: str, app_id: str, tenant_id: str) -> Iterator[Memory]:
+    """The summary documents the index should hold for a tenant (those that say something), from the table:
+    what fsck compares and reindex rebuilds."""
+    return (as_document(s) for s in deps.repo.iter_summaries(store, app_id, tenant_id) if s.text)
+
+
+def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence[str]) -> list[Memory]:
+    """The summary documents among `ids` (index hits, ids to repair), from the table."""
+    wanted = {i for i in ids if i.startswith(DOC_PREFIX)}
+    return [d for d in index_documents(deps, store, app_id, tenant_id) if d.memory_id in wanted] if wanted else []
+
+
+# -- the trigger ---------------------------------------------------------------------------------
+
+
+def after_add(deps: Deps, store: Store, scope: Scope) -> bool:
+    """Queue a refresh of the thread if one is due now; whether one was queued. Cheap: bounded by the
+    trigger (see `due`). `deps` bound to the tenant."""
+    if deps.tokenizer is None:
+        return False  # nothing to count with: summaries are off
+    summary = deps.repo.get_summary(store.name, scope)
+    try:
+        target = due(deps, store, scope, summary)
+    except DependencyFailed as off:  # the tokenizer cannot load here: the add stands, summaries wait
+        log.warning("summary trigger skipped for store %s: %s", store.name, off.message)
+        return False
+    if target is None:
+        return False
+    # Named after the range it covers: a second add before it runs finds it waiting (one job, locally).
+    name = derived_id(KIND, scope.agent_id, scope.run_id, summary.covered_until if summary else "", target)
+    deps.queue.enqueue(job(store.name, name, scope))
+    return True
+
+
+def due(deps: Deps, store: Store, scope: Scope, summary: ThreadSummary | None) -> str | None:
+    """The id of the newest message a refresh would cover, if the not-yet-summarised part (after
+    `covered_until`, without the last `summary_keep_recent` messages) has reached the trigger; else None.
+    Reads newest first and stops at the trigger or at `covered_until`."""
+    count = _tokenizer(deps).count_many
+    covered = summary.covered_until if summary else None
+    skip, total, newest, cursor = store.summary_keep_recent, 0, None, None
+    while True:
+        page, cursor = deps.repo.newest_messages(store.name, scope, limit=_SCAN_PAGE, cursor=cursor)
+        fresh = [m for m in page if covered is None or m.message_id > covered]
+        eligible = fresh[skip:]
+        skip = max(0, skip - len(fresh))
+        for message, n in zip(eligible, count([extractive.line(m) for m in eligible]) if eligible else []):
+            newest = newest or message.message_id
+            total += n
+            if total >= store.summary_trigger_tokens:
+                return newest
+        if len(fresh) < len(page) or cursor is None:
+            return None
+
+
+def job(store: str, name: str, scope: Scope) -> Job:
+    """A refresh job: the tenant's fairness group (it waits for the tenant's extractions), and the thread."""
+    return Job.of_tenant(KIND, store, name, scope.app_id, scope.tenant_id).model_copy(
+        update={"agent_id": scope.agent_id, "run_id": scope.run_id})
+
+
+# -- a forced refresh (POST .../summary): a task, pollable like an extraction ------------------------
+
+
+def request_refresh(deps: Deps, store: str, scope: Scope) -> Task:
+    """Queue a refresh of the thread now, whatever the trigger says; the task says when it is done
+    (GET .../tasks/{request_id}). `deps` bound to the tenant."""
+    repo = deps.repo
+    repo.get_store(store)
+    now = deps.clock.now()
+    task = Task(request_id=sortable_id(now), kind=KIND, store=store, scope=scope, created_at=now, updated_at=now,
+                extract=False)
+    repo.claim_request(store, task.request_id, scope)  # GET .../tasks/{id} finds it without the tenant named
+    repo.open_task(store, task.request_id, scope, now)  # the sweeper's net for a job lost before it ran
+    deps.queue.commit(deps.table, [repo.task_put(task)], job(store, task.request_id, scope))
+    return task
+
+
+def run_job(deps: Deps, job_: Job) -> Task | None:
+    """A summarize job: a forced refresh finishes its task; a triggered one refreshes if still due.
+    `deps` bound to the job's tenant."""
+    if job_.app_id is None or job_.tenant_id is None or job_.agent_id is None or job_.run_id is None:
+        raise NotFound(f"summarize job {job_.request_id} names no thread", code="thread_not_found")
+    scope = Scope(app_id=job_.app_id, tenant_id=job_.tenant_id, agent_id=job_.agent_id, run_id=job_.run_id)
+    repo = deps.repo
+    task = repo.find_task(job_.store, scope.app_id, scope.tenant_id, job_.request_id)
+    if task is None or task.kind != KIND:
+        refresh(deps, job_.store, scope)
+        return None
+    if task.status.finished:  # a redelivery of a finished refresh
+        repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
+        return task
+    running = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
+                                      "updated_at": deps.clock.now()})
+    repo.save_task(running)
+    refresh(deps, job_.store, scope, force=True)
+    done = running.model_copy(update={"status": TaskStatus.SUCCEEDED, "error": None, "updated_at": deps.clock.now()})
+    repo.save_task(done)
+    repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
+    return done
+
+
+# -- the refresh -----------------------------------------------------------------------------------
+
+
+def refresh(deps: Deps, store: str, scope: Scope, *, force: bool = False) -> ThreadSummary | None:
+    """Bring the thread's summary up to date, incrementally; the summary as it then is (None: none yet and
+    nothing to summarise). `force`: summarise what is eligible even below the trigger. `deps` bound to the tenant."""
+    repo = deps.repo
+    store_obj = repo.get_store(store)
+    if not _extracts(deps, store, scope):
+        return repo.get_summary(store, scope)
+    unindexed = repo.unindexed_summary(store, scope)
+    if unindexed is not None:  # its writer died between the table and the index: finish its work first
+        _index(deps, store_obj, unindexed)
+    current = None
+    for _ in range(_MAX_PASSES):
+        written, more = _pass(deps, store_obj, scope, force=force)
+        current = written
+        if not more:
+            break
+    return current
+
+
+def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[ThreadSummary | None, bool]:
+    """One batch: (the summary after it, whether more is eligible). Retries a write lost to another refresh."""
+    repo, count = deps.repo, _tokenizer(deps).count_many
+    for _ in range(_ATTEMPTS):
+        previous = repo.get_summary(store.name, scope)
+        batch = _eligible(deps, store, scope, previous)
+        if not batch:
+            return previous, False
+        if not force and sum(count([extractive.line(m) for m in batch])) < store.summary_trigger_tokens:
+            return previous, False
+        summary = _summarise(deps, store, scope, previous, batch)
+        try:
+            written = repo.put_summary(store.name, summary, previous=previous)
+        except ConditionFailed:
+            continue  # another refresh wrote first: read what it wrote and go on from there
+        _index(deps, store, written)
+        return written, len(batch) == BATCH
+    raise Conflict(f"the summary of thread '{scope.run_id}' kept changing; retry", code="busy")
+
+
+def _eligible(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary | None) -> list[Message]:
+    """The next batch to summarise: after `covered_until`, before the last `summary_keep_recent` messages."""
+    boundary = None
+    if store.summary_keep_recent:
+        recent, _ = deps.repo.newest_messages(store.name, scope, limit=store.summary_keep_recent)
+        if len(recent) < store.summary_keep_recent:
+            return []  # the whole thread is recent
+        boundary = recent[-1].message_id
+        if previous is not None and previous.covered_until is not None and boundary <= previous.covered_until:
+            return []
+    after = previous.covered_until if previous else None
+    return deps.repo.messages_after(store.name, scope, after, before=boundary, limit=BATCH)
+
+
+def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary | None,
+               batch: list[Message]) -> ThreadSummary:
+    count, cap = _tokenizer(deps).count_many, deps.settings.summary_max_tokens
+    old = extractive.Draft(list(previous.sentences), list(previous.open_items), list(previous.decisions)) \
+        if previous else extractive.Draft()
+    draft = _with_llm(deps, old, batch, cap) if deps.llm is not None else None
+    origin = "llm"
+    if draft is None:
+        draft = extractive.merge(old, extractive.extract(batch, count, cap), count, cap)
+        origin = "extractive"
+    now = deps.clock.now()
+    return ThreadSummary(scope=scope, sentences=draft.sentences, open_items=draft.open_items,
+                         decisions=draft.decisions, covered_until=batch[-1].message_id,
+                         covered_messages=(previous.covered_messages if previous else 0) + len(batch),
+                         tokens=extractive.tokens(draft, count), origin=origin,
+                         created_at=previous.created_at if previous else now, updated_at=now,
+                         version=previous.version if previous else 0)
+
+
+def _with_llm(deps: Deps, previous: extractive.Draft, batch: list[Message], cap: int) -> extractive.Draft | None:
+    """The LLM's summary, validated (numbers shown, within the cap), after at most one repair turn;
+    None when it is still unusable (the caller falls back to the extractive summary)."""
+    assert deps.llm is not None
+    count = _tokenizer(deps).count_many
+    request = prompt.TEMPLATE.format(
+        previous="\n".join(f"[p{i}] {s.text}" for i, s in enumerate(previous.sentences, start=1)) or "(none yet)",
+        messages="\n".join(f"[{i}] {extractive.line(m)}" for i, m in enumerate(batch, start=1)), cap=cap)
+
+    def usable(answer: prompt.SummaryAnswer) -> tuple[extractive.Draft, list[str]]:
+        errors = prompt.resolve(answer, messages=len(batch), previous=len(previous.sentences))
+        draft = _draft(answer, batch, previous) if not errors else extractive.Draft()
+        if not errors and (size := extractive.tokens(draft, count)) > cap:
+            errors.append(f"the summary has {size} tokens; at most {cap}")
+        return draft, errors
+
+    try:
+        draft, errors = usable(deps.llm.generate(system=prompt.SYSTEM, prompt=request,
+                                                 response_model=prompt.SummaryAnswer))
+        if errors:
+            repair = prompt.REPAIR.format(errors="\n".join(errors), cap=cap)
+            draft, errors = usable(deps.llm.generate(system=prompt.SYSTEM, prompt=request + "\n\n" + repair,
+                                                     response_model=prompt.SummaryAnswer))
+    except DependencyFailed as failed:
+        log.warning("summary: the model could not answer (%s); extractive summary instead", failed.message)
+        return None
+    if errors:
+        log.warning("summary: the model's answer is still unusable after a repair (%s); extractive instead",
+                    "; ".join(errors))
+        return None
+    return draft
+
+
+def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extractive.Draft) -> extractive.Draft:
+    sentences = []
+    for s in answer.sentences:
+        evidence = [batch[m - 1].message_id for m in s.messages]
+        evidence += [e for p in s.previous for e in previous.sentences[p - 1].evidence]
+        sentences.append(SummarySentence(text=" ".join(s.text.split()), evidence=list(dict.fromkeys(evidence))))
+    return extractive.Draft(sentences, [" ".join(i.split()) for i in answer.open_items if i.strip()],
+                            [" ".join(d.split()) for d in answer.decisions if d.strip()])
+
+
+def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
+    """Upsert the thread's summary document (or remove it when the summary says nothing), then mark the item
+    indexed; an item left unmarked (the writer died in between) is indexed by the thread's next refresh."""
+    doc = as_document(summary)
+    if not summary.text:
+        deps.index.delete(store.name, [doc.memory_id])
+    else:
+        embedder_guard.ensure(deps, store)  # vectors of the store's model only
+        deps.index.upsert(store.name, [(doc, deps.embedder.embed([doc.text])[0])])
+    # The thread may have been deleted (or its tenant erased) since the write: deletion removes the item
+    # before the document, so an item gone now means this document must go too.
+    if deps.repo.get_summary(store.name, summary.scope) is None:
+        deps.index.delete(store.name, [doc.memory_id])
+        return
+    deps.repo.summary_indexed(store.name, summary)
+
+
+def _extracts(deps: Deps, store: str, scope: Scope) -> bool:
+    info = deps.repo.get_scope(store, scope)
+    return info is None or info.access_policy.extracts
+
+
+def _tokenizer(deps: Deps) -> Tokenizer:
+    if deps.tokenizer is None:
+        raise DependencyFailed("thread summaries count tokens, and no tokenizer is configured (MEMLANE_TOKENIZER)",
+                               code="tokenizer_unavailable")
+    return deps.tokenizer
+
+
+# -- deletion ------------------------------------------------------------------------------------
+
+
+def delete(deps: Deps, store: str, scope: Scope) -> int:
+    """Remove the thread's summary from the table, then from the index; how many there were (0 or 1).
+    Call it once the thread's messages and registry entry are gone (no refresh can write it again), and in
+    this order: a refresh indexing meanwhile finds the item gone and removes its own document (`_index`).
+    `deps` bound to the tenant."""
+    existed = deps.repo.delete_summary(store, scope)
+    deps.index.delete(store, [doc_id(scope)])
+    return int(existed)

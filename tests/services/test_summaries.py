@@ -1,0 +1,513 @@
+"""Thread summaries (services/summaries.py): triggered by adds through the queue, incremental, the recent
+turns left out, one summary per thread whatever races, indexed as a summary document; the LLM path with
+its repair turn and extractive fallback."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from memlane.adapters.embedders.hashing import HashingEmbedder
+from memlane.bootstrap import build_local
+from memlane.config import Settings
+from memlane.domain.errors import DependencyFailed
+from memlane.domain.models import TaskStatus
+from memlane.domain.scope import Scope
+from memlane.ports import IndexInventory
+from memlane.repository import tenant_pk
+from memlane.services import erase, ingest, jobs, stores, summaries, sweep, tasks
+
+SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "t1"}
+THREAD = Scope(**SCOPE)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+TRIGGER, KEEP = 120, 6
+
+
+@pytest.fixture()
+def svc(tmp_path):
+    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
+                          embedder=HashingEmbedder())
+    stores.create(service.deps, name="demo", summary_trigger_tokens=TRIGGER, summary_keep_recent=KEEP)
+    yield service
+    service.close()
+
+
+def turn(i: int) -> dict[str, Any]:
+    role = "user" if i % 2 == 0 else "assistant"
+    return {"role": role, "created_at": T0 + timedelta(minutes=i),
+            "content": f"On day {i} we talked about the Lisbon trip budget item {i} and the hotel near Alfama."}
+
+
+def add_turns(deps, start: int, n: int, scope=SCOPE, **kwargs) -> None:
+    for i in range(start, start + n):
+        ingest.add(deps, "demo", scope=scope, messages=[turn(i)], request_id=f"turn-{scope['run_id']}-{i}", **kwargs)
+
+
+def thread_ids(deps, scope=THREAD) -> list[str]:
+    items = deps.table.query(tenant_pk("demo", scope.app_id, scope.tenant_id),
+                             prefix=f"MSG#{scope.agent_id}#{scope.run_id}#", limit=1000).items
+    return [i["message_id"] for i in items]
+
+
+def queued(svc, kind: str) -> int:
+    return svc.queue.db.conn.execute("SELECT COUNT(*) FROM jobs WHERE kind = ? AND state != 'dead'",
+                                     (kind,)).fetchone()[0]
+
+
+def bound(svc):
+    return svc.deps.for_tenant("demo", "app", "u1")
+
+
+class Recording:
+    """The table, noting every message item a read returns."""
+
+    def __init__(self, inner):
+        self.inner, self.read = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def query(self, pk, **kwargs):
+        page = self.inner.query(pk, **kwargs)
+        self.read += [i["message_id"] for i in page.items if i["sk"].startswith("MSG#")]
+        return page
+
+    def batch_get(self, keys):
+        found = self.inner.batch_get(keys)
+        self.read += [i["message_id"] for i in found if i["sk"].startswith("MSG#")]
+        return found
+
+
+class MeetAtWrite:
+    """The table, holding each thread's first summary write until `parties` threads are there."""
+
+    def __init__(self, inner, barrier: threading.Barrier):
+        self.inner, self.barrier, self.passed = inner, barrier, set()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _meet(self, sks):
+        if any(sk.startswith("SUM#") for sk in sks) and threading.get_ident() not in self.passed:
+            self.passed.add(threading.get_ident())
+            self.barrier.wait(timeout=30)
+
+    def put(self, item, **kwargs):
+        self._meet([item["sk"]])
+        return self.inner.put(item, **kwargs)
+
+    def transact(self, writes):
+        self._meet([w.item["sk"] if hasattr(w, "item") else w.sk for w in writes])
+        return self.inner.transact(writes)
+
+
+# -- the trigger, through the queue -------------------------------------------------------------
+
+
+def test_below_the_trigger_no_refresh_is_queued(svc):
+    add_turns(svc.deps, 0, KEEP + 1)  # one message beyond the recent ones: far below the trigger
+    assert queued(svc, "summarize") == 0
+    svc.drain()
+    assert summaries.get_summary(bound(svc), "demo", THREAD) is None
+
+
+def test_the_summary_refreshes_by_itself_past_the_trigger_leaving_the_recent_turns_out(svc):
+    add_turns(svc.deps, 0, 16)
+    assert queued(svc, "summarize") >= 1
+    svc.drain()
+    found = summaries.get_summary(bound(svc), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert found is not None and found.version >= 1
+    assert found.covered_until == ids[-KEEP - 1]  # everything but the last KEEP messages
+    assert found.covered_messages == len(ids) - KEEP
+    assert not set(found.evidence) & set(ids[-KEEP:])  # no recent turn is cited
+    assert found.sentences and all(s.evidence for s in found.sentences)
+    assert found.tokens <= svc.deps.settings.summary_max_tokens
+    assert found.origin == "extractive"
+
+
+def test_a_thread_whose_policy_extracts_nothing_gets_no_summary(svc):
+    add_turns(svc.deps, 0, 16, access_policy="recall_only")
+    assert queued(svc, "summarize") == 0
+    assert summaries.refresh(bound(svc), "demo", THREAD, force=True) is None
+
+
+# -- incremental -----------------------------------------------------------------------------------
+
+
+def test_the_second_refresh_reads_only_messages_after_covered_until(svc):
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    assert first is not None
+    add_turns(svc.deps, 16, 10)
+    recording = Recording(bound(svc).table)
+    second = summaries.refresh(dataclasses.replace(bound(svc), table=recording), "demo", THREAD)
+    assert second is not None and second.version == first.version + 1
+    assert recording.read, "the refresh read the new messages"
+    assert all(mid > first.covered_until for mid in recording.read), "it read what the summary already covers"
+    ids = thread_ids(svc.deps)
+    assert second.covered_until == ids[-KEEP - 1]
+    assert second.covered_messages == len(ids) - KEEP
+    # built on the previous summary (its statements, which cite covered messages, are merged in: the oldest
+    # give way first under the cap) without reading those messages again
+    carried = [s for s in second.sentences if s.evidence[0] <= first.covered_until]
+    assert carried and all(s in first.sentences for s in carried)
+    assert second.tokens <= svc.deps.settings.summary_max_tokens
+
+
+def test_a_refresh_with_nothing_new_past_the_trigger_writes_nothing(svc):
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    add_turns(svc.deps, 16, 1)  # one more eligible message: below the trigger
+    again = summaries.refresh(bound(svc), "demo", THREAD)
+    assert again is not None and again.version == first.version and again.covered_until == first.covered_until
+
+
+# -- one summary per thread, whatever races ---------------------------------------------------------
+
+
+def test_two_concurrent_refreshes_write_one_summary(svc):
+    add_turns(svc.deps, 0, 16)
+    barrier = threading.Barrier(2)
+    table = MeetAtWrite(bound(svc).table, barrier)
+    deps = dataclasses.replace(bound(svc), table=table)
+    results: list[Any] = []
+    workers = [threading.Thread(target=lambda: results.append(summaries.refresh(deps, "demo", THREAD)))
+               for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    items = svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items
+    assert len(items) == 1
+    assert items[0]["version"] == 1  # one write won; the other read it and found nothing left to do
+    assert [r.version for r in results] == [1, 1]
+    assert len(table.passed) == 2 and not barrier.broken  # both really met at the write
+
+
+def test_a_refresh_that_loses_the_race_continues_from_the_winner_so_no_coverage_is_lost(svc):
+    add_turns(svc.deps, 0, 16)
+    barrier = threading.Barrier(2)
+    table = MeetAtWrite(bound(svc).table, barrier)
+    deps = dataclasses.replace(bound(svc), table=table)
+    results: list[Any] = []
+
+    def refresh() -> None:
+        results.append(summaries.refresh(deps, "demo", THREAD, force=True))
+
+    early = threading.Thread(target=refresh)
+    early.start()
+    for _ in range(3000):  # the early refresh has read its batch and waits to write
+        if barrier.n_waiting == 1:
+            break
+        threading.Event().wait(0.01)
+    assert barrier.n_waiting == 1, "the early refresh never reached its write"
+    add_turns(svc.deps, 16, 4)  # the late refresh sees four more messages
+    late = threading.Thread(target=refresh)
+    late.start()
+    early.join(timeout=60)
+    late.join(timeout=60)
+    final = summaries.get_summary(bound(svc), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert final.covered_until == ids[-KEEP - 1] and final.covered_messages == len(ids) - KEEP
+    assert len(svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items) == 1
+
+
+def test_a_redelivered_job_changes_nothing(svc):
+    add_turns(svc.deps, 0, 16)
+    job = summaries.job("demo", "sum-job-1", THREAD)
+    jobs.handle(svc.deps, job)
+    first = summaries.get_summary(bound(svc), "demo", THREAD)
+    jobs.handle(svc.deps, job)  # the same job delivered again
+    again = summaries.get_summary(bound(svc), "demo", THREAD)
+    assert first is not None and again == first
+    assert len(svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items) == 1
+
+
+# -- a forced refresh is a task --------------------------------------------------------------------
+
+
+def test_a_forced_refresh_is_a_pollable_task_and_summarises_below_the_trigger(svc):
+    add_turns(svc.deps, 0, KEEP + 2)  # below the trigger
+    task = summaries.request_refresh(bound(svc), "demo", THREAD)
+    assert task.status == TaskStatus.PENDING and task.kind == "summarize"
+    svc.drain()
+    done = tasks.get(svc.deps, "demo", task.request_id)  # found by its id alone, like an extraction
+    assert done.status == TaskStatus.SUCCEEDED and done.kind == "summarize"
+    found = summaries.get_summary(bound(svc), "demo", THREAD)
+    assert found is not None and found.covered_messages == 2
+    jobs.handle(svc.deps, summaries.job("demo", task.request_id, THREAD))  # redelivered: still one summary
+    assert summaries.get_summary(bound(svc), "demo", THREAD).version == found.version
+
+
+def test_the_sweeper_requeues_a_forced_refresh_whose_job_was_lost(svc):
+    add_turns(svc.deps, 0, KEEP + 2)
+    svc.drain()
+    task = summaries.request_refresh(bound(svc), "demo", THREAD)
+    svc.queue.db.conn.execute("DELETE FROM jobs")  # the SQS send that never happened
+    later = dataclasses.replace(svc.deps, clock=_Later(svc.deps.clock, svc.deps.settings.task_deadline_seconds + 1))
+    assert sweep.sweep(later).requeued == 1
+    assert queued(svc, "summarize") == 1  # as a summarize job, not an extraction
+    svc.drain()
+    assert tasks.get(svc.deps, "demo", task.request_id).status == TaskStatus.SUCCEEDED
+
+
+class _Later:
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+
+    def now(self):
+        return self.clock.now() + timedelta(seconds=self.seconds)
+
+
+# -- the index document ----------------------------------------------------------------------------
+
+
+def test_the_summary_is_indexed_as_a_summary_document_of_the_thread(svc):
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(bound(svc), "demo", THREAD)
+    assert isinstance(svc.deps.index, IndexInventory)
+    docs = {d.memory_id: d for d in svc.deps.index.documents("demo")}
+    doc = docs[summaries.doc_id(THREAD)]
+    assert (doc.app_id, doc.tenant_id, doc.agent_id, doc.run_id) == ("app", "u1", "bot", "t1")
+    assert doc.text == found.text
+    other = Scope(**{**SCOPE, "tenant_id": "u2"})
+    assert summaries.doc_id(other) != summaries.doc_id(THREAD)  # one document per thread and tenant
+
+
+# -- with an LLM -----------------------------------------------------------------------------------
+
+
+class ScriptedLLM:
+    name = "scripted"
+
+    def __init__(self, *answers):
+        self.answers, self.prompts = list(answers), []
+
+    def generate(self, *, system, prompt, response_model):
+        self.prompts.append(prompt)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return response_model.model_validate(answer)
+
+
+GOOD = {"sentences": [{"text": "The user plans a Lisbon trip near Alfama.", "messages": [1, 2]},
+                      {"text": "Budget items were listed day by day.", "messages": [3]}],
+        "open_items": ["book the hotel"], "decisions": ["stay near Alfama"]}
+BAD_NUMBERS = {"sentences": [{"text": "The user plans a Lisbon trip.", "messages": [1, 99]}]}
+
+
+def with_llm(svc, llm):
+    return dataclasses.replace(bound(svc), llm=llm)
+
+
+def test_the_llm_summary_maps_its_numbers_to_message_ids(svc):
+    add_turns(svc.deps, 0, 16)
+    llm = ScriptedLLM(GOOD)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert found.origin == "llm"
+    assert found.sentences[0].evidence == ids[:2] and found.sentences[1].evidence == [ids[2]]
+    assert found.open_items == ["book the hotel"] and found.decisions == ["stay near Alfama"]
+    assert "[1] 2024-03-01 User: On day 0" in llm.prompts[0]
+    assert ids[-1] not in llm.prompts[0] and "day 15" not in llm.prompts[0]  # recent turns are not shown
+
+
+def test_numbers_not_shown_get_one_repair_turn(svc):
+    add_turns(svc.deps, 0, 16)
+    llm = ScriptedLLM(BAD_NUMBERS, GOOD)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    assert found.origin == "llm" and len(llm.prompts) == 2
+    assert "[99]" in llm.prompts[1] and "not shown" in llm.prompts[1]
+
+
+def test_an_answer_still_unusable_after_the_repair_falls_back_to_the_extractive_summary(svc):
+    add_turns(svc.deps, 0, 16)
+    llm = ScriptedLLM(BAD_NUMBERS, BAD_NUMBERS)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    assert found.origin == "extractive" and len(llm.prompts) == 2
+    assert found.sentences and found.covered_messages == 10
+
+
+def test_a_model_that_cannot_answer_falls_back_to_the_extractive_summary(svc):
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(with_llm(svc, ScriptedLLM(DependencyFailed("no schema"))), "demo", THREAD)
+    assert found.origin == "extractive" and found.covered_messages == 10
+
+
+def test_the_second_llm_refresh_shows_the_previous_summary_not_the_old_messages(svc):
+    add_turns(svc.deps, 0, 16)
+    summaries.refresh(with_llm(svc, ScriptedLLM(GOOD)), "demo", THREAD)
+    add_turns(svc.deps, 16, 10)
+    keep = {"sentences": [{"text": "The user plans a Lisbon trip near Alfama.", "previous": [1]},
+                          {"text": "More budget items followed.", "messages": [1]}]}
+    llm = ScriptedLLM(keep)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert "[p1] The user plans a Lisbon trip near Alfama." in llm.prompts[0]
+    assert "day 0 " not in llm.prompts[0] and "day 9 " not in llm.prompts[0]  # covered messages are not re-read
+    assert "[1] 2024-03-01 User: On day 10 " in llm.prompts[0]
+    assert found.sentences[0].evidence == ids[:2]  # kept sentence keeps its citations
+    assert found.sentences[1].evidence == [ids[10]]
+
+
+# -- fsck and reindex know summary documents -----------------------------------------------------------
+
+
+def test_fsck_counts_a_summary_document_as_expected_and_repair_keeps_it(svc):
+    from memlane.services.fsck import fsck
+
+    add_turns(svc.deps, 0, 16)
+    summaries.refresh(bound(svc), "demo", THREAD)
+    report = fsck(svc.deps, "demo", repair=True)
+    assert (report.orphans, report.missing, report.stale) == (0, 0, 0)
+    assert summaries.doc_id(THREAD) in {d.memory_id for d in svc.deps.index.documents("demo")}
+
+
+def test_fsck_repairs_a_lost_or_stale_summary_document(svc):
+    from memlane.services.fsck import fsck
+
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(bound(svc), "demo", THREAD)
+    svc.deps.index.delete("demo", [summaries.doc_id(THREAD)])  # a crash between the table write and the index
+    report = fsck(svc.deps, "demo", repair=True)
+    assert report.missing == 1 and report.repaired == 1
+    doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}[summaries.doc_id(THREAD)]
+    assert doc.text == found.text
+    assert fsck(svc.deps, "demo").missing == 0
+
+
+def test_reindex_rebuilds_summary_documents(svc):
+    from memlane.services.reindex import reindex
+
+    add_turns(svc.deps, 0, 16)
+    found = summaries.refresh(bound(svc), "demo", THREAD)
+    reindex(svc.deps, "demo")
+    doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}.get(summaries.doc_id(THREAD))
+    assert doc is not None and doc.text == found.text
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+def test_the_cli_refreshes_and_shows_a_thread_summary(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def memlane(*args):
+        # one process per command, as a user runs it (--local owns the data dir until the process ends)
+        done = subprocess.run([sys.executable, "-m", "memlane.cli", "--local", "--data-dir", str(tmp_path / "cli"),
+                               *args], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "MEMLANE_EMBEDDER": "hashing", "MEMLANE_LOG_LEVEL": "ERROR"})
+        return done.returncode, done.stdout, done.stderr
+
+    assert memlane("stores", "create", "demo", "--summary-keep-recent", "2")[0] == 0
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps([{**turn(i), "created_at": turn(i)["created_at"].isoformat()} for i in range(5)]))
+    who = ("--app", "app", "--tenant", "u1", "--agent", "bot")
+    assert memlane("add", "demo", *who, "--run", "t1", "--messages", str(turns))[0] == 0
+    code, out, _ = memlane("--json", "summary", "refresh", "demo", "t1", *who, "--wait")
+    assert code == 0 and json.loads(out)["status"] == "SUCCEEDED"
+    code, out, _ = memlane("--json", "summary", "get", "demo", "t1", *who)
+    shown = json.loads(out)
+    assert code == 0 and shown["covered_messages"] == 3 and shown["sentences"]
+    code, out, _ = memlane("summary", "get", "demo", "t1", *who)
+    assert code == 0 and "3 messages" in out and "On day 0" in out
+    code, _, err = memlane("summary", "get", "demo", "nope", "--app", "app", "--tenant", "u1")
+    assert code == 2 and "summary_not_found" in err
+
+
+# -- a refresh racing the thread's deletion leaves nothing behind ------------------------------------------
+
+
+class DeleteBefore:
+    """Runs `deletion` once, just before the first call of one of `methods` that concerns a summary."""
+
+    def __init__(self, inner, methods, deletion):
+        self.inner, self.methods, self.deletion, self.done = inner, methods, deletion, False
+
+    def __getattr__(self, name):
+        real = getattr(self.inner, name)
+        if name not in self.methods:
+            return real
+
+        def wrapped(*args, **kwargs):
+            about_summary = "SUM#" in repr(args) or summaries.DOC_PREFIX in repr(args)
+            if about_summary and not self.done:
+                self.done = True
+                self.deletion()
+            return real(*args, **kwargs)
+        return wrapped
+
+
+def _leftovers(svc):
+    items = svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items
+    docs = [d for d in svc.deps.index.documents("demo") if d.memory_id == summaries.doc_id(THREAD)]
+    return items, docs
+
+
+def test_a_refresh_that_writes_after_its_thread_was_deleted_leaves_no_summary(svc):
+    add_turns(svc.deps, 0, 16)
+    delete = lambda: erase.delete_run(svc.deps, "demo", scope=SCOPE)  # noqa: E731
+    racing = dataclasses.replace(bound(svc), table=DeleteBefore(bound(svc).table, ("put", "transact"), delete))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.table.done, "the deletion ran between the refresh's read and its write"
+    assert _leftovers(svc) == ([], [])
+
+
+def test_a_refresh_that_indexes_after_its_thread_was_deleted_leaves_no_document(svc):
+    add_turns(svc.deps, 0, 16)
+    delete = lambda: erase.delete_run(svc.deps, "demo", scope=SCOPE)  # noqa: E731
+    racing = dataclasses.replace(bound(svc), index=DeleteBefore(bound(svc).index, ("upsert",), delete))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.index.done
+    assert _leftovers(svc) == ([], [])
+
+
+def test_a_refresh_that_indexes_while_the_tenant_is_erased_leaves_no_document(svc):
+    add_turns(svc.deps, 0, 16)
+
+    def erase_tenant():
+        erase.run_erasure(svc.deps, erase.request_erasure(svc.deps, app_id="app", tenant_id="u1",
+                                                          principal="ops").erasure_id)
+
+    racing = dataclasses.replace(bound(svc), index=DeleteBefore(bound(svc).index, ("upsert",), erase_tenant))
+    summaries.refresh(racing, "demo", THREAD)
+    assert racing.index.done
+    assert _leftovers(svc) == ([], [])
+
+
+class FailOnce:
+    """The index, failing the first summary upsert (a crash between the table write and the index write)."""
+
+    def __init__(self, inner):
+        self.inner, self.failed = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def upsert(self, store, docs):
+        if not self.failed and any(d.memory_id.startswith(summaries.DOC_PREFIX) for d, _ in docs):
+            self.failed = True
+            raise RuntimeError("the process died here")
+        return self.inner.upsert(store, docs)
+
+
+def test_a_refresh_that_died_before_indexing_is_indexed_by_the_redelivered_job(svc):
+    add_turns(svc.deps, 0, 16)
+    dying = dataclasses.replace(bound(svc), index=FailOnce(bound(svc).index))
+    with pytest.raises(RuntimeError):
+        summaries.refresh(dying, "demo", THREAD)
+    written = summaries.get_summary(bound(svc), "demo", THREAD)
+    assert written is not None and _leftovers(svc)[1] == []  # in the table, not findable
+    summaries.refresh(bound(svc), "demo", THREAD)  # the job again: nothing new to summarise
+    [doc] = _leftovers(svc)[1]
+    assert doc.text == written.text
+    assert summaries.get_summary(bound(svc), "demo", THREAD).version == written.version  # not rewritten

@@ -1,0 +1,92 @@
+"""The extractive thread summary (policies/summary.py): statements in time order with their dates and
+messages, capped by real tokens; the merge of an older summary with new statements under the cap."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.adapters.tokenizers.hf import HFTokenizer
+from memlane.domain.models import Message, SummarySentence
+from memlane.domain.scope import Scope
+from memlane.policies import summary
+
+SCOPE = Scope(app_id="app", tenant_id="t", agent_id="a", run_id="r")
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def count():
+    return HFTokenizer().count_many
+
+
+def msg(i: int, content: str, role: str = "user", name: str | None = None, day: int = 0) -> Message:
+    return Message(message_id=f"m{i:04d}", scope=SCOPE, role=role, content=content, name=name,
+                   created_at=T0 + timedelta(days=day, minutes=i), request_id="r")
+
+
+def test_statements_keep_their_date_speaker_and_message_in_the_order_said(count):
+    draft = summary.extract([
+        msg(1, "Hi!"),
+        msg(2, "I adopted a beagle called Max on 3 May.", name="Caroline"),
+        msg(3, "That is lovely. What breed is he?", role="assistant"),
+        msg(4, "We decided to book the flight to Lisbon for June 12.", name="Caroline", day=1),
+    ], count, cap=400)
+    assert [s.text for s in draft.sentences] == [
+        "2023-05-08 Caroline: I adopted a beagle called Max on 3 May.",
+        "2023-05-09 Caroline: We decided to book the flight to Lisbon for June 12.",
+    ]
+    assert draft.sentences[0].evidence == ["m0002"]
+    assert draft.sentences[-1].evidence == ["m0004"]
+    assert draft.decisions == ["2023-05-09 Caroline: We decided to book the flight to Lisbon for June 12."]
+    assert all("?" not in s.text and "Hi" not in s.text for s in draft.sentences)
+
+
+def test_the_cap_keeps_the_most_informative_statements_within_the_token_budget(count):
+    filler = [msg(i, "I think that it was kind of a nice day for me overall.") for i in range(20)]
+    facts = [msg(100, "Melanie ran the Boston marathon in 3 hours 41 minutes on 17 April 2023."),
+             msg(101, "Her daughter Rosa starts at Stanford in September 2024.")]
+    cap = 60
+    draft = summary.extract(filler[:10] + facts[:1] + filler[10:] + facts[1:], count, cap)
+    assert summary.tokens(draft, count) <= cap
+    kept = " ".join(s.text for s in draft.sentences)
+    assert "Boston marathon" in kept and "Stanford" in kept
+    ids = [s.evidence[0] for s in draft.sentences]
+    assert ids == sorted(ids)  # back in the order said
+
+
+def test_merge_drops_the_older_halfs_least_informative_sentences_first_and_keeps_the_new(count):
+    old = summary.Draft([
+        SummarySentence(text="2023-05-01 User: Ok so that was that and it was fine.", evidence=["m1"]),
+        SummarySentence(text="2023-05-01 User: My passport number ends in 4471 and expires March 2027.",
+                        evidence=["m2"]),
+        SummarySentence(text="2023-05-02 User: I guess it is what it is for now.", evidence=["m3"]),
+    ])
+    new = summary.Draft([SummarySentence(text="2023-05-09 User: I moved to Denver in May 2023.", evidence=["m9"])])
+    sizes = count([s.text for s in old.sentences + new.sentences])
+    cap = sum(sizes) - 1  # one sentence has to go
+    merged = summary.merge(old, new, count, cap)
+    assert summary.tokens(merged, count) <= cap
+    texts = [s.text for s in merged.sentences]
+    assert texts[-1].endswith("Denver in May 2023.")  # the new statement stays
+    assert any("4471" in t for t in texts)  # the informative old one stays
+    assert not any("that was that" in t for t in texts)  # the older half's least informative went first
+
+
+def test_merge_under_the_cap_keeps_everything_in_order(count):
+    old = summary.Draft([SummarySentence(text="2023-05-01 User: I live in Brooklyn with two cats.", evidence=["m1"])],
+                        open_items=["2023-05-01 User: I need to renew my lease."])
+    new = summary.Draft([SummarySentence(text="2023-05-03 User: My sister Ana visits in July.", evidence=["m5"])])
+    merged = summary.merge(old, new, count, 400)
+    assert [s.evidence for s in merged.sentences] == [["m1"], ["m5"]]
+    assert merged.open_items == ["2023-05-01 User: I need to renew my lease."]
+
+
+def test_the_cap_holds_for_any_cap(count):
+    messages = [msg(i, f"On day {i} I met colleague number {i * 7} at the Berlin office to discuss budget item {i}.")
+                for i in range(40)]
+    for cap in (20, 50, 120, 400):
+        previous = summary.extract(messages[:20], count, cap)
+        merged = summary.merge(previous, summary.extract(messages[20:], count, cap), count, cap)
+        assert summary.tokens(merged, count) <= cap
