@@ -634,19 +634,37 @@ class ThreadOut(BaseModel):
     created_at: datetime
     last_activity: datetime
     metadata: dict[str, Any] = Field(default_factory=dict)
-    summary: dict[str, Any] | None = None  # the thread summary's state, once summaries exist
+    summary: "SummaryStateOut | None" = None  # None until the thread's first summary
 
     @classmethod
-    def of(cls, info: ScopeInfo, tokenizer: str | None = None) -> "ThreadOut":
+    def of(cls, info: ScopeInfo, tokenizer: str | None = None, summary: ThreadSummary | None = None) -> "ThreadOut":
         return cls(thread_id=info.scope.run_id, scope=ScopeOut(**info.scope.as_dict()),
                    access_policy=info.access_policy, message_count=info.message_count, token_count=info.token_count,
                    tokenizer=tokenizer, created_at=info.first_seen, last_activity=info.last_activity,
-                   metadata=info.metadata)
+                   metadata=info.metadata, summary=SummaryStateOut.of(summary) if summary else None)
+
+
+class SummaryStateOut(BaseModel):
+    """How far a thread's summary has got (the summary itself: GET .../threads/{id}/summary)."""
+
+    covered_until: str | None
+    covered_messages: int
+    tokens: int
+    origin: str
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, summary: ThreadSummary) -> "SummaryStateOut":
+        return cls(covered_until=summary.covered_until, covered_messages=summary.covered_messages,
+                   tokens=summary.tokens, origin=summary.origin, updated_at=summary.updated_at)
 
 
 class ThreadList(BaseModel):
     threads: list[ThreadOut]
     next_cursor: str | None = None
+
+
+ThreadOut.model_rebuild()
 
 
 # -- actor profiles ---------------------------------------------------------------------------

@@ -29,6 +29,12 @@ class SummaryRecords:
         item = self.table.get(*self.summary_key(store, scope))
         return ThreadSummary.model_validate(item) if item else None
 
+    def get_summaries(self, store: str, scopes: list[Scope]) -> dict[Scope, ThreadSummary]:
+        """The summaries of these threads (one batch read), by thread; threads without one are absent."""
+        items = self.table.batch_get([self.summary_key(store, scope) for scope in scopes]) if scopes else []
+        found = (ThreadSummary.model_validate(i) for i in items)
+        return {summary.scope: summary for summary in found}
+
     def iter_summaries(self, store: str, app_id: str, tenant_id: str) -> Iterator[ThreadSummary]:
         cursor = None
         while True:

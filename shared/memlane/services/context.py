@@ -19,7 +19,7 @@ from ..domain.errors import DependencyFailed, InvalidInput
 from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
 from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restates
-from . import profiles, search, threads
+from . import profiles, search, summaries, threads
 from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
@@ -89,8 +89,8 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
 
 
 def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
-    """The thread's rolling summary (services.summaries.get_summary once summaries exist)."""
-    return None
+    """The thread's rolling summary, if it has one yet."""
+    return summaries.get_summary(deps, store, scope)
 
 
 def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> str:

@@ -21,7 +21,7 @@ from ..domain.validation import check_metadata
 from ..policies import consolidation
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import Hit, IndexQuery
-from . import embedder_guard, scopes
+from . import embedder_guard, scopes, summaries
 from .deps import Deps
 
 
@@ -184,9 +184,10 @@ def _load(deps: Deps, store: str, where: ScopeFilter, found: list[Hit],
 
 
 def _summaries(deps: Deps, store: str, where: ScopeFilter, ids: list[str]) -> dict[str, Memory]:
-    """Summary records behind these ids. The seam to services/summaries.py (issue 12, item 4): until
-    it is merged no summary is indexed, and a summary document without its table record is left out."""
-    return {}
+    """Summary records behind these ids, read from the table (a document without its record is left out)."""
+    if not ids:
+        return {}
+    return {d.memory_id: d for d in summaries.documents(deps, store, where.app_id, where.tenant_id, ids)}
 
 
 def _held_at(memory: Memory, when: datetime) -> bool:

@@ -15,8 +15,11 @@ from .common import Cursor, IdParam, Limit
 def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
-    def out(d: Deps, info: Any) -> dict[str, Any]:
-        return ThreadOut.of(info, d.tokenizer.name if d.tokenizer is not None else None).model_dump(mode="json")
+    def views(d: Deps, store: str, infos: list[Any]) -> list[ThreadOut]:
+        """Each thread with its summary's state (one batch read for the page)."""
+        name = d.tokenizer.name if d.tokenizer is not None else None
+        summaries = d.repo.get_summaries(store, [i.scope for i in infos])
+        return [ThreadOut.of(i, name, summaries.get(i.scope)) for i in infos]
 
     @router.post("/v1/stores/<store>/threads", status_code=201, tags=["threads"],
                  summary="Create a thread (a run with a stable id); the same body again answers the thread",
@@ -29,7 +32,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         info, created = threads.create(d, store, scope=body.scope.model_dump(exclude_none=True),
                                        thread_id=body.thread_id, access_policy=body.access_policy,
                                        metadata=body.metadata)
-        return out(d, info), 201 if created else 200
+        return views(d, store, [info])[0].model_dump(mode="json"), 201 if created else 200
 
     @router.get("/v1/stores/<store>/threads/<thread_id>", tags=["threads"],
                 summary="A thread: message and token counts, last activity, access policy, metadata")
@@ -37,7 +40,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
                    agent_id: IdParam = None) -> ThreadOut:
         d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id, run_id=thread_id)
         info = threads.get(d, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
-        return ThreadOut.of(info, d.tokenizer.name if d.tokenizer is not None else None)
+        return views(d, store, [info])[0]
 
     @router.get("/v1/stores/<store>/threads", tags=["threads"],
                 summary="A tenant's threads (optionally one agent's), newest activity first")
@@ -46,8 +49,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id)
         found, next_cursor = threads.list_(d, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id,
                                            limit=limit, cursor=cursor)
-        name = d.tokenizer.name if d.tokenizer is not None else None
-        return ThreadList(threads=[ThreadOut.of(t, name) for t in found], next_cursor=next_cursor)
+        return ThreadList(threads=views(d, store, found), next_cursor=next_cursor)
 
     @router.delete("/v1/stores/<store>/threads/<thread_id>", tags=["threads"],
                    summary="Delete a thread: its messages, run-scoped memories and summary; tenant memories stay")
