@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from memlane.adapters.tokenizers.hf import HFTokenizer
+from memlane.domain.models import RecordType
 from memlane.domain.scope import Scope, ScopeFilter
 from memlane.ports import IndexQuery
 from memlane.services import erase, ingest, stores, summaries
@@ -29,10 +30,11 @@ def test_a_summary_document_is_indexed_for_its_tenant_and_deleted_with_its_run(o
 
     def hits(app_tenant) -> list[str]:  # type: ignore[no-untyped-def]
         result = deps.for_tenant("demo", *app_tenant).index.search("demo", IndexQuery(
-            scope=ScopeFilter(app_id=app_tenant[0], tenant_id=app_tenant[1]), text="Porto riverside hotel"))
+            scope=ScopeFilter(app_id=app_tenant[0], tenant_id=app_tenant[1]), text="Porto riverside hotel",
+            record_types=(RecordType.SUMMARY,)))
         return [h.memory_id for h in result.keyword]
 
-    assert summaries.doc_id(Scope(**THREAD)) in hits(("app", "u1"))
+    assert summaries.doc_id(Scope(**THREAD)) in hits(("app", "u1"))  # a summary record, asked for as one
     assert summaries.doc_id(Scope(**THREAD)) not in hits(("app", "u2"))
     assert erase.delete_run(deps, "demo", scope=THREAD)["summaries"] == 1
     assert summaries.doc_id(Scope(**THREAD)) not in hits(("app", "u1"))
