@@ -26,6 +26,7 @@ from ...domain.models import Memory, RecordType, validate_store_name
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult
 from ..tenant_binding import TenantBinding
+from .compaction import checkpoint
 from .index_filter import Filter, candidates, match_expression, tenant_key, utc_iso, where
 from .index_schema import INSERT, INSERT_VECTOR, open_schema
 from .index_vectors import TenantKey, VectorCache, Vectors, unit_vector
@@ -109,8 +110,7 @@ class EmbeddedIndex:
         with self._lock:
             with self._write():
                 self._db.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
-            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy:
+            if checkpoint(self._db):
                 raise Retryable("the index file is busy: its write-ahead log could not be truncated; "
                                 "retry the deletion", code="storage_busy")
 
