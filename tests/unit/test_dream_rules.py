@@ -123,3 +123,11 @@ def test_due_means_pending_and_not_freshly_queued():
     assert not due(info.model_copy(update={"pending_since": None}), T0, 900)
     queued = info.model_copy(update={"queued_task": "t", "queued_at": T0})
     assert not due(queued, T0 + timedelta(minutes=5), 900) and due(queued, T0 + timedelta(minutes=20), 900)
+
+
+def test_a_memory_that_is_only_its_subject_reads_as_no_claim():
+    """Found by the API fuzz: a memory whose text is the subject alone ("Alice.") made the profile
+    rebuild of every deletion fail with an IndexError (a 500 on DELETE memory and DELETE thread)."""
+    mems = [memory("m1", "Alice."), memory("m2", "User"), memory("m3", "Alice lives in Lisbon.")]
+    p = dream_profile.build(store="s", app_id="app", tenant_id="u1", agent_id=None, memories=mems)
+    assert [(a.name, a.value) for a in p.attributes] == [("lives in", "Lisbon")]

@@ -51,6 +51,8 @@ def claim(memory: Memory) -> Claim | None:
     if at is None:
         return None
     rest = [w for w in words[at + 1:] if w.lower() not in lang.TIME_ADVERBS]
+    if not rest:
+        return None  # the subject alone ("Alice.", "User likes"…cut off): no relation to read
     if st.owner:  # "Ann's favourite colour is blue": the owned thing is the relation
         cut = next((i for i, w in enumerate(rest) if w.lower() in lang.COPULAS), None)
         if cut is None:
