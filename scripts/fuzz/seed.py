@@ -26,7 +26,7 @@ KEEP_RUNS = [f"r{i}" for i in range(1, 4)]  # read and written by every operatio
 DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these
 DISPOSABLE_MEMORY_RUNS = [f"m{i}" for i in range(1, 7)]  # memories only DELETE .../memories/{id} draws
 AGENTS = ["planner", "concierge"]
-DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 31)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
+DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 61)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
 HOBBIES = ["collect vintage maps of Portugal", "play the cello in a community orchestra",
            "grow tomatoes on my balcony every summer", "keep two beehives in my garden",
            "run a book club for science fiction", "restore old bicycles in my garage"]
