@@ -754,6 +754,10 @@ def test_embedded_metadata_keys_are_literal(tmp_path: Path) -> None:
     ("Hello hello HELLO", '"hello"'),
     ("the cat is on the mat", '"cat" OR "mat"'),  # English stop words, as OpenSearch's analyzer
     ("to be or not to be", None),
+    # A possessive is its word, as OpenSearch's english_possessive_stemmer reads it: no bare "s" to
+    # match every "that's" and "it's" (a closing remark outranked the current fact by it).
+    ("Who is the user's employer?", '"who" OR "user" OR "employer"'),
+    ("Caroline’s dog", '"caroline" OR "dog"'),
     ("  -- ** ()", None),
     ("", None),
 ])
