@@ -153,6 +153,10 @@ class Statement:
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
+        # What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
+        # so the two align; the words as written keep the cues ("started", "got a job").
+        state = lang.as_state(body)
+        framed = self.words if state == body else [_base(w) for w in _TOKEN.findall(state)]
         # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
@@ -160,12 +164,12 @@ class Statement:
         self.shown: dict[str, str] = {}  # stem → a word it stands for (as written), to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
-        self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
+        self.tokens = [lang.stem(w) if w != self.subject else w for w in framed
                        if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
         for w in raw:
             self.shown.setdefault(lang.stem(_base(w)), re.sub(r"['’]s$", "", w))
-        self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
+        self.content = {lang.stem(w) for w in framed if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
         self.values = {w for w in raw[1:] if any(c.isdigit() for c in w) or "@" in w}
@@ -311,17 +315,44 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
-    # The shared words are most of the new statement: one statement, one value changed.
-    aligned = len(al.shared) >= FRAME_SHARE * min(len(new.tokens), len(old.tokens))
-    if len(al.replaced) == 1 and relation_words and same_polarity and aligned:
-        a, b = al.replaced[0]
-        a_content, b_content = _content(a, new.subject), _content(b, new.subject)
-        if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
-                and (new.change or not _set_valued(relation_words))):
-            return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
-                            f"same relation ('{_show(new, relation_words)}'), another value: "
-                            f"'{_show(old, a)}' → '{_show(new, b)}'")
+    # The whole statement, or the clause of it about what the old one says ("got a job as a developer"
+    # of "..., no more coffee shifts"): the other clauses are not part of its value.
+    closest = _closest_clause(new, old)
+    for frame in (new, closest) if closest is not new else (new,):
+        value = _another_value(new, frame, old)
+        if value is not None:
+            return value
     return _reported_change(new, old, similarity)
+
+
+def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation | None:
+    """`frame` (`new`, or a clause of it) says what `old` says with one value changed: the shared
+    words are most of it, one span differs, and each side's span (up to where a phrase of time, place
+    or reason starts: "barista | on weekends while ...") is a short value."""
+    if frame.subject != old.subject:
+        return None
+    al = _align(old.tokens, frame.tokens)
+    relation_words = _content(al.shared, new.subject)
+    aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
+    if len(al.replaced) != 1 or not relation_words or not aligned \
+            or _closest_clause(frame, old).negated != old.negated:
+        return None
+    a, b = (_value(span) for span in al.replaced[0])
+    if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
+            and len(b) <= MAX_VALUE_WORDS and (new.change or not _set_valued(relation_words))):
+        return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
+                        f"same relation ('{_show(new, relation_words)}'), another value: "
+                        f"'{_show(old, a)}' → '{_show(new, b)}'")
+    return None
+
+
+_VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
+
+
+def _value(span: list[str]) -> list[str]:
+    """A differing span up to where a phrase of time, place or reason starts (its first word is the value's)."""
+    end = next((i for i, w in enumerate(span) if i and w in _VALUE_ENDS), len(span))
+    return span[:end]
 
 
 def _reported_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -356,13 +387,20 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
         return Relation(ExtractAction.DELETE, Evidence.DENIAL,
                         f"denies what the memory says ({_show(old, sorted(shared))})")
-    if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
+    if new.stops and not old.stops and not _other_value(best, old) \
+            and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
         if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
             # "quit teaching and became a data analyst": ended, and replaced by something
             return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
                             f"says it changed ({_show(old, sorted(shared))})")
         return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
+
+
+def _ends_what_it_names(new: Statement, old: Statement) -> bool:
+    """A clause of `new` says something stopped, and all it names the old statement names ("quit
+    teaching" / "is a math teacher"): the end of that, however far the two are in meaning."""
+    return any(c.stops and c.content and c.content <= old.content for c in new.clauses())
 
 
 def _moved(to: str, old: Statement) -> str:
@@ -375,7 +413,8 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
     old_stems = {lang.stem(w) for w in old.words}
     for i, w in enumerate(new.words):
         states = lang.CHANGE_VERBS.get(lang.stem(w))
-        if states and any(st in old_stems for st in states):
+        # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
+        if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
     return ""
