@@ -192,3 +192,11 @@ def test_a_move_changes_the_home_a_memory_names(old, new):
 ])
 def test_a_move_of_another_holder_keeps_the_memory(old, new):
     assert action(old, new, similarity=0.5) == ExtractAction.ADD
+
+
+def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
+    """"no more coffee shifts" ends the old job, "got a job as" says what replaced it: superseded, not denied."""
+    assert action("User works as a barista on weekends while User studys.",
+                  "User got a job as a junior developer, no more coffee shifts.", similarity=0.6) == ExtractAction.UPDATE
+    assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
+

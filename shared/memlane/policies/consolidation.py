@@ -62,6 +62,7 @@ _NARRATION = frozenset("new newly started again moving gone".split())
 # A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
 _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
                       re.I)
+_REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -210,6 +211,13 @@ class Statement:
     @cached_property
     def strong_change(self) -> bool:
         return lang.change_cue(*self._plain, strong=True)
+
+    @cached_property
+    def replaced(self) -> bool:
+        """A change cue besides a stop cue: what ended was replaced ("became", "got a job as")."""
+        words, text = self._plain
+        return (any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
+                or lang.has_phrase(text, _REPLACING_PHRASES))
 
     @cached_property
     def addressed(self) -> bool:
@@ -389,7 +397,7 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
                         f"denies what the memory says ({_show(old, sorted(shared))})")
     if new.stops and not old.stops and not _other_value(best, old) \
             and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
-        if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
+        if new.replaced:
             # "quit teaching and became a data analyst": ended, and replaced by something
             return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
                             f"says it changed ({_show(old, sorted(shared))})")
