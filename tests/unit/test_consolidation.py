@@ -198,5 +198,8 @@ def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
     """"no more coffee shifts" ends the old job, "got a job as" says what replaced it: superseded, not denied."""
     assert action("User works as a barista on weekends while User studys.",
                   "User got a job as a junior developer, no more coffee shifts.", similarity=0.6) == ExtractAction.UPDATE
+    # entering a state is itself the cue, in whatever words ("landed a job as", "was hired as")
+    assert action("User works as a bartender at night because of User's classes.",
+                  "User landed a job as a copywriter, no more late nights behind the bar.", 0.6) == ExtractAction.UPDATE
     assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
 

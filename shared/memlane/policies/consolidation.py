@@ -157,7 +157,8 @@ class Statement:
         # What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
         # so the two align; the words as written keep the cues ("started", "got a job").
         state = lang.as_state(body)
-        framed = self.words if state == body else [_base(w) for w in _TOKEN.findall(state)]
+        self.entered = state != body  # "got a job as", "was hired as": a change cue in itself
+        framed = [_base(w) for w in _TOKEN.findall(state)] if self.entered else self.words
         # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
@@ -187,7 +188,7 @@ class Statement:
 
     @cached_property
     def change(self) -> bool:
-        return lang.change_cue(*self._plain)
+        return self.entered or lang.change_cue(*self._plain)
 
     @cached_property
     def factual(self) -> bool:
@@ -216,7 +217,7 @@ class Statement:
     def replaced(self) -> bool:
         """A change cue besides a stop cue: what ended was replaced ("became", "got a job as")."""
         words, text = self._plain
-        return (any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
+        return (self.entered or any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
                 or lang.has_phrase(text, _REPLACING_PHRASES))
 
     @cached_property
