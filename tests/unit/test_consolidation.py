@@ -203,3 +203,12 @@ def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
                   "User landed a job as a copywriter, no more late nights behind the bar.", 0.6) == ExtractAction.UPDATE
     assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
 
+
+
+@pytest.mark.parametrize("old,new", [
+    # A stop verb before a preposition is a visit or a trip, not an end: "stopped by", "gone to".
+    ("Caroline works at the corner store.", "Caroline stopped by the store after lunch."),
+    ("Caroline loves the park near her house.", "Caroline has gone to the park with the kids."),
+])
+def test_a_stop_verb_of_motion_ends_nothing(old, new):
+    assert action(old, new, similarity=0.55) == ExtractAction.ADD

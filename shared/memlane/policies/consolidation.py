@@ -63,6 +63,8 @@ _NARRATION = frozenset("new newly started again moving gone".split())
 _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
                       re.I)
 _REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
+# A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
+_MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|for)\b", re.I)
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -182,8 +184,9 @@ class Statement:
 
     @cached_property
     def _plain(self) -> tuple[list[str], str]:
-        """The words and text without a stop cue under a negation ("won't give up" is no cue)."""
-        text = _GOES_ON.sub(" ", self.text)
+        """The words and text without a stop cue under a negation ("won't give up" is no cue) or of
+        motion ("stopped by")."""
+        text = _MOTION.sub(" ", _GOES_ON.sub(" ", self.text))
         return [_base(w) for w in _TOKEN.findall(text)], text
 
     @cached_property
