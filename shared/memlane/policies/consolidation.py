@@ -7,9 +7,12 @@ they share — the relation — and the words that differ — the value), and re
 - **NOOP**: one says nothing the other does not (same value, nothing new). Embeddings blur
   numbers and names, so "code word zz3q1tok" / "code word zz3q6tok" is never a duplicate.
 - **UPDATE**: the same subject and relation with another value ("User's apartment is in
-  Brooklyn" → "... in Queens": one differing span in an otherwise identical statement); or a
-  change cue ("moved", "switched", "now", "instead") in a statement about what the old one is
-  about; or a fuller restatement of the same value (the older, shorter one is folded into it).
+  Brooklyn" → "... in Queens": one differing span in an otherwise identical statement — or clause
+  of it; a value ends where a phrase of time, place or reason starts; entering a state, "got a job
+  as", "started at", aligns with being in it, "works as", "works at"); or a change cue ("moved",
+  "switched", "now", "instead") in a statement about what the old one is about; or an end of what
+  the old one names with a new state ("quit teaching and became ..."); or a fuller restatement of
+  the same value (the older, shorter one is folded into it).
 - **DELETE**: the new statement denies what the old one says ("not allergic ... after all",
   "no longer vegan", "quit smoking"): the old one is closed; the retraction itself is kept.
 - **ADD**: anything else, and always when both can hold: an additive cue ("also", "too"), or a
