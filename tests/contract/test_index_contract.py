@@ -165,6 +165,12 @@ def test_keyword_search_stems_english(ready: Index) -> None:
     assert ids(search(ready, "s1", "allergy peanut").keyword)[0] == "peanut"
 
 
+def test_a_possessive_is_its_word(ready: Index) -> None:
+    """OpenSearch's english analyzer reads "user's" as "user": no bare "s" matches "that's"."""
+    put(ready, "s1", mem("remark", "Anyway, that's where things stand"), mem("fact", "The user works for PwC"))
+    assert ids(search(ready, "s1", "the user's employer", with_vector=False).keyword) == ["fact"]
+
+
 def test_keyword_search_covers_the_keywords_field(ready: Index) -> None:
     put(ready, "s1", mem("kw", "Met the new manager", keywords="Zoltan 2024-05-03"),
         mem("other", "Met the dentist"))
@@ -754,6 +760,10 @@ def test_embedded_metadata_keys_are_literal(tmp_path: Path) -> None:
     ("Hello hello HELLO", '"hello"'),
     ("the cat is on the mat", '"cat" OR "mat"'),  # English stop words, as OpenSearch's analyzer
     ("to be or not to be", None),
+    # A possessive is its word, as OpenSearch's english_possessive_stemmer reads it: no bare "s" to
+    # match every "that's" and "it's" (a closing remark outranked the current fact by it).
+    ("Who is the user's employer?", '"who" OR "user" OR "employer"'),
+    ("Caroline’s dog", '"caroline" OR "dog"'),
     ("  -- ** ()", None),
     ("", None),
 ])

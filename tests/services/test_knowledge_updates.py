@@ -140,3 +140,49 @@ def test_a_dream_after_a_write_time_update_has_nothing_left_to_supersede(deps, s
     task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
     found, _ = dream.list_actions(deps, store, task.task_id)
     assert not [a for a in found if a.kind in ("UPDATE", "MERGE", "DELETE")]
+
+
+@pytest.mark.parametrize("old,new,question,current,stale", [
+    # A new job said as entering it ("started at", "got a job as"), to another agent, in other words
+    # than the old one's ("works at", "works as"): the same relation, another value.
+    ("I work at the city library.", "I started at the university hospital on Monday.",
+     "Where does the user work?", "university hospital", "library"),
+    ("I work as a barista on weekends while I study.", "I got a job as a junior developer, no more coffee shifts.",
+     "What does the user work as?", "junior developer", "barista"),
+    # ... or as ending the old one ("quit teaching") and entering another.
+    ("I'm a high school math teacher.", "I quit teaching and became a data analyst.",
+     "What is the user's job?", "data analyst", "teacher"),
+])
+def test_a_new_job_told_to_another_agent_supersedes_the_old_one(deps, store, old, new, question, current, stale):
+    first = say(deps, store, old, day=0, run="conv-1")
+    task = say(deps, store, new, day=60, run="conv-2", agent="hr-assistant")
+    (outcome,) = task.outcomes
+    assert outcome.action == ExtractAction.UPDATE and outcome.target_id == first.outcomes[0].memory_id
+    hits = texts(ask(deps, store, question))
+    assert current in hits[0] and not any(stale in t for t in hits)
+
+
+@pytest.fixture()
+def reranked(tmp_path, minilm):
+    """A local service with its default reranker (the shared fixture turns it off)."""
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+
+    svc = build_local(Settings.from_env(env={}, data_dir=tmp_path / "ranked"), embedder=minilm)
+    yield svc.deps
+    svc.close()
+
+
+def test_a_closing_remark_does_not_outrank_the_current_fact(reranked):
+    """"Anyway, that's where things stand." said after a superseded fact matched the question's "user's"
+    by the "s" of "that's" (keyword search and the reranker split the possessive) and came first."""
+    deps = reranked
+    store = stores.create(deps, name="demo").name
+    ingest.add(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "assistant", "run_id": "conv-1"},
+               sync=True, messages=[
+                   {"role": "user", "content": "I work for Deloitte in their Boston office.", "created_at": T0},
+                   {"role": "assistant", "content": "Thanks, I'll keep that in mind.", "created_at": T0},
+                   {"role": "user", "content": "Anyway, that's where things stand.", "created_at": T0}])
+    say(deps, store, "I work for PwC.", day=60, run="conv-2")
+    hits = texts(ask(deps, store, "Who is the user's employer?"))
+    assert "PwC" in hits[0] and not any("Deloitte" in t for t in hits)

@@ -132,3 +132,83 @@ def test_a_stop_cue_under_a_negation_ends_nothing():
 ])
 def test_a_negated_or_weak_cue_alone_reports_no_change(old, new):
     assert action(old, new, 0.66) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # Entering a state ("started at", "got a job as", "took a job at") aligns with being in it
+    # ("works at", "works as"): one relation, another value, even when the two are far apart in meaning.
+    ("User works at the city library.", "User started at the university hospital on Monday."),
+    ("User works at a bakery.", "User took a job at the town museum last week."),
+    ("User works as a cashier.", "User was hired as a lab technician in May."),
+    # ... and the old value ends where a phrase of time, place or reason starts ("on weekends while ...");
+    # the new statement's other clause ("no more coffee shifts") is not part of its value.
+    ("User works as a barista on weekends while User studys.",
+     "User got a job as a junior developer, no more coffee shifts."),
+    ("User works as a waiter at night because of User's classes.", "User landed a job as a copywriter, finally."),
+])
+def test_entering_a_state_updates_being_in_it(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User works at the city library.", "User also started at the climbing gym on Monday."),  # additive
+    ("User works as a nurse.", "User started a pottery class on Monday."),  # enters another relation
+])
+def test_entering_another_state_keeps_the_old_one(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # The clause with the stop cue names what the memory is about ("quit teaching" / "teacher"):
+    # it ended, whatever the embedding says of the whole; with another change cue it was replaced.
+    ("User is a high school math teacher.", "User quit teaching and became a data analyst."),
+    ("User coaches the school soccer team.", "User stopped coaching and now runs a bakery."),
+])
+def test_ending_what_the_memory_names_is_a_change_however_far_in_meaning(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User plays the piano.", "User quit the choir and joined a band."),  # ends something else
+    ("User has two cats.", "User quit smoking."),
+])
+def test_ending_something_else_keeps_the_memory(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # A home ("bought a house in Austin", "our apartment is in Leeds") is where someone lives: a move changes it.
+    ("User: We just bought a house in Austin and User loves the neighborhood.",
+     "User: We relocated to Chicago for User's wife's job."),
+    ("User: Our apartment is in Leeds, close to the river.", "User: We moved to Bristol in June."),
+])
+def test_a_move_changes_the_home_a_memory_names(old, new):
+    assert action(old, new, similarity=0.45) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User's parents have a house in Maine.", "User moved to Denver in May."),  # another holder's home
+    ("User's family lives in Ohio.", "User relocated to Austin last year."),
+])
+def test_a_move_of_another_holder_keeps_the_memory(old, new):
+    assert action(old, new, similarity=0.5) == ExtractAction.ADD
+
+
+def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
+    """"no more coffee shifts" ends the old job, "got a job as" says what replaced it: superseded, not denied."""
+    assert action("User works as a barista on weekends while User studys.",
+                  "User got a job as a junior developer, no more coffee shifts.", similarity=0.6) == ExtractAction.UPDATE
+    # entering a state is itself the cue, in whatever words ("landed a job as", "was hired as")
+    assert action("User works as a bartender at night because of User's classes.",
+                  "User landed a job as a copywriter, no more late nights behind the bar.", 0.6) == ExtractAction.UPDATE
+    assert action("User smokes about ten cigarettes a day.", "User quit smoking in March.") == ExtractAction.DELETE
+
+
+
+@pytest.mark.parametrize("old,new", [
+    # A stop verb before a preposition is a visit or a trip, not an end: "stopped by", "gone to".
+    ("Caroline works at the corner store.", "Caroline stopped by the store after lunch."),
+    ("Caroline loves the park near her house.", "Caroline has gone to the park with the kids."),
+])
+def test_a_stop_verb_of_motion_ends_nothing(old, new):
+    assert action(old, new, similarity=0.55) == ExtractAction.ADD

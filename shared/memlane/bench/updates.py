@@ -204,7 +204,8 @@ def _hits(deps: Any, tenant: str, question: str) -> list[Hit]:
 OnStep = Callable[[Case, int], None]  # told before each step is added (the scripted model's labels)
 
 
-def _ingest(deps: Any, case: Case, tenant: str, steps: Sequence[int], on_step: OnStep | None) -> dict[int, str]:
+def _ingest(deps: Any, case: Case, tenant: str, steps: Sequence[int],
+            on_step: OnStep | None = None) -> dict[int, str]:
     from ..services import ingest
 
     rids = {}

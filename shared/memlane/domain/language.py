@@ -26,12 +26,21 @@ WEAK_CUES = frozenset("now currently new newly started again lately nowadays mov
 # statement of fact about the speaker.
 SECOND_PERSON = frozenset("you your yours yourself yourselves y'all ya".split())
 # Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
-# changes where someone lives, "joined Stripe" where they work. Stems (see `stem`).
+# changes where someone lives (a home too: "bought a house in Austin"), "joined Stripe" where they
+# work. Stems (see `stem`).
 CHANGE_VERBS = {
-    "mov": ("liv", "resid", "bas", "stay"), "relocat": ("liv", "resid", "bas", "stay"),
+    "mov": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment"),
+    "relocat": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment"),
     "join": ("work", "employ"), "transferr": ("enroll", "study", "attend", "work"),
     "transfer": ("enroll", "study", "attend", "work"), "hir": ("work", "employ"),
 }
+# Phrases that enter a state, said as the state itself: "got a job as a developer", "was hired as",
+# "started at the hospital" say the subject now works as / at it, so they align word for word with
+# "works as a barista" / "works at the library" — one relation, another value. Only when what follows
+# is "as", "at", "for" or "with": "started a pottery class" enters no such relation.
+_ENTRY = re.compile(r"\b(?:(?:got|took|landed|accepted|found|started|began)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?"
+                    r"(?:job|position|role|post)|(?:was|were|got|been|is|am|are)\s+(?:just\s+)?hired"
+                    r"|(?:started|began|starts|begins)(?:\s+working)?)(?=\s+(?:as|at|for|with)\b)", re.I)
 # Words that deny a statement ("not", "don't", "no longer").
 NEGATIONS = frozenset("not no never none nothing nobody neither nor cannot without".split())
 _NEGATED_VERB = re.compile(r"\b\w+n['’]t\b", re.I)  # don't, isn't, can't, doesn't
@@ -108,6 +117,20 @@ def stem(word: str) -> str:
     if len(w) > 3 and w.endswith("e"):
         w = w[:-1]
     return w
+
+
+def as_state(text: str) -> str:
+    """`text` with each phrase that enters a state said as being in it ("got a job as" → "works as")."""
+    return _ENTRY.sub("works", text)
+
+
+# A possessive "'s" is its word, as OpenSearch's english_possessive_stemmer reads it: split at the
+# apostrophe, it would leave a bare "s" that matches every "that's" and "it's".
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b", re.I)
+
+
+def drop_possessive(text: str) -> str:
+    return _POSSESSIVE.sub("", text)
 
 
 def has_phrase(text: str, phrases: tuple[str, ...]) -> bool:

@@ -7,9 +7,12 @@ they share — the relation — and the words that differ — the value), and re
 - **NOOP**: one says nothing the other does not (same value, nothing new). Embeddings blur
   numbers and names, so "code word zz3q1tok" / "code word zz3q6tok" is never a duplicate.
 - **UPDATE**: the same subject and relation with another value ("User's apartment is in
-  Brooklyn" → "... in Queens": one differing span in an otherwise identical statement); or a
-  change cue ("moved", "switched", "now", "instead") in a statement about what the old one is
-  about; or a fuller restatement of the same value (the older, shorter one is folded into it).
+  Brooklyn" → "... in Queens": one differing span in an otherwise identical statement — or clause
+  of it; a value ends where a phrase of time, place or reason starts; entering a state, "got a job
+  as", "started at", aligns with being in it, "works as", "works at"); or a change cue ("moved",
+  "switched", "now", "instead") in a statement about what the old one is about; or an end of what
+  the old one names with a new state ("quit teaching and became ..."); or a fuller restatement of
+  the same value (the older, shorter one is folded into it).
 - **DELETE**: the new statement denies what the old one says ("not allergic ... after all",
   "no longer vegan", "quit smoking"): the old one is closed; the retraction itself is kept.
 - **ADD**: anything else, and always when both can hold: an additive cue ("also", "too"), or a
@@ -62,6 +65,9 @@ _NARRATION = frozenset("new newly started again moving gone".split())
 # A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
 _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
                       re.I)
+_REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
+# A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
+_MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|for)\b", re.I)
 _CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
 
 
@@ -153,6 +159,11 @@ class Statement:
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
+        # What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
+        # so the two align; the words as written keep the cues ("started", "got a job").
+        state = lang.as_state(body)
+        self.entered = state != body  # "got a job as", "was hired as": a change cue in itself
+        framed = [_base(w) for w in _TOKEN.findall(state)] if self.entered else self.words
         # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
@@ -160,12 +171,12 @@ class Statement:
         self.shown: dict[str, str] = {}  # stem → a word it stands for (as written), to explain a decision
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
-        self.tokens = [lang.stem(w) if w != self.subject else w for w in self.words
+        self.tokens = [lang.stem(w) if w != self.subject else w for w in framed
                        if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
         for w in raw:
             self.shown.setdefault(lang.stem(_base(w)), re.sub(r"['’]s$", "", w))
-        self.content = {lang.stem(w) for w in self.words if w not in lang.FILLER and w != self.subject
+        self.content = {lang.stem(w) for w in framed if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
         self.values = {w for w in raw[1:] if any(c.isdigit() for c in w) or "@" in w}
@@ -176,13 +187,14 @@ class Statement:
 
     @cached_property
     def _plain(self) -> tuple[list[str], str]:
-        """The words and text without a stop cue under a negation ("won't give up" is no cue)."""
-        text = _GOES_ON.sub(" ", self.text)
+        """The words and text without a stop cue under a negation ("won't give up" is no cue) or of
+        motion ("stopped by")."""
+        text = _MOTION.sub(" ", _GOES_ON.sub(" ", self.text))
         return [_base(w) for w in _TOKEN.findall(text)], text
 
     @cached_property
     def change(self) -> bool:
-        return lang.change_cue(*self._plain)
+        return self.entered or lang.change_cue(*self._plain)
 
     @cached_property
     def factual(self) -> bool:
@@ -206,6 +218,13 @@ class Statement:
     @cached_property
     def strong_change(self) -> bool:
         return lang.change_cue(*self._plain, strong=True)
+
+    @cached_property
+    def replaced(self) -> bool:
+        """A change cue besides a stop cue: what ended was replaced ("became", "got a job as")."""
+        words, text = self._plain
+        return (self.entered or any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
+                or lang.has_phrase(text, _REPLACING_PHRASES))
 
     @cached_property
     def addressed(self) -> bool:
@@ -311,17 +330,44 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
-    # The shared words are most of the new statement: one statement, one value changed.
-    aligned = len(al.shared) >= FRAME_SHARE * min(len(new.tokens), len(old.tokens))
-    if len(al.replaced) == 1 and relation_words and same_polarity and aligned:
-        a, b = al.replaced[0]
-        a_content, b_content = _content(a, new.subject), _content(b, new.subject)
-        if (a_content and b_content and len(a) <= MAX_VALUE_WORDS and len(b) <= MAX_VALUE_WORDS
-                and (new.change or not _set_valued(relation_words))):
-            return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
-                            f"same relation ('{_show(new, relation_words)}'), another value: "
-                            f"'{_show(old, a)}' → '{_show(new, b)}'")
+    # The whole statement, or the clause of it about what the old one says ("got a job as a developer"
+    # of "..., no more coffee shifts"): the other clauses are not part of its value.
+    closest = _closest_clause(new, old)
+    for frame in (new, closest) if closest is not new else (new,):
+        value = _another_value(new, frame, old)
+        if value is not None:
+            return value
     return _reported_change(new, old, similarity)
+
+
+def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation | None:
+    """`frame` (`new`, or a clause of it) says what `old` says with one value changed: the shared
+    words are most of it, one span differs, and each side's span (up to where a phrase of time, place
+    or reason starts: "barista | on weekends while ...") is a short value."""
+    if frame.subject != old.subject:
+        return None
+    al = _align(old.tokens, frame.tokens)
+    relation_words = _content(al.shared, new.subject)
+    aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
+    if len(al.replaced) != 1 or not relation_words or not aligned \
+            or _closest_clause(frame, old).negated != old.negated:
+        return None
+    a, b = (_value(span) for span in al.replaced[0])
+    if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
+            and len(b) <= MAX_VALUE_WORDS and (new.change or not _set_valued(relation_words))):
+        return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
+                        f"same relation ('{_show(new, relation_words)}'), another value: "
+                        f"'{_show(old, a)}' → '{_show(new, b)}'")
+    return None
+
+
+_VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
+
+
+def _value(span: list[str]) -> list[str]:
+    """A differing span up to where a phrase of time, place or reason starts (its first word is the value's)."""
+    end = next((i for i, w in enumerate(span) if i and w in _VALUE_ENDS), len(span))
+    return span[:end]
 
 
 def _reported_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -356,13 +402,20 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
         return Relation(ExtractAction.DELETE, Evidence.DENIAL,
                         f"denies what the memory says ({_show(old, sorted(shared))})")
-    if new.stops and not old.stops and similarity >= CUE_SIMILARITY and not _other_value(best, old):
-        if any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in new.words):
+    if new.stops and not old.stops and not _other_value(best, old) \
+            and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
+        if new.replaced:
             # "quit teaching and became a data analyst": ended, and replaced by something
             return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
                             f"says it changed ({_show(old, sorted(shared))})")
         return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
+
+
+def _ends_what_it_names(new: Statement, old: Statement) -> bool:
+    """A clause of `new` says something stopped, and all it names the old statement names ("quit
+    teaching" / "is a math teacher"): the end of that, however far the two are in meaning."""
+    return any(c.stops and c.content and c.content <= old.content for c in new.clauses())
 
 
 def _moved(to: str, old: Statement) -> str:
@@ -375,7 +428,8 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
     old_stems = {lang.stem(w) for w in old.words}
     for i, w in enumerate(new.words):
         states = lang.CHANGE_VERBS.get(lang.stem(w))
-        if states and any(st in old_stems for st in states):
+        # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
+        if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
     return ""

@@ -50,3 +50,12 @@ def test_degenerate_inputs() -> None:
                                       ("running", "run"), ("happily", "happy"), ("kittens", "kitten")])
 def test_stem_conflates_inflections(a: str, b: str) -> None:
     assert stem(a) == stem(b)
+
+
+def test_a_possessive_in_the_query_does_not_match_contractions() -> None:
+    """"the user's employer" has no term "s" for "that's" to match: a closing remark outranked the
+    current fact by it (knowledge-update case emp-02)."""
+    remark, fact = HeuristicReranker().rerank("Who is the user's employer?", [
+        "User: Anyway, that's where things stand.", "User works for PwC."])
+    assert remark <= fact
+    assert HeuristicReranker().rerank("Caroline's dog", ["that's it, it's done"]) == [0.0]

@@ -86,3 +86,20 @@ def test_suggest_pools_an_idea_and_counts_real_talk_alarms_as_mistakes():
     assert got["denial"] == 0.65  # 2 of 3 with one more mistake: too few cases to pass 0.8
     assert suggest([j(0.9, True, "denial")] * 30)["denial"] == 0.95  # capped
     assert suggest([], {"ended": 2}) == {"ended": 0.0}
+
+
+def test_a_case_runs_through_ingest_and_the_dream(deps):
+    """The calibration drives the update benchmark's ingest (its twin too): a change of that helper's
+    signature broke `memlane bench calibrate` with a TypeError before any figure."""
+    from dataclasses import replace
+
+    from memlane.bench import updates
+    from memlane.bench.calibrate import _run_case
+    from memlane.services import stores
+
+    deps.settings = replace(deps.settings, consolidate_on_write=False)
+    stores.create(deps, name=updates.STORE)
+    twin = Case(**{**UPDATE.__dict__, "id": "twin-case", "twin": True})
+    scores, judged = _run_case(deps, twin, dream=True, threshold=0.8)
+    assert scores["current_first"] == 1.0 and scores["cross_tenant"] == 0.0
+    assert judged and all(j.correct and j.applied for j in judged)

@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
-from ...domain.language import STOP_WORDS
+from ...domain.language import STOP_WORDS, drop_possessive
 
 _WORD = re.compile(r"\w+")
 _COVERAGE, _PHRASE, _PROXIMITY = 0.7, 0.2, 0.1  # weights of the three signals; they sum to 1
@@ -43,11 +43,11 @@ def stem(word: str) -> str:
 
 
 def _terms(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(text.lower())]
+    return [stem(w) for w in _WORD.findall(drop_possessive(text).lower())]
 
 
 def _query_terms(query: str) -> list[str]:
-    words = _WORD.findall(query.lower())
+    words = _WORD.findall(drop_possessive(query).lower())  # no bare "s" to match every "that's"
     content = [w for w in words if w not in STOP_WORDS]
     return [stem(w) for w in (content or words)]  # a query of stopwords only still means something
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
-from ...domain.language import LUCENE_STOP_WORDS  # what OpenSearch's `english` analyzer drops
+from ...domain.language import LUCENE_STOP_WORDS, drop_possessive  # what OpenSearch's `english` analyzer drops
 from ...ports import IndexQuery
 
 _TOKEN = re.compile(r"\w+")  # letters/digits only: no FTS5 operator character survives
@@ -43,9 +43,10 @@ def match_expression(text: str) -> str | None:
     Only ``\\w`` runs are kept, so quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses
     are gone, and every kept word is a quoted string, so ``NEAR``, ``OR``, ``NOT`` or a
     column name are plain terms. User text can neither break nor extend the MATCH grammar.
-    English stop words are left out.
+    English stop words and possessives ("user's" is "user") are left out, as OpenSearch's
+    ``english`` analyzer drops them.
     """
-    words = (t.lower() for t in _TOKEN.findall(text))
+    words = (t.lower() for t in _TOKEN.findall(drop_possessive(text)))
     tokens = list(dict.fromkeys(w for w in words if w not in LUCENE_STOP_WORDS))[:_MAX_QUERY_TOKENS]
     return " OR ".join(f'"{t}"' for t in tokens) or None
 
