@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -237,7 +238,7 @@ def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dic
         "card_ms": {"p50": round(metrics.percentile([r["card_ms"] for r in rows], 50), 2),
                     "p95": round(metrics.percentile([r["card_ms"] for r in rows], 95), 2)},
         "rows": rows,
-        "machine": machine(),
+        "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -283,7 +284,8 @@ def plot(r: dict[str, Any], path: Path) -> Path:
 
     xs = [x["turn"] for x in r["rows"]]
     return save_line_chart(path, [("flat full history", xs, [x["flat"] for x in r["rows"]]),
-                                  ("memlane context card", xs, [x["card"] for x in r["rows"]]),
+                                  (f"memlane card, {r['settings']['budget_tokens']:,}-token budget", xs,
+                                   [x["card"] for x in r["rows"]]),
                                   ("last turns only", xs, [x["window"] for x in r["rows"]])],
                            title="Prompt tokens per turn, live thread", x_label="turns in the thread",
                            y_label="tokens", markers=r["summary"]["refresh_turns"], marker_label="summary refresh")
