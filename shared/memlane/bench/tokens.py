@@ -81,11 +81,12 @@ def covered_turn(covered_until: str | None, turn_of: Mapping[str, int]) -> int |
 
 
 def checkpoints(rows: Sequence[Mapping[str, Any]], marks: Iterable[int]) -> list[Mapping[str, Any]]:
-    """For each mark, the prompt built at that turn or the last one before it."""
-    out = []
+    """For each mark, the prompt built at that turn or the last one before it (once: marks past the end of a
+    shorter thread all land on its last prompt)."""
+    out: list[Mapping[str, Any]] = []
     for mark in marks:
         before = [r for r in rows if r["turn"] <= mark]
-        if before:
+        if before and (not out or out[-1] is not before[-1]):
             out.append(before[-1])
     return out
 

@@ -89,8 +89,10 @@ def test_summary_coverage_is_the_turn_of_the_newest_covered_message() -> None:
 
 def test_checkpoints_take_the_prompt_built_at_or_before_each_mark() -> None:
     rows = [{"turn": t} for t in range(0, 302, 2)]
-    assert [r["turn"] for r in tokens.checkpoints(rows, (20, 40, 80, 150, 300, 999))] == [20, 40, 80, 150, 300, 300]
-    assert [r["turn"] for r in tokens.checkpoints([{"turn": t} for t in range(0, 80, 2)], (20, 150))] == [20, 78]
+    assert [r["turn"] for r in tokens.checkpoints(rows, (20, 40, 80, 150, 300))] == [20, 40, 80, 150, 300]
+    # marks past a shorter thread's end show its last prompt once
+    short = [{"turn": t} for t in range(0, 80, 2)]
+    assert [r["turn"] for r in tokens.checkpoints(short, (20, 40, 80, 150, 300))] == [20, 40, 78]
     assert tokens.checkpoints([], (20,)) == []
 
 
