@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     script = _script(args)
     last = min(args.turns, len(script.turns) - 1)
-    prompts = [t for t in range(0, last + 1, 2)]
+    prompts = list(range(0, last + 1, 2))  # user turns: the even indexes
     embedder = _embedder(args.embedder)
     scope = {"app_id": APP, "tenant_id": TENANT, "agent_id": AGENT, "run_id": THREAD}
     rows: list[dict[str, Any]] = []
@@ -179,29 +179,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                      query=script.turns[t][1], budget_tokens=args.budget,
                                      recent_messages=args.recent)
                 card_ms = (time.perf_counter() - t0) * 1000
-                row: dict[str, Any] = {
-                    "turn": t, "flat": flat_tokens(counts, t, fixed=fixed),
-                    "window": window_tokens(counts, t, recent=args.recent, fixed=fixed),
-                    "card": fixed + card.total, "fixed": fixed, "card_tokens": card.total,
-                    "card_sections": dict(card.tokens), "cut": {c.section: c.dropped + c.truncated for c in card.cut},
-                    "summary_version": summary.version if summary else None,
-                    "summary_covered_turn": covered_turn(summary.covered_until if summary else None, turn_of),
-                    "summary_tokens": summary.tokens if summary else 0,
-                    "worker_idle": idle, "card_ms": round(card_ms, 2)}
-                if t in script.needs:
-                    held = held_turns(card.evidence, turn_of)
-                    need, old = script.needs[t], script.stale.get(t, [])
-                    row["needs"] = need
-                    row["recall"] = {"flat": 1.0, "window": recall(set(range(max(0, t - args.recent), t)), need),
-                                     "card": round(recall(held, need), 3)}
-                    if old:
-                        row["stale"] = old
-                        row["stale_only"] = stale_only(held, needs=need, stale=old)
-                rows.append(row)
+                rows.append(_row(script, t, counts, fixed, card, summary, turn_of, recent=args.recent, idle=idle,
+                                 card_ms=card_ms))
                 if bar:
                     bar.update(1, f"turn {t}")
-                if t + 1 >= len(script.turns) or t == last:
-                    break
+                if t == prompts[-1]:
+                    break  # the last prompt measured: its exchange changes nothing measured
                 task = ingest.add(deps, STORE, scope=scope, messages=[
                     {"role": role, "content": text, "created_at": when.isoformat(),
                      **({"name": script.user} if role == "user" else {})}
@@ -213,6 +196,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 bar.close()
             service.close()
     return _report(args, script, rows, embedder.name, tokenizer.name, started)
+
+
+def _row(script: live_thread.Script, t: int, counts: Sequence[int], fixed: int, card: Any, summary: Any,
+         turn_of: Mapping[str, int], *, recent: int, idle: bool, card_ms: float) -> dict[str, Any]:
+    """What the prompt at turn `t` costs three ways, what the card holds, and the summary it saw."""
+    row: dict[str, Any] = {
+        "turn": t, "flat": flat_tokens(counts, t, fixed=fixed), "window": window_tokens(counts, t, recent=recent,
+                                                                                      fixed=fixed),
+        "card": fixed + card.total, "fixed": fixed, "card_tokens": card.total, "card_sections": dict(card.tokens),
+        "cut": {c.section: c.dropped + c.truncated for c in card.cut},
+        "summary_version": summary.version if summary else None,
+        "summary_covered_turn": covered_turn(summary.covered_until if summary else None, turn_of),
+        "summary_tokens": summary.tokens if summary else 0, "worker_idle": idle, "card_ms": round(card_ms, 2)}
+    if t in script.needs:
+        held = held_turns(card.evidence, turn_of)
+        need, old = script.needs[t], script.stale.get(t, [])
+        row["needs"] = need
+        row["recall"] = {"flat": 1.0, "window": recall(set(range(max(0, t - recent), t)), need),
+                         "card": round(recall(held, need), 3)}
+        if old:
+            row["stale"] = old
+            row["stale_only"] = stale_only(held, needs=need, stale=old)
+    return row
 
 
 def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dict[str, Any]], embedder: str,
