@@ -2,7 +2,7 @@
 
     memlane bench locomo --data PATH [--json OUT] [--backend embedded|opensearch] [--limit-conversations N]
     memlane bench scale  [--large] [--json OUT]
-    memlane bench tokens [--json OUT] [--png OUT]
+    memlane bench tokens [--turns 300] [--seed 7] [--budget 1500] [--conversation live|scripted80] [--json OUT] [--png OUT]
     memlane bench soak   --clients N --seconds S [--url URL] [--global-lock] [--json OUT]
     memlane bench updates [--data PATH] [--json OUT] [--failures]
     memlane bench calibrate [--data PATH] [--threshold 0.8] [--json OUT] [--wrong]
@@ -21,7 +21,8 @@ from typing import Sequence
 
 SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall against BM25 / vector / RRF",
           "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
-          "tokens": "prompt tokens per turn with memlane context vs the flat full history",
+          "tokens": "a live 300-turn thread: prompt tokens per turn of the context card (summary refreshing) vs the "
+                    "flat full history and the last turns",
           "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified",
           "updates": "knowledge updates: current value first, outdated hidden, non-conflicts kept, tenants apart",
           "calibrate": "the dream's safe_auto confidences on the knowledge updates: reliability table, "

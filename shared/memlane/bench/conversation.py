@@ -9,6 +9,10 @@ evidence an agent's prompt should contain at that point.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
+from .live_thread import Script
+
 USER = "Priya"
 
 # (role, text). Index i is turn i; user turns are the even indexes.
@@ -157,3 +161,10 @@ NEEDS: dict[int, list[int]] = {
     72: [18, 2],         # Anjali visiting; the one-bedroom flat in Alvalade
     76: [20],            # half marathon goal: the Lisbon half in October
 }
+
+
+def script() -> Script:
+    """This conversation as a bench script: one exchange a day from the 1st of March 2025, as it was first run."""
+    start = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+    times = [start + timedelta(days=i // 2, seconds=i % 2) for i in range(len(TURNS))]
+    return Script(list(TURNS), times, dict(NEEDS), {}, USER)

@@ -14,6 +14,8 @@ from typing import Sequence
 
 Color = tuple[int, int, int]
 PALETTE: list[Color] = [(31, 119, 180), (214, 39, 40), (44, 160, 44), (255, 127, 14), (148, 103, 189)]
+MARKER_COLOR: Color = (150, 150, 150)  # event marks (dashed vertical lines): quieter than any series
+MARGINS = (110, 30, 60, 80)  # left, right, top, bottom: the plot area's distance from the edges
 
 _FONT = {  # 5 columns × 7 rows, '#' = ink
     "A": [" ### ", "#   #", "#   #", "#####", "#   #", "#   #", "#   #"],
@@ -144,10 +146,19 @@ def _label(v: float) -> str:
 
 def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, title: str, x_label: str,
                y_label: str, width: int = 960, height: int = 540, y_min: float | None = 0.0,
-               y_max: float | None = None) -> bytes:
-    """PNG bytes of a line chart. `series` is (name, xs, ys) per line."""
+               y_max: float | None = None, markers: Sequence[float] = (), marker_label: str = "") -> bytes:
+    """PNG bytes of a line chart. `series` is (name, xs, ys) per line; `markers`: x values marked by a dashed
+    vertical line (events such as a summary refresh), named `marker_label` in the legend."""
+    return chart_canvas(series, title=title, x_label=x_label, y_label=y_label, width=width, height=height,
+                        y_min=y_min, y_max=y_max, markers=markers, marker_label=marker_label).png()
+
+
+def chart_canvas(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *, title: str, x_label: str,
+                 y_label: str, width: int = 960, height: int = 540, y_min: float | None = 0.0,
+                 y_max: float | None = None, markers: Sequence[float] = (), marker_label: str = "") -> Canvas:
+    """The chart drawn on a canvas (line_chart's work, before PNG encoding)."""
     c = Canvas(width, height)
-    left, right, top, bottom = 110, 30, 60, 80
+    left, right, top, bottom = MARGINS
     xs = [x for _, sx, _ in series for x in sx]
     ys = [y for _, _, sy in series for y in sy]
     x0, x1 = min(xs), max(xs)
@@ -178,6 +189,9 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
         label = _label(v)
         c.text(px(v) - Canvas.text_width(label) // 2, top + ph + 12, label, dark)
         v += xstep
+    for m in markers:  # under the series, so the lines stay readable where they cross
+        for y in range(top, top + ph, 8):
+            c.line(px(m), y, px(m), min(y + 4, top + ph), MARKER_COLOR, 2)
     c.line(left, top, left, top + ph, dark, 2)
     c.line(left, top + ph, left + pw, top + ph, dark, 2)
     for i, (_, sx, sy) in enumerate(series):
@@ -193,7 +207,12 @@ def line_chart(series: Sequence[tuple[str, Sequence[float], Sequence[float]]], *
         color = PALETTE[i % len(PALETTE)]
         c.rect(lx, ly + i * 24 + 6, lx + 24, ly + i * 24 + 9, color)
         c.text(lx + 32, ly + i * 24, name, dark)
-    return c.png()
+    if markers and marker_label:
+        y = ly + len(series) * 24 + 7
+        for x in range(lx, lx + 24, 8):
+            c.line(x, y, x + 4, y, MARKER_COLOR, 2)
+        c.text(lx + 32, y - 7, marker_label, dark)
+    return c
 
 
 def save_line_chart(path: Path, *args: object, **kwargs: object) -> Path:

@@ -1,166 +1,315 @@
-"""Prompt tokens per turn: memlane context (retrieved memories + recent turns, bounded) versus
-sending the flat full history, over the scripted 80-turn conversation in bench/conversation.py.
+"""Prompt tokens per turn in a live thread: memlane's context card versus the flat full history and a plain
+window of the last turns, as the thread grows to 300 turns and its summary refreshes in the background.
 
-At each user turn the agent builds a prompt three ways:
+The thread (bench/live_thread.py, generated from ``--seed``; or ``--conversation scripted80``, the earlier
+80-turn script in bench/conversation.py) is played as a live agent plays it. When a user turn arrives the
+agent builds its prompt three ways:
 
-- ``flat``    system prompt + every earlier turn + the new user message.
+- ``flat``    system prompt + every earlier turn + the new message.
 - ``window``  system prompt + the last ``--recent`` turns + the new message (plain truncation).
-- ``memlane`` the window, plus the memories found by searching memlane with the new message
-              (top ``--top-k``, cut to ``--memory-budget`` tokens).
+- ``card``    system prompt + the thread's context card (services/context.build, the route
+              ``POST .../threads/{id}/context``'s own service, ``--budget`` tokens, the new message as its
+              query) + the new message.
 
-After the assistant's reply, the exchange (user + assistant) is added to memlane through the
-real service path and extracted by the local worker before the next turn. Evidence recall at a
-turn that depends on earlier ones (``NEEDS``) is the share of those earlier turns the prompt
-holds: inside the window, or cited as evidence by an included memory. Tokens: ceil(1.3 × words).
+Then the exchange (the message and the assistant's reply) is added through the real service path. The
+local worker extracts it and refreshes the thread's summary past the store's trigger
+(``--summary-trigger``, default 2,000 tokens, leaving ``--summary-keep-recent`` turns out) on its own
+threads; the agent does not wait for either — the next user turn arrives once the worker is idle or
+``--think-seconds`` have passed (a person reading the reply and typing), and the card holds what is done
+by then. Turns that arrived with work still queued are counted (``lagging``).
+
+Per prompt: the three sizes, the card's tokens per section, the card's evidence recall at turns that need
+earlier facts (the share of the needed turns the card cites, through a recent turn, a summary sentence or
+a memory's evidence), whether it shows only an outdated statement of a changed fact, and the summary the
+card saw (its version and the turn it covers up to). Tokens are counted with the service's tokenizer
+(``deps.tokenizer``), the context card's own, over the same line format for every method.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence, TextIO
 
-from . import metrics
-from .common import machine, table
-from .conversation import NEEDS, TURNS, USER
+from . import conversation, live_thread, metrics
+from .common import Progress, machine, table
+from .context import turn_line
 
-SYSTEM = ("You are a helpful personal assistant. Use the memories and the recent conversation below to answer "
+SYSTEM = ("You are a helpful personal assistant. Use the context and the recent conversation below to answer "
           "the user; if something is not there, say you don't know.")
 STORE = "tokens"
-SCOPE = {"app_id": "bench", "tenant_id": "priya", "agent_id": "assistant", "run_id": "chat-1"}
+APP, TENANT, AGENT, THREAD = "bench", "noor", "assistant", "chat-1"
+CHECKPOINTS = (20, 40, 80, 150, 300)
 
 
-def _embedder() -> Any:
+# -- metrics (pure) -------------------------------------------------------------------------------
+
+
+def flat_tokens(counts: Sequence[int], t: int, *, fixed: int) -> int:
+    """The flat prompt at turn `t`: the fixed part (system prompt, new message) and every earlier turn."""
+    return fixed + sum(counts[:t])
+
+
+def window_tokens(counts: Sequence[int], t: int, *, recent: int, fixed: int) -> int:
+    """The window prompt at turn `t`: the fixed part and the last `recent` turns before it."""
+    return fixed + sum(counts[max(0, t - recent):t])
+
+
+def held_turns(evidence: Iterable[str], turn_of: Mapping[str, int]) -> set[int]:
+    """The turns a card's evidence (message ids) cites."""
+    return {turn_of[m] for m in evidence if m in turn_of}
+
+
+def recall(held: set[int], needs: Sequence[int]) -> float:
+    """Share of the needed turns the prompt holds."""
+    return sum(1 for n in set(needs) if n in held) / len(set(needs))
+
+
+def stale_only(held: set[int], *, needs: Sequence[int], stale: Sequence[int]) -> bool:
+    """The prompt shows an outdated statement of a changed fact and none of its current ones."""
+    return bool(held & set(stale)) and not held & set(needs)
+
+
+def covered_turn(covered_until: str | None, turn_of: Mapping[str, int]) -> int | None:
+    """The turn of the newest message a summary covers (None: no summary yet)."""
+    return turn_of.get(covered_until) if covered_until else None
+
+
+def checkpoints(rows: Sequence[Mapping[str, Any]], marks: Iterable[int]) -> list[Mapping[str, Any]]:
+    """For each mark, the prompt built at that turn or the last one before it (once: marks past the end of a
+    shorter thread all land on its last prompt)."""
+    out: list[Mapping[str, Any]] = []
+    for mark in marks:
+        before = [r for r in rows if r["turn"] <= mark]
+        if before and (not out or out[-1] is not before[-1]):
+            out.append(before[-1])
+    return out
+
+
+def refresh_turns(rows: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The turns whose card saw a newer summary than the previous card did: the refreshes as the agent met
+    them (two refreshes between two turns count once)."""
+    out, last = [], None
+    for r in rows:
+        version = r["summary_version"]
+        if version is not None and version != last:
+            out.append(r["turn"])
+        last = version
+    return out
+
+
+def progress(total: int, stream: TextIO | None = None) -> Progress | None:
+    """A progress line on stderr, only when stderr is a terminal (a redirected run stays clean)."""
+    stream = stream or sys.stderr
+    return Progress(total, "starting", stream=stream) if stream.isatty() else None
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def _embedder(choice: str) -> Any:
+    from ..adapters.embedders.hashing import HashingEmbedder
     from ..adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
 
-    if MiniLMOnnxEmbedder.available():
+    if choice == "minilm" or (choice == "auto" and MiniLMOnnxEmbedder.available()):
         return MiniLMOnnxEmbedder()
-    from ..adapters.embedders.hashing import HashingEmbedder
-
-    print("note: local model not installed, using the lexical hashing embedder", file=sys.stderr)
+    if choice == "auto":
+        print("note: local model not installed, using the lexical hashing embedder", file=sys.stderr)
     return HashingEmbedder()
 
 
-def line(i: int) -> str:
-    role, text = TURNS[i]
-    return f"{USER if role == 'user' else 'Assistant'}: {text}"
+def _script(args: argparse.Namespace) -> live_thread.Script:
+    if args.conversation == "scripted80":
+        return conversation.script()
+    return live_thread.generate(seed=args.seed, exchanges=args.turns // 2 + 1)
+
+
+def _wait_idle(queue: Any, seconds: float) -> bool:
+    """Wait until the worker has nothing left or `seconds` pass; whether it was idle."""
+    deadline = time.monotonic() + seconds
+    while queue.depth():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from ..bootstrap import build_local
     from ..config import Settings
-    from ..services import ingest, stores
-    from ..services.search import search
+    from ..domain.scope import Scope
+    from ..services import context, ingest, stores, threads
 
     started = time.monotonic()
-    embedder = _embedder()
+    script = _script(args)
+    last = min(args.turns, len(script.turns) - 1)
+    prompts = list(range(0, last + 1, 2))  # user turns: the even indexes
+    embedder = _embedder(args.embedder)
+    scope = {"app_id": APP, "tenant_id": TENANT, "agent_id": AGENT, "run_id": THREAD}
     rows: list[dict[str, Any]] = []
     turn_of: dict[str, int] = {}
-    base = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+    bar = progress(len(prompts))
     with tempfile.TemporaryDirectory(prefix="memlane-tokens-") as tmp:
         service = build_local(Settings.from_env(env={}, data_dir=Path(tmp), table="sqlite", index="embedded"),
                               embedder=embedder)
         deps = service.deps
-        stores.create(deps, name=STORE)
+        tokenizer = deps.tokenizer
+        assert tokenizer is not None  # build_local always ships one
+        lines = [turn_line(script.user if role == "user" else "Assistant", text, when)
+                 for (role, text), when in zip(script.turns, script.times)]
+        counts = tokenizer.count_many(lines)
+        system = tokenizer.count(SYSTEM)
+        stores.create(deps, name=STORE, summary_trigger_tokens=args.summary_trigger,
+                      summary_keep_recent=args.summary_keep_recent)
+        threads.create(deps, STORE, scope={k: scope[k] for k in ("app_id", "tenant_id", "agent_id")},
+                       thread_id=THREAD)
+        service.start_worker()
+        idle = True
         try:
-            for t in range(0, len(TURNS), 2):
-                user_msg = line(t)
-                system = metrics.tokens(SYSTEM)
-                flat = system + sum(metrics.tokens(line(i)) for i in range(t)) + metrics.tokens(user_msg)
-                recent = list(range(max(0, t - args.recent), t))
-                window = system + sum(metrics.tokens(line(i)) for i in recent) + metrics.tokens(user_msg)
+            for t in prompts:
+                fixed = system + counts[t]
+                summary = context.get_summary(deps, STORE, Scope(**scope))
                 t0 = time.perf_counter()
-                hits = search(deps, STORE, query=TURNS[t][1], scope={"app_id": SCOPE["app_id"],
-                                                                      "tenant_id": SCOPE["tenant_id"]},
-                              top_k=args.top_k) if t else []
-                search_ms = (time.perf_counter() - t0) * 1000
-                # A memory whose evidence is all in the window adds nothing the prompt lacks.
-                hits = [h for h in hits if not h.memory.evidence
-                        or not {turn_of.get(m) for m in h.memory.evidence} <= set(recent)]
-                texts = [f"- {h.memory.text}" for h in hits]
-                kept = metrics.budget_cut(texts, args.memory_budget)
-                memory_tokens = sum(metrics.tokens(x) for x in texts[:kept])
-                ours = window + memory_tokens + (metrics.tokens("Relevant memories:") if kept else 0)
-                row: dict[str, Any] = {"turn": t, "user_turn": t // 2 + 1, "flat": flat, "window": window,
-                                       "memlane": ours, "memories": kept, "memory_tokens": memory_tokens,
-                                       "search_ms": round(search_ms, 2)}
-                if t in NEEDS:
-                    need = set(NEEDS[t])
-                    in_window = need & set(recent)
-                    cited = {turn_of[m] for h in hits[:kept] for m in h.memory.evidence if m in turn_of}
-                    row["needs"] = sorted(need)
-                    row["recall"] = {"flat": 1.0, "window": round(len(in_window) / len(need), 3),
-                                     "memlane": round(len(need & (set(recent) | cited)) / len(need), 3)}
-                rows.append(row)
-                # The assistant answers; the exchange goes to memlane (extracted before the next turn).
-                when = base + timedelta(days=t // 2)
-                task = ingest.add(deps, STORE, scope=SCOPE, messages=[
-                    {"role": TURNS[i][0], "content": TURNS[i][1], "created_at": when + timedelta(seconds=i - t),
-                     **({"name": USER} if TURNS[i][0] == "user" else {})} for i in (t, t + 1)])
+                card = context.build(deps, STORE, app_id=APP, tenant_id=TENANT, thread_id=THREAD,
+                                     query=script.turns[t][1], budget_tokens=args.budget,
+                                     recent_messages=args.recent)
+                card_ms = (time.perf_counter() - t0) * 1000
+                rows.append(_row(script, t, counts, fixed, card, summary, turn_of, recent=args.recent, idle=idle,
+                                 card_ms=card_ms))
+                if bar:
+                    bar.update(1, f"turn {t}")
+                if t == prompts[-1]:
+                    break  # the last prompt measured: its exchange changes nothing measured
+                task = ingest.add(deps, STORE, scope=scope, messages=[
+                    {"role": role, "content": text, "created_at": when.isoformat(),
+                     **({"name": script.user} if role == "user" else {})}
+                    for (role, text), when in zip(script.turns[t:t + 2], script.times[t:t + 2])])
                 turn_of.update(zip(task.message_ids, (t, t + 1)))
-                service.drain(timeout=120)
+                idle = _wait_idle(service.queue, args.think_seconds)
         finally:
+            if bar:
+                bar.close()
             service.close()
+    return _report(args, script, rows, embedder.name, tokenizer.name, started)
+
+
+def _row(script: live_thread.Script, t: int, counts: Sequence[int], fixed: int, card: Any, summary: Any,
+         turn_of: Mapping[str, int], *, recent: int, idle: bool, card_ms: float) -> dict[str, Any]:
+    """What the prompt at turn `t` costs three ways, what the card holds, and the summary it saw."""
+    row: dict[str, Any] = {
+        "turn": t, "flat": flat_tokens(counts, t, fixed=fixed), "window": window_tokens(counts, t, recent=recent,
+                                                                                      fixed=fixed),
+        "card": fixed + card.total, "fixed": fixed, "card_tokens": card.total, "card_sections": dict(card.tokens),
+        "cut": {c.section: c.dropped + c.truncated for c in card.cut},
+        "summary_version": summary.version if summary else None,
+        "summary_covered_turn": covered_turn(summary.covered_until if summary else None, turn_of),
+        "summary_tokens": summary.tokens if summary else 0, "worker_idle": idle, "card_ms": round(card_ms, 2)}
+    if t in script.needs:
+        held = held_turns(card.evidence, turn_of)
+        need, old = script.needs[t], script.stale.get(t, [])
+        row["needs"] = need
+        row["recall"] = {"flat": 1.0, "window": recall(set(range(max(0, t - recent), t)), need),
+                         "card": round(recall(held, need), 3)}
+        if old:
+            row["stale"] = old
+            row["stale_only"] = stale_only(held, needs=need, stale=old)
+    return row
+
+
+def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dict[str, Any]], embedder: str,
+            tokenizer: str, started: float) -> dict[str, Any]:
     with_needs = [r for r in rows if "recall" in r]
-    totals = {name: sum(r[name] for r in rows) for name in ("flat", "window", "memlane")}
+    with_stale = [r for r in rows if "stale" in r]
+    methods = ("flat", "window", "card")
+    refreshed = refresh_turns(rows)
     return {
-        "conversation": {"turns": len(TURNS), "user_turns": len(rows), "turns_with_needs": len(with_needs)},
-        "settings": {"recent_turns": args.recent, "top_k": args.top_k, "memory_budget_tokens": args.memory_budget,
-                     "embedder": embedder.name, "token_counting": f"ceil({metrics.TOKENS_PER_WORD} x words)"},
-        "totals": totals,
-        "last_turn": {name: rows[-1][name] for name in ("flat", "window", "memlane")},
-        "evidence_recall": {name: round(sum(r["recall"][name] for r in with_needs) / max(len(with_needs), 1), 3)
-                            for name in ("flat", "window", "memlane")},
-        "search_ms": {"p50": round(metrics.percentile([r["search_ms"] for r in rows[1:]], 50), 2),
-                      "p95": round(metrics.percentile([r["search_ms"] for r in rows[1:]], 95), 2)},
+        "conversation": {"name": args.conversation, "seed": args.seed if args.conversation == "live" else None,
+                         "turns": rows[-1]["turn"], "prompts": len(rows), "turns_with_needs": len(with_needs),
+                         "turns_with_changed_facts": len(with_stale)},
+        "settings": {"recent_turns": args.recent, "budget_tokens": args.budget,
+                     "summary_trigger_tokens": args.summary_trigger, "summary_keep_recent": args.summary_keep_recent,
+                     "think_seconds": args.think_seconds, "embedder": embedder, "tokenizer": tokenizer},
+        "totals": {m: sum(r[m] for r in rows) for m in methods},
+        "last_turn": {m: rows[-1][m] for m in methods},
+        "evidence_recall": {m: round(sum(r["recall"][m] for r in with_needs) / max(len(with_needs), 1), 3)
+                            for m in methods},
+        "stale_only": sum(1 for r in with_stale if r["stale_only"]),
+        "summary": {"refreshes": len(refreshed), "refresh_turns": refreshed,
+                    "covered_turn_at_end": rows[-1]["summary_covered_turn"]},
+        "lagging_turns": sum(1 for r in rows if not r["worker_idle"]),
+        "card_ms": {"p50": round(metrics.percentile([r["card_ms"] for r in rows], 50), 2),
+                    "p95": round(metrics.percentile([r["card_ms"] for r in rows], 95), 2)},
         "rows": rows,
-        "machine": machine(),
+        "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
 
+# -- output ---------------------------------------------------------------------------------------
+
+
 def format_report(r: dict[str, Any]) -> str:
-    s = r["settings"]
-    out = [f"{r['conversation']['turns']}-turn conversation, {r['conversation']['user_turns']} prompts; memlane = last "
-           f"{s['recent_turns']} turns + up to {s['top_k']} memories within {s['memory_budget_tokens']} tokens "
-           f"({s['embedder']})", ""]
-    shown = [x for x in r["rows"] if x["user_turn"] % 5 == 0 or x["user_turn"] == 1]
-    out.append(table(["user turn", "flat", "window", "memlane", "memlane/flat"],
-                     [[x["user_turn"], x["flat"], x["window"], x["memlane"], round(x["memlane"] / x["flat"], 2)]
-                      for x in shown]))
+    s, conv = r["settings"], r["conversation"]
+    told = f"live thread, seed {conv['seed']}" if conv["name"] == "live" else conv["name"]
+    out = [f"{conv['turns']}-turn {told}: {conv['prompts']} prompts; card = {s['budget_tokens']}-token context card "
+           f"(last {s['recent_turns']} turns, summary past {s['summary_trigger_tokens']} tokens); tokens by "
+           f"{s['tokenizer']}; {s['embedder']}", ""]
+    marks = checkpoints(r["rows"], CHECKPOINTS)
+    sections = ("user_profile", "summary", "memories", "plans", "recent")
+    out.append(table(["turn", "flat", "window", "card", *sections, "summary covers to", "refreshes", "flat/card"],
+                     [[x["turn"], x["flat"], x["window"], x["card"], *(x["card_sections"].get(n, 0) for n in sections),
+                       "-" if x["summary_covered_turn"] is None else x["summary_covered_turn"],
+                       sum(1 for t in r["summary"]["refresh_turns"] if t <= x["turn"]),
+                       f"{x['flat'] / x['card']:.1f}x"] for x in marks]))
     t = r["totals"]
-    out += ["", table(["", "flat", "window", "memlane"],
-                      [["prompt tokens, all turns", t["flat"], t["window"], t["memlane"]],
-                       ["prompt tokens, last turn", r["last_turn"]["flat"], r["last_turn"]["window"],
-                        r["last_turn"]["memlane"]],
-                       [f"evidence recall ({r['conversation']['turns_with_needs']} turns that need earlier ones)",
-                        r["evidence_recall"]["flat"], r["evidence_recall"]["window"],
-                        r["evidence_recall"]["memlane"]]])]
-    detail = [[x["user_turn"], " ".join(str(n) for n in x["needs"]), x["recall"]["window"], x["recall"]["memlane"]]
+    out += ["", table(["", "flat", "window", "card"],
+                      [["prompt tokens, all prompts", t["flat"], t["window"], t["card"]],
+                       ["prompt tokens, last prompt", r["last_turn"]["flat"], r["last_turn"]["window"],
+                        r["last_turn"]["card"]],
+                       [f"evidence recall ({conv['turns_with_needs']} turns that need earlier facts)",
+                        r["evidence_recall"]["flat"], r["evidence_recall"]["window"], r["evidence_recall"]["card"]]])]
+    out += ["", f"summary refreshes seen by the agent: {r['summary']['refreshes']} (at turns "
+                f"{', '.join(map(str, r['summary']['refresh_turns'])) or '-'}); card shows only an outdated statement "
+                f"at {r['stale_only']} of {conv['turns_with_changed_facts']} turns needing a changed fact; "
+                f"{r['lagging_turns']} turns arrived with the worker still busy; card p50 {r['card_ms']['p50']} ms, "
+                f"p95 {r['card_ms']['p95']} ms"]
+    detail = [[x["turn"], " ".join(map(str, x["needs"])), " ".join(map(str, x.get("stale", []))) or "-",
+               x["recall"]["window"], x["recall"]["card"], "yes" if x.get("stale_only") else ""]
               for x in r["rows"] if "recall" in x]
-    out += ["", table(["user turn", "needs turns", "window recall", "memlane recall"], detail)]
+    out += ["", table(["turn", "needs turns", "outdated turns", "window recall", "card recall", "outdated only"],
+                      detail)]
     return "\n".join(out)
 
 
 def plot(r: dict[str, Any], path: Path) -> Path:
     from .plot import save_line_chart
 
-    xs = [x["user_turn"] for x in r["rows"]]
+    xs = [x["turn"] for x in r["rows"]]
     return save_line_chart(path, [("flat full history", xs, [x["flat"] for x in r["rows"]]),
-                                  ("memlane: memories + last turns", xs, [x["memlane"] for x in r["rows"]]),
+                                  (f"memlane card, {r['settings']['budget_tokens']:,}-token budget", xs,
+                                   [x["card"] for x in r["rows"]]),
                                   ("last turns only", xs, [x["window"] for x in r["rows"]])],
-                           title="Prompt tokens per user turn", x_label="user turn", y_label="tokens")
+                           title="Prompt tokens per turn, live thread", x_label="turns in the thread",
+                           y_label="tokens", markers=r["summary"]["refresh_turns"], marker_label="summary refresh")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recent", type=int, default=6, help="recent turns kept verbatim in the prompt")
-    p.add_argument("--top-k", type=int, default=8, help="memories asked per turn")
-    p.add_argument("--memory-budget", type=int, default=300, help="tokens of memories at most")
+    p.add_argument("--conversation", choices=("live", "scripted80"), default="live",
+                   help="the generated live thread (default) or the earlier 80-turn script")
+    p.add_argument("--turns", type=int, default=300, help="turns the thread grows to (live thread)")
+    p.add_argument("--seed", type=int, default=live_thread.SEED, help="seed of the live thread")
+    p.add_argument("--recent", type=int, default=6, help="recent turns in the window and in the card")
+    p.add_argument("--budget", type=int, default=1500, help="the context card's token budget")
+    p.add_argument("--summary-trigger", type=int, default=2000, help="the store's summary_trigger_tokens")
+    p.add_argument("--summary-keep-recent", type=int, default=6, help="the store's summary_keep_recent")
+    p.add_argument("--think-seconds", type=float, default=5.0,
+                   help="at most this long between an exchange and the next user turn (the worker's head start)")
+    p.add_argument("--embedder", choices=("auto", "minilm", "hashing"), default="auto")
     p.add_argument("--json", dest="json_out", type=Path)
     p.add_argument("--png", type=Path, default=Path("tokens.png"), help="plot file (default tokens.png)")
 

@@ -31,7 +31,7 @@ from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFoun
 from ..domain.ids import derived_id, sortable_id
 from ..domain.models import Memory, MemoryType, Message, RecordType, Store, SummarySentence, Task, TaskStatus, \
     ThreadSummary
-from ..domain.scope import DEFAULT, Scope, exact_scope
+from ..domain.scope import Scope
 from ..policies import summary as extractive
 from ..ports import Job, Tokenizer
 from ..prompts import summary as prompt
@@ -46,12 +46,6 @@ _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is cau
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
 DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
-
-
-def thread_scope(*, app_id: Any, tenant_id: Any, agent_id: Any, thread_id: Any) -> Scope:
-    """A thread is a run: its summary is addressed by app, tenant, agent (default `__default__`) and the thread id."""
-    return exact_scope({"app_id": app_id, "tenant_id": tenant_id,
-                        "agent_id": DEFAULT if agent_id is None else agent_id, "run_id": thread_id})
 
 
 def doc_id(scope: Scope) -> str:

@@ -73,16 +73,22 @@ def locate(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: An
            agent_id: Any = None) -> ScopeInfo:
     """A thread by its id within the tenant (the agent from its claim, or the one named). Runs from
     before thread ids were claimed are found by naming their agent (`__default__` when none is named)."""
+    info = deps.repo.get_scope(store, scope_of(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id,
+                                               agent_id=agent_id))
+    if info is None:
+        raise NotFound(f"thread '{thread_id}' not found", code="thread_not_found")
+    return info
+
+
+def scope_of(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: Any, agent_id: Any = None) -> Scope:
+    """The scope a thread id names within the tenant, whether or not the thread exists: under the agent named,
+    else the agent that claimed the id, else `__default__`. Every route addressing a thread resolves it so."""
     deps.repo.get_store(store)
     app, tenant = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
     thread = validate_id("thread_id", thread_id)
     agent = validate_id("agent_id", agent_id) if agent_id not in (None, "") else None
-    claimed = deps.repo.thread_agent(store, app, tenant, thread)
-    info = deps.repo.get_scope(store, Scope(app_id=app, tenant_id=tenant, agent_id=agent or claimed or DEFAULT,
-                                            run_id=thread))
-    if info is None:
-        raise NotFound(f"thread '{thread}' not found", code="thread_not_found")
-    return info
+    claimed = None if agent else deps.repo.thread_agent(store, app, tenant, thread)
+    return Scope(app_id=app, tenant_id=tenant, agent_id=agent or claimed or DEFAULT, run_id=thread)
 
 
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: Any, agent_id: Any = None) -> ScopeInfo:
