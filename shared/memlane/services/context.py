@@ -32,7 +32,8 @@ QUERY_WINDOW = 2  # turns before the latest user turn that shape the default que
 
 # What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
 # the best value per token first. Profiles are short and always apply; the newest turn is worth the most
-# of the recent ones; a memory is worth its rank in search's order.
+# of the recent ones; a memory or a plan found by search is worth its rank in search's order; the summary's
+# open items, the thread's own, PLAN_VALUE.
 PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 # A memory is worth its place in search's order (fusion and reranking), not its raw cosine: valued by
 # similarity, the packer's value per token took short, loosely related memories before the reranked head
@@ -71,17 +72,18 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        hits = _recall(deps, store, scope, query, budget_tokens)
+        ranked = list(enumerate(_recall(deps, store, scope, query, budget_tokens)))  # rank: search's order
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
-        ahead = [h for h in hits if h.memory.memory_type == MemoryType.PLAN
+        ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
         if "plans" in wanted:
             parts.append(_plans(summary, ahead))
         if "memories" in wanted:
             shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
-            shown_plans = {h.memory.memory_id for h in ahead} if "plans" in wanted else set()
-            parts.append(_memories([h for h in hits if h.memory.memory_id not in shown_plans], shown, covered))
+            shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
+            parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
+                                   covered))
     return pack(parts, budget_tokens, deps.tokenizer)
 
 
@@ -159,11 +161,11 @@ def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> li
                          top_k=top_k)
 
 
-def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str]) -> Section:
-    """The hits, less what the card already says: a memory whose evidence is all among the shown turns
-    and summary, or whose words restate them."""
+def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str]) -> Section:
+    """The hits (with their rank in search's order), less what the card already says: a memory whose
+    evidence is all among the shown turns and summary, or whose words restate them."""
     entries = []
-    for rank, hit in enumerate(hits):
+    for rank, hit in ranked:
         m = hit.memory
         if (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
             continue
@@ -172,12 +174,13 @@ def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str])
     return Section("memories", tuple(entries))
 
 
-def _plans(summary: ThreadSummary | None, ahead: list[search.SearchHit]) -> Section:
+def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]]) -> Section:
     """The thread summary's open items, and the tenant's plans relevant to the turn that are still ahead
-    (or undated)."""
+    (or undated). A plan from search is worth its rank like a memory: valued flat, a plan search ranked
+    80th went in before the memory it ranked 15th."""
     entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
-    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE, len(entries) + rank,
-                      tuple(h.memory.evidence)) for rank, h in enumerate(ahead)]
+    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), RANK_DECAY ** rank,
+                      len(entries) + i, tuple(h.memory.evidence)) for i, (rank, h) in enumerate(ahead)]
     return Section("plans", tuple(entries))
 
 
