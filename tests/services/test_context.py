@@ -208,3 +208,33 @@ def test_a_plan_deep_in_the_search_order_does_not_push_out_a_better_ranked_memor
     kept = [e.key for e in result.kept["memories"]]
     assert kept == [h.memory.memory_id for h in hits[:15]]
     assert "plans" not in result.kept
+
+
+class CountingTokenizer:
+    """The shipped tokenizer, recording every text it is asked to count."""
+
+    def __init__(self) -> None:
+        self._inner = HFTokenizer()
+        self.name = self._inner.name
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts):
+        self.texts += list(texts)
+        return self._inner.count_many(texts)
+
+
+def test_the_next_card_of_a_thread_does_not_count_the_same_lines_again(deps, store, monkeypatch) -> None:
+    """Counting every candidate line (and every shortened prefix) with the tokenizer at each build was a
+    third of a card's time; a thread's next card re-packs mostly the same memories and turns."""
+    counting = CountingTokenizer()
+    monkeypatch.setattr(deps, "tokenizer", counting)
+    first = card(deps, store)
+    counting.texts.clear()
+
+    again = card(deps, store)
+
+    assert again.text == first.text and again.total == first.total
+    assert not [t for t in counting.texts if t.startswith("- ") or t.startswith("## ")]

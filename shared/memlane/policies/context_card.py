@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..domain import language
 from ..ports import Tokenizer
@@ -113,8 +113,18 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
 def restates(text: str, shown: Sequence[str], share: float = 0.8) -> bool:
     """Whether `text` says again what one of `shown` says: most of its words are in it (a memory distilled
     from a turn the card already shows, in other words or not)."""
-    words = _words(text)
-    return bool(words) and any(len(words & _words(s)) >= share * len(words) for s in shown)
+    return restated_in(shown, share)(text)
+
+
+def restated_in(shown: Sequence[str], share: float = 0.8) -> Callable[[str], bool]:
+    """`restates` against the same `shown` for many texts: their words are taken once, not once a text."""
+    seen = [_words(s) for s in shown]
+
+    def test(text: str) -> bool:
+        words = _words(text)
+        return bool(words) and any(len(words & s) >= share * len(words) for s in seen)
+
+    return test
 
 
 def render(kept: Mapping[str, Sequence[Entry]]) -> str:
