@@ -166,7 +166,7 @@ def test_memories_are_valued_by_their_rank_in_search_not_their_raw_cosine() -> N
 
     head = hit(0, "Priya adopted a border collie called Biscuit from a shelter in Manchester in 2021.", 0.30)
     tail = [hit(i, f"Priya said hello number {i}.", 0.60) for i in range(1, 12)]
-    section = context._memories([head, *tail], shown=[], covered=set())
+    section = context._memories(list(enumerate([head, *tail])), shown=[], covered=set())
     card = pack([section], 60, HFTokenizer())
 
     assert "m0" in [e.key for e in card.kept["memories"]]
@@ -184,3 +184,57 @@ def test_the_stated_profiles_open_the_card(deps, store) -> None:
     assert result.text.startswith("## Agent profile\n- ") and "travel planner" in result.text
     assert any("window seats" in e.text for e in result.kept["user_profile"])
     assert result.text.index("## User profile") < result.text.index("## Relevant memories")
+
+
+def _hit(i: int, text: str, memory_type: MemoryType = MemoryType.FACT) -> "context.search.SearchHit":
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    memory = Memory(memory_id=f"hit-{i:03d}", scope=Scope(**OLD), memory_type=memory_type, text=text,
+                    created_at=now, updated_at=now, evidence=[f"turn-{i}"])
+    return context.search.SearchHit(memory=memory, score=1.0 - i / 100, similarity=0.5)
+
+
+def test_a_plan_deep_in_the_search_order_does_not_push_out_a_better_ranked_memory(deps, store, monkeypatch) -> None:
+    """Plans were valued flat (0.5) whatever their rank: a barely relevant plan took the place of the
+    memories search ranked higher (on LoCoMo the plans section held ~340 of a 1,500-token card)."""
+    hits = [_hit(i, f"Priya noted fact number {i} about her garden.") for i in range(40)]
+    hits.append(_hit(40, "Priya will repaint her garden shed number 40.", MemoryType.PLAN))
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
+    tok = HFTokenizer()
+    head = "\n".join(["## Relevant memories", *(f"- {h.memory.text}" for h in hits[:15])])
+    budget = tok.count(head) + 3  # room for the first fifteen memories, not for a plans section as well
+
+    result = card(deps, store, sections=["memories", "plans"], budget_tokens=budget)
+
+    kept = [e.key for e in result.kept["memories"]]
+    assert kept == [h.memory.memory_id for h in hits[:15]]
+    assert "plans" not in result.kept
+
+
+class CountingTokenizer:
+    """The shipped tokenizer, recording every text it is asked to count."""
+
+    def __init__(self) -> None:
+        self._inner = HFTokenizer()
+        self.name = self._inner.name
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts):
+        self.texts += list(texts)
+        return self._inner.count_many(texts)
+
+
+def test_the_next_card_of_a_thread_does_not_count_the_same_lines_again(deps, store, monkeypatch) -> None:
+    """Counting every candidate line (and every shortened prefix) with the tokenizer at each build was a
+    third of a card's time; a thread's next card re-packs mostly the same memories and turns."""
+    counting = CountingTokenizer()
+    monkeypatch.setattr(deps, "tokenizer", counting)
+    first = card(deps, store)
+    counting.texts.clear()
+
+    again = card(deps, store)
+
+    assert again.text == first.text and again.total == first.total
+    assert not [t for t in counting.texts if t.startswith("- ") or t.startswith("## ")]

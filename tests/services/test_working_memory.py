@@ -108,3 +108,16 @@ def test_a_thread_shows_its_summarys_state(deps, store) -> None:
     listed = json.loads(api.resolve(api_event("GET", f"/v1/stores/{store}/threads", query=q), None)["body"])["threads"]
     assert {t["thread_id"]: t["summary"]["covered_messages"] for t in listed} == {
         s["run_id"]: context.get_summary(deps, store, Scope(**s)).covered_messages for s in (FIRST, SECOND)}
+
+
+def test_search_reads_the_summaries_it_found_by_key_not_every_summary_of_the_tenant(deps, store, monkeypatch) -> None:
+    """summaries.documents read all of a tenant's summaries for every search that found one: a tenant with
+    thousands of threads paid for all of them. The index hit names its thread, so one batch read does."""
+    def scan(*args, **kwargs):
+        raise AssertionError("a search scanned every summary of the tenant")
+
+    monkeypatch.setattr(type(deps.repo), "iter_summaries", scan)  # deps.repo is made per call
+    hits = search.search(deps, store, query="peanut allergy restaurants", scope={"app_id": APP, "tenant_id": TENANT},
+                         record_types=["summary"], top_k=5)
+    assert hits and {h.memory.record_type for h in hits} == {RecordType.SUMMARY}
+    assert all(h.memory.text for h in hits)

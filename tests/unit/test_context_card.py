@@ -136,3 +136,32 @@ def test_an_empty_budget_gives_an_empty_card() -> None:
     card = pack(_state(), 0, TOKENIZER)
     assert card.text == "" and card.total == 0 and card.kept == {}
     assert {c.section for c in card.cut} == set(SECTIONS)
+
+
+class RecordingTokenizer:
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        self.texts += texts
+        return TOKENIZER.count_many(texts)
+
+
+def test_no_shortening_is_counted_when_the_room_left_is_below_its_first_sentences_words() -> None:
+    """Once the budget was nearly spent, every entry left was tried for shortening with a tokenizer call
+    (77 a card on LoCoMo): a prefix whose words alone outnumber the tokens left cannot fit."""
+    filler = Entry("fill", "Priya lives in Lisbon.", 1.0, 0)
+    long_ = tuple(Entry(f"m{i}", "Priya told a long story about her garden and her neighbours there. " * 3, 0.5, i)
+                  for i in range(5))
+    tok = RecordingTokenizer()
+    fits = TOKENIZER.count("## Relevant memories\n- Priya lives in Lisbon.")
+
+    card = pack([Section("memories", (filler, *long_))], fits + 3, tok)
+
+    assert [e.key for e in card.kept["memories"]] == ["fill"]
+    assert not [t for t in tok.texts if t.endswith("…")]

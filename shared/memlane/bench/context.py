@@ -2,7 +2,8 @@
 plain ways of filling the same budget, measured in one run.
 
 Each conversation is ingested into its own tenant through the real service path (locomo.Memlane: one
-run per session, the local worker extracts, no LLM, MiniLM). Every question is then asked as the next
+thread per session by default, or `--threads conversation`: all sessions in one thread, whose summary then
+refreshes as it grows; the local worker extracts, no LLM, MiniLM). Every question is then asked as the next
 turn of the conversation's last session: the card of that thread (services/context.build, the route's
 own service) is built with the question as its query, at each budget. Beside it, at the same budgets:
 
@@ -33,6 +34,7 @@ from .locomo import APP, CATEGORY_NAMES, HEADLINE, STORE, Conversation, Memlane,
 
 BUDGETS = (500, 1000, 1500, 2000)
 METHODS = ("card", "last_turns", "search_top_k")
+THREADS = ("session", "conversation")  # what a LoCoMo session is added to (docs/benchmarks.md, section 7)
 SEARCH_K = 100  # results the search baseline asks for (enough to fill 2,000 tokens)
 
 
@@ -107,26 +109,46 @@ class Tally:
                                "p95": round(metrics.percentile(latencies, 95), 2)}}
 
 
+def thread_of(session: int, per: str) -> str:
+    """The thread a session is added to: its own (`session`), or the conversation's one (`conversation`)."""
+    if per not in THREADS:
+        raise ValueError(f"threads must be one of {THREADS}")
+    return f"session-{session}" if per == "session" else "conversation"
+
+
+class _Threads(Memlane):
+    """memlane's LoCoMo path with the sessions added to the threads `per` says."""
+
+    def __init__(self, embedder: Any, data_dir: Path, per: str) -> None:
+        super().__init__(embedder, data_dir)
+        self.per = per
+
+    def scope(self, conv: Conversation, session: int | None = None) -> dict[str, str]:  # type: ignore[override]
+        scope = {"app_id": APP, "tenant_id": conv.sample_id}
+        return scope if session is None else {**scope, "run_id": thread_of(session, self.per)}
+
+
 def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], recent: int,
-             progress: Progress | None = None) -> tuple[Tally, list[int], dict[str, int]]:
+             progress: Progress | None = None, per: str = "session") -> tuple[Tally, list[int], dict[str, Any]]:
     from ..services import context
     from ..services.search import search
 
     deps = ours.deps
     tokenizer = deps.tokenizer
-    tally, fulls, summaries = Tally(), [], {"threads": 0, "with_summary": 0}
+    tally, fulls, summaries = Tally(), [], {"per": per, "threads": 0, "with_summary": 0}
     for conv in convs:
         if progress:
             progress.update(0, f"{conv.sample_id}: ingest")
         ours.prepare(conv)
-        last = conv.sessions[-1][0]
-        thread = f"session-{last}"
+        thread = thread_of(conv.sessions[-1][0], per)
         lines = [turn_line(t.speaker, t.content, t.created_at) for t in conv.turns]
         full = tokenizer.count("\n".join(lines))
         counts = tokenizer.count_many(lines)
         fulls.append(full)
-        summaries["threads"] += 1
-        summaries["with_summary"] += context.get_summary(deps, STORE, _thread_scope(conv, thread)) is not None
+        threads = list(dict.fromkeys(thread_of(n, per) for n, _, _ in conv.sessions))
+        summaries["threads"] += len(threads)
+        summaries["with_summary"] += sum(context.get_summary(deps, STORE, _thread_scope(conv, t)) is not None
+                                         for t in threads)
         if progress:
             progress.update(len(conv.turns), f"{conv.sample_id}: questions")
         for q in conv.questions:
@@ -176,10 +198,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder.embed(["warm up"])  # load the model before anything is timed
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
-    ours = Memlane(embedder, data_dir / "memlane")
+    per = getattr(args, "threads", "session")
+    ours = _Threads(embedder, data_dir / "memlane", per)
     progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs), "starting")
     try:
-        tally, fulls, summaries = evaluate(convs, ours, budgets, args.recent, progress)
+        tally, fulls, summaries = evaluate(convs, ours, budgets, args.recent, progress, per)
         tokenizer = ours.deps.tokenizer.name  # type: ignore[union-attr]
     finally:
         progress.close()
@@ -196,7 +219,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       "all": sum(len(c.questions) for c in convs)},
         "budgets": budgets, "recent_messages": args.recent, "tokenizer": tokenizer, "embedder": embedder.name,
         "full_history_tokens_mean": round(sum(fulls) / max(len(fulls), 1), 1),
-        "threads_with_summary": summaries, "memories": ours.memories, "failed_tasks": ours.failed_tasks,
+        "threads": summaries, "memories": ours.memories, "failed_tasks": ours.failed_tasks,
         "methods": methods,
         "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
@@ -206,8 +229,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def format_report(report: dict[str, Any]) -> str:
     out = [f"LoCoMo {report['dataset']}: {report['questions']['headline']} questions in categories 1-4, asked as the "
            f"next turn of each conversation's last session; tokens by {report['tokenizer']}; full history "
-           f"{report['full_history_tokens_mean']:,.0f} tokens on average; summaries on "
-           f"{report['threads_with_summary']['with_summary']}/{report['threads_with_summary']['threads']} threads", ""]
+           f"{report['full_history_tokens_mean']:,.0f} tokens on average; one thread per {report['threads']['per']}, "
+           f"summaries on {report['threads']['with_summary']}/{report['threads']['threads']} threads", ""]
     rows = []
     for budget in report["budgets"]:
         for method in METHODS:
@@ -229,6 +252,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="LoCoMo JSON file (original format)")
     p.add_argument("--budgets", default=",".join(str(b) for b in BUDGETS), help="comma-separated token budgets")
     p.add_argument("--recent", type=int, default=6, help="recent messages asked for in the card")
+    p.add_argument("--threads", choices=THREADS, default="session",
+                   help="add each LoCoMo session to its own thread (default) or all to one thread per conversation")
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--limit-conversations", type=int, default=None)
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")

@@ -16,10 +16,11 @@ the packer's estimate (exact for WordPiece, where whitespace is free; not for ev
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..domain import language
 from ..ports import Tokenizer
@@ -113,8 +114,18 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
 def restates(text: str, shown: Sequence[str], share: float = 0.8) -> bool:
     """Whether `text` says again what one of `shown` says: most of its words are in it (a memory distilled
     from a turn the card already shows, in other words or not)."""
-    words = _words(text)
-    return bool(words) and any(len(words & _words(s)) >= share * len(words) for s in shown)
+    return restated_in(shown, share)(text)
+
+
+def restated_in(shown: Sequence[str], share: float = 0.8) -> Callable[[str], bool]:
+    """`restates` against the same `shown` for many texts: their words are taken once, not once a text."""
+    seen = [_words(s) for s in shown]
+
+    def test(text: str) -> bool:
+        words = _words(text)
+        return bool(words) and any(len(words & s) >= share * len(words) for s in seen)
+
+    return test
 
 
 def render(kept: Mapping[str, Sequence[Entry]]) -> str:
@@ -157,7 +168,9 @@ def _costs(sections: Sequence[Section] | object, tokenizer: Tokenizer) -> dict[t
 def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] | None:
     """The entry's leading sentences that fit in `room` tokens (marked as shortened), or None."""
     sentences = _SENTENCE_END.split(entry.text.strip())
-    if room <= 0 or len(sentences) < 2:
+    # Every word is at least one token: a first sentence with more words than `room` cannot fit, and is
+    # not worth a tokenizer call (a nearly spent budget tries every entry left).
+    if room <= 0 or len(sentences) < 2 or len(sentences[0].split()) + 1 > room:
         return None
     prefixes = [" ".join(sentences[:i]) + ELLIPSIS for i in range(1, len(sentences))]
     best = None
@@ -168,8 +181,10 @@ def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] |
     return best
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in language.STOP_WORDS}
+@functools.lru_cache(maxsize=20_000)
+def _words(text: str) -> frozenset[str]:
+    # Cached: a thread's next card checks mostly the same memories against mostly the same turns.
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in language.STOP_WORDS)
 
 
 _HEADERS: dict[str, dict[str, int]] = {}

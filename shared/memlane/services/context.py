@@ -11,6 +11,9 @@ Reads only: a card writes nothing, so building one twice gives the same text for
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections import OrderedDict
 from datetime import timedelta
 from typing import Sequence
 
@@ -18,7 +21,8 @@ from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
 from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
-from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restates
+from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restated_in
+from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
 from .deps import Deps
 
@@ -32,13 +36,18 @@ QUERY_WINDOW = 2  # turns before the latest user turn that shape the default que
 
 # What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
 # the best value per token first. Profiles are short and always apply; the newest turn is worth the most
-# of the recent ones; a memory is worth its rank in search's order.
+# of the recent ones; a memory or a plan found by search is worth its rank in search's order; the summary's
+# open items, the thread's own, PLAN_VALUE.
 PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 # A memory is worth its place in search's order (fusion and reranking), not its raw cosine: valued by
 # similarity, the packer's value per token took short, loosely related memories before the reranked head
 # (LoCoMo prompt recall at 1,500 tokens 0.742 vs 0.871 for the same search's results in rank order).
 RANK_DECAY = 0.93
 RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
+# Token counts of card lines kept between builds (per tokenizer, least recently used out): a thread's next
+# card re-packs mostly the same memories and turns, and counting them again was a third of a build.
+# A whole rendered card is longer than LINE_CHARS and is counted afresh.
+LINE_COUNTS, LINE_CHARS = 50_000, 2_000
 
 
 def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
@@ -71,18 +80,19 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        hits = _recall(deps, store, scope, query, budget_tokens)
+        ranked = list(enumerate(_recall(deps, store, scope, query, budget_tokens)))  # rank: search's order
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
-        ahead = [h for h in hits if h.memory.memory_type == MemoryType.PLAN
+        ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
         if "plans" in wanted:
             parts.append(_plans(summary, ahead))
         if "memories" in wanted:
             shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
-            shown_plans = {h.memory.memory_id for h in ahead} if "plans" in wanted else set()
-            parts.append(_memories([h for h in hits if h.memory.memory_id not in shown_plans], shown, covered))
-    return pack(parts, budget_tokens, deps.tokenizer)
+            shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
+            parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
+                                   covered))
+    return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
 # -- the seams: one small function per source, so another module can take each over ----------------
@@ -159,27 +169,73 @@ def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> li
                          top_k=top_k)
 
 
-def _memories(hits: list[search.SearchHit], shown: list[str], covered: set[str]) -> Section:
-    """The hits, less what the card already says: a memory whose evidence is all among the shown turns
-    and summary, or whose words restate them."""
+def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str]) -> Section:
+    """The hits (with their rank in search's order), less what the card already says: a memory whose
+    evidence is all among the shown turns and summary, or whose words restate them."""
     entries = []
-    for rank, hit in enumerate(hits):
+    said = restated_in(shown)
+    for rank, hit in ranked:
         m = hit.memory
-        if (m.evidence and set(m.evidence) <= covered) or restates(m.text, shown):
+        if (m.evidence and set(m.evidence) <= covered) or said(m.text):
             continue
         entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), RANK_DECAY ** rank,
                              rank, tuple(m.evidence)))
     return Section("memories", tuple(entries))
 
 
-def _plans(summary: ThreadSummary | None, ahead: list[search.SearchHit]) -> Section:
+def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]]) -> Section:
     """The thread summary's open items, and the tenant's plans relevant to the turn that are still ahead
-    (or undated)."""
+    (or undated). A plan from search is worth its rank like a memory: valued flat, a plan search ranked
+    80th went in before the memory it ranked 15th."""
     entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
-    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), PLAN_VALUE, len(entries) + rank,
-                      tuple(h.memory.evidence)) for rank, h in enumerate(ahead)]
+    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), RANK_DECAY ** rank,
+                      len(entries) + i, tuple(h.memory.evidence)) for i, (rank, h) in enumerate(ahead)]
     return Section("plans", tuple(entries))
 
 
 def _dated(text: str, when: object) -> str:
     return f"({when:%Y-%m-%d}) {text}" if when is not None else text
+
+
+# -- token counts -------------------------------------------------------------------------------
+
+
+class _LineCounts:
+    """A tokenizer that remembers the counts of the lines it has counted (a pure function of the text)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.name = tokenizer.name
+        self._tokenizer = tokenizer
+        self._known: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        with self._lock:
+            known = {t: self._known[t] for t in texts if t in self._known}
+            for t in known:
+                self._known.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
+        if missing:
+            fresh = dict(zip(missing, self._tokenizer.count_many(missing)))
+            known.update(fresh)
+            with self._lock:
+                self._known.update((t, n) for t, n in fresh.items() if len(t) <= LINE_CHARS)
+                while len(self._known) > LINE_COUNTS:
+                    self._known.popitem(last=False)
+        return [known[t] for t in texts]
+
+
+_CACHES: weakref.WeakKeyDictionary[Tokenizer, _LineCounts] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def _counts(tokenizer: Tokenizer) -> _LineCounts:
+    """The line-count cache of this tokenizer (one per tokenizer object: a count is only true for its vocabulary)."""
+    with _CACHES_LOCK:
+        found = _CACHES.get(tokenizer)
+        if found is None:
+            found = _CACHES[tokenizer] = _LineCounts(tokenizer)
+        return found

@@ -179,15 +179,18 @@ def _load(deps: Deps, store: str, where: ScopeFilter, found: list[Hit],
         thread = Scope(app_id=where.app_id, tenant_id=where.tenant_id, agent_id=agent_id, run_id=run_id)
         messages.update((m.message_id, m) for m in deps.repo.get_messages(store, thread, message_ids))
     records.update((mid, message_document(m)) for mid, m in messages.items())
-    records.update(_summaries(deps, store, where, by_type.get(RecordType.SUMMARY, [])))
+    summary_ids = by_type.get(RecordType.SUMMARY, [])
+    records.update(_summaries(deps, store, where, summary_ids, [(kind[i].agent_id, kind[i].run_id) for i in summary_ids]))
     return records, messages
 
 
-def _summaries(deps: Deps, store: str, where: ScopeFilter, ids: list[str]) -> dict[str, Memory]:
-    """Summary records behind these ids, read from the table (a document without its record is left out)."""
+def _summaries(deps: Deps, store: str, where: ScopeFilter, ids: list[str],
+               threads: list[tuple[str, str]]) -> dict[str, Memory]:
+    """Summary records behind these ids, read from the table by their threads (a document without its
+    record is left out)."""
     if not ids:
         return {}
-    return {d.memory_id: d for d in summaries.documents(deps, store, where.app_id, where.tenant_id, ids)}
+    return {d.memory_id: d for d in summaries.documents(deps, store, where.app_id, where.tenant_id, ids, threads)}
 
 
 def _held_at(memory: Memory, when: datetime) -> bool:

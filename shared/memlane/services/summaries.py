@@ -25,7 +25,7 @@ summary is a distilled memory like the ones extraction writes.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFound
 from ..domain.ids import derived_id, sortable_id
@@ -82,10 +82,20 @@ def index_documents(deps: Deps, store: str, app_id: str, tenant_id: str) -> Iter
     return (as_document(s) for s in deps.repo.iter_summaries(store, app_id, tenant_id) if s.text)
 
 
-def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence[str]) -> list[Memory]:
-    """The summary documents among `ids` (index hits, ids to repair), from the table."""
+def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence[str],
+              threads: Sequence[tuple[str, str]] | None = None) -> list[Memory]:
+    """The summary documents among `ids` (index hits, ids to repair), from the table. `threads`: the
+    (agent_id, run_id) the ids' index documents name — then one batch read of those threads' summaries,
+    not a scan of every summary of the tenant (an id alone does not say its thread)."""
     wanted = {i for i in ids if i.startswith(DOC_PREFIX)}
-    return [d for d in index_documents(deps, store, app_id, tenant_id) if d.memory_id in wanted] if wanted else []
+    if not wanted:
+        return []
+    if threads is None:
+        found: Iterable[Memory] = index_documents(deps, store, app_id, tenant_id)
+    else:
+        scopes = [Scope(app_id=app_id, tenant_id=tenant_id, agent_id=a, run_id=r) for a, r in dict.fromkeys(threads)]
+        found = (as_document(s) for s in deps.repo.get_summaries(store, scopes).values() if s.text)
+    return [d for d in found if d.memory_id in wanted]
 
 
 # -- the trigger ---------------------------------------------------------------------------------

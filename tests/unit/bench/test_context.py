@@ -52,3 +52,15 @@ def test_the_report_names_budgets_methods_and_the_tokenizer(tmp_path: Path, mini
     assert report["methods"]["last_turns"]["40"]["4"]["recall"] == 0.0
     assert report["full_history_tokens_mean"] > 40
     assert "card" in bench.format_report(report)
+
+
+def test_one_thread_per_conversation_puts_every_session_in_the_same_thread(tmp_path: Path, minilm) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(SAMPLE))
+    args = argparse.Namespace(data=data, limit_conversations=None, budgets="400", recent=5, json_out=None,
+                              data_dir=str(tmp_path / "data"), embed_cache=None, threads="conversation")
+    report = bench.run(args)
+    # two sessions, one thread (below the summary trigger: no summary yet)
+    assert report["threads"] == {"per": "conversation", "threads": 1, "with_summary": 0}
+    args.threads, args.data_dir = "session", str(tmp_path / "data2")
+    assert bench.run(args)["threads"] == {"per": "session", "threads": 2, "with_summary": 0}
