@@ -137,7 +137,7 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
 def fail(deps: Deps, store: str, task_id: str, reason: str) -> DreamTask:
     """Mark a dream FAILED once its job is given up on; the scopes it claimed become due again."""
     task = deps.repo.get_dream_task(store, task_id)
-    if task.status == TaskStatus.SUCCEEDED:
+    if task.status.finished:  # a failed one keeps its first reason
         return task
     now = deps.clock.now()
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000], "updated_at": now})

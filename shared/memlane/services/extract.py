@@ -76,9 +76,10 @@ def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> 
 
 def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | None = None,
          tenant_id: str | None = None) -> Task:
-    """Mark a task FAILED after its job was given up on (dead-lettered)."""
+    """Mark a task FAILED after its job was given up on (dead-lettered). A finished task keeps its outcome,
+    and a failed one its first reason (the last delivery gives up again on a task already failed)."""
     task = deps.repo.locate_task(store, request_id, app_id, tenant_id)
-    if task.status == TaskStatus.SUCCEEDED:
+    if task.status.finished:
         deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
