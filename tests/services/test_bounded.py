@@ -189,3 +189,42 @@ def test_a_sync_dream_within_its_deadline_answers_200_and_leaves_no_job(svc):
 
     assert (status, body["status"]) == (200, "SUCCEEDED")
     assert svc.queue.depth() == 0
+
+
+# -- the other synchronous paths: search and context cards -----------------------------------------
+
+
+class SlowEmbedder:
+    """The store's embedder, slowed by `delay` seconds a call; under a deadline (ports.Budgeted) a call
+    slower than what is left ends with DeadlineExceeded when the budget runs out."""
+
+    def __init__(self, real, delay: float, deadline=None):
+        self.real, self.delay, self.deadline = real, delay, deadline
+        self.name, self.dim = real.name, real.dim
+
+    def within(self, deadline):
+        return SlowEmbedder(self.real, self.delay, deadline)
+
+    def embed(self, texts):
+        budget = self.delay if self.deadline is None else self.deadline.remaining()
+        time.sleep(min(self.delay, budget))
+        if self.delay > budget:
+            raise DeadlineExceeded("the embedding call outlived the request's deadline")
+        return self.real.embed(texts)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/stores/demo/search", {"query": "where does Clara live?", "scope": {"app_id": "app", "tenant_id": "u1"}}),
+    ("/v1/stores/demo/threads/r1/context", {"app_id": "app", "tenant_id": "u1", "agent_id": "bot",
+                                            "query": "where does Clara live?"}),
+])
+def test_a_search_past_its_deadline_answers_503_deadline_exceeded(svc, path, body):
+    ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    svc.drain()
+    deadline(svc, TINY)
+    svc.deps.embedder = SlowEmbedder(svc.deps.embedder, delay=2.0)  # would take two seconds a call
+    api = build_api(svc.deps)
+
+    status, answer = call(api, "POST", path, body)
+
+    assert (status, answer["error"]["code"]) == (503, "deadline_exceeded")
