@@ -88,7 +88,7 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     except DeadlineExceeded:
         return deps.repo.get_dream_task(store, task.task_id)  # RUNNING: the job goes on (202)
     except MemlaneError as error:
-        done = fail(deps, store, task.task_id, f"{error.code}: {error.message}")
+        fail(deps, store, task.task_id, f"{error.code}: {error.message}")  # the caller gets the error
         deps.queue.discard(job)
         raise
     deps.queue.discard(job)  # finished inline: the job is not needed (on SQS it finds the task finished)
