@@ -228,3 +228,31 @@ def test_a_search_past_its_deadline_answers_503_deadline_exceeded(svc, path, bod
     status, answer = call(api, "POST", path, body)
 
     assert (status, answer["error"]["code"]) == (503, "deadline_exceeded")
+
+
+def test_a_sync_dream_cut_short_by_anything_is_finished_by_its_job(svc):
+    """A sync dream used to have no job: killed mid-run (a Lambda timeout, a crash, an error the service
+    does not own), its task stayed RUNNING for ever. Its job is queued before it runs now."""
+    ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
+    svc.drain()
+    slow_model(svc, CrashingOnceLLM())
+
+    with pytest.raises(RuntimeError):
+        dream.start(svc.deps, "demo", scope={"app_id": "app", "tenant_id": "u1"}, sync=True)
+
+    [task], _ = dream.list_tasks(svc.deps, "demo", app_id="app", tenant_id="u1", limit=10, cursor=None)
+    assert task.status == TaskStatus.RUNNING
+    svc.queue.take_ownership()  # as after a restart: the job is due now
+    svc.drain()
+    assert dream.get_task(svc.deps, "demo", task.task_id).status == TaskStatus.SUCCEEDED
+
+
+class CrashingOnceLLM(SlowLLM):
+    def __init__(self):
+        super().__init__(delay=0.0)
+
+    def generate(self, *, system, prompt, response_model):
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the process died here")
+        return self.answer(response_model)
