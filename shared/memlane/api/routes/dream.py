@@ -23,7 +23,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
                  summary="Consolidate a scope's memories (runs on the queue, or inline with sync=true within the "
                          "request's deadline)",
                  responses={202: {"description": "Accepted; also a sync dream that did not finish within its "
-                                                 "deadline (its job goes on: poll the dream task)", "content": {"application/json": {"model": DreamTaskOut}}},
+                                                 "deadline (its job goes on: poll the dream task)",
+                                  "content": {"application/json": {"model": DreamTaskOut}}},
                             200: {"description": "Dreamt (sync), with its actions",
                                   "content": {"application/json": {"model": DreamTaskOut}}}})
     def start_dream(store: str, body: DreamIn) -> tuple[dict[str, Any], int]:
