@@ -100,6 +100,10 @@ def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Ha
 # -- the extract function ----------------------------------------------------------------------
 
 
+class JobAbandoned(Exception):
+    """A job given up on without running (its last delivery): the record fails, on to the dead-letter queue."""
+
+
 class JobRecord(SqsRecordModel):
     """An SQS record whose body is a Job; a body that is not one fails that record alone."""
 
@@ -109,29 +113,39 @@ class JobRecord(SqsRecordModel):
 def build_sqs_handler() -> Handler:
     """The handler of the extract function: each SQS record is a job; failures are reported per record.
 
-    A record that fails goes back to the queue and is retried; on its last receive (the queue's
-    maxReceiveCount, MEMLANE_WORKER_MAX_ATTEMPTS here) the job is given up on first, so its task
-    says FAILED before SQS moves the message to the dead-letter queue.
+    A record that fails goes back to the queue and is retried. A Lambda timeout kills the process with
+    no chance to record anything, so the receive count decides, before any work: the queue's last
+    delivery (its maxReceiveCount, MEMLANE_WORKER_MAX_ATTEMPTS here) works no more — it gives the job
+    up, so its task says FAILED before SQS moves the message to the dead-letter queue. The deliveries
+    before it run the job; a failure on the last of those gives up at once, with its own reason.
     """
     rt = runtime()
     processor = BatchProcessor(event_type=EventType.SQS, model=JobRecord, raise_on_entire_batch_failure=False)
     last_receive = rt.settings.worker_max_attempts
 
+    def give_up(job: Job, receives: int, reason: str) -> None:
+        rt.logger.error("giving up on the job", extra={"job": job.model_dump(), "receive": receives,
+                                                        "reason": reason})
+        jobs.give_up(rt.deps, job, reason)
+        rt.metrics.add_metric(name="TasksFailed", unit=MetricUnit.Count, value=1)
+
     def process(record: JobRecord) -> None:
         job = record.body
         rt.logger.set_correlation_id(job.request_id)
         receives = int(record.attributes.ApproximateReceiveCount)
+        if receives >= last_receive:
+            reason = (f"gave up after {receives} deliveries: the job never finished (each attempt failed, "
+                      "or the function timed out)")
+            give_up(job, receives, reason)
+            raise JobAbandoned(reason)  # a failed record: SQS dead-letters it
         try:
             done = jobs.handle(rt.deps, job)
         except Exception as error:  # noqa: BLE001 — the worker boundary: any failure is a failed attempt
-            if receives < last_receive:
+            if receives < last_receive - 1:
                 rt.logger.warning("job failed; SQS will retry it", extra={"job": job.model_dump(),
                                   "receive": receives, "reason": describe(error)})
                 raise
-            rt.logger.error("job failed on its last receive; giving up", extra={"job": job.model_dump(),
-                            "receive": receives, "reason": describe(error)})
-            jobs.give_up(rt.deps, job, describe(error))
-            rt.metrics.add_metric(name="TasksFailed", unit=MetricUnit.Count, value=1)
+            give_up(job, receives, describe(error))  # its last working delivery: keep its own reason
             raise
         if isinstance(done, Task):
             rt.metrics.add_metric(name="MemoriesExtracted", unit=MetricUnit.Count, value=len(done.memory_ids))

@@ -48,7 +48,9 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               extract_context_messages=settings.extract_context_messages,
                               extract_context_chars=settings.extract_context_chars,
                               dream_max_scopes=settings.dream_max_scopes,
-                              dream_scan_limit=settings.dream_scan_limit),
+                              dream_scan_limit=settings.dream_scan_limit,
+                              sync_deadline_seconds=_sync_deadline(settings),
+                              sync_margin_seconds=settings.sync_margin_seconds),
         compactors=_compactors(table, index),
     )
 
@@ -208,6 +210,22 @@ def _index(settings: Settings) -> Index:
                                     tenant_clients=tenant_clients)
 
 
+def _sync_deadline(settings: Settings) -> float:
+    """On AWS a synchronous request is answered through the HTTP API, which gives up after 30 s."""
+    from .domain.deadline import HTTP_API_LIMIT_SECONDS
+
+    if settings.mode == "aws":
+        return min(settings.sync_deadline_seconds, HTTP_API_LIMIT_SECONDS)
+    return settings.sync_deadline_seconds
+
+
+def _limits(settings: Settings) -> "CallLimits":  # noqa: F821
+    from .adapters.backoff import CallLimits
+
+    return CallLimits(connect_timeout=settings.model_connect_timeout_seconds,
+                      read_timeout=settings.model_read_timeout_seconds, max_attempts=settings.model_max_attempts)
+
+
 def _tokenizer(settings: Settings) -> Tokenizer:
     from .adapters.tokenizers.hf import HFTokenizer
 
@@ -237,11 +255,14 @@ def _embedder(settings: Settings) -> Embedder:
         from .adapters.openai.embedder import OpenAICompatibleEmbedder
 
         return OpenAICompatibleEmbedder(settings.openai_base_url, settings.openai_embed_model,
-                                        api_key=settings.openai_api_key or None)
+                                        api_key=settings.openai_api_key or None,
+                                        timeout=settings.model_read_timeout_seconds,
+                                        connect_timeout=settings.model_connect_timeout_seconds,
+                                        max_attempts=settings.model_max_attempts)
     from .adapters.bedrock.embedder import BedrockEmbedder
 
-    return BedrockEmbedder(model_id=settings.bedrock_embed_model, dim=settings.embed_dim,
-                           client=_boto("bedrock-runtime", settings))
+    return BedrockEmbedder(model_id=settings.bedrock_embed_model, dim=settings.embed_dim, region=settings.aws_region,
+                           limits=_limits(settings))
 
 
 def _llm(settings: Settings) -> LLM | None:
@@ -249,11 +270,13 @@ def _llm(settings: Settings) -> LLM | None:
         from .adapters.openai.llm import OpenAICompatibleLLM
 
         return OpenAICompatibleLLM(settings.openai_base_url, settings.openai_llm_model,
-                                   api_key=settings.openai_api_key or None)
+                                   api_key=settings.openai_api_key or None, timeout=settings.model_read_timeout_seconds,
+                                   connect_timeout=settings.model_connect_timeout_seconds,
+                                   max_attempts=settings.model_max_attempts)
     if settings.llm == "bedrock":
         from .adapters.bedrock.llm import BedrockLLM
 
-        return BedrockLLM(settings.bedrock_llm_model, client=_boto("bedrock-runtime", settings))
+        return BedrockLLM(settings.bedrock_llm_model, region=settings.aws_region, limits=_limits(settings))
     return None
 
 
@@ -268,14 +291,5 @@ def _reranker(settings: Settings) -> Reranker | None:
     if choice == "bedrock":
         from .adapters.bedrock.reranker import BedrockReranker
 
-        return BedrockReranker(settings.bedrock_rerank_model, region=settings.aws_region,
-                               client=_boto("bedrock-agent-runtime", settings))
+        return BedrockReranker(settings.bedrock_rerank_model, region=settings.aws_region, limits=_limits(settings))
     return None
-
-
-def _boto(service: str, settings: Settings):  # type: ignore[no-untyped-def]
-    """A Bedrock client without botocore's own retries: the adapters retry with jittered backoff."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(service, region_name=settings.aws_region, config=Config(retries={"total_max_attempts": 1}))

@@ -42,6 +42,17 @@ class Settings(BaseModel):
     bedrock_rerank_model: str = "amazon.rerank-v1:0"
     embed_dim: int = Field(default=1024, ge=8, le=4096)
 
+    # Model calls (Bedrock, OpenAI-compatible): explicit timeouts and attempts (the first try included).
+    # Under a synchronous request's deadline each attempt gets at most what is left of it.
+    model_connect_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    model_read_timeout_seconds: float = Field(default=60.0, gt=0, le=900)
+    model_max_attempts: int = Field(default=3, ge=1, le=10)
+    # A synchronous request (sync add, sync dream) works at most this long — on AWS never past its Lambda's
+    # remaining time nor the HTTP API's 29 s — less the margin kept to write its answer; then it answers
+    # 202 and its queued job finishes the work.
+    sync_deadline_seconds: float = Field(default=29.0, gt=0, le=900)
+    sync_margin_seconds: float = Field(default=2.0, ge=0, le=60)
+
     # OpenAI-compatible endpoints (OpenAI, Ollama, vLLM)
     openai_base_url: str = ""
     openai_api_key: str = ""

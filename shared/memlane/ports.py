@@ -13,6 +13,7 @@ from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
+from .domain.deadline import Deadline
 from .domain.models import Memory, MemoryStatus, MemoryType, RecordType
 from .domain.scope import ScopeFilter
 
@@ -294,6 +295,14 @@ class Reranker(Protocol):
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         """A relevance score per text (higher is better), in the order given."""
         ...
+
+
+@runtime_checkable
+class Budgeted(Protocol):
+    """A model adapter that can bound its calls by a request's deadline (domain/deadline.py): the view
+    it returns gives each call, and its retries, at most what is left of `deadline`."""
+
+    def within(self, deadline: Deadline) -> Any: ...
 
 
 class Tokenizer(Protocol):

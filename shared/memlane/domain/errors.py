@@ -67,6 +67,13 @@ class Overloaded(Retryable):
         self.retry_after = retry_after
 
 
+class DeadlineExceeded(Retryable):
+    """Synchronous work ran out of its deadline (domain/deadline.py). A sync add or dream answers 202
+    and its queued job finishes the work; elsewhere the caller may simply retry."""
+
+    code = "deadline_exceeded"
+
+
 class DependencyFailed(MemlaneError):
     """A dependency (LLM, embedder, engine) failed in a way a retry will not fix."""
 

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 from typing import Collection, Sequence
 
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, Message
-from ..ports import LLM
+from ..domain.deadline import Deadline
+from ..ports import LLM, Budgeted
 from ..prompts import extract as prompt
 from .rules import speaker_of
 
@@ -14,6 +15,10 @@ from .rules import speaker_of
 class LLMExtractor:
     def __init__(self, llm: LLM):
         self.llm = llm
+
+    def within(self, deadline: Deadline) -> "LLMExtractor":
+        """This extractor with its model calls bounded by `deadline` (ports.Budgeted)."""
+        return LLMExtractor(self.llm.within(deadline)) if isinstance(self.llm, Budgeted) else self
 
     def extract(self, messages: Sequence[Message], *, context: Sequence[Message] = (), instructions: str = "",
                 keywords_from_assistant: bool = False,

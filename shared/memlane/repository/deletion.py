@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Iterator, Sequence
 
 from ..domain.errors import NotFound
@@ -23,6 +24,19 @@ class DeletionRecords:
 
     def purged(self, store: str) -> None:
         self.table.delete(PURGING_PK, store)
+
+    def purge_failed(self, store: str, reason: str, at: datetime) -> None:
+        """The purge's job was given up on: the store's record says so, and why (the name stays taken
+        until a redriven job finishes the purge)."""
+        self.table.put({"pk": PURGING_PK, "sk": store, "status": "FAILED", "error": reason[:1000],
+                        "updated_at": at.isoformat()})
+
+    def purge_state(self, store: str) -> dict[str, Any] | None:
+        """A deleted store's purge: {"status": RUNNING | FAILED, "error": ...}; None once purged (or never deleted)."""
+        item = self.table.get(PURGING_PK, store)
+        if item is None:
+            return None
+        return {"status": item.get("status", "RUNNING"), "error": item.get("error")}
 
     def store_global_keys(self, store: str) -> Iterator[tuple[str, str]]:
         """Keys of the store's global partitions except its audit log (kept for its retention)."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
+from ..domain.deadline import Deadline
 from ..extractors import Extractor
 from ..faults import Faults
-from ..ports import LLM, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables, Tokenizer
+from ..ports import LLM, Budgeted, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables, Tokenizer
 from ..repository import Repository
 from ..split_table import SplitTable
 
@@ -30,6 +32,10 @@ class CoreSettings:
     queue_retry_after: int = 5  # seconds a refused add is told to wait
     task_deadline_seconds: float = 900.0  # a task PENDING/RUNNING this long is swept (services/sweep.py)
     sync_retry_delay: float = 60.0  # a sync add's safety-net job runs this late (only if the inline run failed)
+    # A synchronous request works at most this long (and never past its Lambda's remaining time), less
+    # the margin kept to write its answer; then a sync add or dream answers 202 and its job goes on.
+    sync_deadline_seconds: float = 29.0
+    sync_margin_seconds: float = 2.0
     # Dream (consolidation). See services/dream.py and policies/dream_*.py.
     dream_merge_similarity: float = 0.92  # cosine above which two memories may be one fact said twice
     dream_max_memories: int = 1000  # newest active memories one dream considers
@@ -63,6 +69,17 @@ class Deps:
         for compactor in self.compactors:
             compactor.compact()
     faults: Faults = field(default_factory=Faults)  # crash points; armed only by the fault-injection suite
+    # When synchronous work must stop (checked between steps); never, for jobs and tools.
+    deadline: Deadline = field(default_factory=Deadline.never)
+
+    def within(self, deadline: Deadline) -> "Deps":
+        """These deps for one synchronous request: services check `deadline` between steps, and the
+        model adapters that can (ports.Budgeted) bound each call and retry by what is left of it."""
+        def bound(adapter: Any) -> Any:
+            return adapter.within(deadline) if isinstance(adapter, Budgeted) else adapter
+
+        return replace(self, deadline=deadline, embedder=bound(self.embedder), llm=bound(self.llm),
+                       reranker=bound(self.reranker), extractor=bound(self.extractor))
 
     @property
     def repo(self) -> Repository:

@@ -14,7 +14,8 @@ import heapq
 from datetime import datetime
 from typing import Any, Iterable
 
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
+from ..domain.deadline import Deadline
+from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, MemlaneError, NotFound
 from ..domain.ids import sortable_id
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope, DreamTask,
                              MemoryStatus, Message, Profile, TaskStatus)
@@ -60,7 +61,12 @@ def engine_for(deps: Deps) -> DreamEngine:
 # -- starting and running -------------------------------------------------------------------
 def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMode | None = None,
           threshold: float | None = None, kinds: Iterable[DreamActionKind] | None = None, sync: bool = False,
-          trigger: str = "api") -> DreamTask:
+          trigger: str = "api", deadline: Deadline | None = None) -> DreamTask:
+    """Create a dream task with its job. With `sync` it also runs inline under `deadline`: past it the task
+    is returned unfinished (RUNNING) and its job, due by then, finishes it."""
+    deadline = deadline or Deadline.never()
+    if sync:
+        deps = deps.within(deadline)
     store_obj = embedder_guard.ensure(deps, deps.repo.get_store(store))  # a dream embeds and indexes
     where = dream_scope(scope)
     if threshold is not None and not 0.0 <= threshold <= 1.0:
@@ -69,17 +75,24 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     task = DreamTask(task_id=sortable_id(now), store=store, scope=where, mode=mode or store_obj.dream_mode,
                      threshold=store_obj.dream_threshold if threshold is None else threshold,
                      kinds=sorted(set(kinds or ())), trigger=trigger, created_at=now, updated_at=now)
-    if sync:
-        deps.repo.create_dream_task(task)
-        try:
-            return run(deps, store, task.task_id)
-        except MemlaneError as error:
-            fail(deps, store, task.task_id, f"{error.code}: {error.message}")
-            raise
     deps.repo.transact([deps.repo.dream_task_pointer(task)])  # global partition: its own write
-    # The task and its job in one commit: a crash cannot leave a dream PENDING with no job behind it.
-    deps.queue.commit(deps.table, [deps.repo.dream_task_put(task)], _job(task))
-    return task
+    # The task and its job in one commit: a crash cannot leave a dream PENDING with no job behind it. A sync
+    # dream's job is due when its deadline passes: the rest of the work if the inline run is cut short.
+    job = _job(task)
+    deps.queue.commit(deps.table, [deps.repo.dream_task_put(task)], job,
+                      delay=min(deps.settings.sync_retry_delay, deadline.remaining()) if sync else 0)
+    if not sync:
+        return task
+    try:
+        done = run(deps, store, task.task_id)
+    except DeadlineExceeded:
+        return deps.repo.get_dream_task(store, task.task_id)  # RUNNING: the job goes on (202)
+    except MemlaneError as error:
+        fail(deps, store, task.task_id, f"{error.code}: {error.message}")  # the caller gets the error
+        deps.queue.discard(job)
+        raise
+    deps.queue.discard(job)  # finished inline: the job is not needed (on SQS it finds the task finished)
+    return done
 
 
 def _job(task: DreamTask) -> Job:
@@ -100,8 +113,12 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     claimed = _claim(deps, task)
     engine = engine_for(deps)
     data = _gather(deps, task, now)
-    actions, waiting, stats = _record(deps, task, engine.propose(data), data)
+    proposals = engine.propose(data)
+    # A sync dream past its deadline stops between steps; its job runs it again (its actions are kept).
+    deps.deadline.check("recording the dream's actions")
+    actions, waiting, stats = _record(deps, task, proposals, data)
     deps.faults.point("dream.after_actions")
+    deps.deadline.check("applying the dream's actions")
     if task.mode == DreamMode.SAFE_AUTO:
         actions = [_auto(deps, task, a) for a in actions]
         # proposals an earlier dream left pending, made again now: this run's threshold decides them too
@@ -120,7 +137,7 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
 def fail(deps: Deps, store: str, task_id: str, reason: str) -> DreamTask:
     """Mark a dream FAILED once its job is given up on; the scopes it claimed become due again."""
     task = deps.repo.get_dream_task(store, task_id)
-    if task.status == TaskStatus.SUCCEEDED:
+    if task.status.finished:  # a failed one keeps its first reason
         return task
     now = deps.clock.now()
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000], "updated_at": now})

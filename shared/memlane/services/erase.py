@@ -96,7 +96,10 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
 
 
 def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
+    """Mark an erasure FAILED once its job is given up on (a finished one keeps its outcome and reason)."""
     erasure = deps.repo.get_erasure(erasure_id)
+    if erasure.status.finished:
+        return
     deps.repo.put_erasure(erasure.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
                                                      "updated_at": deps.clock.now()}))
 
@@ -157,3 +160,12 @@ def purge_store(deps: Deps, store: str) -> int:
     deps.repo.delete_items(globals_)
     deps.repo.purged(store)
     return deleted + len(globals_)
+
+
+def fail_purge(deps: Deps, store: str, reason: str) -> None:
+    """A deleted store's purge was given up on: its record says FAILED with the reason (kept if it says so
+    already). A redriven job purges again: purging is idempotent."""
+    state = deps.repo.purge_state(store)
+    if state is None or state["status"] == "FAILED":
+        return
+    deps.repo.purge_failed(store, reason, deps.clock.now())

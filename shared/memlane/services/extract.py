@@ -33,7 +33,11 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
     if not (messages_indexed or task.messages_indexed):
+        deps.deadline.check("indexing the messages")
         message_index.index(deps, store, messages)  # an upsert: harmless if the add indexed them after all
+    # Between the model steps: a sync add past its deadline stops here, its task RUNNING, and its job
+    # (queued with the task) does the work again from the start — every step is idempotent.
+    deps.deadline.check("extracting")
     candidates = deps.extractor.extract(messages, context=context(deps, store, task, messages),
                                         instructions=store_obj.extract_instructions,
                                         keywords_from_assistant=store_obj.keywords_from_assistant,
@@ -41,6 +45,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     own = set(task.message_ids)
     # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
     candidates = [c for c in candidates if own.intersection(c.evidence)]
+    deps.deadline.check("consolidating")
     outcomes = consolidate.run(deps, store, task, candidates, messages)
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
@@ -71,9 +76,10 @@ def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> 
 
 def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | None = None,
          tenant_id: str | None = None) -> Task:
-    """Mark a task FAILED after its job was given up on (dead-lettered)."""
+    """Mark a task FAILED after its job was given up on (dead-lettered). A finished task keeps its outcome,
+    and a failed one its first reason (the last delivery gives up again on a task already failed)."""
     task = deps.repo.locate_task(store, request_id, app_id, tenant_id)
-    if task.status == TaskStatus.SUCCEEDED:
+    if task.status.finished:
         deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],

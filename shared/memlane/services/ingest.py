@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, Overloaded, PayloadTooLarge
+from ..domain.deadline import Deadline
+from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, Overloaded, PayloadTooLarge
 from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_prefix
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from . import embedder_guard, extract, jobs, message_index, summaries
 from .deps import Deps
+
+log = logging.getLogger(__name__)
 
 _RACE_RETRIES = 20  # each retry means another writer committed first
 REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pending longer than this
@@ -76,7 +80,13 @@ def _utc(value: Any) -> datetime | None:
 
 def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Sequence[dict[str, Any]] | None = None,
         text: str | None = None, metadata: dict[str, Any] | None = None, sync: bool = False,
-        request_id: str | None = None, access_policy: AccessPolicy | None = None) -> Task:
+        request_id: str | None = None, access_policy: AccessPolicy | None = None,
+        deadline: Deadline | None = None) -> Task:
+    """Accept an add. With `sync` its extraction runs inline under `deadline`: past it the add returns
+    its task unfinished (RUNNING) and the job queued with it finishes the work."""
+    deadline = deadline or Deadline.never()
+    if sync:
+        deps = deps.within(deadline)  # the model calls made for this request are bounded by it too
     repo = deps.repo
     store_obj = repo.get_store(store)
     write = write_scope(scope)
@@ -126,8 +136,9 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
-                # sweeper as the net). A sync add runs inline: its job is only the retry if that fails.
-                deps.queue.commit(deps.table, writes, job, delay=deps.settings.sync_retry_delay if sync else 0)
+                # sweeper as the net). A sync add runs inline: its job is the retry if that fails, and
+                # the rest of the work if the deadline passes first — so it is due by then.
+                deps.queue.commit(deps.table, writes, job, delay=_sync_delay(deps, deadline) if sync else 0)
             else:
                 repo.transact(writes)
             break
@@ -155,12 +166,23 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
             repo.close_task(store, request_id, write.app_id, write.tenant_id)
     elif sync:
         # A failure propagates to the caller; the task is not left RUNNING: the job committed above
-        # retries it after sync_retry_delay, and it ends SUCCEEDED or FAILED like any other.
-        done = extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
-                           store_obj=store_obj, messages_indexed=indexed)
+        # retries it, and it ends SUCCEEDED or FAILED like any other.
+        try:
+            done = extract.run(deps, store, request_id, app_id=write.app_id, tenant_id=write.tenant_id,
+                               store_obj=store_obj, messages_indexed=indexed)
+        except DeadlineExceeded as late:
+            # Degrade to asynchronous: the caller gets the task as it is (202), the job finishes it.
+            log.warning("sync add %s goes on as a job: %s", request_id, late.message)
+            return repo.locate_task(store, request_id, write.app_id, write.tenant_id)
         deps.queue.discard(job)  # the safety net is not needed
         return done
     return task
+
+
+def _sync_delay(deps: Deps, deadline: Deadline) -> float:
+    """When a sync add's job comes due: as the deadline passes (the inline run has given up by then),
+    and no later than sync_retry_delay after an inline failure."""
+    return min(deps.settings.sync_retry_delay, deadline.remaining())
 
 
 def _refuse_when_backlogged(deps: Deps) -> None:

@@ -60,7 +60,8 @@ def _run(deps: Deps, job: Job) -> Task | None:
 
 
 def give_up(deps: Deps, job: Job, reason: str) -> None:
-    """A job that will not be retried again: its task must say FAILED, with the reason."""
+    """A job that will not be retried again: its task (an erasure's record, a deleted store's purge) must
+    say FAILED, with the reason. Every kind of job has one; one already failed keeps its first reason."""
     try:
         if job.kind in ("extract", summaries.KIND):  # a forced refresh's task says FAILED like an extraction's
             app_id, tenant_id = _owner(deps, job)
@@ -70,6 +71,8 @@ def give_up(deps: Deps, job: Job, reason: str) -> None:
             erase.fail_erasure(deps, job.request_id, reason)
         elif job.kind == "dream":
             dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
+        elif job.kind == "purge_store":
+            erase.fail_purge(deps, job.store, reason)
     except NotFound as gone:
         log.warning("dead %s job %s of store %s has no task left to fail: %s", job.kind, job.request_id,
                     job.store, gone.message)

@@ -32,8 +32,10 @@ def create(deps: Deps, *, name: str, description: str = "", extract_instructions
                                           summary_keep_recent=summary_keep_recent,
                                           created_at=deps.clock.now()), deps.embedder)
     # Index first: if the catalog write then fails, an empty index is harmless; the reverse is not.
-    if deps.repo.is_purging(name):
-        raise Conflict(f"store '{name}' is still being deleted; try again shortly", code="store_deleting",
+    purge = deps.repo.purge_state(name)
+    if purge is not None:
+        failed = f" (its purge failed: {purge['error']}; redrive its job)" if purge["status"] == "FAILED" else ""
+        raise Conflict(f"store '{name}' is still being deleted{failed}; try again shortly", code="store_deleting",
                        field="name")
     deps.index.ensure_store(name, deps.embedder.dim)
     return deps.repo.create_store(store)

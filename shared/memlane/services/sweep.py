@@ -1,7 +1,7 @@
 """The sweeper: no accepted add stays unfinished because its job was lost.
 
 On SQS a job is sent after its task commits (no transaction spans DynamoDB and SQS), so a crash
-in between, or a Lambda killed on its last receive, can leave a task PENDING or RUNNING with no
+in between, or a last delivery whose give-up could not be recorded, can leave a task PENDING or RUNNING with no
 job behind it. The sweeper reads the open-task registry (a global partition: no tenant partition
 is scanned, so function credentials suffice), and for each task untouched for the deadline it
 enqueues the job again — or, once the task has used its attempts, marks it FAILED. Extraction is

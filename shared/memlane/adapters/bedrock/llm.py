@@ -8,16 +8,18 @@ on failure one bounded repair turn returns the errors as an error toolResult.
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
-from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep
+from ..backoff import DEFAULT_MAX_ATTEMPTS, CallLimits, Sleep
 from ..structured_output import describe_validation_error
-from .calls import call, default_client
+from .calls import Clients, call
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -27,14 +29,21 @@ _TOOL_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_-]")  # Bedrock's tool name pattern,
 class BedrockLLM:
     def __init__(self, model_id: str, client: Any = None, max_repairs: int = 1, max_tokens: int = 2048, *,
                  region: str | None = None, temperature: float = 0.0,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, sleep: Sleep = time.sleep) -> None:
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, limits: CallLimits | None = None,
+                 sleep: Sleep = time.sleep) -> None:
         self.name = model_id
         self._model_id = model_id
-        self._client = client if client is not None else default_client("bedrock-runtime", region)
+        self._clients = Clients("bedrock-runtime", region, limits or CallLimits(max_attempts=max_attempts), client)
         self._max_repairs = max(0, max_repairs)
         self._inference = {"maxTokens": max_tokens, "temperature": temperature}
-        self._max_attempts = max_attempts
         self._sleep = sleep
+        self._deadline = Deadline.never()
+
+    def within(self, deadline: Deadline) -> "BedrockLLM":
+        """This model with every call, repair turn and retry bounded by `deadline` (ports.Budgeted)."""
+        bounded = copy.copy(self)
+        bounded._deadline = deadline
+        return bounded
 
     def generate(self, *, system: str, prompt: str, response_model: type[T]) -> T:
         tool = _TOOL_NAME_CHARS.sub("_", response_model.__name__)[:64] or "answer"
@@ -50,9 +59,9 @@ class BedrockLLM:
         problem = ""
         for _ in range(self._max_repairs + 1):
             response = call(
-                lambda: self._client.converse(modelId=self._model_id, system=[{"text": system}], messages=messages,
-                                              toolConfig=tool_config, inferenceConfig=self._inference),
-                what=f"bedrock converse {self._model_id}", max_attempts=self._max_attempts, sleep=self._sleep)
+                lambda client: client.converse(modelId=self._model_id, system=[{"text": system}], messages=messages,
+                                               toolConfig=tool_config, inferenceConfig=self._inference),
+                self._clients, what=f"bedrock converse {self._model_id}", deadline=self._deadline, sleep=self._sleep)
             message = response.get("output", {}).get("message") or {}
             content = message.get("content") or [{"text": "(no answer)"}]  # Converse refuses empty turns
             use = next((b["toolUse"] for b in content if "toolUse" in b and b["toolUse"].get("name") == tool), None)

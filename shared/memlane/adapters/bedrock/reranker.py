@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, Sequence
 
+from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
-from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep
-from .calls import call, default_client
+from ..backoff import DEFAULT_MAX_ATTEMPTS, CallLimits, Sleep
+from .calls import Clients, call
 
 MAX_SOURCES = 1000  # the API's limit of documents per request
 
@@ -22,15 +24,23 @@ def model_arn(model: str, region: str) -> str:
 
 class BedrockReranker:
     def __init__(self, model: str = "amazon.rerank-v1:0", region: str | None = None, client: Any = None, *,
-                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, sleep: Sleep = time.sleep) -> None:
-        self._client = client if client is not None else default_client("bedrock-agent-runtime", region)
-        region = region or self._client.meta.region_name
+                 max_attempts: int = DEFAULT_MAX_ATTEMPTS, limits: CallLimits | None = None,
+                 sleep: Sleep = time.sleep) -> None:
+        self._clients = Clients("bedrock-agent-runtime", region, limits or CallLimits(max_attempts=max_attempts),
+                                client)
+        region = self._clients.region
         if not model.startswith("arn:") and not region:
             raise ValueError("a region is needed to turn a rerank model id into its ARN")
         self.name = model
         self._model_arn = model_arn(model, region or "")
-        self._max_attempts = max_attempts
         self._sleep = sleep
+        self._deadline = Deadline.never()
+
+    def within(self, deadline: Deadline) -> "BedrockReranker":
+        """This reranker with every call and retry bounded by `deadline` (ports.Budgeted)."""
+        bounded = copy.copy(self)
+        bounded._deadline = deadline
+        return bounded
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         scores: list[float] = []
@@ -49,8 +59,8 @@ class BedrockReranker:
         }
         scores: list[float | None] = [None] * len(texts)
         while True:
-            response = call(lambda: self._client.rerank(**request), what=f"bedrock rerank {self.name}",
-                            max_attempts=self._max_attempts, sleep=self._sleep)
+            response = call(lambda client: client.rerank(**request), self._clients, what=f"bedrock rerank {self.name}",
+                            deadline=self._deadline, sleep=self._sleep)
             for result in response.get("results", []):
                 index = result.get("index")
                 if not isinstance(index, int) or not 0 <= index < len(texts):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any, Sequence
 
 import requests
 
+from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
 from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep
 from .http import JsonClient
@@ -18,6 +20,7 @@ DEFAULT_BATCH_SIZE = 64
 class OpenAICompatibleEmbedder:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
                  session: requests.Session | None = None, timeout: float = 30, *,
+                 connect_timeout: float | None = None,
                  batch_size: int = DEFAULT_BATCH_SIZE, request_dimensions: bool = False,
                  max_attempts: int = DEFAULT_MAX_ATTEMPTS, sleep: Sleep = time.sleep) -> None:
         self.name = model
@@ -27,7 +30,13 @@ class OpenAICompatibleEmbedder:
         self._request_dimensions = request_dimensions and dim is not None
         self._batch_size = max(1, batch_size)
         self._http = JsonClient(base_url, api_key=api_key, session=session, timeout=timeout,
-                                max_attempts=max_attempts, sleep=sleep)
+                                connect_timeout=connect_timeout, max_attempts=max_attempts, sleep=sleep)
+
+    def within(self, deadline: Deadline) -> "OpenAICompatibleEmbedder":
+        """This adapter with each request and retry bounded by `deadline` (ports.Budgeted)."""
+        bounded = copy.copy(self)
+        bounded._http = self._http.within(deadline)
+        return bounded
 
     @property
     def dim(self) -> int:

@@ -8,6 +8,7 @@ errors back once before giving up.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import requests
 from pydantic import BaseModel, ValidationError
 
+from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
 from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep
 from ..structured_output import describe_validation_error
@@ -30,13 +32,20 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 class OpenAICompatibleLLM:
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
                  session: requests.Session | None = None, timeout: float = 60, max_repairs: int = 1, *,
+                 connect_timeout: float | None = None,
                  temperature: float = 0.0, max_attempts: int = DEFAULT_MAX_ATTEMPTS, sleep: Sleep = time.sleep) -> None:
         self.name = model
         self._model = model
         self._max_repairs = max(0, max_repairs)
         self._temperature = temperature
         self._http = JsonClient(base_url, api_key=api_key, session=session, timeout=timeout,
-                                max_attempts=max_attempts, sleep=sleep)
+                                connect_timeout=connect_timeout, max_attempts=max_attempts, sleep=sleep)
+
+    def within(self, deadline: Deadline) -> "OpenAICompatibleLLM":
+        """This adapter with each request and retry bounded by `deadline` (ports.Budgeted)."""
+        bounded = copy.copy(self)
+        bounded._http = self._http.within(deadline)
+        return bounded
 
     def generate(self, *, system: str, prompt: str, response_model: type[T]) -> T:
         schema = json.dumps(response_model.model_json_schema(), separators=(",", ":"))

@@ -6,6 +6,7 @@ from ...services import context
 from ...services.deps import Deps
 from ..access import Gate
 from ..context_models import ContextIn, ContextOut
+from .common import request_deadline
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -16,6 +17,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def context_card(store: str, thread_id: str, body: ContextIn) -> ContextOut:
         d = gate.bind(router.current_event, store, body.app_id, body.tenant_id, agent_id=body.agent_id,
                       run_id=thread_id)
+        d = d.within(request_deadline(router.lambda_context, deps.settings))  # the card's search, bounded
         return ContextOut.of(context.build(d, store, app_id=body.app_id, tenant_id=body.tenant_id, thread_id=thread_id,
                                            agent_id=body.agent_id, query=body.query, budget_tokens=body.budget_tokens,
                                            recent_messages=body.recent_messages, sections=body.sections))

@@ -11,7 +11,7 @@ from ...services import dream
 from ...services.deps import Deps
 from ..access import Gate
 from ..models import DreamActionList, DreamActionOut, DreamIn, DreamTaskList, DreamTaskOut
-from .common import Cursor, IdParam, Limit
+from .common import Cursor, IdParam, Limit, request_deadline
 
 StatusParam = Annotated[DreamActionStatus | None, Query()]
 
@@ -20,16 +20,20 @@ def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
     @router.post("/v1/stores/<store>/dream", status_code=202, tags=["dream"],
-                 summary="Consolidate a scope's memories (runs on the queue, or inline with sync=true)",
-                 responses={202: {"description": "Accepted", "content": {"application/json": {"model": DreamTaskOut}}},
+                 summary="Consolidate a scope's memories (runs on the queue, or inline with sync=true within the "
+                         "request's deadline)",
+                 responses={202: {"description": "Accepted; also a sync dream that did not finish within its "
+                                                 "deadline (its job goes on: poll the dream task)",
+                                  "content": {"application/json": {"model": DreamTaskOut}}},
                             200: {"description": "Dreamt (sync), with its actions",
                                   "content": {"application/json": {"model": DreamTaskOut}}}})
     def start_dream(store: str, body: DreamIn) -> tuple[dict[str, Any], int]:
         d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
                       agent_id=body.scope.agent_id, run_id=body.scope.run_id)
         task = dream.start(d, store, scope=body.scope.model_dump(exclude_none=True), mode=body.mode,
-                           threshold=body.threshold, kinds=body.kinds, sync=body.sync)
-        if body.sync:
+                           threshold=body.threshold, kinds=body.kinds, sync=body.sync,
+                           deadline=request_deadline(router.lambda_context, deps.settings) if body.sync else None)
+        if body.sync and task.status.finished:
             actions, _ = dream.list_actions(d, store, task.task_id, limit=1000)
             return DreamTaskOut.of(task, actions).model_dump(mode="json"), 200
         return DreamTaskOut.of(task).model_dump(mode="json"), 202

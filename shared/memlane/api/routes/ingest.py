@@ -8,6 +8,7 @@ from ...services import explicit, ingest
 from ...domain.scope import DEFAULT
 from ...services.deps import Deps
 from ..access import Gate
+from .common import request_deadline
 from ..models import AddAccepted, AddIn, ExplicitWriteOut, MemoryOut, TaskOut
 
 
@@ -15,9 +16,11 @@ def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
     @router.post("/v1/stores/<store>/memories", status_code=202, tags=["ingest"],
-                 summary="Add messages or text; extraction runs asynchronously (or inline with sync=true). "
-                         "With infer: false, write `memories` as given (no extraction)",
-                 responses={202: {"description": "Accepted", "content": {"application/json": {"model": AddAccepted}}},
+                 summary="Add messages or text; extraction runs asynchronously (or inline with sync=true, "
+                         "within the request's deadline). With infer: false, write `memories` as given",
+                 responses={202: {"description": "Accepted; also a sync add whose extraction did not finish within "
+                                                 "its deadline (its task goes on as a job: poll it)",
+                                  "content": {"application/json": {"model": AddAccepted}}},
                             200: {"description": "Extracted (sync), or memories written before (infer: false)",
                                   "content": {"application/json": {"model": TaskOut | ExplicitWriteOut}}},
                             201: {"description": "Memories written as given (infer: false)",
@@ -36,8 +39,9 @@ def routes(deps: Deps, gate: Gate) -> Router:
             d, store, scope=body.scope.model_dump(exclude_none=True),
             messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,
             text=body.text, metadata=body.metadata, sync=body.sync, request_id=body.request_id,
-            access_policy=body.access_policy)
-        if body.sync:
+            access_policy=body.access_policy,
+            deadline=request_deadline(router.lambda_context, deps.settings) if body.sync else None)
+        if body.sync and task.status.finished:
             memories = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
             return TaskOut.of(task, memories).model_dump(mode="json"), 200
         return AddAccepted(request_id=task.request_id, status=task.status).model_dump(mode="json"), 202

@@ -8,7 +8,7 @@ from ...services.deps import Deps
 from ..access import Gate
 from ..models import MemoryDeletedOut, MemoryList, MemoryOut, MessageList, MessageOut, SearchIn, SearchOut, SearchResultOut, \
     UpdateMemoryIn
-from .common import Cursor, FlagParam, IdParam, Limit, ListParam, selector
+from .common import Cursor, FlagParam, IdParam, Limit, ListParam, request_deadline, selector
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -19,6 +19,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def search_memories(store: str, body: SearchIn) -> SearchOut:
         d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id,
                       agent_id=body.scope.agent_id, run_id=body.scope.run_id)
+        d = d.within(request_deadline(router.lambda_context, deps.settings))  # its model calls, bounded
         hits = search.search(
             d, store, query=body.query, scope=body.scope.model_dump(exclude_none=True), top_k=body.top_k,
             min_similarity=body.min_similarity, include_evidence=body.include_evidence, filters=body.filters,
@@ -45,6 +46,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
     @router.patch("/v1/stores/<store>/memories/<memory_id>", tags=["search"], summary="Update a memory")
     def update_memory(store: str, memory_id: str, body: UpdateMemoryIn) -> MemoryOut:
         d = gate.bind(router.current_event, store, body.app_id, body.tenant_id)
+        d = d.within(request_deadline(router.lambda_context, deps.settings))  # a new text is embedded
         return MemoryOut.of(memories.update(d, store, memory_id=memory_id, **body.model_dump()))
 
     @router.delete("/v1/stores/<store>/memories/<memory_id>", tags=["search"], summary="Delete a memory")
