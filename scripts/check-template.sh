@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Checks the SAM template without an AWS account and without containers:
 #
-#   1. cfn-lint template.yaml
+#   1. cfn-lint template.yaml (the defaults: the dev profile)
 #   2. sam validate --lint
-#   3. sam build into a temporary directory (BuildMethod: makefile everywhere: code is copied, the deps
+#   3. cfn-lint of the production profile: the template transformed by the SAM translator (cfn-lint ignores
+#      --parameters on an untransformed SAM template), linted with the parameter values of samconfig.toml's
+#      [production] environment, plus a fine-grained access control master user
+#   4. sam build into a temporary directory (BuildMethod: makefile everywhere: code is copied, the deps
 #      layer's wheels are downloaded for python3.13/arm64 by pip, nothing is compiled or run in Docker)
-#   4. a cold-start smoke test of the built code: every built function module is imported by Python 3.13
+#   5. a cold-start smoke test of the built code: every built function module is imported by Python 3.13
 #      from the built memlane layer, with the deps layer's requirements installed for this machine,
 #      under an AWS-mode environment (no AWS call is made: clients are only constructed), and counts
 #      tokens with the tokenizer the layers ship (context cards). Skipped, with
@@ -38,17 +41,42 @@ export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGIO
 export SAM_CLI_TELEMETRY=0
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_SECURITY_TOKEN
 
-log "1/4 cfn-lint $("$CFN_LINT" --version 2>&1 | awk '{print $NF}')"
+log "1/5 cfn-lint $("$CFN_LINT" --version 2>&1 | awk '{print $NF}')"
 "$CFN_LINT" template.yaml || die "cfn-lint"
 
-log "2/4 sam validate --lint"
+log "2/5 sam validate --lint"
 "$SAM" validate --lint --template-file template.yaml >/dev/null || die "sam validate --lint"
 
 BUILD="$(mktemp -d "${TMPDIR:-/tmp}/memlane-sam-build.XXXXXX")"
 cleanup() { if [[ "${KEEP_BUILD:-}" == 1 ]]; then log "build kept in $BUILD"; else rm -rf "$BUILD"; fi; }
 trap cleanup EXIT
 
-log "3/4 sam build (no containers) into $BUILD"
+log "3/5 cfn-lint of the production profile (samconfig.toml [production])"
+# The SAM translator, as `sam deploy` runs it, with code locations standing in for what `sam package` uploads.
+"$VENV/bin/python" - template.yaml >"$BUILD/transformed.json" <<'PY' || die "the SAM translator refused the template"
+import json, sys
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+template = yaml_parse(open(sys.argv[1]).read())
+for resource in template["Resources"].values():
+    for key in ("CodeUri", "ContentUri"):
+        if isinstance(resource.get("Properties", {}).get(key), str):
+            resource["Properties"][key] = "s3://memlane-check/code.zip"
+
+class NoManagedPolicies:  # the template names none by name; nothing is looked up in IAM
+    def load(self):
+        return {}
+
+json.dump(transform(template, {}, NoManagedPolicies()), sys.stdout)
+PY
+mapfile -t PRODUCTION < <("$VENV/bin/python" -c 'import tomllib; c = tomllib.load(open("samconfig.toml", "rb"))["production"]["deploy"]["parameters"]
+print(c["region"]); print(*c["parameter_overrides"], sep="\n")') || die "reading samconfig.toml [production]"
+"$CFN_LINT" "$BUILD/transformed.json" --regions "${PRODUCTION[0]}" --parameters "${PRODUCTION[@]:1}" \
+  "OpenSearchMasterUserArn=arn:aws:iam::123456789012:role/memlane-opensearch-admin" ||
+  die "cfn-lint of the production profile"
+
+log "4/5 sam build (no containers) into $BUILD"
 "$SAM" build --template-file template.yaml --build-dir "$BUILD/out" >"$BUILD/build.log" 2>&1 ||
   { tail -n 40 "$BUILD/build.log" >&2; die "sam build"; }
 for dir in "$BUILD"/out/*/; do
@@ -68,11 +96,11 @@ find_python313() { # the first python3.13 that runs (a pyenv shim may exist with
 }
 PY313="$(find_python313 || true)"
 if [[ -z "$PY313" ]]; then
-  log "4/4 smoke import SKIPPED: no python3.13 here (PATH or pyenv); the build itself passed"
+  log "5/5 smoke import SKIPPED: no python3.13 here (PATH or pyenv); the build itself passed"
   exit 0
 fi
 
-log "4/4 smoke import of the built functions with $("$PY313" --version 2>&1)"
+log "5/5 smoke import of the built functions with $("$PY313" --version 2>&1)"
 HOST_ARCH="$(uname -m)"
 DEPS="$CACHE/deps-$(cat layers/deps/requirements*.txt layers/deps/Makefile | sha256sum | cut -c1-16)-$HOST_ARCH"
 if [[ ! -f "$DEPS/.ready" ]]; then

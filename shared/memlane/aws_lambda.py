@@ -12,6 +12,8 @@ Gateway request id (or, for a job, the add's request_id), Tracer (X-Ray) and EMF
     Requests, Latency (ms), ServerErrors      every API function (search latency = Latency{service=search})
     MemoriesExtracted, ExtractionFailures,    the extract function (failures: records handed back to SQS;
     TasksFailed                               failed tasks: jobs given up on before the dead-letter queue)
+    RerankFallback                            a search whose rerank model call failed, ordered by the
+                                              heuristic reranker instead (adapters/rerank_fallback.py)
 
 `add` is idempotent on the client's `request_id` by the service itself (services/ingest.py), inside the
 route, so a replay is answered only after the caller is authenticated, its grant checked, the request
@@ -67,7 +69,12 @@ def runtime() -> Runtime:
     logger = Logger(level=settings.log_level)
     # The core logs through the standard "memlane.*" loggers: give them the JSON format and correlation id.
     copy_config_to_registered_loggers(source_logger=logger, include={"memlane"})
-    return Runtime(settings, bootstrap.build(settings), logger, Tracer(), Metrics(namespace=NAMESPACE))
+    metrics = Metrics(namespace=NAMESPACE)
+
+    def count(metric: str) -> None:  # what the core's adapters count (RerankFallback), flushed per invocation
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+
+    return Runtime(settings, bootstrap.build(settings, count=count), logger, Tracer(), metrics)
 
 
 # -- API functions -----------------------------------------------------------------------------

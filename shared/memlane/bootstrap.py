@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from dataclasses import dataclass
+from typing import Callable
 
 from .adapters.clock import SystemClock
 from .adapters.local.datadir import DataDirInUse
@@ -19,13 +20,16 @@ from .services.deps import CoreSettings, Deps
 
 log = logging.getLogger("memlane")
 
+Count = Callable[[str], None]  # counts one occurrence of a named operational event (a metric)
+
 __all__ = ["DataDirInUse", "LocalService", "auth_mode", "build", "build_local"]
 
 
 def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None,
-          table: Table | None = None) -> Deps:
+          table: Table | None = None, count: Count = lambda metric: None) -> Deps:
     """Wire the services for `settings`. `queue`, `embedder` and `table` let a caller share ones it owns
-    (the local service's table and queue; a model already loaded by a test session or a benchmark)."""
+    (the local service's table and queue; a model already loaded by a test session or a benchmark).
+    `count(metric)` counts an operational event (on AWS: a CloudWatch metric; aws_lambda.py)."""
     embedder = embedder or _embedder(settings)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
@@ -37,7 +41,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     return Deps(
         table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings, table),
         index=index, embedder=embedder, extractor=extractor, clock=SystemClock(),
-        reranker=_reranker(settings), llm=llm, faults=faults, tokenizer=_tokenizer(settings),
+        reranker=_reranker(settings, count), llm=llm, faults=faults, tokenizer=_tokenizer(settings),
         settings=CoreSettings(default_recipe=settings.search_recipe,
                               max_extract_attempts=settings.worker_max_attempts,
                               queue_limit=settings.queue_limit,
@@ -280,7 +284,7 @@ def _llm(settings: Settings) -> LLM | None:
     return None
 
 
-def _reranker(settings: Settings) -> Reranker | None:
+def _reranker(settings: Settings, count: Count) -> Reranker | None:
     choice = settings.reranker
     if choice == "auto":
         choice = "bedrock" if settings.mode == "aws" else "heuristic"
@@ -290,6 +294,11 @@ def _reranker(settings: Settings) -> Reranker | None:
         return HeuristicReranker()
     if choice == "bedrock":
         from .adapters.bedrock.reranker import BedrockReranker
+        from .adapters.local.heuristic_reranker import HeuristicReranker
+        from .adapters.rerank_fallback import FallbackReranker
 
-        return BedrockReranker(settings.bedrock_rerank_model, region=settings.aws_region, limits=_limits(settings))
+        # A failing rerank call degrades the search's order, never the search (adapters/rerank_fallback.py).
+        return FallbackReranker(BedrockReranker(settings.bedrock_rerank_model, region=settings.aws_region,
+                                                limits=_limits(settings)),
+                                HeuristicReranker(), on_fallback=lambda error: count("RerankFallback"))
     return None

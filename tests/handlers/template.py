@@ -34,7 +34,7 @@ def _tag(tag: str) -> Any:
 
 
 for _name in ("Ref", "GetAtt", "Sub", "If", "Not", "Equals", "And", "Or", "Condition", "Join", "Select",
-              "Split", "FindInMap", "ImportValue", "GetAZs", "Base64", "Cidr"):
+              "Split", "FindInMap", "ImportValue", "GetAZs", "Base64", "Cidr", "Contains"):
     _CfnLoader.add_constructor(f"!{_name}", _tag(_name))
 
 

@@ -33,8 +33,8 @@ def task(aws: Aws, request_id: str) -> dict:
 
 
 def test_sample_batch_extracts_both_jobs(aws: Aws, bedrock: Bedrock, store: str, ingest, extract) -> None:
-    add(ingest, "req-7f3a9c", "I adopted a beagle named Max last Saturday.")
-    add(ingest, "req-8b21d0", "I work as a nurse at St. Mary's hospital in Denver.")
+    for sample in ("add", "add_text"):  # the adds whose jobs the sample batch carries (tests/handlers/test_events.py)
+        assert ingest(load_event("ingest", sample))["statusCode"] == 202
     for text, axis in ((BEAGLE, 0), (NURSE, 1)):  # records run in order: one Converse, then its embedding
         bedrock.extraction([{"text": text, "memory_type": "event" if axis == 0 else "fact", "evidence": [0],
                              "event_time": "2024-03-09" if axis == 0 else None, "importance": 0.7}])
@@ -49,7 +49,8 @@ def test_sample_batch_extracts_both_jobs(aws: Aws, bedrock: Bedrock, store: str,
     memories = aws.items(TENANT_PK, "MEM#")
     assert sorted(m["text"] for m in memories) == sorted([BEAGLE, NURSE])
     beagle = next(m for m in memories if m["text"] == BEAGLE)
-    assert beagle["event_time"].startswith("2024-03-09") and beagle["evidence"] == task(aws, "req-7f3a9c")["message_ids"]
+    assert beagle["event_time"].startswith("2024-03-09")
+    assert beagle["evidence"] == task(aws, "req-7f3a9c")["message_ids"][:1]  # the user's turn of the two
 
 
 def test_poison_record_is_the_only_failure_of_its_batch(aws: Aws, bedrock: Bedrock, store: str, ingest,

@@ -42,3 +42,19 @@ def test_health(aws: Aws, bedrock: Bedrock) -> None:
     response = tasks(event)
 
     assert response["statusCode"] == 200 and json.loads(response["body"])["status"] == "ok"
+
+
+def test_openapi_document_of_the_deployed_api_describes_every_route(aws: Aws, bedrock: Bedrock) -> None:
+    from memlane.api.app import FAMILIES
+    from tests.handlers.test_template import family_routes
+
+    tasks = aws.load("tasks")  # serves GET /openapi.json beside GET /health; no grant needed, SigV4 is
+
+    response = tasks(load_event("tasks", "openapi"))
+
+    assert response["statusCode"] == 200
+    document = json.loads(response["body"])
+    routes = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    # the whole API, not only the routes of the function that happens to serve the document
+    assert routes == family_routes(list(FAMILIES))
+    assert document["info"]["title"] == "memlane"

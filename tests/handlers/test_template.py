@@ -15,7 +15,7 @@ from memlane.config import Settings
 from tests.handlers.template import load_template, resource
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATIONAL_ROUTES = {("GET", "/health")}  # served by Tasks, outside the OpenAPI document
+OPERATIONAL_ROUTES = {("GET", "/health"), ("GET", "/openapi.json")}  # served by Tasks, outside the OpenAPI document
 
 
 def functions() -> dict[str, dict]:
@@ -60,6 +60,10 @@ def test_table_mirrors_the_adapter_key_schema_and_ttl() -> None:
 def test_api_routes_are_exactly_the_families_the_function_serves(function: str) -> None:
     expected = family_routes(served_families(function))
     assert template_routes(function) - OPERATIONAL_ROUTES == {(m, p) for m, p in expected}
+
+
+def test_operational_routes_are_served_by_the_tasks_function() -> None:
+    assert template_routes("Tasks") & OPERATIONAL_ROUTES == OPERATIONAL_ROUTES
 
 
 def test_every_route_family_is_served_by_exactly_one_function() -> None:
