@@ -14,6 +14,7 @@ from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 from pydantic import BaseModel
 
 from .domain.models import Memory, MemoryStatus, MemoryType, RecordType
+from .domain.schema import Described
 from .domain.scope import ScopeFilter
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +255,19 @@ class IndexInventory(Protocol):
     """An index that can list its documents (the embedded one). OpenSearch may add it with a scroll."""
 
     def documents(self, store: str) -> Iterator[IndexedDoc]: ...
+
+
+@runtime_checkable
+class SchemaOwner(Protocol):
+    """A table or index whose structure this version defines (services/schema.py applies the policy)."""
+
+    def describe(self) -> Described:
+        """What this version expects and what exists now (found None: nothing yet)."""
+        ...
+
+    def create_missing(self) -> list[str]:
+        """Make what does not exist yet (never change what does); what it made, for the operator."""
+        ...
 
 
 @runtime_checkable

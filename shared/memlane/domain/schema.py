@@ -168,3 +168,26 @@ def _show(value: Any) -> str:
 
 def _show_map(value: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+
+
+# -- one description, whatever the store ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Described:
+    """What an adapter expects and what it found: a table, the indices of one prefix (each compared with
+    the one expected definition), or a local file's schema version."""
+
+    name: str
+    expected: TableSchema | IndexDefinition | int
+    found: TableSchema | Mapping[str, IndexDefinition] | int | None
+
+
+def differences(described: Described) -> list[Difference]:
+    expected, found = described.expected, described.found
+    if isinstance(expected, TableSchema):
+        return diff_table(described.name, expected, found if isinstance(found, TableSchema) else None)
+    if isinstance(expected, IndexDefinition):
+        indices = found if isinstance(found, Mapping) else {}
+        return [d for name in sorted(indices) for d in diff_index(name, expected, indices[name])]
+    return diff_version(described.name, expected, found if isinstance(found, int) else None)
