@@ -13,13 +13,38 @@ from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
 from .faults import Faults
-from .ports import LLM, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
+from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
+from .repository import Repository
 from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
 
 log = logging.getLogger("memlane")
 
-__all__ = ["DataDirInUse", "LocalService", "auth_mode", "build", "build_local"]
+__all__ = ["DataDirInUse", "LocalService", "MissingExtra", "OperatorDeps", "auth_mode", "build", "build_local",
+           "build_operator"]
+
+AWS_EXTRA_HINT = "pip install 'memlane[aws]'"
+
+
+class MissingExtra(RuntimeError):
+    """The settings need a package of an optional extra that is not installed."""
+
+
+@dataclass(frozen=True)
+class OperatorDeps:
+    """What an operator's command needs (grants, keys): the configured table and a clock. No index, queue
+    or model is built, so a command run against the deployed table leaves nothing in the current directory."""
+
+    table: Table
+    clock: Clock
+
+    @property
+    def repo(self) -> Repository:
+        return Repository(self.table)
+
+
+def build_operator(settings: Settings) -> OperatorDeps:
+    return OperatorDeps(table=_table(settings), clock=SystemClock())
 
 
 def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None,
@@ -131,8 +156,7 @@ def _table(settings: Settings) -> Table:
 
         _private_dir(settings)
         return SqliteTable(settings.data_dir / "table.db")
-    import boto3
-
+    boto3 = _boto3()
     from .adapters.dynamodb.table import DynamoDBTable
 
     client = boto3.client("dynamodb", region_name=settings.aws_region,
@@ -177,8 +201,7 @@ def _queue(settings: Settings, table: Table) -> Queue:
         # In the table's database, so a job commits with its task (no worker runs here: see build_local).
         database = table.database if isinstance(table, SqliteTable) else settings.data_dir / "table.db"
         return DurableQueue(database, max_attempts=settings.worker_max_attempts)
-    import boto3
-
+    boto3 = _boto3()
     from .adapters.sqs.queue import SqsQueue
 
     return SqsQueue(settings.queue_url, client=boto3.client("sqs", region_name=settings.aws_region))
@@ -275,7 +298,17 @@ def _reranker(settings: Settings) -> Reranker | None:
 
 def _boto(service: str, settings: Settings):  # type: ignore[no-untyped-def]
     """A Bedrock client without botocore's own retries: the adapters retry with jittered backoff."""
-    import boto3
+    boto3 = _boto3()
     from botocore.config import Config
 
     return boto3.client(service, region_name=settings.aws_region, config=Config(retries={"total_max_attempts": 1}))
+
+
+def _boto3():  # type: ignore[no-untyped-def]
+    """boto3, or MissingExtra naming the extra that brings it (`make install` installs the local one only)."""
+    try:
+        import boto3
+    except ModuleNotFoundError as missing:
+        raise MissingExtra(f"these settings use AWS (MEMLANE_MODE=aws or a DynamoDB/SQS/Bedrock adapter) and "
+                           f"{missing.name} is not installed: {AWS_EXTRA_HINT}") from missing
+    return boto3

@@ -13,6 +13,7 @@ from typing import Any
 from .client import ApiError, HttpTransport, MemlaneClient
 
 DEFAULT_URL = "http://127.0.0.1:8420"
+EXIT_MISSING_EXTRA = 5  # the settings need an optional extra that is not installed (the message names it)
 
 
 class InProcessTransport:
@@ -191,16 +192,17 @@ def cmd_summary(args: argparse.Namespace, client: MemlaneClient) -> int:
 
 
 def cmd_access(args: argparse.Namespace) -> int:
-    """Grants and API keys are written straight to the configured table (the data dir locally)."""
-    from .bootstrap import build
+    """Grants and API keys are written straight to the configured table (the data dir locally; the
+    deployed DynamoDB table with MEMLANE_MODE=aws). Only the table is built: no index, queue or model."""
+    from .bootstrap import build_operator
     from .config import Settings
     from .services import access
 
-    deps = build(Settings.from_env(data_dir=args.data_dir), embedder=_NoEmbedder())
     apps = {app: args.tenant or ["*"] for app in args.app or []}
     if not apps and not args.admin:
         print("error: give --app (with optional --tenant) or --admin", file=sys.stderr)
         return 2
+    deps = build_operator(Settings.from_env(data_dir=args.data_dir))
     if args.command == "keys":
         key = access.create_api_key(deps, args.principal, apps, admin=args.admin)
         _print(args, {"principal": args.principal, "api_key": key, "apps": apps, "admin": args.admin},
@@ -248,15 +250,6 @@ def cmd_fsck(args: argparse.Namespace) -> int:
                                f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
                                + (f"; repaired {report.repaired}" if args.repair else ""))
     return 0 if drift == 0 or args.repair else 1
-
-
-class _NoEmbedder:
-    """Admin commands touch no vectors; this keeps them from loading a model."""
-
-    name, dim = "none", 0
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        raise RuntimeError("admin commands do not embed")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -388,12 +381,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
-    if args.command in ("keys", "grants"):
-        return cmd_access(args)
-    if args.command == "reindex":
-        return cmd_reindex(args)
-    if args.command == "fsck":
-        return cmd_fsck(args)
+    operator = {"keys": cmd_access, "grants": cmd_access, "reindex": cmd_reindex, "fsck": cmd_fsck}
+    if args.command in operator:
+        from .bootstrap import MissingExtra
+
+        try:
+            return operator[args.command](args)
+        except MissingExtra as missing:
+            print(f"error: {missing}", file=sys.stderr)
+            return EXIT_MISSING_EXTRA
     try:
         client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
                                else HttpTransport(args.url, api_key=args.api_key))
