@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, HttpTransport, MemlaneClient
+from .client import ApiError, HttpTransport, MemlaneClient, SigV4Unavailable
 
 DEFAULT_URL = "http://127.0.0.1:8420"
-EXIT_MISSING_EXTRA = 5  # the settings need an optional extra that is not installed (the message names it)
+EXIT_MISSING_EXTRA = 5  # what the command needs is not there: an optional extra (named), AWS credentials, a region
 
 
 class InProcessTransport:
@@ -256,6 +256,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
     p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
     p.add_argument("--api-key", default=os.environ.get("MEMLANE_API_KEY"), help="API key (or MEMLANE_API_KEY)")
+    p.add_argument("--sigv4", action="store_true",
+                   default=os.environ.get("MEMLANE_SIGV4", "").lower() in ("1", "true", "yes"),
+                   help="sign requests with SigV4 for the API deployed on AWS (or MEMLANE_SIGV4=1); "
+                        "credentials from the standard AWS chain")
+    p.add_argument("--region", default=os.environ.get("MEMLANE_API_REGION") or os.environ.get("AWS_REGION"),
+                   help="SigV4 region (default: the execute-api URL's, else AWS_REGION / the profile's)")
     p.add_argument("--local", action="store_true", help="run in-process on --data-dir instead of calling a server")
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -392,7 +398,11 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_MISSING_EXTRA
     try:
         client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
-                               else HttpTransport(args.url, api_key=args.api_key))
+                               else HttpTransport(args.url, api_key=args.api_key, region=args.region,
+                                                  auth="sigv4" if args.sigv4 else None))
+    except SigV4Unavailable as cannot:
+        print(f"error: {cannot}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     except RuntimeError as busy:  # bootstrap.DataDirInUse: a server (or another --local) owns the data dir
         print(f"error: {busy}", file=sys.stderr)
         return 4
