@@ -7,6 +7,7 @@ tests run against every implementation (tests/contract).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
@@ -267,6 +268,15 @@ class SchemaOwner(Protocol):
 
     def create_missing(self) -> list[str]:
         """Make what does not exist yet (never change what does); what it made, for the operator."""
+        ...
+
+
+@runtime_checkable
+class IndexRebuild(Protocol):
+    """An index that can build a new version of a store's index beside the live one (behind an alias)."""
+
+    def rebuilding(self, store: str, dim: int) -> AbstractContextManager[Index]:
+        """Yields the index writing to the new version; on exit, swaps it in atomically (see the adapter)."""
         ...
 
 
