@@ -252,6 +252,51 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 0 if drift == 0 or args.repair else 1
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Apply a schema policy now to the table and index the environment configures (services/schema.py).
+    Exit 0: as expected (after creating or rebuilding); 1: differences left, each printed."""
+    from . import bootstrap
+    from .config import Settings
+    from .domain.schema import SchemaMismatch
+    from .services import schema
+
+    settings = Settings.from_env(data_dir=args.data_dir, schema_policy=args.action)
+    embedder = None if args.action == "recreate" else _NoEmbedder()  # only a rebuild embeds
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    service = None
+    try:
+        if settings.mode == "local":
+            bootstrap.check_local_files(settings)  # validate: the files as they are, before opening them
+            service = bootstrap.build_local(settings, embedder=embedder, check_schema=False)
+            deps = service.deps
+        else:
+            deps = bootstrap.build(settings, embedder=embedder, check_schema=False)
+        report = schema.check(deps, args.action, rebuild=args.action == "recreate", progress=say)
+    except SchemaMismatch as mismatch:
+        _print(args, {"policy": args.action, "ok": False, "differences": [str(d) for d in mismatch.differences]},
+               "\n".join(str(d) for d in mismatch.differences))
+        return 1
+    except bootstrap.DataDirInUse as busy:
+        print(f"error: {busy}", file=sys.stderr)
+        return 4
+    finally:
+        if service is not None:
+            service.close()
+    lines = [f"created {made}" for made in report.created] + [f"rebuilt {store}" for store in report.rebuilt]
+    _print(args, {"policy": args.action, "ok": True, **vars(report)},
+           "\n".join(lines + [f"schema ok ({args.action})"]))
+    return 0
+
+
+class _NoEmbedder:
+    """Schema checks touch no vectors; this keeps them from loading a model."""
+
+    name, dim = "none", 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("schema validate/create do not embed")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
     p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
@@ -327,6 +372,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)  # also accepted after the command
 
+    s = sub.add_parser("schema", help="check the table and index against this version (validate), make what is "
+                                      "missing (create), or rebuild the index from the table (recreate)")
+    s.add_argument("action", choices=["validate", "create", "recreate"])
+    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
+
     s = sub.add_parser("fsck", help="compare a store's index with its table; --repair fixes the drift")
     s.add_argument("store")
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
@@ -387,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
-    operator = {"keys": cmd_access, "grants": cmd_access, "reindex": cmd_reindex, "fsck": cmd_fsck}
+    operator = {"keys": cmd_access, "grants": cmd_access, "reindex": cmd_reindex, "fsck": cmd_fsck,
+                "schema": cmd_schema}
     if args.command in operator:
         from .bootstrap import MissingExtra
 
