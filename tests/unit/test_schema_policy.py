@@ -153,3 +153,17 @@ def test_cli_schema_recreate_rebuilds_the_local_index_from_the_table(tmp_path: P
         assert search.search(service.deps, "demo", query="beagle", scope={"app_id": "a", "tenant_id": "t"})
     finally:
         service.close()
+
+
+@pytest.mark.parametrize("action", ["dynamodb:DescribeTable", "dynamodb:DescribeTimeToLive"])
+def test_every_function_may_make_the_start_up_check(action: str) -> None:
+    """A cold start in AWS mode describes the table (validate): every function's role must allow it, on the
+    table only — and the tenant data role must not."""
+    from tests.isolation import template_policies as tpl
+    from tests.isolation.iam_eval import Request, is_allowed
+
+    for function in tpl.FUNCTIONS:
+        policy = tpl.function_role_policy(function)
+        assert is_allowed(policy, Request(action=action, resource=tpl.TABLE_ARN)), function
+        assert not is_allowed(policy, Request(action=action, resource=tpl.TABLE_ARN.replace("Table-", "Other-"))), function
+    assert not is_allowed(tpl.tenant_data_policy(), Request(action=action, resource=tpl.TABLE_ARN))
