@@ -167,3 +167,15 @@ def test_every_function_may_make_the_start_up_check(action: str) -> None:
         assert is_allowed(policy, Request(action=action, resource=tpl.TABLE_ARN)), function
         assert not is_allowed(policy, Request(action=action, resource=tpl.TABLE_ARN.replace("Table-", "Other-"))), function
     assert not is_allowed(tpl.tenant_data_policy(), Request(action=action, resource=tpl.TABLE_ARN))
+
+
+def test_the_start_up_check_runs_once_per_process(moto: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlane.adapters.dynamodb.table import DynamoDBTable, create_table
+
+    create_table(moto, "once")
+    calls: list[str] = []
+    real = DynamoDBTable.describe
+    monkeypatch.setattr(DynamoDBTable, "describe", lambda self: calls.append(self.table_name) or real(self))
+    build(aws(tmp_path, "once"))
+    build(aws(tmp_path, "once"))  # a second build in the same process (tests, the CLI) checks no more
+    assert calls == ["once"]
