@@ -14,7 +14,8 @@ from .extractors import Extractor
 from .extractors.llm import LLMExtractor
 from .extractors.rules import RuleExtractor
 from .faults import Faults
-from .ports import LLM, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
+from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
+from .repository import Repository
 from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
 
@@ -22,14 +23,41 @@ log = logging.getLogger("memlane")
 
 Count = Callable[[str], None]  # counts one occurrence of a named operational event (a metric)
 
-__all__ = ["DataDirInUse", "LocalService", "auth_mode", "build", "build_local"]
+__all__ = ["DataDirInUse", "LocalService", "MissingExtra", "OperatorDeps", "auth_mode", "build", "build_local",
+           "build_operator", "check_local_files"]
+
+AWS_EXTRA_HINT = "pip install 'memlane[aws]'"
+
+
+class MissingExtra(RuntimeError):
+    """The settings need a package of an optional extra that is not installed."""
+
+
+@dataclass(frozen=True)
+class OperatorDeps:
+    """What an operator's command needs (grants, keys): the configured table and a clock. No index, queue
+    or model is built, so a command run against the deployed table leaves nothing in the current directory."""
+
+    table: Table
+    clock: Clock
+
+    @property
+    def repo(self) -> Repository:
+        return Repository(self.table)
+
+
+def build_operator(settings: Settings) -> OperatorDeps:
+    return OperatorDeps(table=_table(settings), clock=SystemClock())
 
 
 def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder | None = None,
-          table: Table | None = None, count: Count = lambda metric: None) -> Deps:
+          table: Table | None = None, count: Count = lambda metric: None, check_schema: bool = True) -> Deps:
     """Wire the services for `settings`. `queue`, `embedder` and `table` let a caller share ones it owns
     (the local service's table and queue; a model already loaded by a test session or a benchmark).
-    `count(metric)` counts an operational event (on AWS: a CloudWatch metric; aws_lambda.py)."""
+    `count(metric)` counts an operational event (on AWS: a CloudWatch metric; aws_lambda.py).
+    `check_schema`: apply settings.schema_policy once per process (`memlane schema` applies its own)."""
+    if check_schema:
+        check_local_files(settings)
     embedder = embedder or _embedder(settings)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
@@ -38,7 +66,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     faults = Faults(settings.faults)
     if faults.armed:
         log.warning("FAULT INJECTION ARMED (MEMLANE_FAULTS=%s): this process will crash on purpose", settings.faults)
-    return Deps(
+    deps = Deps(
         table=table, tenant_tables=_tenant_tables(settings), queue=queue or _queue(settings, table),
         index=index, embedder=embedder, extractor=extractor, clock=SystemClock(),
         reranker=_reranker(settings, count), llm=llm, faults=faults, tokenizer=_tokenizer(settings),
@@ -57,6 +85,48 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               sync_margin_seconds=settings.sync_margin_seconds),
         compactors=_compactors(table, index),
     )
+    if check_schema:
+        _check_schema_once(settings, deps)
+    return deps
+
+
+# Start-up schema checks already passed in this process (a Lambda container builds once; tests and the
+# CLI may build again): DescribeTable and an index listing are cheap, but not worth a second time.
+_SCHEMA_CHECKED: set[tuple[object, ...]] = set()
+
+
+def _check_schema_once(settings: Settings, deps: Deps) -> None:
+    from .services import schema
+
+    key = (settings.schema_policy, settings.mode, settings.table, settings.table_name, settings.dynamodb_endpoint,
+           settings.index, settings.opensearch_url, str(settings.data_dir.resolve()))
+    if key in _SCHEMA_CHECKED:
+        return
+    report = schema.check(deps, settings.schema_policy or "validate",
+                          progress=lambda line: log.warning("schema: %s", line))
+    for made in report.created:
+        log.warning("schema: created %s", made)
+    _SCHEMA_CHECKED.add(key)
+
+
+def check_local_files(settings: Settings) -> None:
+    """validate in local mode: the files' versions read *before* opening them (opening makes or migrates
+    them). In AWS mode an embedded index (tests) is derived scratch data: opening it is enough."""
+    from .adapters.local import index_schema, sqlite_table
+    from .adapters.local.database import file_version
+    from .domain.schema import SchemaMismatch, diff_version
+
+    if settings.schema_policy != "validate" or settings.mode != "local":
+        return
+    found = []
+    if settings.table == "sqlite" or _local(settings, settings.table):
+        path = settings.data_dir / "table.db"
+        found += diff_version(path.name, sqlite_table.SCHEMA_VERSION, file_version(path))
+    if _embedded_index(settings):
+        path = settings.data_dir / "index.db"
+        found += diff_version(path.name, index_schema.SCHEMA_VERSION, file_version(path))
+    if found:
+        raise SchemaMismatch(found, hint="memlane schema create makes and migrates the local files")
 
 
 @dataclass
@@ -102,7 +172,7 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
     return "api_key" if deps.repo.has_api_keys() else "none"
 
 
-def build_local(settings: Settings, *, embedder: Embedder | None = None) -> LocalService:
+def build_local(settings: Settings, *, embedder: Embedder | None = None, check_schema: bool = True) -> LocalService:
     """The local service on `settings.data_dir`, which it owns until `close` (DataDirInUse otherwise)."""
     from .adapters.local.database import Database, create_private
     from .adapters.local.datadir import DataDir
@@ -111,6 +181,8 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None) -> Loca
 
     owner = DataDir(settings.data_dir).acquire()
     try:
+        if check_schema:
+            check_local_files(settings)
         database = Database(settings.data_dir / "table.db")
         queue = DurableQueue(database, max_attempts=settings.worker_max_attempts, workers=settings.worker_threads)
         legacy = settings.data_dir / "queue.db"  # an earlier version kept the queue in a file of its own
@@ -118,9 +190,11 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None) -> Loca
             log.warning("adopted %d job(s) from %s", queue.import_jobs(legacy), legacy)
             legacy.rename(legacy.with_name("queue.db.imported"))
         queue.take_ownership()  # we hold the lock: whoever leased a job is gone
-        create_private(settings.data_dir / "index.db")
+        if _embedded_index(settings):
+            create_private(settings.data_dir / "index.db")
         uses_sqlite = settings.table == "sqlite" or _local(settings, settings.table)
-        deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None)
+        deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None,
+                     check_schema=check_schema)
     except BaseException:
         owner.release()
         raise
@@ -137,8 +211,7 @@ def _table(settings: Settings) -> Table:
 
         _private_dir(settings)
         return SqliteTable(settings.data_dir / "table.db")
-    import boto3
-
+    boto3 = _boto3()
     from .adapters.dynamodb.table import DynamoDBTable
 
     client = boto3.client("dynamodb", region_name=settings.aws_region,
@@ -183,15 +256,18 @@ def _queue(settings: Settings, table: Table) -> Queue:
         # In the table's database, so a job commits with its task (no worker runs here: see build_local).
         database = table.database if isinstance(table, SqliteTable) else settings.data_dir / "table.db"
         return DurableQueue(database, max_attempts=settings.worker_max_attempts)
-    import boto3
-
+    boto3 = _boto3()
     from .adapters.sqs.queue import SqsQueue
 
     return SqsQueue(settings.queue_url, client=boto3.client("sqs", region_name=settings.aws_region))
 
 
+def _embedded_index(settings: Settings) -> bool:
+    return settings.index == "embedded" or (settings.index == "auto" and not settings.opensearch_url)
+
+
 def _index(settings: Settings) -> Index:
-    if settings.index == "embedded" or (settings.index == "auto" and not settings.opensearch_url):
+    if _embedded_index(settings):
         from .adapters.local.database import create_private
         from .adapters.local.embedded_index import EmbeddedIndex
 
@@ -302,3 +378,13 @@ def _reranker(settings: Settings, count: Count) -> Reranker | None:
                                                 limits=_limits(settings)),
                                 HeuristicReranker(), on_fallback=lambda error: count("RerankFallback"))
     return None
+
+
+def _boto3():  # type: ignore[no-untyped-def]
+    """boto3, or MissingExtra naming the extra that brings it (`make install` installs the local one only)."""
+    try:
+        import boto3
+    except ModuleNotFoundError as missing:
+        raise MissingExtra(f"these settings use AWS (MEMLANE_MODE=aws or a DynamoDB/SQS/Bedrock adapter) and "
+                           f"{missing.name} is not installed: {AWS_EXTRA_HINT}") from missing
+    return boto3

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, HttpTransport, MemlaneClient
+from .client import ApiError, HttpTransport, MemlaneClient, SigV4Unavailable
 
 DEFAULT_URL = "http://127.0.0.1:8420"
+EXIT_MISSING_EXTRA = 5  # what the command needs is not there: an optional extra (named), AWS credentials, a region
 
 
 class InProcessTransport:
@@ -191,16 +192,17 @@ def cmd_summary(args: argparse.Namespace, client: MemlaneClient) -> int:
 
 
 def cmd_access(args: argparse.Namespace) -> int:
-    """Grants and API keys are written straight to the configured table (the data dir locally)."""
-    from .bootstrap import build
+    """Grants and API keys are written straight to the configured table (the data dir locally; the
+    deployed DynamoDB table with MEMLANE_MODE=aws). Only the table is built: no index, queue or model."""
+    from .bootstrap import build_operator
     from .config import Settings
     from .services import access
 
-    deps = build(Settings.from_env(data_dir=args.data_dir), embedder=_NoEmbedder())
     apps = {app: args.tenant or ["*"] for app in args.app or []}
     if not apps and not args.admin:
         print("error: give --app (with optional --tenant) or --admin", file=sys.stderr)
         return 2
+    deps = build_operator(Settings.from_env(data_dir=args.data_dir))
     if args.command == "keys":
         key = access.create_api_key(deps, args.principal, apps, admin=args.admin)
         _print(args, {"principal": args.principal, "api_key": key, "apps": apps, "admin": args.admin},
@@ -250,19 +252,61 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 0 if drift == 0 or args.repair else 1
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Apply a schema policy now to the table and index the environment configures (services/schema.py).
+    Exit 0: as expected (after creating or rebuilding); 1: differences left, each printed."""
+    from . import bootstrap
+    from .config import Settings
+    from .domain.schema import SchemaMismatch
+    from .services import schema
+
+    settings = Settings.from_env(data_dir=args.data_dir, schema_policy=args.action)
+    embedder = None if args.action == "recreate" else _NoEmbedder()  # only a rebuild embeds
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    service = None
+    try:
+        if settings.mode == "local":
+            bootstrap.check_local_files(settings)  # validate: the files as they are, before opening them
+            service = bootstrap.build_local(settings, embedder=embedder, check_schema=False)
+            deps = service.deps
+        else:
+            deps = bootstrap.build(settings, embedder=embedder, check_schema=False)
+        report = schema.check(deps, args.action, rebuild=args.action == "recreate", progress=say)
+    except SchemaMismatch as mismatch:
+        _print(args, {"policy": args.action, "ok": False, "differences": [str(d) for d in mismatch.differences]},
+               "\n".join(str(d) for d in mismatch.differences))
+        return 1
+    except bootstrap.DataDirInUse as busy:
+        print(f"error: {busy}", file=sys.stderr)
+        return 4
+    finally:
+        if service is not None:
+            service.close()
+    lines = [f"created {made}" for made in report.created] + [f"rebuilt {store}" for store in report.rebuilt]
+    _print(args, {"policy": args.action, "ok": True, **vars(report)},
+           "\n".join(lines + [f"schema ok ({args.action})"]))
+    return 0
+
+
 class _NoEmbedder:
-    """Admin commands touch no vectors; this keeps them from loading a model."""
+    """Schema checks touch no vectors; this keeps them from loading a model."""
 
     name, dim = "none", 0
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        raise RuntimeError("admin commands do not embed")
+        raise RuntimeError("schema validate/create do not embed")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
     p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
     p.add_argument("--api-key", default=os.environ.get("MEMLANE_API_KEY"), help="API key (or MEMLANE_API_KEY)")
+    p.add_argument("--sigv4", action="store_true",
+                   default=os.environ.get("MEMLANE_SIGV4", "").lower() in ("1", "true", "yes"),
+                   help="sign requests with SigV4 for the API deployed on AWS (or MEMLANE_SIGV4=1); "
+                        "credentials from the standard AWS chain")
+    p.add_argument("--region", default=os.environ.get("MEMLANE_API_REGION") or os.environ.get("AWS_REGION"),
+                   help="SigV4 region (default: the execute-api URL's, else AWS_REGION / the profile's)")
     p.add_argument("--local", action="store_true", help="run in-process on --data-dir instead of calling a server")
     p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -328,6 +372,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("store")
     s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)  # also accepted after the command
 
+    s = sub.add_parser("schema", help="check the table and index against this version (validate), make what is "
+                                      "missing (create), or rebuild the index from the table (recreate)")
+    s.add_argument("action", choices=["validate", "create", "recreate"])
+    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
+
     s = sub.add_parser("fsck", help="compare a store's index with its table; --repair fixes the drift")
     s.add_argument("store")
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
@@ -388,15 +437,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
-    if args.command in ("keys", "grants"):
-        return cmd_access(args)
-    if args.command == "reindex":
-        return cmd_reindex(args)
-    if args.command == "fsck":
-        return cmd_fsck(args)
+    operator = {"keys": cmd_access, "grants": cmd_access, "reindex": cmd_reindex, "fsck": cmd_fsck,
+                "schema": cmd_schema}
+    if args.command in operator:
+        from .bootstrap import MissingExtra
+
+        try:
+            return operator[args.command](args)
+        except MissingExtra as missing:
+            print(f"error: {missing}", file=sys.stderr)
+            return EXIT_MISSING_EXTRA
     try:
         client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
-                               else HttpTransport(args.url, api_key=args.api_key))
+                               else HttpTransport(args.url, api_key=args.api_key, region=args.region,
+                                                  auth="sigv4" if args.sigv4 else None))
+    except SigV4Unavailable as cannot:
+        print(f"error: {cannot}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     except RuntimeError as busy:  # bootstrap.DataDirInUse: a server (or another --local) owns the data dir
         print(f"error: {busy}", file=sys.stderr)
         return 4

@@ -1,13 +1,24 @@
-"""Python client for the memlane HTTP API (stdlib only), over HTTP or in-process."""
+"""Python client for the memlane HTTP API (stdlib only), over HTTP or in-process.
+
+Two ways to authenticate: an API key (local mode, `memlane keys create`), or SigV4 for the API deployed
+on AWS (API Gateway IAM auth): ``MemlaneClient(api_url, auth="sigv4")`` signs every request for service
+``execute-api`` with the credentials of the standard chain (environment, profile, SSO, instance role),
+in the region of the API's URL, else the chain's region. SigV4 needs botocore (``pip install 'memlane[aws]'``).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Protocol
-from urllib.parse import urlencode
+from typing import Any, Literal, Protocol
+from urllib.parse import urlencode, urlsplit
+
+Auth = Literal["api_key", "sigv4"]
+SIGV4_SERVICE = "execute-api"
+_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
 
 class ApiError(Exception):
@@ -20,16 +31,58 @@ class Transport(Protocol):
     def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]: ...
 
 
+def region_of(url: str) -> str | None:
+    """The region in an API Gateway URL (https://{id}.execute-api.{region}.amazonaws.com), else None."""
+    found = _API_HOST.match((urlsplit(url).hostname or "").lower())
+    return found.group(1) if found else None
+
+
+class SigV4Unavailable(RuntimeError):
+    """SigV4 was asked for and cannot sign: botocore missing, or no credentials or region found."""
+
+
+class SigV4Signer:
+    """Signs requests with botocore's SigV4Auth; credentials are re-read per request (they may refresh)."""
+
+    def __init__(self, url: str, *, region: str | None = None, service: str = SIGV4_SERVICE):
+        try:
+            from botocore.session import Session
+        except ModuleNotFoundError as missing:
+            raise SigV4Unavailable("SigV4 signing needs botocore: pip install 'memlane[aws]'") from missing
+        session = Session()
+        self.region = region or region_of(url) or session.get_config_variable("region")
+        if not self.region:
+            raise SigV4Unavailable("SigV4 needs a region: an execute-api URL, region=..., --region or AWS_REGION")
+        self.credentials = session.get_credentials()
+        if self.credentials is None:
+            raise SigV4Unavailable("SigV4 needs AWS credentials and the standard chain found none")
+        self.service = service
+
+    def headers(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
+        """The headers to send: `headers` plus X-Amz-Date, the session token if any, and Authorization."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        request = AWSRequest(method=method, url=url, data=data or b"", headers=headers)
+        SigV4Auth(self.credentials.get_frozen_credentials(), self.service, self.region).add_auth(request)
+        return dict(request.headers.items())
+
+
 class HttpTransport:
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0):
+    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
+                 auth: Auth | None = None, region: str | None = None):
         self.base_url, self.api_key, self.timeout = base_url.rstrip("/"), api_key, timeout
+        self.signer = SigV4Signer(self.base_url, region=region) if auth == "sigv4" else None
 
     def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base_url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
+        url = self.base_url + path
+        headers = {"Content-Type": "application/json"}
+        if self.signer is not None:  # signs the exact bytes, path and query sent below
+            headers = self.signer.headers(method, url, data, headers)
+        elif self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 raw = response.read()
@@ -50,8 +103,12 @@ def _query(params: dict[str, Any]) -> str:
 
 
 class MemlaneClient:
-    def __init__(self, transport: Transport | str, *, api_key: str | None = None):
-        self.transport = HttpTransport(transport, api_key=api_key) if isinstance(transport, str) else transport
+    def __init__(self, transport: Transport | str, *, api_key: str | None = None, auth: Auth | None = None,
+                 region: str | None = None):
+        """`transport`: a URL (or a Transport). `auth="sigv4"` signs for the API deployed on AWS (`region`:
+        default the URL's, else the standard chain's); otherwise `api_key`, if given, is sent as a bearer key."""
+        self.transport = (HttpTransport(transport, api_key=api_key, auth=auth, region=region)
+                          if isinstance(transport, str) else transport)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         status, payload = self.transport.send(method, path, body)

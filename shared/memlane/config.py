@@ -7,11 +7,15 @@ import os
 from pathlib import Path
 from typing import Literal, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class Settings(BaseModel):
     mode: Literal["local", "aws"] = "local"
+    # What start-up does when the table or index is not what this version expects (services/schema.py):
+    # validate (refuse, naming each difference), create (make what is missing), recreate (also rebuild
+    # the index from the table). None: validate on AWS, create locally.
+    schema_policy: Literal["validate", "create", "recreate"] | None = None
     data_dir: Path = Path(".memlane")
     log_level: str = "INFO"
 
@@ -92,6 +96,12 @@ class Settings(BaseModel):
     # the characters they may take (the newest are kept).
     extract_context_messages: int = Field(default=6, ge=0, le=100)
     extract_context_chars: int = Field(default=4000, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _schema_policy_of_mode(self) -> "Settings":
+        if self.schema_policy is None:
+            self.schema_policy = "validate" if self.mode == "aws" else "create"
+        return self
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

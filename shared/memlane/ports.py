@@ -7,6 +7,7 @@ tests run against every implementation (tests/contract).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from .domain.deadline import Deadline
 from .domain.models import Memory, MemoryStatus, MemoryType, RecordType
+from .domain.schema import Described
 from .domain.scope import ScopeFilter
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +257,28 @@ class IndexInventory(Protocol):
     """An index that can list its documents (the embedded one). OpenSearch may add it with a scroll."""
 
     def documents(self, store: str) -> Iterator[IndexedDoc]: ...
+
+
+@runtime_checkable
+class SchemaOwner(Protocol):
+    """A table or index whose structure this version defines (services/schema.py applies the policy)."""
+
+    def describe(self) -> Described:
+        """What this version expects and what exists now (found None: nothing yet)."""
+        ...
+
+    def create_missing(self) -> list[str]:
+        """Make what does not exist yet (never change what does); what it made, for the operator."""
+        ...
+
+
+@runtime_checkable
+class IndexRebuild(Protocol):
+    """An index that can build a new version of a store's index beside the live one (behind an alias)."""
+
+    def rebuilding(self, store: str, dim: int) -> AbstractContextManager[Index]:
+        """Yields the index writing to the new version; on exit, swaps it in atomically (see the adapter)."""
+        ...
 
 
 @runtime_checkable

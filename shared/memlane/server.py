@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .api.app import build_api
 from .api.app import Api
 from .bootstrap import DataDirInUse, LocalService, auth_mode, build_local
+from .domain.schema import SchemaMismatch
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
 from .httpd import BoundedHTTPServer, SocketWriter
@@ -335,6 +336,8 @@ def serve(settings: Settings) -> None:
         service = build_local(settings)
     except DataDirInUse as busy:
         raise SystemExit(f"memlane serve: {busy}") from None
+    except SchemaMismatch as mismatch:  # MEMLANE_SCHEMA_POLICY refused to start: say exactly why
+        raise SystemExit(f"memlane serve: {mismatch.message}") from None
     auth = auth_mode(settings, service.deps)
     try:
         server = LocalServer(service, settings.host, settings.port, auth=auth,

@@ -812,12 +812,17 @@ def reaches(function, action, *leading_keys, tags=TAGS, absent=False):
             or through_the_tenant_role(function, action, *leading_keys, tags=tags, absent=absent))
 
 
+# Control-plane reads of the table's definition (the start-up schema check): they name no item, so
+# dynamodb:LeadingKeys never applies to them and they reach no partition.
+KEYLESS = {"DescribeTable", "DescribeTimeToLive"}
+
+
 def table_actions(function):
-    """The DynamoDB actions the function's role allows on the table (any partition)."""
+    """The DynamoDB item actions the function's role allows on the table (any partition)."""
     return sorted({a.split(":")[1] for s in ROLE_POLICIES[function]["Statement"] if s["Effect"] == "Allow"
                    and STACK_TABLE in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
                    for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
-                   if a.startswith("dynamodb:")})
+                   if a.startswith("dynamodb:")} - KEYLESS)
 
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}

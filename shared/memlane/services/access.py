@@ -6,11 +6,13 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Literal, Protocol
 
 from ..domain.errors import Forbidden, InvalidInput, Unauthenticated
 from ..domain.models import Grant
 from ..domain.scope import validate_id
+from ..ports import Clock
+from ..repository import Repository
 from .deps import Deps
 
 AuthMode = Literal["none", "api_key", "iam"]
@@ -18,6 +20,16 @@ LOCAL_ADMIN = "local-admin"
 KEY_PREFIX = "ml_"
 Visible = Callable[[str, str], bool]  # may the caller see what belongs to (app_id, tenant_id)?
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
+
+
+class Records(Protocol):
+    """What writing grants and keys needs: the table's records and a clock (Deps, or an operator's table alone)."""
+
+    @property
+    def repo(self) -> Repository: ...
+
+    @property
+    def clock(self) -> Clock: ...
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,7 @@ def require_admin(caller: Caller) -> None:
         raise Forbidden("this operation needs an admin grant", code="admin_required")
 
 
-def grant(deps: Deps, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> Grant:
+def grant(deps: Records, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> Grant:
     if not principal or len(principal) > 512:
         raise InvalidInput("principal must be 1-512 characters", field="principal")
     for app_id, tenants in apps.items():
@@ -102,7 +114,7 @@ def grant(deps: Deps, principal: str, apps: dict[str, list[str]], *, admin: bool
     return g
 
 
-def create_api_key(deps: Deps, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> str:
+def create_api_key(deps: Records, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> str:
     """A new key for `principal` with that grant. The key is shown once; only its hash is kept."""
     grant(deps, principal, apps, admin=admin)
     key = KEY_PREFIX + secrets.token_urlsafe(32)

@@ -49,7 +49,20 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     deps.index.drop_store(store)
     deps.index.ensure_store(store, embedder.dim)
     say(f"{store}: index dropped and re-created ({embedder.dim} dims)")
+    filled = fill(deps, store, progress=say, batch=batch)
 
+    _record_embedder(deps, store)
+    seconds = (deps.clock.now() - started).total_seconds()
+    report = ReindexReport(store=store, seconds=seconds, **filled)
+    say(f"{store}: done, {report.indexed} memories and {report.messages} messages of {report.tenants} tenants "
+        f"indexed, {report.skipped} deleted skipped, {seconds:.1f}s")
+    return report
+
+
+def fill(deps: Deps, store: str, *, progress: Progress | None = None, batch: int = BATCH) -> dict[str, int]:
+    """Index every tenant's memories, messages and summaries of `store` from the table into `deps.index`
+    (which exists): upserts by id, so filling again is harmless. Counts: tenants, indexed, skipped, messages."""
+    say = progress or (lambda _line: None)
     tenants = indexed = skipped = messages = 0
     # Batches span tenants: each upsert waits for a refresh (about a second), so one per tenant
     # would make a store of many small tenants take hours.
@@ -81,12 +94,7 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     message_index.index(deps, store, said)
     messages += len(said)
 
-    _record_embedder(deps, store)
-    seconds = (deps.clock.now() - started).total_seconds()
-    say(f"{store}: done, {indexed} memories and {messages} messages of {tenants} tenants indexed, "
-        f"{skipped} deleted skipped, {seconds:.1f}s")
-    return ReindexReport(store=store, tenants=tenants, indexed=indexed, skipped=skipped, seconds=seconds,
-                         messages=messages)
+    return {"tenants": tenants, "indexed": indexed, "skipped": skipped, "messages": messages}
 
 
 def _record_embedder(deps: Deps, store: str) -> None:

@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, Par
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ...domain.errors import ConditionFailed, DependencyFailed, InvalidInput, MemlaneError, Retryable
+from ...domain.schema import Described, KeyPart, TableSchema
 from ...ports import Check, Delete, Item, Page, Put, Update, Write
 from ..local.sqlite_table import (
     check_key,
@@ -42,6 +43,14 @@ ATTRIBUTE_DEFINITIONS: list[dict[str, str]] = [
 ]
 # Epoch seconds; DynamoDB deletes the item some time (up to days) after it passes.
 TTL_ATTRIBUTE = "expires_at"
+
+# This version's table, as domain/schema.py compares it: keys (pk, sk strings), no secondary index, TTL.
+EXPECTED_SCHEMA = TableSchema(
+    keys=tuple((k["AttributeName"], k["KeyType"], next(a["AttributeType"] for a in ATTRIBUTE_DEFINITIONS
+                                                     if a["AttributeName"] == k["AttributeName"]))
+               for k in KEY_SCHEMA),
+    ttl_attribute=TTL_ATTRIBUTE,
+)
 
 BATCH_GET_CHUNK = 100  # BatchGetItem's limit
 BATCH_GET_ATTEMPTS = 8
@@ -68,6 +77,43 @@ class DynamoDBTable:
         self.table_name = table_name
         self.client = client if client is not None else boto3.client("dynamodb")
         self._sleep: Callable[[float], None] = time.sleep  # replaceable in tests
+
+    # -- schema (services/schema.py) --------------------------------------------------------
+    def describe(self) -> Described:
+        """The table's keys, global secondary indexes and TTL attribute (two cheap control-plane calls)."""
+        try:
+            table = self.client.describe_table(TableName=self.table_name)["Table"]
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return Described(self.table_name, EXPECTED_SCHEMA, None)
+            raise translate_error(err) from err
+        except BotoCoreError as err:
+            raise translate_error(err) from err
+        types = {a["AttributeName"]: a["AttributeType"] for a in table.get("AttributeDefinitions", [])}
+
+        def keys(schema: list[dict[str, str]]) -> tuple[KeyPart, ...]:
+            return tuple((k["AttributeName"], k["KeyType"], types.get(k["AttributeName"], "?")) for k in schema)
+
+        ttl = self._call("describe_time_to_live", TableName=self.table_name)["TimeToLiveDescription"]
+        return Described(self.table_name, EXPECTED_SCHEMA, TableSchema(
+            keys=keys(table["KeySchema"]),
+            indexes={i["IndexName"]: keys(i["KeySchema"]) for i in table.get("GlobalSecondaryIndexes", [])},
+            ttl_attribute=ttl.get("AttributeName") if ttl.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") else None,
+        ))
+
+    def create_missing(self) -> list[str]:
+        """Create the table if there is none, and turn TTL on if it is off; change nothing that exists."""
+        made: list[str] = []
+        found = self.describe().found
+        if found is None:
+            create_table(self.client, self.table_name, ttl=False)
+            made.append(f"table {self.table_name}")
+            found = self.describe().found
+        if isinstance(found, TableSchema) and found.ttl_attribute is None:
+            self._call("update_time_to_live", TableName=self.table_name,
+                       TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+            made.append(f"table {self.table_name}: TTL on {TTL_ATTRIBUTE}")
+        return made
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, pk: str, sk: str) -> Item | None:
@@ -209,8 +255,8 @@ class DynamoDBTable:
             raise translate_error(err) from err
 
 
-def create_table(client: Any, table_name: str) -> None:
-    """Create the table (on-demand, TTL on `TTL_ATTRIBUTE`) and wait until it is usable."""
+def create_table(client: Any, table_name: str, *, ttl: bool = True) -> None:
+    """Create the table (on-demand, TTL on `TTL_ATTRIBUTE` unless `ttl` is False) and wait until it is usable."""
     try:
         client.create_table(TableName=table_name, KeySchema=KEY_SCHEMA,
                             AttributeDefinitions=ATTRIBUTE_DEFINITIONS, BillingMode="PAY_PER_REQUEST")
@@ -218,6 +264,8 @@ def create_table(client: Any, table_name: str) -> None:
         if err.response.get("Error", {}).get("Code") != "ResourceInUseException":  # already there
             raise translate_error(err) from err
     client.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    if not ttl:
+        return
     try:
         client.update_time_to_live(TableName=table_name,
                                    TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})

@@ -25,6 +25,17 @@ def create_private(path: str | Path) -> None:
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, FILE_MODE))
 
 
+def file_version(path: str | Path) -> int | None:
+    """A SQLite file's schema version (user_version), read without creating or changing it; None: no file."""
+    if not Path(path).exists():
+        return None
+    db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
+
+
 class Database:
     def __init__(self, path: str | Path, *, timeout: float = 30.0):
         self.path = str(path)

@@ -23,12 +23,13 @@ import numpy as np
 
 from ...domain.errors import Conflict, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, RecordType, validate_store_name
+from ...domain.schema import Described
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
 from .index_filter import Filter, candidates, match_expression, tenant_key, utc_iso, where
-from .index_schema import INSERT, INSERT_VECTOR, open_schema
+from .index_schema import INSERT, INSERT_VECTOR, SCHEMA_VERSION, open_schema
 from .index_vectors import TenantKey, VectorCache, Vectors, unit_vector
 
 __all__ = ["EmbeddedIndex", "TenantEmbeddedIndex", "match_expression"]
@@ -42,6 +43,7 @@ class EmbeddedIndex:
 
     def __init__(self, path: str | Path):
         self._lock = threading.RLock()
+        self._path = str(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
@@ -55,6 +57,15 @@ class EmbeddedIndex:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    # -- schema (services/schema.py) -----------------------------------------------------------
+    def describe(self) -> Described:
+        with self._lock:
+            found = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        return Described(Path(self._path).name, SCHEMA_VERSION, found)
+
+    def create_missing(self) -> list[str]:
+        return []  # opening the file made (or migrated) it
 
     # -- stores --------------------------------------------------------------------------------
     def ensure_store(self, store: str, dim: int) -> None:

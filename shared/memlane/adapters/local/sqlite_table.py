@@ -14,11 +14,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from ...domain.errors import ConditionFailed, InvalidInput
+from ...domain.errors import ConditionFailed, DependencyFailed, InvalidInput
+from ...domain.schema import Described
 from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
 from .database import Database
 
 KEY_ATTRIBUTES = ("pk", "sk")
+# The file's layout (PRAGMA user_version of table.db; the durable queue's tables share the file and this number).
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -44,10 +47,25 @@ class SqliteTable:
         self.path = self.database.path
         self._db, self._lock = self.database.conn, self.database.lock
         with self._lock:
+            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:  # a newer memlane's file: this code would misread it
+                raise DependencyFailed(f"table file {self.path} has schema version {version}, this code expects "
+                                       f"{SCHEMA_VERSION}; run the memlane version that wrote it")
             self._db.execute(_SCHEMA)
+            if version < SCHEMA_VERSION:
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.database.close()
+
+    # -- schema (services/schema.py) ---------------------------------------------------------
+    def describe(self) -> Described:
+        with self._lock:
+            found = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        return Described(Path(self.path).name, SCHEMA_VERSION, found)
+
+    def create_missing(self) -> list[str]:
+        return []  # opening the file made it
 
     # -- reads -----------------------------------------------------------------------------
     def get(self, pk: str, sk: str) -> Item | None:

@@ -30,14 +30,17 @@ import copy
 import functools
 import json
 import math
+import re
 import time
+from contextlib import contextmanager
 from importlib import resources
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 from opensearchpy import OpenSearch
 
 from ...domain.errors import Conflict, DependencyFailed, Forbidden, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, RecordType, validate_store_name
+from ...domain.schema import PER_STORE, Described, IndexDefinition
 from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
@@ -98,6 +101,7 @@ class OpenSearchIndex:
         self.binding: TenantBinding | None = None  # set on the copies for_tenant hands out
         self._root = self
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
+        self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -156,6 +160,76 @@ class OpenSearchIndex:
             targets.add(index_name(self.prefix, store))  # also when its alias was lost
             self.client.indices.delete(index=",".join(sorted(targets)), ignore_unavailable=True)
 
+    # -- schema (services/schema.py) -------------------------------------------------------------
+    def describe(self) -> Described:
+        """Every store index of this prefix as the engine states it, against memory-index.json (the
+        embedding dimension is each store's own: ensure_store and the embedder guard check it)."""
+        expected = index_body(PER_STORE, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+        found: dict[str, IndexDefinition] = {}
+        with boundary("describe indices"):
+            mappings = self.client.indices.get_mapping(index=f"{self.prefix}-*", ignore=404)
+            settings = {} if _missing(mappings) else self.client.indices.get_settings(index=f"{self.prefix}-*")
+        if not _missing(mappings):
+            for name, mapping in mappings.items():
+                if self._store_of(name) is not None:
+                    found[name] = IndexDefinition(settings=settings.get(name, {}).get("settings", {}),
+                                                  mappings=mapping.get("mappings", {}))
+        return Described(self.prefix, IndexDefinition(settings=expected["settings"], mappings=expected["mappings"]),
+                         found)
+
+    def create_missing(self) -> list[str]:
+        """Store indices are made by ensure_store when a store is; nothing else here is shared."""
+        return []
+
+    @contextmanager
+    def rebuilding(self, store: str, dim: int) -> Iterator[OpenSearchIndex]:
+        """A new version of the store's index, beside the live one: yields this index writing to (and
+        reading from) the new one; when the block ends, the alias moves to it in one atomic
+        `_aliases` call — searches see the old index until then, the new one after, never neither —
+        and the old versions are deleted. If the block fails, the new index is deleted and the alias
+        is left where it was."""
+        validate_store_name(store)
+        alias = alias_name(self.prefix, store)
+        with boundary("read alias"):
+            found = self.client.indices.get_alias(name=alias, ignore=404)
+        old = [] if _missing(found) else sorted(found)
+        versions = [v for v in (self._version_of(name) for name in old) if v is not None]
+        new = index_name(self.prefix, store, max(versions, default=0) + 1)
+        body = index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+        with boundary("create index"):  # a rebuild racing this one made it already → 400 resource_already_exists
+            self._writer.indices.create(index=new, body=body)
+        target = copy.copy(self)
+        target._root = target
+        target._targets = {**self._targets, store: new}
+        target._dims = {**self._dims, store: dim}
+        try:
+            yield target
+            with boundary("swap alias"):
+                self._writer.indices.refresh(index=new)
+                self._writer.indices.update_aliases(body={"actions": [
+                    *({"remove": {"index": name, "alias": alias}} for name in old),
+                    {"add": {"index": new, "alias": alias}}]})
+        except BaseException:
+            with boundary("drop unfinished index"):
+                self._writer.indices.delete(index=new, ignore_unavailable=True)
+            raise
+        self._dims[store] = dim
+        if old:
+            with boundary("drop old index"):
+                self._writer.indices.delete(index=",".join(old), ignore_unavailable=True)
+
+    def _store_of(self, name: str) -> str | None:
+        found = re.fullmatch(rf"{re.escape(self.prefix)}-([a-z0-9-]+)_v(\d+)", name)
+        return found.group(1) if found else None
+
+    def _version_of(self, name: str) -> int | None:
+        found = re.fullmatch(rf"{re.escape(self.prefix)}-[a-z0-9-]+_v(\d+)", name)
+        return int(found.group(1)) if found else None
+
+    def _address(self, store: str) -> str:
+        """Where a store's reads and writes go: its alias, or the new index a rebuild fills."""
+        return self._targets.get(store) or alias_name(self.prefix, store)
+
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
         """Replace each doc by memory_id. Every vector is checked before anything is sent."""
@@ -201,7 +275,7 @@ class OpenSearchIndex:
             # OpenSearch refuses it (400 → InvalidInput) in the same round trip. A zero vector
             # (a text with no words, for some embedders) is similar to nothing: no vector hits.
             vector = _unit_vector(query.vector, self._dims.get(store) or len(query.vector), "query vector")
-        lines, signals = search_lines(alias_name(self.prefix, store), store, query, k=k, vector=vector)
+        lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector)
         if not lines:
             return IndexResult(keyword=[], vector=[])
         with boundary("search"):
@@ -229,7 +303,7 @@ class OpenSearchIndex:
     def _read_dim(self, store: str) -> int | None:
         validate_store_name(store)
         with boundary("read mapping"):
-            mappings = self.client.indices.get_mapping(index=alias_name(self.prefix, store), ignore=404)
+            mappings = self.client.indices.get_mapping(index=self._address(store), ignore=404)
         if _missing(mappings):
             self._dims.pop(store, None)
             return None
@@ -263,7 +337,7 @@ class OpenSearchIndex:
         such a write comes back 409. A 409 on the tenant's own document (written meanwhile, or not yet
         refreshed) is retried after a refresh.
         """
-        alias, routing = alias_name(self.prefix, store), routing_key(app_id, tenant_id)
+        alias, routing = self._address(store), routing_key(app_id, tenant_id)
         pending = docs
         for attempt in range(WRITE_ATTEMPTS):
             seen = self._versions(alias, store, app_id, tenant_id, list(pending))
@@ -331,7 +405,7 @@ class OpenSearchIndex:
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
         if len(chunks) > 1 and self.refresh != "false":  # also when some failed: the rest is written
             with boundary("refresh"):
-                self._writer.indices.refresh(index=alias_name(self.prefix, store))
+                self._writer.indices.refresh(index=self._address(store))
         if failed:
             sample = "; ".join(f"{mid}: {why}" for mid, why in list(failed.items())[:5])
             raise DependencyFailed(f"OpenSearch refused {len(failed)} of {len(actions)} documents of store "
@@ -347,9 +421,11 @@ class OpenSearchIndex:
         for attempt in range(BULK_ATTEMPTS):
             try:
                 with boundary("bulk"):
-                    # require_alias: a write to a dropped store fails instead of auto-creating an index.
+                    # require_alias: a write to a dropped store fails instead of auto-creating an index
+                    # (a rebuild's writes name its new index, which exists; see `rebuilding`).
                     resp = self._writer.bulk(body=b"".join(lines for _, lines in pending),
-                                             params={"refresh": refresh, "require_alias": "true"})
+                                             params={"refresh": refresh,
+                                                     "require_alias": "false" if self._targets else "true"})
             except Retryable:
                 if attempt == BULK_ATTEMPTS - 1:
                     raise

@@ -1,0 +1,100 @@
+"""The schema policy against the real OpenSearch engine: the index is described and compared with
+memory-index.json, a difference is named precisely, and `recreate` rebuilds a store's index from the
+table behind its alias — searches running meanwhile never come back empty."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memlane.adapters.opensearch.documents import alias_name, index_name
+from memlane.adapters.opensearch.index import OpenSearchIndex, index_body
+from memlane.domain.schema import SchemaMismatch, differences
+from memlane.services import ingest, schema, search, stores
+from tests.contract.test_index_contract import DIM
+
+pytestmark = pytest.mark.integration
+
+U1 = {"app_id": "app", "tenant_id": "u1"}
+
+
+def test_a_store_index_made_by_this_version_has_no_difference(os_index: OpenSearchIndex) -> None:
+    assert differences(os_index.describe()) == []  # no index yet: nothing to differ
+    os_index.ensure_store("s1", DIM)
+    os_index.ensure_store("s2", 2 * DIM)  # the dimension is each store's own
+    described = os_index.describe()
+    assert sorted(described.found) == [index_name(os_index.prefix, "s1"), index_name(os_index.prefix, "s2")]
+    assert differences(described) == []
+
+
+def test_another_analyzer_and_knn_space_are_named(os_index: OpenSearchIndex) -> None:
+    body = index_body(DIM)
+    body["mappings"]["properties"]["text"]["analyzer"] = "standard"
+    body["mappings"]["properties"]["embedding"]["method"]["space_type"] = "l2"
+    name = index_name(os_index.prefix, "old")
+    os_index.client.indices.create(index=name, body={**body, "aliases": {alias_name(os_index.prefix, "old"): {}}})
+    assert [str(d) for d in differences(os_index.describe())] == [
+        f"index {name}: field text: analyzer english expected, standard found",
+        f"index {name}: field embedding: method.space_type cosinesimil expected, l2 found",
+    ]
+    assert os_index.create_missing() == []  # create never touches what differs
+
+
+def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> None:  # type: ignore[no-untyped-def]
+    deps = os_deps
+    index: OpenSearchIndex = deps.index
+    name = stores.create(deps, name="demo").name
+    alias, v1 = alias_name(index.prefix, name), index_name(index.prefix, name)
+    # The store's index as an older layout made it (another analyzer), behind the alias, then written.
+    index.client.indices.delete(index=v1)
+    old = index_body(deps.embedder.dim)
+    old["mappings"]["properties"]["text"]["analyzer"] = "standard"
+    index.client.indices.create(index=v1, body={**old, "aliases": {alias: {}}})
+    facts = ["I adopted a beagle named Max last Saturday.", "I work as a nurse at St. Mary's hospital in Denver.",
+             "My favourite food is spicy Thai green curry."]
+    for i, text in enumerate(facts):
+        task = ingest.add(deps, name, scope={**U1, "run_id": f"r{i}"}, sync=True,
+                          messages=[{"role": "user", "name": "Ann", "content": text}])
+        assert task.status == "SUCCEEDED"
+
+    for policy in ("validate", "create"):  # create makes what is missing, never what differs
+        with pytest.raises(SchemaMismatch) as refused:
+            schema.check(deps, policy)
+        assert f"index {v1}: field text: analyzer english expected, standard found" in refused.value.message
+
+    stop, results, errors = threading.Event(), [], []
+
+    def searcher() -> None:
+        while not stop.is_set():
+            try:
+                results.append(len(search.search(deps, name, query="beagle named Max", scope=U1, top_k=3)))
+            except Exception as error:  # noqa: BLE001 — any failure is what this test looks for
+                errors.append(repr(error))
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        while len(results) < 3:  # the searchers are running before the rebuild starts
+            stop.wait(0.05)
+        before = len(results)
+        report = schema.check(deps, "recreate")
+        during = len(results) - before
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+    print(f"recreate under load: {during} searches ran during the rebuild, {results.count(0)} empty")
+    assert errors == []
+    assert during > 0, "no search ran while the index was rebuilt: the test proved nothing"
+    assert 0 not in results, f"{results.count(0)} of {len(results)} searches came back empty"
+    v2 = index_name(index.prefix, name, 2)
+    assert report.rebuilt == [name]
+    assert list(index.client.indices.get_alias(name=alias)) == [v2]
+    assert not index.client.indices.exists(index=v1)
+    assert differences(index.describe()) == []
+    schema.check(deps, "validate")  # clean now
+    for text in ("beagle Max", "nurse Denver", "Thai green curry"):
+        assert search.search(deps, name, query=text, scope=U1, top_k=1), text

@@ -1,0 +1,75 @@
+"""The operator's CLI against a deployed table: `memlane grants put` with MEMLANE_MODE=aws writes the
+grant to DynamoDB (moto here), builds nothing else and creates nothing in the current directory; without
+the AWS extra it says which extra to install."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import boto3
+import pytest
+
+from memlane import cli
+from memlane.adapters.dynamodb.table import create_table
+
+REGION = "eu-west-1"
+ROLE = "arn:aws:iam::123456789012:role/travel-backend"
+
+
+@pytest.fixture()
+def deployed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    from moto import mock_aws
+
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "MEMLANE_DATA_DIR", "MEMLANE_OPENSEARCH_URL",
+                 "MEMLANE_INDEX", "MEMLANE_TABLE", "MEMLANE_EMBEDDER"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
+                        "MEMLANE_MODE": "aws", "MEMLANE_TABLE_NAME": "memlane-prod"}.items():
+        monkeypatch.setenv(name, value)
+    workdir = tmp_path / "cwd"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        create_table(client, "memlane-prod")
+        yield client
+
+
+def test_grants_put_writes_the_deployed_table_and_nothing_local(deployed: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--json", "grants", "put", "--principal", ROLE, "--app", "travel-app", "--tenant", "alice"]) == 0
+    items = deployed.scan(TableName="memlane-prod")["Items"]
+    assert [i["pk"]["S"] for i in items] == ["~grants"]
+    assert ROLE in items[0]["sk"]["S"] or ROLE in str(items[0])
+    assert os.listdir(".") == []  # no .memlane, no index, no queue file in the operator's directory
+    assert '"principal": "arn:aws:iam::123456789012:role/travel-backend"' in capsys.readouterr().out
+
+
+def test_grants_put_without_the_aws_extra_names_it(deployed: Any, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    real_import = builtins.__import__
+
+    def no_boto3(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "boto3" or name.startswith("boto3.") or name == "botocore" or name.startswith("botocore."):
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_boto3)
+    code = cli.main(["grants", "put", "--principal", ROLE, "--app", "travel-app"])
+    err = capsys.readouterr().err
+    assert code == 5
+    assert "pip install 'memlane[aws]'" in err
+    assert os.listdir(".") == []
+
+
+def test_keys_create_locally_still_writes_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("MEMLANE_MODE", "MEMLANE_TABLE", "MEMLANE_INDEX", "MEMLANE_OPENSEARCH_URL", "MEMLANE_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    data = tmp_path / "data"
+    assert cli.main(["--data-dir", str(data), "keys", "create", "--principal", "ops", "--admin"]) == 0
+    assert "ml_" in capsys.readouterr().out
+    assert sorted(p.name for p in data.iterdir() if not p.name.startswith("table.db-")) == ["table.db"]
