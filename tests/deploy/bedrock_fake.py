@@ -2,7 +2,7 @@
 recorded from Titan Text Embeddings V2, Converse under toolChoice, and Rerank), so the adapters, their
 parsing and the IAM evaluation of the calls are the real ones; only the model's judgement is scripted.
 
-- InvokeModel (Titan V2): a deterministic bag-of-words vector, so texts sharing words are near each other
+- InvokeModel (Titan V2): a deterministic dense bag-of-words vector, so texts sharing words are near each other
   and search finds what was said.
 - Converse: the forced tool's input, built from the prompt: each new message is a fact (extraction), each
   candidate is new (consolidation), each new message is a summary sentence, a dream proposes nothing.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
 import uuid
 from typing import Any
@@ -55,13 +56,13 @@ def respond(request: Any, operation: str) -> AWSResponse:
 
 
 def vector(text: str, dim: int) -> list[float]:
+    """Dense, like Titan's: the sum of one fixed pseudo-random direction per word, normalised."""
     values = [0.0] * dim
-    for word in _WORD.findall(text.lower()):
-        digest = hashlib.sha256(word.encode()).digest()
-        values[int.from_bytes(digest[:4], "big") % dim] += 1.0 if digest[4] % 2 else -1.0
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    if norm == 1.0 and not any(values):
-        values[0] = 1.0
+    for word in _WORD.findall(text.lower()) or ["<empty>"]:
+        rng = random.Random(hashlib.sha256(word.encode()).digest())
+        for i in range(dim):
+            values[i] += rng.gauss(0.0, 1.0)
+    norm = math.sqrt(sum(v * v for v in values))
     return [v / norm for v in values]
 
 

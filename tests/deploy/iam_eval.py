@@ -241,10 +241,12 @@ def _sts(call: Call, _: Mapping[str, str]) -> list[Request]:
         return [Request(action=f"sts:{call.operation}", resource="*")]
     role = call.params["RoleArn"]
     tags = {t["Key"]: t["Value"] for t in call.params.get("Tags", [])}
-    out = [Request(action="sts:AssumeRole", resource=role)]
+    # With session tags, both actions are authorized with the tags in the request context.
+    context: dict[str, Any] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
     if tags:
-        context: dict[str, Any] = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
         context["aws:TagKeys"] = list(tags)
+    out = [Request(action="sts:AssumeRole", resource=role, context=context)]
+    if tags:
         out.append(Request(action="sts:TagSession", resource=role, context=context))
     return out
 

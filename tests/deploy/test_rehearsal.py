@@ -1,0 +1,238 @@
+"""The deploy rehearsal: the stack's flows driven through the built handlers only, each function with its own
+environment and role, every AWS call judged by that role's policies (tests/deploy/deployment.py).
+
+The steps run in order and share one stack: create a store -> add (async) -> the message Ingest queued,
+delivered to Extract -> task status -> search -> the scheduled dream (the rule's event, as EventBridge sends
+it) -> its dream job -> a thread summary refresh and the context card -> a tenant erasure; then every sample
+event of events/ against its function; then the verdicts: no call denied, no granted action unused (or kept
+for a named reason).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.deploy.deployment import Rehearsal
+from tests.deploy.stack import ACCOUNT, REGION, ROOT
+
+pytestmark = pytest.mark.deploy
+
+EVENTS = ROOT / "events"
+STORE = "demo"  # the sample events' store
+SCOPE = {"app_id": "support", "tenant_id": "u-42"}
+# The sample events' caller: an assumed-role session of this role, granted by an operator (memlane grants put).
+CALLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/support-agent"
+
+
+def event(path: str) -> dict[str, Any]:
+    return json.loads((EVENTS / path).read_text())
+
+
+def http(sample: str, *, path: str | None = None, route: str | None = None, body: Any = None,
+         query: str | None = None) -> dict[str, Any]:
+    """An HTTP API event made from a sample: its caller, headers and context, another route if asked."""
+    e = event(sample)
+    if route:
+        method, template = route.split(" ", 1)
+        e["routeKey"] = e["requestContext"]["routeKey"] = route
+        e["requestContext"]["http"]["method"] = method
+    if path:
+        e["rawPath"] = e["requestContext"]["http"]["path"] = path
+        e["pathParameters"] = _path_parameters(e["routeKey"].split(" ", 1)[1], path)
+    if body is not None:
+        e["body"] = json.dumps(body)
+        e["isBase64Encoded"] = False
+    if query is not None:
+        e["rawQueryString"] = query
+        e["queryStringParameters"] = dict(p.split("=", 1) for p in query.split("&")) if query else None
+    return e
+
+
+def _path_parameters(template: str, path: str) -> dict[str, str]:
+    return {t[1:-1]: p for t, p in zip(template.split("/"), path.split("/")) if t.startswith("{")}
+
+
+def body(response: dict[str, Any]) -> Any:
+    return json.loads(response.get("body") or "null")
+
+
+def sqs_event(r: Rehearsal, queue: str = "ExtractQueue") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The batch Lambda's poller would hand the queue's function: the messages waiting, as received."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = r.stack.resolve({"Ref": queue})
+    arn = r.stack.resolve({"Fn::GetAtt": [queue, "Arn"]})
+    messages: list[dict[str, Any]] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"],
+                                  MessageAttributeNames=["All"]).get("Messages", [])
+        if not got:
+            break
+        messages += got
+    records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                "attributes": m["Attributes"], "messageAttributes": m.get("MessageAttributes", {}),
+                "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": arn, "awsRegion": REGION}
+               for m in messages]
+    return {"Records": records}, messages
+
+
+def deliver(r: Rehearsal, queue: str = "ExtractQueue") -> list[dict[str, Any]]:
+    """Deliver what waits in the queue to the function its event source mapping names, as the poller does
+    (batches of the mapping's size; the records a function reports failed stay, the others are deleted)."""
+    mapping = next(res["Properties"] for res in r.stack.of_type("AWS::Lambda::EventSourceMapping").values()
+                   if res["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]})
+    function = mapping["FunctionName"]["Ref"]
+    size = int(r.stack.resolve(mapping.get("BatchSize", 10)))
+    event_, messages = sqs_event(r, queue)
+    bodies = []
+    sqs = boto3.client("sqs", region_name=REGION)
+    for start in range(0, len(event_["Records"]), size):
+        batch = {"Records": event_["Records"][start:start + size]}
+        answer = r.container(function).invoke(batch)
+        failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
+        assert not failed, f"{function} failed records {failed}: {[json.loads(m['body']) for m in batch['Records']]}"
+        for record in batch["Records"]:
+            sqs.delete_message(QueueUrl=r.stack.resolve({"Ref": queue}), ReceiptHandle=record["receiptHandle"])
+            bodies.append(json.loads(record["body"]))
+    return bodies
+
+
+def scheduled_event(r: Rehearsal, rule: str) -> dict[str, Any]:
+    """The event an EventBridge schedule rule sends its target."""
+    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": ACCOUNT, "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": REGION, "resources": [r.stack.resolve({"Fn::GetAtt": [rule, "Arn"]})], "detail": {}}
+
+
+@pytest.fixture(scope="module")
+def granted(rehearsal: Rehearsal) -> None:
+    """The operator grants the samples' caller (memlane grants put), with the operator's credentials."""
+    from memlane import bootstrap
+    from memlane.config import Settings
+    from memlane.services import access
+
+    env = rehearsal.stack.functions["Ingest"].environment
+    settings = Settings.from_env(env={**env, "AWS_REGION": REGION, "MEMLANE_INDEX": "embedded",
+                                      "MEMLANE_DATA_DIR": str(rehearsal.workdir / "operator")})
+    access.grant(bootstrap.build(settings), CALLER_ROLE, {"*": ["*"]}, admin=True)
+    _drop_indices(rehearsal)
+
+
+def _drop_indices(rehearsal: Rehearsal) -> None:
+    """The store's indices left on the shared engine by an earlier run, by name."""
+    import os
+    from urllib.parse import urlparse
+
+    import requests
+
+    url = urlparse(os.environ["MEMLANE_OPENSEARCH_URL"])
+    base, login = f"{url.scheme}://{url.hostname}:{url.port}", (url.username or "", url.password or "")
+    names = requests.get(f"{base}/_cat/indices/memlane-{STORE}*?format=json&expand_wildcards=all", auth=login,
+                         timeout=30).json()
+    for name in [i["index"] for i in names if isinstance(i, dict)]:
+        requests.delete(f"{base}/{name}", auth=login, timeout=30)
+
+
+# -- the flows -----------------------------------------------------------------------------------------
+
+
+def test_every_function_cold_starts_from_its_build(rehearsal: Rehearsal) -> None:
+    import memlane
+
+    assert Path(memlane.__file__).is_relative_to(rehearsal.build_dir)
+    for logical_id in rehearsal.stack.functions:
+        container = rehearsal.container(logical_id)
+        assert callable(container.handler)
+        assert Path(container.module.__file__).is_relative_to(rehearsal.build_dir / logical_id)
+
+
+def test_create_store(rehearsal: Rehearsal, granted: None) -> None:
+    response = rehearsal.container("Ingest").invoke(event("ingest/create_store.json"))
+    assert response["statusCode"] == 201, response
+    assert body(response)["name"] == STORE
+
+
+def test_async_add_queues_a_job_that_extract_runs(rehearsal: Rehearsal, flow: dict[str, Any]) -> None:
+    response = rehearsal.container("Ingest").invoke(event("ingest/add.json"))
+    assert response["statusCode"] == 202, response
+    flow["request_id"] = body(response)["request_id"]
+    jobs = deliver(rehearsal)
+    assert [j["kind"] for j in jobs] == ["extract"]
+    assert jobs[0]["request_id"] == flow["request_id"]
+
+
+def test_task_status(rehearsal: Rehearsal, flow: dict[str, Any]) -> None:
+    rid = flow["request_id"]
+    response = rehearsal.container("Tasks").invoke(http("tasks/task_status.json", path=f"/v1/stores/{STORE}/tasks/{rid}"))
+    assert response["statusCode"] == 200, response
+    task = body(response)
+    assert task["status"] == "SUCCEEDED", task
+    assert any("beagle" in m["text"] for m in task["memories"]), task
+
+
+def test_search_finds_what_was_extracted(rehearsal: Rehearsal) -> None:
+    response = rehearsal.container("Search").invoke(event("search/search.json"))
+    assert response["statusCode"] == 200, response
+    assert any("beagle" in hit["text"] for hit in body(response)["results"]), body(response)
+
+
+def test_the_scheduled_dream_queues_a_job_that_extract_runs(rehearsal: Rehearsal) -> None:
+    dream = rehearsal.stack.functions["Dream"]
+    [rule] = [k for k, res in dream.events.items() if res["Type"] == "AWS::Events::Rule"]
+    response = rehearsal.container("Dream").invoke(scheduled_event(rehearsal, rule))
+    assert response["scheduled"] >= 1, response
+    jobs = deliver(rehearsal)
+    assert {j["kind"] for j in jobs} == {"dream"}, jobs
+
+
+def test_summary_refresh_and_context_card(rehearsal: Rehearsal) -> None:
+    search = rehearsal.container("Search")
+    response = search.invoke(event("search/refresh_summary.json"))
+    assert response["statusCode"] in (200, 202), response
+    deliver(rehearsal)
+    response = search.invoke(event("search/summary.json"))
+    assert response["statusCode"] == 200, response
+    response = search.invoke(event("search/context.json"))
+    assert response["statusCode"] == 200, response
+
+
+def test_tenant_erasure(rehearsal: Rehearsal, flow: dict[str, Any]) -> None:
+    tasks = rehearsal.container("Tasks")
+    response = tasks.invoke(http("tasks/task_status.json", route="POST /v1/tenants/erase", path="/v1/tenants/erase",
+                                 body=SCOPE))
+    assert response["statusCode"] == 202, response
+    erasure = body(response)["erasure_id"]
+    deliver(rehearsal)
+    response = tasks.invoke(http("tasks/task_status.json", route="GET /v1/erasures/{erasure_id}",
+                                 path=f"/v1/erasures/{erasure}"))
+    assert response["statusCode"] == 200, response
+    assert body(response)["status"] in ("SUCCEEDED", "DONE", "COMPLETED"), body(response)
+    response = rehearsal.container("Search").invoke(event("search/search.json"))
+    assert response["statusCode"] == 200 and body(response)["results"] == [], response
+
+
+# -- the verdicts -------------------------------------------------------------------------------------------
+
+
+def test_no_call_was_denied_and_every_caller_was_known(rehearsal: Rehearsal) -> None:
+    assert rehearsal.ledger.verdicts, "no AWS call was judged"
+    assert [str(v) for v in rehearsal.ledger.denied] == []
+    assert rehearsal.unknown_keys == []
+    assert rehearsal.standin.refusals == []
+    assert rehearsal.standin.requests > 0
+
+
+def test_unused_actions(rehearsal: Rehearsal) -> None:
+    callers = {c.role_arn: c for k, (c, *_rest) in rehearsal.keys.items() if not c.session_tags}
+    unused = rehearsal.ledger.unused(list(callers.values()))
+    for role, entries in sorted(unused.items()):
+        print(role)
+        for entry in entries:
+            print("   ", entry)
