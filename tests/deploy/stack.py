@@ -121,6 +121,17 @@ class Stack:
             )
         return out
 
+    @cached_property
+    def routes(self) -> dict[str, str]:
+        """"METHOD /path" -> the function its API Gateway integration invokes (from each HTTP API's OpenAPI body)."""
+        out = {}
+        for api in self.of_type("AWS::ApiGatewayV2::Api").values():
+            for path, methods in api["Properties"].get("Body", {}).get("paths", {}).items():
+                for method, spec in methods.items():
+                    uri = spec["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
+                    out[f"{method.upper()} {path}"] = re.search(r"\$\{(\w+)\.Arn\}", uri).group(1)
+        return out
+
     def layer_source(self, logical_id: str) -> tuple[Path, Path]:
         """(content dir, build context) of a layer, from the source template `sam build` reads."""
         name = self.resources[logical_id]["Properties"]["LayerName"]

@@ -192,6 +192,7 @@ def test_task_status(rehearsal: Rehearsal, flow: dict[str, Any]) -> None:
     assert response["statusCode"] == 200, response
     task = body(response)
     assert task["status"] == "SUCCEEDED", task
+    flow["memory_ids"] = [m["memory_id"] for m in task["memories"]]
     assert any("beagle" in m["text"] for m in task["memories"]), task
 
 
@@ -227,6 +228,29 @@ def test_summary_refresh_and_context_card(rehearsal: Rehearsal) -> None:
     assert response["statusCode"] == 200, response
 
 
+EDITS = [  # (route, path, query, body): a thread, an access policy, a memory edited and deleted, a run deleted
+    ("POST /v1/stores/{store}/threads", f"/v1/stores/{STORE}/threads", "",
+     {"thread_id": "t-rehearsal", "scope": {**SCOPE, "agent_id": "helpdesk"}}),
+    ("PUT /v1/stores/{store}/access-policy", f"/v1/stores/{STORE}/access-policy", "",
+     {"scope": {**SCOPE, "agent_id": "helpdesk", "run_id": "r-other"}, "access_policy": "recall_only"}),
+    ("PATCH /v1/stores/{store}/memories/{memory_id}", f"/v1/stores/{STORE}/memories/{{memory}}", "",
+     {**SCOPE, "text": "Ann adopted Max, a beagle, on Saturday 9 March 2024."}),
+    ("DELETE /v1/stores/{store}/memories/{memory_id}", f"/v1/stores/{STORE}/memories/{{memory}}",
+     "app_id=support&tenant_id=u-42", None),
+    ("DELETE /v1/stores/{store}/runs/{run_id}", f"/v1/stores/{STORE}/runs/r-other",
+     "app_id=support&tenant_id=u-42&agent_id=helpdesk", None),
+]
+
+
+@pytest.mark.parametrize(("route", "path", "query", "payload"), EDITS, ids=[e[0] for e in EDITS])
+def test_edits(rehearsal: Rehearsal, flow: dict[str, Any], route: str, path: str, query: str, payload: Any) -> None:
+    sample = "search/search.json" if payload is not None else "search/messages.json"
+    e = http(sample, route=route, path=path.format(memory=flow["memory_ids"][0]), query=query, body=payload)
+    response = rehearsal.container(rehearsal.stack.routes[route]).invoke(e)
+    assert 200 <= response["statusCode"] < 300, response
+    deliver(rehearsal)
+
+
 def test_tenant_erasure(rehearsal: Rehearsal, flow: dict[str, Any]) -> None:
     tasks = rehearsal.container("Tasks")
     response = tasks.invoke(http("tasks/task_status.json", route="POST /v1/tenants/erase", path="/v1/tenants/erase",
@@ -260,7 +284,8 @@ def test_every_sample_event_answers(rehearsal: Rehearsal, sample: str) -> None:
     accepted it (its body's hash and length in its signed headers)."""
     [function] = [f for f in rehearsal.stack.functions.values() if f.code_dir.name == sample.split("/")[0]]
     e = event(sample)
-    if "requestContext" in e:
+    if "requestContext" in e:  # the API sends this route to this function
+        assert rehearsal.stack.routes.get(e["routeKey"]) == function.logical_id, e["routeKey"]
         raw = (e.get("body") or "").encode()
         assert e["headers"].get("x-amz-content-sha256") == hashlib.sha256(raw).hexdigest(), "x-amz-content-sha256"
         assert int(e["headers"].get("content-length", 0)) == len(raw), "content-length"
@@ -271,6 +296,40 @@ def test_every_sample_event_answers(rehearsal: Rehearsal, sample: str) -> None:
         assert 200 <= response["statusCode"] < 300 or (
             400 <= response["statusCode"] < 500 and body(response)["error"]["code"]), response
     deliver(rehearsal)  # what a sample queued runs too
+
+
+# -- more routes, and deleting the store ----------------------------------------------------------------------
+
+QUERY = "app_id=support&tenant_id=u-42"
+ROUTES = [  # (route, path, query): reads and edits the flows above did not make
+    ("GET /v1/stores", "/v1/stores", ""),
+    ("GET /v1/stores/{store}", f"/v1/stores/{STORE}", ""),
+    ("GET /v1/stores/{store}/threads", f"/v1/stores/{STORE}/threads", QUERY),
+    ("GET /v1/stores/{store}/memories", f"/v1/stores/{STORE}/memories", QUERY),
+    ("GET /v1/stores/{store}/tasks", f"/v1/stores/{STORE}/tasks", QUERY),
+    ("GET /v1/stores/{store}/scopes", f"/v1/stores/{STORE}/scopes", QUERY),
+    ("GET /v1/stores/{store}/requests", f"/v1/stores/{STORE}/requests", ""),
+    ("GET /v1/stores/{store}/dream-tasks", f"/v1/stores/{STORE}/dream-tasks", QUERY),
+    ("GET /health", "/health", ""),
+]
+
+
+@pytest.mark.parametrize(("route", "path", "query"), ROUTES, ids=[r[0] for r in ROUTES])
+def test_more_routes(rehearsal: Rehearsal, route: str, path: str, query: str) -> None:
+    function = rehearsal.stack.routes[route]
+    response = rehearsal.container(function).invoke(http("search/messages.json", route=route, path=path, query=query))
+    assert 200 <= response["statusCode"] < 300, response
+
+
+def test_delete_store_purges_it(rehearsal: Rehearsal) -> None:
+    route = "DELETE /v1/stores/{store}"
+    response = rehearsal.container(rehearsal.stack.routes[route]).invoke(
+        http("search/messages.json", route=route, path=f"/v1/stores/{STORE}", query=""))
+    assert response["statusCode"] in (200, 202, 204), response
+    deliver(rehearsal)
+    response = rehearsal.container("Ingest").invoke(http("search/messages.json", route="GET /v1/stores/{store}",
+                                                         path=f"/v1/stores/{STORE}", query=""))
+    assert response["statusCode"] == 404, response
 
 
 # -- the verdicts -------------------------------------------------------------------------------------------
