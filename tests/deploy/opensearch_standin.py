@@ -130,7 +130,7 @@ class StandIn:
         if secret is None:
             return f"unknown access key {key}", key
         signed = match["signed"].split(";")
-        if "host" not in signed:
+        if "host" not in signed or "host" not in headers:
             return "the host header is not signed", key
         request = AWSRequest(method=method, url=f"https://{headers['host']}{path}", data=body,
                              headers={h: headers[h] for h in signed if h in headers})
