@@ -347,19 +347,11 @@ def test_no_call_was_denied_and_every_caller_was_known(rehearsal: Rehearsal) -> 
 # uses and that is not here fails the rehearsal: drive a flow that uses it, or remove it from template.yaml.
 G = "GlobalPartitionsOnly"
 KEPT = {
-    ("Ingest", G, "dynamodb:ConditionCheckItem"): "an Update with no change inside a transaction is sent as a "
-    "ConditionCheck (adapters/dynamodb/table.py _request), e.g. on the store's catalog record",
-    ("Extract", G, "dynamodb:ConditionCheckItem"): "the same, for the jobs' transactions on the activity registry",
-    ("Dream", G, "dynamodb:ConditionCheckItem"): "the same, for dream-action transactions (apply, undo)",
-    ("Dream", G, "dynamodb:DeleteItem"): "the open-task registry entry of a dream task ended in the request "
-    "(repository/open_tasks.py); not reached by the sample's sync dream of an erased tenant",
-    ("Search", G, "dynamodb:Query"): "store-wide reads of a route the rehearsal does not drive",
-    ("Search", G, "dynamodb:UpdateItem"): "the activity registry touched by a memory edit in a transaction "
-    "(repository/dream.py activity Update), not reached by the rehearsal's edit",
-    ("Tasks", G, "dynamodb:UpdateItem"): "the sweeper re-enqueueing a stale task (services/sweep.py): no task is "
-    "stale within the rehearsal",
-    ("Tasks", G, "dynamodb:DeleteItem"): "the sweeper dropping a finished task's open-registry entry "
-    "(repository/open_tasks.py): no task is stale within the rehearsal",
+    ("Search", G, "dynamodb:Query"): "no Search route queries a global partition; kept because every function "
+    "may list its global partitions by contract (tests/isolation/test_iam_policy.py "
+    "test_own_global_partitions_with_its_own_credentials)",
+    ("Tasks", G, "dynamodb:DeleteItem"): "the sweeper closing the open-task entry of a task it finds finished "
+    "(services/sweep.py): no task is stale within the rehearsal",
 }
 
 
