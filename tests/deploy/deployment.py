@@ -59,7 +59,6 @@ class Rehearsal:
         self.unknown_keys: list[str] = []
         self.containers: dict[str, Container] = {}
         self._running = threading.local()
-        self._lock = threading.Lock()
         tables = self.stack.of_type("AWS::DynamoDB::Table")
         self.ledger = Ledger(self._resource_policies(), hash_keys={
             self.stack.physical_name(t): next(k["AttributeName"] for k in r["Properties"]["KeySchema"]

@@ -14,6 +14,7 @@ import datetime
 import hashlib
 import json
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +338,10 @@ def test_delete_store_purges_it(rehearsal: Rehearsal) -> None:
 
 def test_no_call_was_denied_and_every_caller_was_known(rehearsal: Rehearsal) -> None:
     assert rehearsal.ledger.verdicts, "no AWS call was judged"
+    judged = Counter(f"{v.caller.function}{' (tenant)' if v.caller.session_tags else ''} {v.request.action}"
+                     for v in rehearsal.ledger.verdicts)
+    print(f"{len(rehearsal.ledger.verdicts)} IAM requests judged, {rehearsal.standin.requests} OpenSearch requests "
+          f"signature-checked:", *(f"{n:5d}  {k}" for k, n in sorted(judged.items())), sep="\n")
     assert [str(v) for v in rehearsal.ledger.denied] == []
     assert rehearsal.unknown_keys == []
     assert rehearsal.standin.refusals == []
