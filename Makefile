@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8420
 DATA_DIR ?= .memlane
 
-.PHONY: install install-test run test test-fast test-integration check-template engines-start engines-stop
+.PHONY: install install-test run test test-fast test-integration check-template engines-start engines-stop rehearse
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,7 @@ run: install
 	$(BIN)/memlane --data-dir $(DATA_DIR) serve --port $(PORT)
 
 ## The whole test run: unit, service, contract, handler, isolation and e2e suites, the template
-## checks, and — when engines are up (scripts/engines.sh start) — the integration suite.
+## checks, and — when engines are up (scripts/engines.sh start) — the integration suite and the deploy rehearsal.
 test: install-test
 	$(BIN)/lint-imports
 	MEMLANE_REQUIRE_MODEL=1 $(BIN)/python -m pytest tests -n 2
@@ -33,8 +33,14 @@ test: install-test
 	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \
 		set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \
 		echo "== integration suite against $$MEMLANE_OPENSEARCH_URL and $$MEMLANE_DYNAMODB_ENDPOINT"; \
-		$(BIN)/python -m pytest -m integration tests -n 4; \
-	else echo "== integration suite skipped: no engines running (scripts/engines.sh start)"; fi
+		$(BIN)/python -m pytest -m integration tests -n 4 && \
+		echo "== deploy rehearsal (tests/deploy)" && $(BIN)/python -m pytest tests/deploy -m deploy; \
+	else echo "== integration suite and deploy rehearsal skipped: no engines running (scripts/engines.sh start)"; fi
+
+## The deploy rehearsal alone (docs/deploy.md#rehearse-a-deploy); needs the engines: scripts/engines.sh start.
+rehearse: install-test
+	set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \
+	$(BIN)/python -m pytest tests/deploy -m deploy
 
 test-fast: install-test
 	$(BIN)/python -m pytest tests -q -x

@@ -30,6 +30,7 @@ TENANT_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-TenantDataRole-1"
 FUNCTIONS = tuple(name for name, r in load_template()["Resources"].items() if r["Type"] == "AWS::Serverless::Function")
 FUNCTION_ROLES = {f"{name}Role": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-{name}Role-1A2B3C" for name in FUNCTIONS}
 ARNS = {"Table": TABLE_ARN, "TenantDataRole": TENANT_ROLE_ARN,
+        "ExtractQueue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{STACK}-ExtractQueue-ABC123",  # its depth: QueueDepth
         **FUNCTION_ROLES}
 PSEUDO = {"AWS::Partition": PARTITION, "AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::StackName": STACK,
           "AWS::URLSuffix": "amazonaws.com"}
