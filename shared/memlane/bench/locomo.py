@@ -791,6 +791,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: no LoCoMo data at {args.data} (pass --data PATH)", file=sys.stderr)
         return 2
     report = run(args)
+    if args.json_out:  # first: an hour's run is not lost to a printing error
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     print(format_report(report))
     made = ", ".join(f"{name}: {report[name]['memories']} memories from {report[name]['adds']} adds"
                      for name in report["methods"] if name.startswith("memlane"))
@@ -798,6 +800,4 @@ def main(args: argparse.Namespace) -> int:
           f"{report['question_counts']['malformed_evidence_ids']} malformed evidence ids skipped, "
           f"{report['question_counts']['skipped_no_evidence']} questions without usable evidence; "
           f"{report['elapsed_s']} s")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     return 0
