@@ -708,6 +708,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
+    origin = provenance.collect(seed=args.seed)  # at the start: the tree as it was when the run began
     convs = load(args.data, args.limit_conversations)
     embedder = minilm()
     if args.embed_cache:
@@ -758,7 +759,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **{m.name: {"ingest": m.ingest, "adds": m.adds, "memories": m.memories, "failed_tasks": m.failed_tasks}
            for m in ours},
         "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
-        "provenance": provenance.collect(seed=args.seed),
+        "provenance": origin,
         "elapsed_s": round(time.monotonic() - started, 1),
     }
     return report

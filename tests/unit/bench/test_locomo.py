@@ -162,3 +162,6 @@ def test_tuned_evaluation_reports_chosen_parameters_unit_fair_recall_and_interva
     paired = report["paired"]
     assert paired["baseline"] in {"bm25", "vector", "rrf"} and "recall@1000hf" in paired["difference"]
     assert len(report["per_question"]["conversation"]) == 4  # two headline questions per conversation
+    printed = locomo.format_report({**report, "dataset": "two.json", "embedder": "hashing", "backend": "embedded",
+                                    "question_counts": {"headline": 4, "adversarial": 0}})
+    assert "R@1000hf" in printed and "chosen parameters" in printed and "memlane − " in printed
