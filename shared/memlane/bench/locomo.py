@@ -723,6 +723,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for mode in _ingests(args.ingest)]
     wanted = set(args.methods.split(",")) if args.methods else None
     methods: list[Method] = [m for m in (*ours, bm25, vector) if wanted is None or m.name in wanted]
+    if wanted and "mem0" in wanted:  # a peer, only when asked: an optional extra
+        from .peers import Mem0Turns
+
+        methods.append(Mem0Turns(embedder, data_dir / "mem0"))
     with_rrf = wanted is None or "rrf" in wanted
     # One unit per ingested turn and per question: a rough but steady ETA.
     progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs), "starting")
@@ -771,7 +775,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--backend", choices=["embedded", "opensearch"], default="embedded")
     p.add_argument("--limit-conversations", type=int, default=None)
-    p.add_argument("--methods", help="comma-separated subset of memlane,memlane-exchange,bm25,vector,rrf")
+    p.add_argument("--methods", help="comma-separated subset of memlane,memlane-exchange,bm25,vector,rrf, and "
+                        "mem0 (a peer: pip install 'memlane[peers]')")
     p.add_argument("--ingest", default="session",
                    help="comma-separated: session (one add per session), exchange (one add per turn and its "
                         "reply, method memlane-exchange); 'session,exchange' measures both in one run")
