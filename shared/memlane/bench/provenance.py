@@ -83,7 +83,7 @@ def _loaded_libraries() -> list[str]:
 def command() -> str:
     """The command line as typed: `memlane bench ...` when run through the CLI."""
     argv = list(sys.argv)
-    if argv and Path(argv[0]).name == "memlane":
+    if argv and (Path(argv[0]).name == "memlane" or argv[0].endswith(os.path.join("memlane", "cli.py"))):
         argv[0] = "memlane"
     elif argv and argv[0].endswith(("__main__.py", "-c")):
         argv = [Path(sys.executable).name, "-m", "memlane", *argv[1:]]
