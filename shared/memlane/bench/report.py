@@ -18,8 +18,8 @@ from .common import table
 
 BUDGETS = ["recall@500hf", "recall@1000hf", "recall@2000hf", "recall@5turns", "recall@10turns", "recall@20turns"]
 REQUIRED = ("dataset", "question_counts.headline", "question_counts.adversarial", "turns", "conversations",
-            "embedder", "tokenizer", "objective", "seed", "resamples", "methods", "paired.baseline",
-            "paired.difference", "provenance.git.commit", "provenance.git.dirty", "provenance.packages",
+            "embedder", "tokenizer", "objective", "seed", "resamples", "methods", "paired",
+            "provenance.git.commit", "provenance.git.dirty", "provenance.packages",
             "provenance.python", "provenance.seed", "provenance.command", "provenance.machine.cores",
             "provenance.machine.blas")
 PER_METHOD = (*BUDGETS, "recall@10", "all_hit@10", "view", "in_sample", "intervals", "params.in_sample",
@@ -92,14 +92,14 @@ def render_locomo(data: dict[str, Any], name: str) -> str:
                         f"{m['intervals'][k]['by_conversation']['high']:.3f}"
                         for k in ("recall@500hf", "recall@1000hf", "recall@2000hf", "recall@10turns", "recall@10"))]
                   for n, m in methods.items()]),
-           "",
-           f"{paired['method']} − {paired['baseline']} (the best baseline by {paired['chosen_by']}), per question, paired:",
-           "",
-           table(["metric", "difference", "95% over questions", "95% over conversations"],
-                 [[k, f"{d['by_question']['mean']:+.3f}",
-                   f"{d['by_question']['low']:+.3f} … {d['by_question']['high']:+.3f}",
-                   f"{d['by_conversation']['low']:+.3f} … {d['by_conversation']['high']:+.3f}"]
-                  for k, d in paired["difference"].items() if k in (*BUDGETS, "recall@10")]),
+           *(["", f"{paired['method']} − {paired['baseline']} (the best baseline by {paired['chosen_by']}), "
+                  "per question, paired:", "",
+                  table(["metric", "difference", "95% over questions", "95% over conversations"],
+                        [[k, f"{d['by_question']['mean']:+.3f}",
+                          f"{d['by_question']['low']:+.3f} … {d['by_question']['high']:+.3f}",
+                          f"{d['by_conversation']['low']:+.3f} … {d['by_conversation']['high']:+.3f}"]
+                         for k, d in paired["difference"].items() if k in (*BUDGETS, "recall@10")])]
+             if paired else []),  # a run without memlane (a peer alone) has no pair
            "",
            f"Parameters (grid tuned for {data['objective']}; the default is the grid's first point):",
            "",
