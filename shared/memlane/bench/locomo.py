@@ -671,8 +671,10 @@ def format_report(report: dict[str, Any]) -> str:
     view = next(iter(methods.values()))["view"] if methods else "in_sample"
     out = [f"LoCoMo {report['dataset']}: {counts['headline']} questions in categories 1-4 "
            f"({counts['adversarial']} adversarial apart), embedder {report['embedder']}, {report['backend']} index; "
-           f"tokens by {report['tokenizer']}; figures {view.replace('_', '-')} "
-           f"(parameters chosen on the other half of the conversations), 95% bootstrap over questions",
+           f"tokens by {report['tokenizer']}; figures "
+           + ("held out (parameters chosen on the other half of the conversations)" if view == "held_out"
+              else "in sample (parameters chosen on the same questions)")
+           + ", 95% bootstrap over questions",
            "", table(["method", *(f"R@{c.split('@')[1]}" for c in budgets), "R@10", "all@10", "p50 ms", "p95 ms"],
                      rows)]
     out += ["", "95% intervals resampling whole conversations:",

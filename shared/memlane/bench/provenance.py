@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-PACKAGES = ("memlane", "numpy", "onnxruntime", "tokenizers", "pydantic", "opensearch-py", "boto3")
+PACKAGES = ("memlane", "numpy", "onnxruntime", "tokenizers", "pydantic", "opensearch-py", "boto3",
+            "mem0ai", "qdrant-client")  # the last two: the peer, when installed
 # Settings that change what numpy's BLAS or the benchmark itself runs.
 ENVIRONMENT = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "MEMLANE_LOCOMO")

@@ -115,7 +115,8 @@ def render_locomo(data: dict[str, Any], name: str) -> str:
 
 
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], str], str]]] = {
-    "locomo": ("locomo-dev.json", render_locomo)}
+    "locomo": ("locomo-dev.json", render_locomo),
+    "locomo-mem0": ("locomo-conv26-mem0.json", render_locomo)}
 
 
 def regenerate(doc: Path, results: Path, check: bool = False) -> bool:
@@ -123,10 +124,16 @@ def regenerate(doc: Path, results: Path, check: bool = False) -> bool:
     Everything is rendered before anything is written: a bad file leaves the doc as it was."""
     text = doc.read_text()
     new = text
+    present = {section for section in SECTIONS if f"<!-- bench:{section} -->" in text}
+    if not present:
+        raise ResultsInvalid(f"{doc}: no section markers (" + ", ".join(
+            f"<!-- bench:{s} --> … <!-- /bench:{s} -->" for s in SECTIONS) + ")")
     for section, (filename, render) in SECTIONS.items():
+        if section not in present:
+            continue
         pattern = re.compile(rf"(<!-- bench:{section} -->\n).*?(<!-- /bench:{section} -->)", re.S)
         if not pattern.search(new):
-            raise ResultsInvalid(f"{doc}: no <!-- bench:{section} --> … <!-- /bench:{section} --> markers")
+            raise ResultsInvalid(f"{doc}: <!-- bench:{section} --> has no closing <!-- /bench:{section} -->")
         path = results / filename
         try:
             data = json.loads(path.read_text())
