@@ -116,6 +116,7 @@ def render_locomo(data: dict[str, Any], name: str) -> str:
 
 SECTIONS: dict[str, tuple[str, Callable[[dict[str, Any], str], str]]] = {
     "locomo": ("locomo-dev.json", render_locomo),
+    "locomo-2conv": ("locomo-dev-2conv.json", render_locomo),  # the first two dev conversations
     "locomo-mem0": ("locomo-conv26-mem0.json", render_locomo)}
 
 
