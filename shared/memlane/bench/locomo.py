@@ -4,22 +4,29 @@ Each conversation is ingested into its own tenant through the real service path 
 ``ingest.add`` per session → the local worker's extract → index), then every question is asked
 through ``memlane.services.search.search``. A memory covers the dialog turns it cites as evidence
 (its evidence message ids mapped back to the ``dia_id`` they were sent as). The baselines search
-the raw turns directly:
+the turns directly (the list below).
 
 With ``--ingest exchange`` (method ``memlane-exchange``) each add carries one exchange — a turn and
 its reply, as a live agent writes — instead of a whole session; extraction then sees the earlier
 turns of the run only as context (services/extract.py). ``--ingest session,exchange`` measures both
 in one run.
 
-- ``bm25``   SQLite FTS5 (porter unicode61) over "Speaker: text", the query's words OR-ed after
-             English stop words are dropped (with them R@10 is ~0.03 lower).
-- ``vector`` exact cosine over the same texts embedded with the same MiniLM model.
-- ``rrf``    reciprocal rank fusion (k=60) of those two lists, equal weights.
+- ``bm25``   BM25 with FTS5's analyzer (porter unicode61) and formula, k1 and b free, over
+             "Speaker (date): text" rows — the speaker and session day memlane's extractor puts in a
+             memory's hidden keywords — the query's words OR-ed, stop words dropped or kept.
+- ``vector`` exact cosine over the same rows embedded with the same MiniLM model.
+- ``rrf``    weighted reciprocal rank fusion of those two lists (k and weights free).
+- ``mem0``   Mem0 as a peer, only with ``--methods mem0`` (bench/peers.py).
 
-Metrics per question (categories 1–4 averaged as the headline; 5 = adversarial, reported apart):
-recall@1/5/10/20, all_hit@10 (every evidence turn covered in the top 10), recall@1000tok
-(evidence covered by the leading results whose text fits in 1,000 tokens, tokens =
-ceil(1.3 × words)), and latency p50/p95 of the search call alone.
+Every method's free parameters are chosen by one grid procedure (bench/tuning.py): in sample, and
+held out over two halves of the conversations (the reported figures). Metrics per question
+(categories 1–4 averaged as the headline; 5 = adversarial, reported apart): recall within 500 /
+1,000 / 2,000 tokens of returned text by the real tokenizer (the headline), within 5 / 10 / 20 turns
+returned (a result citing two turns spends two), recall@1/5/10/20, all_hit@10, the older
+recall@1000tok (1.3 × words), each with 95% bootstrap intervals (bench/stats.py) over questions and
+over conversations, memlane paired against the best baseline; latency p50/p95 of the search call at
+each method's default. The JSON records where it came from (bench/provenance.py) and
+``memlane bench report`` turns it into docs/benchmarks.md's tables.
 """
 
 from __future__ import annotations
