@@ -437,7 +437,8 @@ class Memlane:
 # -- evaluation ----------------------------------------------------------------------------------
 TURN_BUDGETS = (5, 10, 20)
 TOKEN_BUDGETS = (500, 1000, 2000)
-OBJECTIVE = "recall@1000hf"  # what every method's grid is tuned for: the headline figure
+OBJECTIVE_BUDGET = 1000
+OBJECTIVE = f"recall@{OBJECTIVE_BUDGET}hf"  # what every method's grid is tuned for: the headline figure
 SEED = 13
 RESAMPLES = 1000
 
@@ -552,16 +553,14 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
     headline = [c in HEADLINE for c in categories]
     evidence = [q.evidence for _, q in collected.questions]
 
-    def score(results: list[list[Result]]) -> list[dict[str, float]]:
-        return [question_metrics(r, e, counter) for r, e in zip(results, evidence)]
+    def score(runs: dict[str, list[list[Result]]]) -> Points:
+        return Points(runs, evidence, counter)
 
-    values: dict[str, dict[str, list[dict[str, float]]]] = {
-        name: {point: score(res) for point, res in runs.items()} for name, runs in collected.runs.items()}
-    choices = {name: tuning.cross_validate({p: [v[OBJECTIVE] for v in vs] for p, vs in points.items()},
-                                           conv_of, headline)
+    values: dict[str, Points] = {name: score(runs) for name, runs in collected.runs.items()}
+    choices = {name: tuning.cross_validate(points.objectives(), conv_of, headline)
                for name, points in values.items()}
     if collected.rrf:
-        values["rrf"], choices["rrf"] = _rrf(collected, values, choices, conv_of, headline, score)
+        values["rrf"], choices["rrf"] = _rrf(collected, choices, conv_of, headline, score)
         collected.grids["rrf"] = RRF_GRID
 
     held: dict[str, list[dict[str, float]]] = {
@@ -590,8 +589,9 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
         rep["params"] = {"default": grid[0], "in_sample": json.loads(cv.in_sample),
                          "folds": [{"tuned_on": list(f.tuned_on), "chosen": json.loads(f.chosen),
                                     "scored_on": list(f.scored_on)} for f in cv.folds],
-                         "grid": [{"params": json.loads(p), "objective_in_sample": _means(
-                             [vs[i] for i in keep]).get(OBJECTIVE, 0.0)} for p, vs in values[name].items()
+                         "grid": [{"params": json.loads(p), "objective_in_sample": round(
+                             sum(vs[i] for i in keep) / max(len(keep), 1), 4)}
+                             for p, vs in values[name].objectives().items()
                              if not p.startswith("fold")]}  # rrf's per-fold copies are not grid points
         lat = collected.latencies.get(name, [])
         rep["latency_ms"] = {"p50": round(metrics.percentile(lat, 50), 2),
@@ -620,14 +620,39 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
                              if keep else {}}}
 
 
-def _rrf(collected: Collected, values: dict[str, dict[str, list[dict[str, float]]]],
-         choices: dict[str, tuning.CrossValidation], conv_of: list[str], headline: list[bool],
-         score: Any) -> tuple[dict[str, list[dict[str, float]]], tuning.CrossValidation]:
+class Points:
+    """A method's grid points, scored lazily: every point gets its objective (one budget cut per
+    question), only the points chosen get all the metrics — scoring all of them for each of bm25's
+    80 points took most of a run's summary."""
+
+    def __init__(self, runs: dict[str, list[list[Result]]], evidence: Sequence[Sequence[str]],
+                 counter: TokenCounter) -> None:
+        self.runs, self.evidence, self.counter = runs, evidence, counter
+        self._objectives: dict[str, list[float]] = {}
+        self._full: dict[str, list[dict[str, float]]] = {}
+
+    def objectives(self) -> dict[str, list[float]]:
+        for point, results in self.runs.items():
+            if point not in self._objectives:
+                self._objectives[point] = [
+                    metrics.recall_within_counts([r.turns for r in res], self.counter.counts([r.text for r in res]),
+                                                 e, OBJECTIVE_BUDGET)
+                    for res, e in zip(results, self.evidence)]
+        return self._objectives
+
+    def __getitem__(self, point: str) -> list[dict[str, float]]:
+        if point not in self._full:
+            self._full[point] = [question_metrics(r, e, self.counter) for r, e in zip(self.runs[point], self.evidence)]
+        return self._full[point]
+
+
+def _rrf(collected: Collected, choices: dict[str, tuning.CrossValidation], conv_of: list[str],
+         headline: list[bool], score: Any) -> tuple[Points, tuning.CrossValidation]:
     """RRF's grid over the bm25 and vector lists at *their* chosen points: in sample with their
     in-sample choices, and in each fold with what that fold's tuning half chose for them."""
     runs = collected.runs
 
-    def fused(b_point: str, v_point: str) -> dict[str, list[dict[str, float]]]:
+    def fused(b_point: str, v_point: str) -> dict[str, list[list[Result]]]:
         out = {}
         for p in RRF_GRID:
             res = []
@@ -635,26 +660,28 @@ def _rrf(collected: Collected, values: dict[str, dict[str, list[dict[str, float]
                 ids = fuse([r.turns[0] for r in runs["bm25"][b_point][i]],
                            [r.turns[0] for r in runs["vector"][v_point][i]], p, FETCH_K)
                 res.append([Result((d,), collected.texts[(conv, d)]) for d in ids])
-            out[key(p)] = score(res)
+            out[key(p)] = res
         return out
 
     b, v = choices["bm25"], choices["vector"]
     base = fused(b.in_sample, v.in_sample)
-    in_sample = tuning.choose({p: [x[OBJECTIVE] for x in vs] for p, vs in base.items()}, headline)
+    base_scores = score(base)
+    in_sample = tuning.choose(base_scores.objectives(), headline)
     cv = tuning.CrossValidation(in_sample=in_sample, per_question=[in_sample] * len(conv_of))
-    values_out = dict(base)  # in-sample points keep their plain keys
+    all_runs = dict(base)  # in-sample points keep their plain keys
     for n, (bf, vf) in enumerate(zip(b.folds, v.folds)):
-        vals = base if (bf.chosen, vf.chosen) == (b.in_sample, v.in_sample) else fused(bf.chosen, vf.chosen)
+        same = (bf.chosen, vf.chosen) == (b.in_sample, v.in_sample)
+        fold_runs = base if same else fused(bf.chosen, vf.chosen)
         tune = set(bf.tuned_on)
-        chosen = tuning.choose({p: [x[OBJECTIVE] for x in vs] for p, vs in vals.items()},
+        chosen = tuning.choose((base_scores if same else score(fold_runs)).objectives(),
                                [h and c in tune for h, c in zip(headline, conv_of)])
         fold_key = f"fold{n}:{chosen}"
-        values_out[fold_key] = vals[chosen]
+        all_runs[fold_key] = fold_runs[chosen]
         cv.folds.append(tuning.Fold(bf.tuned_on, chosen, bf.scored_on))
         for i, c in enumerate(conv_of):
             if c in set(bf.scored_on):
                 cv.per_question[i] = fold_key
-    return values_out, cv
+    return score(all_runs), cv
 
 
 def _means(rows: Sequence[dict[str, float]]) -> dict[str, float]:

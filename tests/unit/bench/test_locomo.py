@@ -155,6 +155,9 @@ def test_tuned_evaluation_reports_chosen_parameters_unit_fair_recall_and_interva
     bm = report["methods"]["bm25"]
     assert bm["params"]["in_sample"] in locomo.BM25Turns.grid
     assert [f["tuned_on"] for f in bm["params"]["folds"]] == [["conv-1"], ["conv-2"]]
+    for m in report["methods"].values():  # the grid's cheap objective is the reported metric itself
+        [point] = [g for g in m["params"]["grid"] if g["params"] == m["params"]["in_sample"]]
+        assert point["objective_in_sample"] == m["in_sample"]["recall@1000hf"]
     for key in ("recall@10", "recall@10turns", "recall@1000hf", "recall@500hf", "recall@2000hf"):
         ci = report["methods"]["memlane"]["intervals"][key]
         assert ci["by_question"]["low"] <= report["methods"]["memlane"][key] <= ci["by_question"]["high"]
