@@ -8,6 +8,7 @@
     memlane bench calibrate [--data PATH] [--threshold 0.8] [--json OUT] [--wrong]
     memlane bench context --data PATH [--budgets 500,1000,1500,2000] [--json OUT] [--limit-conversations N]
     memlane bench messages [--adds N] [--per-add 2,20] [--embedder minilm|hashing] [--json OUT]
+    memlane bench report [--doc docs/benchmarks.md] [--results bench/results] [--check]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
 """
@@ -28,7 +29,8 @@ SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall agains
           "calibrate": "the dream's safe_auto confidences on the knowledge updates: reliability table, "
                        "dream-only vs write-time",
           "context": "context cards on LoCoMo: prompt recall and tokens under a budget vs last turns and search top-k",
-          "messages": "add latency: the share of an add spent making its messages searchable at once"}
+          "messages": "add latency: the share of an add spent making its messages searchable at once",
+          "report": "regenerate the figure tables of docs/benchmarks.md from bench/results/*.json"}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -88,12 +88,34 @@ def all_hit_at(results: Sequence[Iterable[str]], evidence: Sequence[str], k: int
 
 def budget_cut(texts: Sequence[str], budget: int) -> int:
     """How many leading results fit in `budget` tokens of returned text (stops at the first that does not)."""
+    return count_cut([tokens(t) for t in texts], budget)
+
+
+def count_cut(costs: Sequence[int], budget: int) -> int:
+    """How many leading results fit in `budget` when each costs what `costs` says (stops at the first
+    that does not fit: a reader takes results in order, it does not skip past a long one)."""
     used = 0
-    for i, text in enumerate(texts):
-        used += tokens(text)
+    for i, cost in enumerate(costs):
+        used += cost
         if used > budget:
             return i
-    return len(texts)
+    return len(costs)
+
+
+def recall_within_counts(results: Sequence[Iterable[str]], counts: Sequence[int], evidence: Sequence[str],
+                         budget: int) -> float:
+    """Recall of the leading results whose token counts (from any tokenizer) fit in `budget`."""
+    return recall_at(results, evidence, count_cut(counts, budget))
+
+
+def turn_cut(results: Sequence[Sequence[str]], turns: int) -> int:
+    """How many leading results fit in `turns` dialog turns returned: a result citing two turns spends
+    two (it returns both), one citing none still spends one."""
+    return count_cut([max(1, len(r)) for r in results], turns)
+
+
+def recall_within_turns(results: Sequence[Sequence[str]], evidence: Sequence[str], turns: int) -> float:
+    return recall_at(results, evidence, turn_cut(results, turns))
 
 
 def recall_within_tokens(results: Sequence[Iterable[str]], texts: Sequence[str], evidence: Sequence[str],

@@ -87,3 +87,23 @@ def test_percentile_interpolates():
     assert metrics.percentile([5.0], 95) == 5.0
     assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert metrics.percentile(list(range(101)), 95) == 95
+
+
+def test_turn_budget_charges_a_result_for_every_turn_it_cites():
+    results = [("D1:1", "D1:2"), ("D1:3",), ("D1:4",)]
+    assert metrics.turn_cut(results, 1) == 0  # the first result spends two turns: it does not fit in one
+    assert metrics.turn_cut(results, 2) == 1
+    assert metrics.turn_cut(results, 3) == 2
+    assert metrics.turn_cut([(), ("D1:1",)], 1) == 1  # a result citing nothing still spends one
+    assert metrics.recall_within_turns(results, ["D1:3"], 2) == 0.0
+    assert metrics.recall_within_turns(results, ["D1:3"], 3) == 1.0
+    assert metrics.recall_within_turns(results, ["D1:2", "D1:4"], 4) == 1.0
+
+
+def test_count_budget_cut_takes_token_counts_from_any_tokenizer():
+    assert metrics.count_cut([10, 10, 10], 20) == 2
+    assert metrics.count_cut([10, 10, 10], 19) == 1
+    assert metrics.count_cut([30, 1], 20) == 0  # no skipping past a long one
+    results = [("D1:1",), ("D1:2",)]
+    assert metrics.recall_within_counts(results, [12, 12], ["D1:2"], 23) == 0.0
+    assert metrics.recall_within_counts(results, [12, 12], ["D1:2"], 24) == 1.0
