@@ -66,6 +66,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                                             duplicate_similarity=deps.settings.duplicate_similarity)
         if not across and decision.action != ExtractAction.NOOP:
             decision = Decision(ExtractAction.ADD)
+        decision = _visible_here(decision, task)
         if decision.action == ExtractAction.NOOP and decision.target is not None:
             outcomes.append(TaskOutcome(action=ExtractAction.NOOP, memory_id=decision.target.memory_id,
                                         text=candidate.text, target_id=decision.target.memory_id,
@@ -102,6 +103,17 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                        outcome.model_copy(update={"action": ExtractAction.ADD, "target_id": None, "target_ids": [],
                                                   "superseded": False, "reason": "its target changed meanwhile"}))
     return outcomes
+
+
+def _visible_here(decision: Decision, task: Task) -> Decision:
+    """A NOOP only against a memory the candidate's own scope reads: a duplicate held by another run or
+    agent is out of sight of this agent's search and of an exact-thread search, so dropping the statement
+    would lose what its user just said here. It is kept (the dream may merge the two across scopes)."""
+    target = decision.target
+    if decision.action != ExtractAction.NOOP or target is None or target.scope == task.scope:
+        return decision
+    return Decision(ExtractAction.ADD, reason=f"restates {target.memory_id} of another run or agent; kept so "
+                                              "this scope's reads find it")
 
 
 def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decision: Decision) -> str | None:
