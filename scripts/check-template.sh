@@ -121,7 +121,7 @@ for function in Ingest Search Tasks Extract Dream; do
       MEMLANE_QUEUE_URL=https://sqs.us-east-1.amazonaws.com/123456789012/memlane-smoke \
       MEMLANE_INDEX=opensearch \
       MEMLANE_OPENSEARCH_URL=https://search-memlane-smoke-abc123.us-east-1.es.amazonaws.com \
-      MEMLANE_EMBEDDER=bedrock MEMLANE_LLM=bedrock MEMLANE_RERANKER=bedrock MEMLANE_DATA_DIR=/tmp/memlane-smoke \
+      MEMLANE_EMBEDDER=bedrock MEMLANE_LLM=bedrock MEMLANE_RERANKER=bedrock MEMLANE_DATA_DIR=/tmp/memlane-smoke MEMLANE_SCHEMA_POLICY=off \
       "$PY313" -I -c 'import sys; sys.path[:0] = [".", *sys.argv[1].split(":")]; import app; assert callable(app.lambda_handler)
 from memlane.adapters.tokenizers.hf import HFTokenizer; assert HFTokenizer().count("context cards count tokens") == 5' \
       "$BUILD/out/MemlaneLayer/python:$DEPS/python" >"$BUILD/smoke-$function.log" 2>&1 ||

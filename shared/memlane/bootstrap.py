@@ -85,7 +85,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               sync_margin_seconds=settings.sync_margin_seconds),
         compactors=_compactors(table, index),
     )
-    if check_schema:
+    if check_schema and settings.schema_policy != "off":
         _check_schema_once(settings, deps)
     return deps
 

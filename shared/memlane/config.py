@@ -15,7 +15,7 @@ class Settings(BaseModel):
     # What start-up does when the table or index is not what this version expects (services/schema.py):
     # validate (refuse, naming each difference), create (make what is missing), recreate (also rebuild
     # the index from the table). None: validate on AWS, create locally.
-    schema_policy: Literal["validate", "create", "recreate"] | None = None
+    schema_policy: Literal["validate", "create", "recreate", "off"] | None = None
     data_dir: Path = Path(".memlane")
     log_level: str = "INFO"
 

@@ -103,6 +103,17 @@ def test_aws_start_up_refuses_a_table_without_ttl_naming_it(moto: Any, tmp_path:
     build(aws(tmp_path, "no-ttl"))  # and validate is content
 
 
+def test_off_skips_the_start_up_check(moto: Any, tmp_path: Path) -> None:
+    """For a build's smoke import (no AWS to reach) or a pipeline that runs `memlane schema validate` itself."""
+    moto.create_table(TableName="unchecked", KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                      AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                      BillingMode="PAY_PER_REQUEST")
+    assert Settings.from_env(env={"MEMLANE_MODE": "aws", "MEMLANE_SCHEMA_POLICY": "off"}).schema_policy == "off"
+    build(aws(tmp_path, "unchecked", schema_policy="off"))  # would be refused under validate
+    with pytest.raises(SchemaMismatch):
+        build(aws(tmp_path, "unchecked"))
+
+
 def test_aws_create_never_touches_a_table_that_differs(moto: Any, tmp_path: Path) -> None:
     moto.create_table(TableName="other", KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
                       AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
