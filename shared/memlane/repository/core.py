@@ -185,7 +185,7 @@ class CoreRecords:
     def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
         s = task.scope
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
-                        **_dump(task)}, expect={"status": expect_status} if expect_status else None)
+                        **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
 
     def list_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                    cursor: str | None) -> tuple[list[Task], str | None]:

@@ -9,7 +9,7 @@ to retry after a failure; its report counts what it deleted per store and record
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ..domain.ids import sortable_id
 from ..domain.models import Erasure, TaskStatus
@@ -27,6 +27,18 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     deps.repo.get_store(store)
     run = exact_scope(scope)
     deps = deps.for_tenant(store, run.app_id, run.tenant_id)
+    info = deps.repo.get_scope(store, run)
+    thread = deps.repo.thread_order_keys(store, info) if info is not None else []  # its place in the threads list
+    # The registry entry first: a job of this run that finds it gone after its writes withdraws them itself
+    # (clear_run); one that still found it wrote before the listing below, which therefore finds its writes.
+    deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"SCOPE#{run.agent_id}#{run.run_id}")]
+                           + thread)
+    return clear_run(deps, store, run)
+
+
+def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = ()) -> dict[str, int]:
+    """What delete_run does once the run's registry entry is gone (also what a job that raced the deletion
+    calls, naming the extra index `documents` it may have written back: the messages it indexed)."""
     pk = tenant_pk(store, run.app_id, run.tenant_id)
     message_items = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
                                                prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
@@ -35,15 +47,12 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
                     if Scope.model_validate(i["scope"]) == run]
     memory_ids = [i["memory_id"] for i in memory_items]
     # Index first: a memory or message must never stay findable after its table item is gone.
-    documents = memory_ids + [i["message_id"] for i in message_items]
-    if documents:
-        deps.index.delete(store, documents)
+    indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
+    if indexed:
+        deps.index.delete(store, indexed)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
-    info = deps.repo.get_scope(store, run)
-    thread = deps.repo.thread_order_keys(store, info) if info is not None else []  # its place in the threads list
-    deps.repo.delete_items(messages + [(i["pk"], i["sk"]) for i in memory_items]
-                           + [(pk, f"SCOPE#{run.agent_id}#{run.run_id}")] + thread)
+    deps.repo.delete_items(messages + [(pk, i["sk"]) for i in memory_items])
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()
@@ -117,7 +126,11 @@ def _kind(sk: str) -> str:
 def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict[str, int]:
     """Delete the tenant's items of one store; the counts per record kind (empty: nothing there)."""
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
-    items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
+    # The runs' registry entries first, as delete_run does: a job racing the erasure either wrote before
+    # the listing below (which then finds its writes) or finds its run gone after and withdraws them.
+    gates = list(tenant.repo.tenant_keys(store, app_id, tenant_id, prefix="SCOPE#"))
+    tenant.repo.delete_items([(i["pk"], i["sk"]) for i in gates])
+    items = gates + list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     # The tenant's index documents: its memories and its messages (searchable records too).
     documents = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]

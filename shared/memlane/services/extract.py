@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..domain.errors import MemlaneError
-from ..domain.models import Message, Store, Task, TaskStatus
-from . import consolidate, embedder_guard, message_index
+from ..domain.errors import ConditionFailed, MemlaneError
+from ..domain.models import ExtractAction, Message, Store, Task, TaskStatus
+from . import consolidate, embedder_guard, erase, message_index
 from .deps import Deps
 
 
@@ -47,12 +47,28 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
     outcomes = consolidate.run(deps, store, task, candidates, messages)
+    if repo.get_scope(store, task.scope) is None:
+        return _withdrawn(deps, store, task, [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP])
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
                                    "updated_at": deps.clock.now()})
     repo.save_task(done)
     repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     return done
+
+
+def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
+    """The run was deleted (or its tenant erased) while this job ran: everything it wrote goes again,
+    messages' index documents included, and the task ends FAILED — if it still exists (an erasure took it)."""
+    erase.clear_run(deps, store, task.scope, documents=[*task.message_ids, *written])
+    failed = task.model_copy(update={"status": TaskStatus.FAILED, "outcomes": [], "updated_at": deps.clock.now(),
+                                     "error": "its run was deleted while it was extracted"})
+    try:
+        deps.repo.save_task(failed, expect_status=TaskStatus.RUNNING)
+    except ConditionFailed:
+        pass  # erased with its tenant: nothing may be written back
+    deps.repo.close_task(store, task.request_id, task.scope.app_id, task.scope.tenant_id)
+    return failed
 
 
 def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> list[Message]:

@@ -1,0 +1,62 @@
+"""Deletion racing extraction: a run deleted, or a tenant erased, while an extraction job of that run is
+between reading its messages and writing what it found. Nothing of the deleted run may come back — no
+memory item, no index document (memory or message), no task item in an erased tenant."""
+
+import pytest
+
+from memlane.domain.models import RecordType, TaskStatus
+from memlane.domain.scope import ScopeFilter
+from memlane.ports import IndexQuery
+from memlane.repository import tenant_pk
+from memlane.services import erase, ingest, stores
+
+RUN = {"app_id": "app", "tenant_id": "alice", "agent_id": "bot", "run_id": "r1"}
+SAID = "I keep bees on my rooftop in Brooklyn."
+
+
+def delete_the_run(deps):
+    erase.delete_run(deps, "s", scope=RUN)
+
+
+def erase_the_tenant(deps):
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    erase.run_erasure(deps, erasure.erasure_id)
+
+
+def documents(deps):
+    found = deps.index.search("s", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text=SAID,
+                                              vector=deps.embedder.embed([SAID])[0],
+                                              record_types=(RecordType.MEMORY, RecordType.MESSAGE)))
+    return {h.memory_id for h in [*found.vector, *found.keyword]}
+
+
+@pytest.mark.parametrize("deleter", [delete_the_run, erase_the_tenant], ids=["run-deleted", "tenant-erased"])
+@pytest.mark.parametrize("moment", ["extract", "index"], ids=["before-the-table-write", "before-the-index-write"])
+def test_nothing_deleted_comes_back_from_a_job_that_read_it_before(service, deps, monkeypatch, deleter, moment):
+    stores.create(deps, name="s")
+    task = ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    assert documents(deps)  # the message is indexed at once
+    target = deps.extractor if moment == "extract" else deps.index
+    name = "extract" if moment == "extract" else "upsert"
+    original, fired = getattr(target, name), []
+
+    def deleted_meanwhile(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            deleter(deps)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, deleted_meanwhile)
+    service.drain()
+    assert fired
+    pk = tenant_pk("s", "app", "alice")
+    left = deps.table.query(pk, limit=100).items
+    assert [i["sk"] for i in left if not i["sk"].startswith("TASK#")] == []
+    assert documents(deps) == set()
+    if deleter is erase_the_tenant:
+        assert left == []  # the job's end did not write its task back into the erased partition
+    else:
+        (ended,) = left
+        assert ended["status"] == TaskStatus.FAILED and "deleted" in ended["error"]
+        assert SAID not in str(ended)
+    assert task.request_id == "add-1"
