@@ -106,14 +106,16 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
 
 
 def _visible_here(decision: Decision, task: Task) -> Decision:
-    """A NOOP only against a memory the candidate's own scope reads: a duplicate held by another run or
-    agent is out of sight of this agent's search and of an exact-thread search, so dropping the statement
-    would lose what its user just said here. It is kept (the dream may merge the two across scopes)."""
+    """A NOOP only against a memory of the candidate's own agent. Agents are separate actors (their own
+    access policy and profile): a duplicate held by another agent is out of sight of this agent's search,
+    so dropping the statement would lose what its user just told it. Another run of the same agent is the
+    same actor's memory of the same subject: the fact is kept once, under the run that first said it (the
+    run's own words stay findable as its messages)."""
     target = decision.target
-    if decision.action != ExtractAction.NOOP or target is None or target.scope == task.scope:
+    if decision.action != ExtractAction.NOOP or target is None or target.scope.agent_id == task.scope.agent_id:
         return decision
-    return Decision(ExtractAction.ADD, reason=f"restates {target.memory_id} of another run or agent; kept so "
-                                              "this scope's reads find it")
+    return Decision(ExtractAction.ADD, reason=f"restates {target.memory_id} of agent '{target.scope.agent_id}'; "
+                                              "kept so this agent's reads find it")
 
 
 def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decision: Decision) -> str | None:
