@@ -9,6 +9,7 @@ with its own result: one bad add never fails another, and nothing raises out of 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +18,11 @@ from pydantic import ValidationError
 from ..domain.deadline import Deadline
 from ..domain.errors import DeadlineExceeded, InvalidInput, MemlaneError
 from ..domain.scope import DEFAULT
+from ..domain.validation import parse_body
 from ..services import access, explicit, ingest
 from ..services.deps import Deps
 from . import errors
+from .audit import record_add
 from .models import AddAccepted, AddIn, AddResult, ErrorBody, ExplicitWriteOut, MemoryOut, TaskOut
 
 log = logging.getLogger(__name__)
@@ -101,3 +104,49 @@ def add_one(deps: Deps, caller: access.Caller, store: str, raw: Any, *, index: i
     transient = status >= 500 or status == 429
     return Done(AddResult(index=index, outcome="failed" if transient else "refused", status=status,
                           request_id=request_id, error=error), scope)
+
+
+QUEUE_OPERATION = "SQS /v1/stores/{store}/memories"  # the audit log's name of an add from the ingestion queue
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What one message of the ingestion queue came to, and who sent it (its audit record is written)."""
+
+    result: AddResult
+    principal: str | None
+
+
+def add_message(deps: Deps, body: str, *, sender_id: str | None, message_id: str, retention_days: int) -> Queued:
+    """One message of the ingestion queue: `{store, request_id, ...an add body}` sent by the IAM principal
+    whose unique id SQS reports as `sender_id` (SQS sets it from the sender's signature: it cannot be forged).
+    Its grant is looked up by that id, then by its role id (services/access.identify). `request_id` is
+    required: a redelivered message is then a replay, never a second add. Audited like an HTTP add."""
+    started = time.perf_counter()
+    store: str | None = None
+    message: Any = None
+    try:
+        message = parse_body(body)
+        if not isinstance(message, dict):
+            raise InvalidInput("a message is a JSON object: an add body with its store")
+        named = message.pop("store", None)
+        if not isinstance(named, str) or not named:
+            raise InvalidInput("the message names no store", field="store")
+        store = named
+        if not isinstance(message.get("request_id"), str) or not message["request_id"]:
+            raise InvalidInput("a queued add needs a request_id: a redelivered message is then a replay",
+                               code="request_id_required", field="request_id")
+        caller = access.identify(deps, "iam", iam_principal=sender_id)
+        done = add_one(deps, caller, store, message, index=0)
+    except MemlaneError as refused:
+        request_id = message.get("request_id") if isinstance(message, dict) else None
+        done = Done(AddResult(index=0, outcome="refused", status=errors.status_of(refused),
+                              request_id=request_id if isinstance(request_id, str) else None,
+                              error=ErrorBody(code=refused.code, message=refused.message, field=refused.field)), {})
+    if sender_id:
+        record_add(deps, operation=QUEUE_OPERATION, request_id=message_id, principal=sender_id, store=store,
+                   result=done.result, scope=done.scope, latency_ms=(time.perf_counter() - started) * 1000,
+                   retention_days=retention_days)
+    else:  # not sent through SQS (no sender): no store's log is written for an anonymous message
+        log.warning("refused message %s without a sender", message_id)
+    return Queued(done.result, sender_id)
