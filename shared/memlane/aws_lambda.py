@@ -200,9 +200,8 @@ def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
     def process(record: Any) -> None:
         sender = record.attributes.sender_id
         rt.logger.set_correlation_id(record.message_id)
-        queued = add_message(rt.deps, record.body, sender_id=sender, message_id=record.message_id,
+        result = add_message(rt.deps, record.body, sender_id=sender, message_id=record.message_id,
                              retention_days=retention)
-        result = queued.result
         if result.outcome in ("accepted", "replayed"):
             rt.metrics.add_metric(name="QueuedAdds", unit=MetricUnit.Count, value=1)
             return

@@ -109,15 +109,7 @@ def add_one(deps: Deps, caller: access.Caller, store: str, raw: Any, *, index: i
 QUEUE_OPERATION = "SQS /v1/stores/{store}/memories"  # the audit log's name of an add from the ingestion queue
 
 
-@dataclass(frozen=True)
-class Queued:
-    """What one message of the ingestion queue came to, and who sent it (its audit record is written)."""
-
-    result: AddResult
-    principal: str | None
-
-
-def add_message(deps: Deps, body: str, *, sender_id: str | None, message_id: str, retention_days: int) -> Queued:
+def add_message(deps: Deps, body: str, *, sender_id: str | None, message_id: str, retention_days: int) -> AddResult:
     """One message of the ingestion queue: `{store, request_id, ...an add body}` sent by the IAM principal
     whose unique id SQS reports as `sender_id` (SQS sets it from the sender's signature: it cannot be forged).
     Its grant is looked up by that id, then by its role id (services/access.identify). `request_id` is
@@ -149,4 +141,4 @@ def add_message(deps: Deps, body: str, *, sender_id: str | None, message_id: str
                    retention_days=retention_days)
     else:  # not sent through SQS (no sender): no store's log is written for an anonymous message
         log.warning("refused message %s without a sender", message_id)
-    return Queued(done.result, sender_id)
+    return done.result
