@@ -2,6 +2,7 @@
 
     lambda_handler = build_http_handler(["search"])      # an API function: the routes of those families
     lambda_handler = build_sqs_handler()                 # the extract function: SQS batches of jobs
+    build_ingest_queue_handler(rt)                       # the ingest function's ingestion queue: adds
 
 Either builder runs once per container, when the function module is imported: settings are read from
 the environment, the adapters built (bootstrap.build), the resolver made. An invocation then only
@@ -14,6 +15,8 @@ Gateway request id (or, for a job, the add's request_id), Tracer (X-Ray) and EMF
     TasksFailed                               failed tasks: jobs given up on before the dead-letter queue)
     RerankFallback                            a search whose rerank model call failed, ordered by the
                                               heuristic reranker instead (adapters/rerank_fallback.py)
+    QueuedAdds, QueuedAddsRefused,            the ingest function's queue: messages added (or replayed),
+    QueuedAddsDeferred                        refused (4xx), handed back for redelivery (429/5xx)
 
 `add` is idempotent on the client's `request_id` by the service itself (services/ingest.py), inside the
 route, so a replay is answered only after the caller is authenticated, its grant checked, the request
@@ -38,6 +41,7 @@ from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
 from pydantic import Json
 
 from . import bootstrap
+from .api.adds import add_message
 from .api.app import build_api
 from .config import Settings
 from .domain.models import Task
@@ -167,6 +171,57 @@ def build_sqs_handler() -> Handler:
         failures = len(result.get("batchItemFailures", []))
         rt.metrics.add_metric(name="ExtractionFailures", unit=MetricUnit.Count, value=failures)
         return dict(result)
+
+    return lambda_handler
+
+
+# -- the ingestion queue (an SQS event source of the ingest function) ----------------------------
+
+
+class AddRefused(Exception):
+    """A queued add refused (4xx: bad JSON or body, no grant, a reused request_id). Its record fails: SQS
+    delivers it again until the queue's maxReceiveCount, then moves it to the ingestion dead-letter queue,
+    where an operator finds it (the reason is in the audit log under its message id) and redrives it once
+    fixed (a grant added, a store created). Nothing a producer sent is dropped."""
+
+
+class AddDeferred(Exception):
+    """A queued add that failed for a passing reason (throttled, extraction behind, a dependency down): its
+    record fails and SQS delivers it again; its request_id makes the retry a replay if it was written."""
+
+
+def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
+    """The handler of the ingest function's SQS event source: each record is one add (api/adds.add_message),
+    validated, grant-checked, written and audited as POST .../memories does; failures reported per record."""
+    rt = rt or runtime()
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    retention = rt.settings.audit_retention_days
+
+    def process(record: Any) -> None:
+        sender = record.attributes.sender_id
+        rt.logger.set_correlation_id(record.message_id)
+        result = add_message(rt.deps, record.body, sender_id=sender, message_id=record.message_id,
+                             retention_days=retention)
+        if result.outcome in ("accepted", "replayed"):
+            rt.metrics.add_metric(name="QueuedAdds", unit=MetricUnit.Count, value=1)
+            return
+        reason = f"{result.status} {result.error.code}: {result.error.message}" if result.error else str(result.status)
+        details = {"sender": sender, "request_id": result.request_id, "reason": reason,
+                   "receive": record.attributes.approximate_receive_count}
+        if result.outcome == "refused":
+            rt.logger.warning("queued add refused; it goes to the dead-letter queue", extra=details)
+            rt.metrics.add_metric(name="QueuedAddsRefused", unit=MetricUnit.Count, value=1)
+            raise AddRefused(reason)
+        rt.logger.warning("queued add failed; SQS will deliver it again", extra=details)
+        rt.metrics.add_metric(name="QueuedAddsDeferred", unit=MetricUnit.Count, value=1)
+        raise AddDeferred(reason)
+
+    @rt.logger.inject_lambda_context
+    @rt.tracer.capture_lambda_handler(capture_response=False)
+    @rt.metrics.log_metrics
+    def lambda_handler(event: Event, context: Any) -> dict[str, Any]:
+        return dict(process_partial_response(event=event, record_handler=process, processor=processor,
+                                             context=context))
 
     return lambda_handler
 

@@ -108,6 +108,40 @@ def cmd_search(args: argparse.Namespace, client: MemlaneClient) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace, client: MemlaneClient) -> int:
+    """One add per line of a JSONL file, in batches. Exit 0: every line is in (accepted or replayed); 1: some
+    line was refused or kept failing (listed; fix them and run it again: what is in is replayed, not re-added)."""
+    from .importer import ImportAborted, ImportReport, import_file
+
+    terminal = sys.stderr.isatty()
+    shown = [0]
+
+    def progress(report: ImportReport) -> None:
+        line = f"{report.lines} lines: {report.accepted} accepted, {report.replayed} replayed, {report.refused} refused"
+        if terminal:  # a live line on a terminal; a log file gets whole lines only
+            print(f"\r{line}", end="", file=sys.stderr, flush=True)
+        elif report.lines // args.progress_every > shown[0]:
+            shown[0] = report.lines // args.progress_every
+            print(f"progress: {shown[0] * args.progress_every} lines", file=sys.stderr, flush=True)
+
+    try:
+        report = import_file(client.transport.send, args.store, Path(args.file), batch_size=args.batch_size,
+                             progress=progress)
+    except ImportAborted as aborted:
+        print(f"\nerror: {aborted}" if terminal else f"error: {aborted}", file=sys.stderr)
+        return 2
+    if terminal:
+        print(file=sys.stderr)
+    summary = {"file": args.file, "store": args.store, "lines": report.lines, "accepted": report.accepted,
+               "replayed": report.replayed, "refused": report.refused, "failed": report.failed,
+               "refusals": [vars(r) for r in report.refusals]}
+    human = (f"imported {args.file} into {args.store}: {report.lines} lines: {report.accepted} accepted, "
+             f"{report.replayed} replayed, {report.refused} refused" + (f", {report.failed} failed" if report.failed else "")
+             + "".join(f"\n  line {r.line}: {r.code}: {r.message}" for r in report.refusals))
+    _print(args, summary, human)
+    return 0 if report.complete else 1
+
+
 def _tenant(args: argparse.Namespace) -> dict[str, str]:
     """The tenant a request id belongs to, when the command names it (request ids are per tenant)."""
     return {"app_id": args.app, "tenant_id": args.tenant} if args.app and args.tenant else {}
@@ -339,6 +373,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", action="store_true", help="wait for the extraction task to finish")
     s.add_argument("--request-id")
 
+    s = sub.add_parser("import", help="add a JSONL file, one add body (with its request_id) per line; run it "
+                                      "again to resume: what is in is replayed, not added twice")
+    s.add_argument("file", help="JSONL: each line the body of POST /v1/stores/{store}/memories with a request_id")
+    s.add_argument("--store", required=True)
+    s.add_argument("--batch-size", type=int, default=100, choices=range(1, 101), metavar="1-100",
+                   help="adds per request (POST .../memories:batch)")
+    s.add_argument("--progress-every", type=int, default=1000, metavar="N",
+                   help="when stderr is not a terminal, a progress line every N lines")
+
     s = sub.add_parser("search", help="search long-term memories")
     scoped(s, tenant_required=True)
     s.add_argument("query")
@@ -423,7 +466,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = {"stores": cmd_stores, "add": cmd_add, "search": cmd_search, "tasks": cmd_tasks,
+COMMANDS = {"stores": cmd_stores, "add": cmd_add, "import": cmd_import, "search": cmd_search, "tasks": cmd_tasks,
             "messages": cmd_messages, "threads": cmd_threads, "context": cmd_context,
             "summary": cmd_summary}
 

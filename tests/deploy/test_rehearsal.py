@@ -31,6 +31,8 @@ STORE = "demo"  # the sample events' store
 SCOPE = {"app_id": "support", "tenant_id": "u-42"}
 # The sample events' caller: an assumed-role session of this role, granted by an operator (memlane grants put).
 CALLER_ROLE = f"arn:aws:iam::{ACCOUNT}:role/support-agent"
+# The ingestion queue sample's sender (events/ingest/queue.json SenderId): a producer role, granted by its RoleId.
+PRODUCER_ROLE_ID = "AROAQX7EXAMPLEPRODUCER"
 
 
 def event(path: str) -> dict[str, Any]:
@@ -124,7 +126,9 @@ def granted(rehearsal: Rehearsal) -> None:
     env = rehearsal.stack.functions["Ingest"].environment
     settings = Settings.from_env(env={**env, "AWS_REGION": REGION, "MEMLANE_INDEX": "embedded",
                                       "MEMLANE_DATA_DIR": str(rehearsal.workdir / "operator")})
-    access.grant(bootstrap.build(settings), CALLER_ROLE, {"*": ["*"]}, admin=True)
+    operator = bootstrap.build(settings)
+    access.grant(operator, CALLER_ROLE, {"*": ["*"]}, admin=True)
+    access.grant(operator, PRODUCER_ROLE_ID, {"support": ["u-42"]})
     _drop_indices(rehearsal)
 
 

@@ -209,6 +209,8 @@ def _allows(statements: list[dict], arn: str, profile_arn: str) -> bool:
     from fnmatch import fnmatchcase
 
     for s in statements:
+        if s["Effect"] != "Allow":
+            continue
         actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
         resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
         condition = s.get("Condition", {}).get("StringEquals", {}).get("bedrock:InferenceProfileArn", profile_arn)
@@ -234,3 +236,23 @@ def test_llm_roles_may_invoke_the_profile_and_the_model_in_every_region_it_route
         assert _allows(statements, f"arn:aws:bedrock:{destination}::foundation-model/{model}", profile_arn), destination
     # Only through the profile: a direct call to another model elsewhere is not allowed.
     assert not _allows(statements, "arn:aws:bedrock:eu-west-1::foundation-model/other.model-v1:0", "")
+
+
+def test_ingest_consumes_the_ingestion_queue_with_batch_item_failures() -> None:
+    ingest = functions()["Ingest"]["Properties"]
+    [source] = [e for e in ingest["Events"].values() if e["Type"] == "SQS"]
+    assert source["Properties"]["Queue"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}
+    assert source["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    queue = resource("IngestQueue")["Properties"]
+    timeout = ingest.get("Timeout", load_template()["Globals"]["Function"]["Timeout"])
+    assert queue["VisibilityTimeout"] >= 6 * timeout  # AWS guidance for an SQS event source
+    assert queue["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": ["IngestDeadLetterQueue", "Arn"]},
+                                      "maxReceiveCount": {"Ref": "IngestMaxReceives"}}
+    dead = resource("IngestDeadLetterQueue")["Properties"]
+    assert dead["MessageRetentionPeriod"] > queue["MessageRetentionPeriod"]
+    for props in (queue, dead):  # encrypted at rest as the other queues
+        assert props["SqsManagedSseEnabled"] is True
+    # who may send at all: the queue policy refuses anything but TLS
+    statements = resource("IngestQueuePolicy")["Properties"]["PolicyDocument"]["Statement"]
+    assert any(s.get("Effect") == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+               for s in statements if isinstance(s, dict))

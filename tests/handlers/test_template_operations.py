@@ -178,3 +178,11 @@ def test_the_dev_profile_is_the_default_and_the_production_profile_is_parameters
     assert logs[0] == "PublishSearchLogs"
     assert set(logs[1]) == {"ES_APPLICATION_LOGS", "SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS"}
     assert resource("SearchDomain")["DependsOn"] == "SearchDomainLogsPolicy"
+
+
+def test_the_ingestion_queue_alarms_on_dead_letters_and_lag() -> None:
+    alarm_on("AWS/SQS", "ApproximateNumberOfMessagesVisible",
+             {"Name": "QueueName", "Value": {"Fn::GetAtt": ["IngestDeadLetterQueue", "QueueName"]}})
+    lag = alarm_on("AWS/SQS", "ApproximateAgeOfOldestMessage",
+                   {"Name": "QueueName", "Value": {"Fn::GetAtt": ["IngestQueue", "QueueName"]}})
+    assert lag["Threshold"] == {"Ref": "IngestLagAlarmSeconds"}

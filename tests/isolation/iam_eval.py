@@ -14,7 +14,8 @@ Supported:
 - ``Resource`` (string or list): ARN patterns with ``*`` and ``?``, case-sensitive. A wildcard stays
   inside its colon-separated segment, except a ``*`` that ends a segment, which may run on past
   colons (the documented rule). A statement without ``Resource`` is allowed only beside a
-  ``Principal`` (a trust policy: the resource is the role itself).
+  ``Principal`` (a trust policy: the resource is the role itself). ``NotResource``: the statement
+  applies to every resource but those (same patterns).
 - ``Principal``: ``"*"`` or ``{"AWS": arn | [arn, ...]}``, matched exactly against the caller, except
   an account (``arn:<partition>:iam::<account>:root`` or the bare 12-digit id), which stands for every
   principal of that account (the account delegates to its identity policies, as in AWS).
@@ -60,7 +61,7 @@ from typing import Any, Union
 ContextValue = Union[str, Sequence[str]]
 
 POLICY_VERSION = "2012-10-17"
-_STATEMENT_KEYS = {"Sid", "Effect", "Action", "Resource", "Condition", "Principal"}
+_STATEMENT_KEYS = {"Sid", "Effect", "Action", "Resource", "NotResource", "Condition", "Principal"}
 _SET_PREFIXES = ("ForAllValues:", "ForAnyValue:")
 _STRING_OPERATORS = {"StringEquals", "StringLike", "ArnEquals", "ArnLike"}
 _ACCOUNT_ROOT = re.compile(r"^arn:[\w-]+:iam::(\d{12}):root$")
@@ -201,7 +202,9 @@ def _statements(policy: Mapping[str, Any]) -> list[Mapping[str, Any]]:
             raise UnsupportedPolicy(f"Effect must be Allow or Deny, not {statement.get('Effect')!r}")
         if "Action" not in statement:
             raise UnsupportedPolicy("a statement needs an Action")
-        if "Resource" not in statement and "Principal" not in statement:
+        if "Resource" in statement and "NotResource" in statement:
+            raise UnsupportedPolicy("a statement has Resource or NotResource, not both")
+        if "Resource" not in statement and "NotResource" not in statement and "Principal" not in statement:
             raise UnsupportedPolicy("a statement needs a Resource (or, in a trust policy, a Principal)")
     return statements
 
@@ -220,6 +223,10 @@ def _statement_applies(statement: Mapping[str, Any], request: Request, substitut
         return False
     if "Resource" in statement and not any(
         _resource_matches(p, request, substitute) for p in _as_list(statement["Resource"])
+    ):
+        return False
+    if "NotResource" in statement and any(
+        _resource_matches(p, request, substitute) for p in _as_list(statement["NotResource"])
     ):
         return False
     condition = statement.get("Condition", {})

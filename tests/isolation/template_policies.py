@@ -31,6 +31,8 @@ FUNCTIONS = tuple(name for name, r in load_template()["Resources"].items() if r[
 FUNCTION_ROLES = {f"{name}Role": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-{name}Role-1A2B3C" for name in FUNCTIONS}
 ARNS = {"Table": TABLE_ARN, "TenantDataRole": TENANT_ROLE_ARN,
         "ExtractQueue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{STACK}-ExtractQueue-ABC123",  # its depth: QueueDepth
+        "IngestQueue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{STACK}-IngestQueue-ABC123",  # Ingest consumes it only
+        "IngestDeadLetterQueue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{STACK}-IngestDeadLetterQueue-ABC123",
         **FUNCTION_ROLES}
 PSEUDO = {"AWS::Partition": PARTITION, "AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::StackName": STACK,
           "AWS::URLSuffix": "amazonaws.com"}

@@ -356,7 +356,7 @@ class TestPrincipal:
 class TestRefusesWhatItDoesNotImplement:
     @pytest.mark.parametrize("statement", [
         {"Effect": "Allow", "NotAction": "s3:*", "Resource": "*"},
-        {"Effect": "Allow", "Action": "s3:*", "NotResource": "*"},
+        {"Effect": "Allow", "Action": "s3:*", "Resource": "*", "NotResource": "arn:aws:s3:::b/*"},
         {"Effect": "Allow", "Action": "s3:*", "Resource": "*", "Condition": {"StringEqualsIfExists": {"k:a": "v"}}},
         {"Effect": "Allow", "Action": "s3:*", "Resource": "*", "Condition": {"NumericEquals": {"k:a": "1"}}},
         {"Effect": "Allow", "Action": "s3:*", "Resource": "*", "Condition": {"StringEquals": {"k:a": "${k:b, 'x'}"}}},
@@ -367,6 +367,14 @@ class TestRefusesWhatItDoesNotImplement:
     def test_unsupported(self, statement):
         with pytest.raises(UnsupportedPolicy):
             evaluate(policy(statement), req(**{"k:a": "v", "k:b": "v"}))
+
+
+class TestNotResource:
+    def test_applies_to_every_resource_but_those_it_names(self):
+        deny_others = {"Effect": "Deny", "Action": "s3:GetObject", "NotResource": "arn:aws:s3:::bucket/*"}
+        document = policy(allow("s3:GetObject"), deny_others)
+        assert evaluate(document, req()) is Decision.ALLOW
+        assert evaluate(document, req(resource="arn:aws:s3:::other/key")) is Decision.EXPLICIT_DENY
 
 
 class TestSessionTags:

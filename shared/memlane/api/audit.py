@@ -18,6 +18,7 @@ from ..domain.models import AuditRecord
 from ..services import audit
 from ..services.deps import Deps
 from .access import Gate
+from .models import AddResult
 
 log = logging.getLogger("memlane.audit")
 _STORE_PATH = re.compile(r"^/v1/stores/([^/]+)(/.*)?$")
@@ -65,10 +66,29 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
             return
         principal = str(named)
     m = _STORE_PATH.match(path)
-    store = m.group(1) if m and re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", m.group(1)) else audit.GLOBAL_STORE
-    if error_code == "store_not_found":
-        store = audit.GLOBAL_STORE  # no rows under the name of a store that does not exist
+    store = _log_of(m.group(1) if m else None, error_code)
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
                         at=deps.clock.now(), **gate.checked(event).scope)
     audit.record(deps, entry, retention_days)
+
+
+def _log_of(store: str | None, error_code: str | None) -> str:
+    """The store whose audit log records a request naming `store`: the global log when it names none, an
+    invalid name, or a store that does not exist (no rows under its name)."""
+    if store is None or not re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", store) or error_code == "store_not_found":
+        return audit.GLOBAL_STORE
+    return store
+
+
+def record_add(deps: Deps, *, operation: str, request_id: str, principal: str, store: str | None, result: AddResult,
+               scope: dict[str, str], latency_ms: float, retention_days: int) -> None:
+    """The audit record of an add that was not its own HTTP request (a message of the ingestion queue)."""
+    code = result.error.code if result.error else None
+    entry = AuditRecord(request_id=request_id, store=_log_of(store, code), operation=operation, principal=principal,
+                        status=result.status, error_code=code, latency_ms=round(latency_ms, 3),
+                        at=deps.clock.now(), **scope)
+    try:
+        audit.record(deps, entry, retention_days)
+    except MemlaneError as error:  # the outcome stands even if its log line cannot be written
+        log.error("audit record not written: %s", error.message)

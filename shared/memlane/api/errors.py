@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from functools import cache
-from typing import Any
+from typing import Any, Sequence
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
@@ -41,6 +41,18 @@ def status_of(error: errors.MemlaneError) -> int:
     return next((status for cls, status in STATUS if isinstance(error, cls)), 500)
 
 
+def validation_failure(failures: Sequence[Any]) -> tuple[int, str, str, str | None]:
+    """(status, code, message, field) of a body that failed its model: the first failure, by its field."""
+    first = failures[0] if failures else {}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    field = ".".join(loc) or None
+    message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
+    # too many messages (an add), memories (an explicit write) or adds (a batch) is a too-large body, as the
+    # services say
+    too_many = first.get("type") == "too_long" and loc[:1] in (["messages"], ["memories"], ["adds"])
+    return (413, "payload_too_large", message, field) if too_many else (400, "invalid_input", message, field)
+
+
 def register(app: ApiGatewayResolver) -> None:
     @app.exception_handler(errors.MemlaneError)
     def _domain(error: errors.MemlaneError) -> Response:
@@ -52,14 +64,8 @@ def register(app: ApiGatewayResolver) -> None:
 
     @app.exception_handler(RequestValidationError)
     def _validation(error: RequestValidationError) -> Response:
-        first = error.errors()[0] if error.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or None
-        message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
-        # too many messages (an add) or memories (an explicit write) is a too-large body, as the services say
-        too_many = first.get("type") == "too_long" and loc[:1] in (["messages"], ["memories"])
-        code = "payload_too_large" if too_many else "invalid_input"
-        return error_response(413 if code == "payload_too_large" else 400, code, message, field)
+        status, code, message, field = validation_failure(error.errors())
+        return error_response(status, code, message, field)
 
     @cache
     def routes() -> list[tuple[re.Pattern[str], str]]:

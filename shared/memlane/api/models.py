@@ -735,3 +735,36 @@ class ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: ErrorBody
+
+
+# -- many adds in one request (POST .../memories:batch) and the ingestion queue ------------------------
+
+
+class AddBatchIn(Strict):
+    """Up to MAX_ADDS_PER_BATCH add bodies, each exactly what POST .../memories takes (`sync` excepted).
+    Items are validated one by one, so a bad add is refused in its own result, not with the batch."""
+
+    adds: list[dict[str, Any]] = Field(min_length=1, max_length=limits.MAX_ADDS_PER_BATCH,
+                                       description="each an add body (AddIn) of POST /v1/stores/{store}/memories")
+
+
+class AddResult(BaseModel):
+    """What one add of a batch (or one message of the ingestion queue) came to."""
+
+    index: int
+    # accepted: written now; replayed: its request_id was accepted before with the same body (nothing written);
+    # refused: a 4xx (fix the add, retrying it will not help); failed: transient (429/5xx) — send it again,
+    # same request_id
+    outcome: Literal["accepted", "replayed", "refused", "failed"]
+    status: int  # what POST .../memories would have answered for this add
+    request_id: str | None = None
+    task_status: str | None = None
+    error: ErrorBody | None = None
+
+
+class AddBatchOut(BaseModel):
+    results: list[AddResult]  # in the order of `adds`
+    accepted: int
+    replayed: int
+    refused: int
+    failed: int

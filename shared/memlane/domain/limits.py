@@ -19,6 +19,7 @@ MAX_REQUEST_ID_CHARS = 128
 MAX_INSTRUCTIONS_CHARS = 8_000
 MAX_BODY_BYTES = 2_000_000
 MAX_MEMORIES_PER_WRITE = 50  # an explicit write (infer: false) is one table transaction
+MAX_ADDS_PER_BATCH = 100  # adds in one POST .../memories:batch (each its own transaction)
 MAX_THREAD_SCAN = 1000  # registry entries one thread-list page reads at most (narrowed to an agent)
 MAX_PROFILE_TEXT_CHARS = 8_000  # an explicit profile's text (a role and standing instructions)
 MAX_PROFILE_ATTRIBUTES = 64

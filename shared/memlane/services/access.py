@@ -20,6 +20,8 @@ LOCAL_ADMIN = "local-admin"
 KEY_PREFIX = "ml_"
 Visible = Callable[[str, str], bool]  # may the caller see what belongs to (app_id, tenant_id)?
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
+# An SQS sender is known by its unique principal id: an assumed-role session is "AROA<role id>:<session>".
+_ROLE_SESSION_ID = re.compile(r"^(AROA[A-Z0-9]{8,}):.+$")
 
 
 class Records(Protocol):
@@ -60,6 +62,12 @@ def role_arn(principal: str) -> str | None:
     return f"arn:{m.group(1)}:iam::{m.group(2)}:role/{m.group(3)}" if m else None
 
 
+def role_id(principal: str) -> str | None:
+    """AROAEXAMPLEID:session → AROAEXAMPLEID (the role's RoleId), so a grant can name the role by its id."""
+    m = _ROLE_SESSION_ID.match(principal)
+    return m.group(1) if m else None
+
+
 def identify(deps: Deps, mode: AuthMode, *, api_key: str | None = None, iam_principal: str | None = None) -> Caller:
     if mode == "none":
         return Caller(LOCAL_ADMIN, None)
@@ -74,7 +82,7 @@ def identify(deps: Deps, mode: AuthMode, *, api_key: str | None = None, iam_prin
             raise Unauthenticated("no IAM identity on the request", code="missing_identity")
         principal = iam_principal
     grant = deps.repo.get_grant(principal)
-    if grant is None and (role := role_arn(principal)):
+    if grant is None and (role := role_arn(principal) or role_id(principal)):
         grant = deps.repo.get_grant(role)
     if grant is None:
         # The principal is authenticated, only not granted: the audit log records who it was.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Sequence
 
@@ -78,12 +79,29 @@ def _utc(value: Any) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
+@dataclass(frozen=True)
+class Added:
+    """What an add came to: its task, and whether it was a replay of an add accepted before (nothing written)."""
+
+    task: Task
+    replayed: bool = False
+
+
 def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Sequence[dict[str, Any]] | None = None,
         text: str | None = None, metadata: dict[str, Any] | None = None, sync: bool = False,
         request_id: str | None = None, access_policy: AccessPolicy | None = None,
         deadline: Deadline | None = None) -> Task:
     """Accept an add. With `sync` its extraction runs inline under `deadline`: past it the add returns
     its task unfinished (RUNNING) and the job queued with it finishes the work."""
+    return accept(deps, store, scope=scope, messages=messages, text=text, metadata=metadata, sync=sync,
+                  request_id=request_id, access_policy=access_policy, deadline=deadline).task
+
+
+def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Sequence[dict[str, Any]] | None = None,
+           text: str | None = None, metadata: dict[str, Any] | None = None, sync: bool = False,
+           request_id: str | None = None, access_policy: AccessPolicy | None = None,
+           deadline: Deadline | None = None) -> Added:
+    """`add`, saying whether it was a replay: a batch or an import counts replays apart from new adds."""
     deadline = deadline or Deadline.never()
     if sync:
         deps = deps.within(deadline)  # the model calls made for this request are bounded by it too
@@ -109,7 +127,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
 
     replay = _replay(deps, store, request_id, write, digest)
     if replay is not None:
-        return replay
+        return Added(replay, replayed=True)
 
     _refuse_when_backlogged(deps)
     # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
@@ -147,7 +165,7 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
             # moved (another add, a policy change): read both again.
             replay = _replay(deps, store, request_id, write, digest)
             if replay is not None:
-                return replay
+                return Added(replay, replayed=True)
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
@@ -173,10 +191,10 @@ def add(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Seque
         except DeadlineExceeded as late:
             # Degrade to asynchronous: the caller gets the task as it is (202), the job finishes it.
             log.warning("sync add %s goes on as a job: %s", request_id, late.message)
-            return repo.locate_task(store, request_id, write.app_id, write.tenant_id)
+            return Added(repo.locate_task(store, request_id, write.app_id, write.tenant_id))
         deps.queue.discard(job)  # the safety net is not needed
-        return done
-    return task
+        return Added(done)
+    return Added(task)
 
 
 def _sync_delay(deps: Deps, deadline: Deadline) -> float:

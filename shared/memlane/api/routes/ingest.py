@@ -4,12 +4,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from ...services import explicit, ingest
 from ...domain.scope import DEFAULT
 from ...services.deps import Deps
 from ..access import Gate
+from ..adds import add_one, write
 from .common import request_deadline
-from ..models import AddAccepted, AddIn, ExplicitWriteOut, MemoryOut, TaskOut
+from ..models import AddAccepted, AddBatchIn, AddBatchOut, AddIn, ExplicitWriteOut, TaskOut
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -28,22 +28,25 @@ def routes(deps: Deps, gate: Gate) -> Router:
     def add_memories(store: str, body: AddIn) -> tuple[dict[str, Any], int]:
         d = gate.bind(router.current_event, store, body.scope.app_id, body.scope.tenant_id or DEFAULT,
                       agent_id=body.scope.agent_id or DEFAULT, run_id=body.scope.run_id or DEFAULT)
-        if not body.infer or body.memories is not None:
-            written = explicit.write(
-                d, store, scope=body.scope.model_dump(exclude_none=True), infer=body.infer,
-                memories=None if body.memories is None else [m.model_dump(exclude_none=True) for m in body.memories],
-                request_id=body.request_id)
-            out = ExplicitWriteOut(memories=[MemoryOut.of(m) for m in written.memories], created=written.created)
-            return out.model_dump(mode="json"), 201 if written.created else 200
-        task = ingest.add(
-            d, store, scope=body.scope.model_dump(exclude_none=True),
-            messages=[m.model_dump() for m in body.messages] if body.messages is not None else None,
-            text=body.text, metadata=body.metadata, sync=body.sync, request_id=body.request_id,
-            access_policy=body.access_policy,
-            deadline=request_deadline(router.lambda_context, deps.settings) if body.sync else None)
-        if body.sync and task.status.finished:
-            memories = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
-            return TaskOut.of(task, memories).model_dump(mode="json"), 200
-        return AddAccepted(request_id=task.request_id, status=task.status).model_dump(mode="json"), 202
+        done = write(d, store, body, request_deadline(router.lambda_context, deps.settings) if body.sync else None)
+        return done.payload, done.status
+
+    @router.post("/v1/stores/<store>/memories:batch", status_code=200, tags=["ingest"],
+                 summary="Up to 100 adds in one request, each written as POST .../memories writes it (asynchronous: "
+                         "no sync), each answered in its own result; one refused add does not fail the others",
+                 responses={200: {"description": "One result per add, in order: accepted, replayed (its request_id "
+                                                 "was accepted before: nothing written), refused (4xx: fix it) or "
+                                                 "failed (429/5xx: send it again with the same request_id)",
+                                  "content": {"application/json": {"model": AddBatchOut}}}})
+    def add_batch(store: str, body: AddBatchIn) -> dict[str, Any]:
+        # Each add is checked against the caller's grant with its own scope; the batch's audit record names
+        # no scope (its adds may name several tenants).
+        caller = gate.caller(router.current_event)
+        deadline = request_deadline(router.lambda_context, deps.settings)
+        results = [add_one(deps, caller, store, raw, index=i, deadline=deadline).result
+                   for i, raw in enumerate(body.adds)]
+        counts = {outcome: sum(r.outcome == outcome for r in results)
+                  for outcome in ("accepted", "replayed", "refused", "failed")}
+        return AddBatchOut(results=results, **counts).model_dump(mode="json")
 
     return router

@@ -1,0 +1,52 @@
+"""`memlane import` against a running `memlane serve`: progress on stderr (whole lines when stderr is not a
+terminal), a summary of accepted / replayed / refused lines, an exit code scripts can rely on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from memlane import cli
+
+from .conftest import Server
+
+SCOPE = {"app_id": "crm", "tenant_id": "acme", "agent_id": "sync", "run_id": "export-1"}
+
+
+def line(i: int) -> str:
+    return json.dumps({"request_id": f"crm-{i:05d}", "scope": SCOPE,
+                       "messages": [{"role": "user", "content": f"Customer {i} renewed contract C-{i}."}]})
+
+
+@pytest.fixture()
+def lexical_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    monkeypatch.setenv("MEMLANE_EMBEDDER", "hashing")  # the server inherits the environment
+    monkeypatch.setenv("MEMLANE_RERANKER", "none")
+    srv = Server(tmp_path / "data").start()
+    yield srv
+    srv.stop()
+
+
+def test_memlane_import_prints_a_summary_progress_and_fails_on_a_refused_line(
+        lexical_server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = ["--url", lexical_server.url]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(line(i) + "\n" for i in range(25)) + "[]\n")
+    run = [*url, "import", str(export), "--store", "demo", "--batch-size", "10", "--progress-every", "10"]
+    assert cli.main([*url, "stores", "create", "demo"]) == 0
+    capsys.readouterr()
+
+    assert cli.main(run) == 1  # a line was refused
+    out, err = capsys.readouterr()
+    assert "26 lines: 25 accepted, 0 replayed, 1 refused" in out
+    assert "line 26: invalid_input" in out
+    # stderr is not a terminal here: a whole line every 10 lines, no carriage return
+    assert [x for x in err.splitlines() if x.startswith("progress:")] == ["progress: 10 lines", "progress: 20 lines"]
+    assert "\r" not in err
+
+    export.write_text("".join(line(i) + "\n" for i in range(25)))
+    assert cli.main(run) == 0  # resumed: every line is in
+    assert "25 lines: 0 accepted, 25 replayed, 0 refused" in capsys.readouterr().out
