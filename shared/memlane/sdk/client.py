@@ -10,7 +10,7 @@ from ..api import models as m
 from ..api.context_models import ContextOut
 from . import resources as r
 from .auth import auth_for
-from .errors import error_for
+from .errors import ConnectionFailed, error_for
 from .transport import AsyncRunner, Retry, Runner, SyncRunner
 
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -75,8 +75,11 @@ class Memlane(_Client):
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         """Any route by hand, once, no retry: the JSON answer, or the typed error."""
-        response = self.http.request(method, path, json=json, params={k: v for k, v in (params or {}).items()
-                                                                       if v is not None})
+        try:
+            response = self.http.request(method, path, json=json,
+                                         params={k: v for k, v in (params or {}).items() if v is not None})
+        except httpx.TransportError as error:
+            raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
         payload = response.json() if response.content else None
         if response.status_code >= 400:
             raise error_for(response.status_code, payload)

@@ -210,7 +210,8 @@ class Threads(_Group):
         """scope: {app_id, tenant_id, agent_id?}. The same again answers the thread (200)."""
         body: dict[str, Any] = {"scope": dict(scope), "thread_id": thread_id, "access_policy": access_policy,
                                 "metadata": dict(metadata) if metadata is not None else None}
-        return self._run(_call("threads.create", {"store": store}, body={k: v for k, v in body.items() if v is not None}))
+        body = {k: v for k, v in body.items() if v is not None}
+        return self._run(_call("threads.create", {"store": store}, body=body))
 
     def get(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
             agent_id: str | None = None) -> m.ThreadOut:
@@ -248,7 +249,8 @@ class Threads(_Group):
     def wait_summary(self, store: str, request_id: str, *, app_id: str, tenant_id: str,
                      timeout: float = 60.0, interval: float = 0.2) -> m.TaskOut:
         """The summary refresh task once finished (then `summary()` reads the new summary)."""
-        call = _call("tasks.get", {"store": store, "request_id": request_id}, {"app_id": app_id, "tenant_id": tenant_id})
+        call = _call("tasks.get", {"store": store, "request_id": request_id},
+                     {"app_id": app_id, "tenant_id": tenant_id})
         return self._runner.poll(call, timeout, interval)
 
 
