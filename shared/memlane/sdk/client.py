@@ -76,8 +76,9 @@ class Memlane(_Client):
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         """Any route by hand, once, no retry: the JSON answer, or the typed error."""
         try:
-            response = self.http.request(method, path, json=json,
-                                         params={k: v for k, v in (params or {}).items() if v is not None})
+            # no params at all keeps a query written into `path` (httpx drops it for an empty dict)
+            query = {k: v for k, v in (params or {}).items() if v is not None} or None
+            response = self.http.request(method, path, json=json, params=query)
         except httpx.TransportError as error:
             raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
         payload = response.json() if response.content else None
