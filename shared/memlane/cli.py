@@ -11,18 +11,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+from typing import TYPE_CHECKING
 
-from .client import ApiError, MemlaneClient, SigV4Unavailable
-from .sdk import ConnectionFailed
+if TYPE_CHECKING:  # the client needs httpx (memlane[sdk]); `serve` and the operator commands do not
+    import httpx
+
+    from .client import MemlaneClient
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 EXIT_MISSING_EXTRA = 5  # what the command needs is not there: an optional extra (named), AWS credentials, a region
 
 
-class InProcessTransport(httpx.BaseTransport):
-    """An httpx transport that runs requests through the same resolver as the server, on the local adapters,
-    without HTTP. Jobs are processed before each answer returns, so `add` then `search` works in one go."""
+class InProcessTransport:
+    """An httpx transport (duck-typed, so that importing the CLI needs no httpx) that runs requests through
+    the same resolver as the server, on the local adapters, without HTTP. Jobs are processed before each
+    answer returns, so `add` then `search` works in one go."""
 
     def __init__(self, data_dir: Path):
         from .api.app import build_api
@@ -32,7 +35,9 @@ class InProcessTransport(httpx.BaseTransport):
         self.service = build_local(Settings.from_env(data_dir=data_dir))
         self.app = build_api(self.service.deps)
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: "httpx.Request") -> "httpx.Response":
+        import httpx
+
         from .server import _LambdaContext, http_event
 
         path = request.url.raw_path.decode()
@@ -41,6 +46,9 @@ class InProcessTransport(httpx.BaseTransport):
         self.service.drain()
         return httpx.Response(result["statusCode"], headers=result.get("headers") or {},
                               content=(result.get("body") or "").encode())
+
+    def close(self) -> None:
+        pass
 
 
 def _scope(args: argparse.Namespace) -> dict[str, Any]:
@@ -477,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
         except MissingExtra as missing:
             print(f"error: {missing}", file=sys.stderr)
             return EXIT_MISSING_EXTRA
+    try:
+        from .client import ApiError, MemlaneClient, SigV4Unavailable
+        from .sdk import ConnectionFailed
+    except ModuleNotFoundError as missing:
+        print(f"error: `memlane {args.command}` needs the SDK ({missing.name} is missing): "
+              "pip install 'memlane[sdk]'", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
     try:
         client = (MemlaneClient(InProcessTransport(args.data_dir)) if args.local
                   else MemlaneClient(args.url, api_key=args.api_key, region=args.region,
