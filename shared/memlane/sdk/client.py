@@ -40,19 +40,12 @@ class _Client:
 
     def search(self, store: str, query: str, scope: Mapping[str, Any], **options: Any) -> Any:
         """The hits of `memories.search` (a list; awaitable on AsyncMemlane)."""
-        found = self.memories.search(store, query, scope, **options)
-        if isinstance(self._runner, AsyncRunner):
-            return _results(found)
-        return found.results
+        return self._runner.then(self.memories.search(store, query, scope, **options), lambda found: found.results)
 
     def thread(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                agent_id: str | None = None) -> "Thread":
         """A handle on one thread that carries its scope (it creates nothing: `threads.create` does)."""
         return Thread(self, store, thread_id, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id)
-
-
-async def _results(found: Any) -> list[Any]:
-    return (await found).results
 
 
 def _options(url: str, api_key: str | None, auth: Any, region: str | None, timeout: float,

@@ -6,6 +6,7 @@ an entry names no SDK method, or when a model differs from the one the API docum
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -33,7 +34,12 @@ class Route:
         model = self.responses.get(status)
         if model is None or payload is None:
             return payload
-        return TypeAdapter(model).validate_python(payload)
+        return _adapter(model).validate_python(payload)
+
+
+@functools.cache
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
 
 
 def _get(sdk: str, path: str, out: Any) -> Route:

@@ -8,7 +8,7 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Generic, Iterator, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -134,6 +134,10 @@ class SyncRunner:
     def pages(self, call: Call, items: str) -> "Pager[Any]":
         return Pager(self, call, items)
 
+    def then(self, value: Any, shape: Callable[[Any], Any]) -> Any:
+        """`shape` applied to what `run` answered."""
+        return shape(value)
+
 
 class AsyncRunner:
     def __init__(self, http: httpx.AsyncClient, retry: Retry):
@@ -167,6 +171,9 @@ class AsyncRunner:
 
     def pages(self, call: Call, items: str) -> "Pager[Any]":
         return Pager(self, call, items)
+
+    async def then(self, value: Awaitable[Any], shape: Callable[[Any], Any]) -> Any:
+        return shape(await value)
 
 
 class Pager(Generic[T]):
