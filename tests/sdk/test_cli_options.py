@@ -69,3 +69,15 @@ def test_the_cli_talks_to_a_server_with_the_options_after_the_command(tmp_path: 
         proc.terminate()
         proc.wait(20)
         log.close()
+
+
+def test_without_the_sdk_extra_serve_parses_and_client_commands_name_the_extra(tmp_path: Path) -> None:
+    """The core install has no httpx: the CLI still loads (serve, operator commands, --version), and a client
+    command says which extra to install and exits 5."""
+    code = ("import sys; sys.modules['httpx'] = None\n"  # as if not installed
+            "from memlane import cli\n"
+            "assert cli.parser().parse_args(['serve', '--port', '1']).port == 1\n"
+            "sys.exit(cli.main(['stores', 'list', '--url', 'http://127.0.0.1:9']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == cli.EXIT_MISSING_EXTRA, done.stderr
+    assert "pip install 'memlane[sdk]'" in done.stderr
