@@ -35,7 +35,7 @@ class Scripted(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.seen.append((self.command, self.path))
         status, headers, body = self.script[min(len(self.seen), len(self.script)) - 1]
-        raw = json.dumps(body).encode()
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()  # str: a non-JSON page
         self.send_response(status)
         for name, value in {"Content-Type": "application/json", **headers}.items():
             self.send_header(name, value)
@@ -153,3 +153,10 @@ def test_a_code_under_another_status_is_not_trusted(url: str, waits: list[float]
     with pytest.raises(errors.BadRequest) as odd:
         Memlane(url).stores.get("demo")
     assert type(odd.value) is errors.BadRequest and odd.value.code == "store_not_found"
+
+
+def test_a_proxys_error_page_that_is_not_json_is_still_a_typed_error(url: str, waits: list[float]) -> None:
+    Scripted.script = [(502, {}, "<html>Bad Gateway</html>")]
+    with pytest.raises(errors.DependencyFailed) as bad:
+        Memlane(url, retry=Retry(attempts=1)).stores.get("demo")
+    assert bad.value.status == 502 and "Bad Gateway" in bad.value.message

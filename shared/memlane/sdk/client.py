@@ -11,7 +11,7 @@ from ..api.context_models import ContextOut
 from . import resources as r
 from .auth import auth_for
 from .errors import ConnectionFailed, error_for
-from .transport import AsyncRunner, Retry, Runner, SyncRunner
+from .transport import AsyncRunner, Retry, Runner, SyncRunner, payload_of, retry_after_of
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 
@@ -74,9 +74,9 @@ class Memlane(_Client):
             response = self.http.request(method, path, json=json, params=query)
         except httpx.TransportError as error:
             raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
-        payload = response.json() if response.content else None
+        payload = payload_of(response)
         if response.status_code >= 400:
-            raise error_for(response.status_code, payload)
+            raise error_for(response.status_code, payload, retry_after_of(response))
         return payload
 
     def close(self) -> None:

@@ -86,8 +86,18 @@ def _decide(call: Call, retry: Retry, attempt: int, outcome: httpx.Response | ht
     return retry.delay(attempt, None)
 
 
+def payload_of(response: httpx.Response) -> Any:
+    """The JSON answer; a proxy's error page (HTML, text) is kept as text for the error's message."""
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
 def _result(call: Call, response: httpx.Response) -> Any:
-    payload = response.json() if response.content else None
+    payload = payload_of(response)
     if response.status_code >= 400:
         raise error_for(response.status_code, payload, retry_after_of(response))
     return call.route.parse(response.status_code, payload)
