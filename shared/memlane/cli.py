@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
@@ -10,15 +11,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .client import ApiError, HttpTransport, MemlaneClient, SigV4Unavailable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the client needs httpx (memlane[sdk]); `serve` and the operator commands do not
+    import httpx
+
+    from .client import MemlaneClient
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 EXIT_MISSING_EXTRA = 5  # what the command needs is not there: an optional extra (named), AWS credentials, a region
 
 
 class InProcessTransport:
-    """Runs requests through the same resolver as the server, on the local adapters, without HTTP.
-    Jobs are processed before each answer returns, so `add` then `search` works in one go."""
+    """An httpx transport (duck-typed, so that importing the CLI needs no httpx) that runs requests through
+    the same resolver as the server, on the local adapters, without HTTP. Jobs are processed before each
+    answer returns, so `add` then `search` works in one go."""
 
     def __init__(self, data_dir: Path):
         from .api.app import build_api
@@ -28,15 +35,20 @@ class InProcessTransport:
         self.service = build_local(Settings.from_env(data_dir=data_dir))
         self.app = build_api(self.service.deps)
 
-    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
+    def handle_request(self, request: "httpx.Request") -> "httpx.Response":
+        import httpx
+
         from .server import _LambdaContext, http_event
 
-        raw = json.dumps(body).encode() if body is not None else b""
-        result = self.app.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
-                                  _LambdaContext())
+        path = request.url.raw_path.decode()
+        event = http_event(request.method, path, {"content-type": "application/json"}, request.read(), "127.0.0.1")
+        result = self.app.resolve(event, _LambdaContext())
         self.service.drain()
-        payload = result.get("body")
-        return result["statusCode"], json.loads(payload) if payload else None
+        return httpx.Response(result["statusCode"], headers=result.get("headers") or {},
+                              content=(result.get("body") or "").encode())
+
+    def close(self) -> None:
+        pass
 
 
 def _scope(args: argparse.Namespace) -> dict[str, Any]:
@@ -125,7 +137,7 @@ def cmd_import(args: argparse.Namespace, client: MemlaneClient) -> int:
             print(f"progress: {shown[0] * args.progress_every} lines", file=sys.stderr, flush=True)
 
     try:
-        report = import_file(client.transport.send, args.store, Path(args.file), batch_size=args.batch_size,
+        report = import_file(client.send, args.store, Path(args.file), batch_size=args.batch_size,
                              progress=progress)
     except ImportAborted as aborted:
         print(f"\nerror: {aborted}" if terminal else f"error: {aborted}", file=sys.stderr)
@@ -331,26 +343,54 @@ class _NoEmbedder:
         raise RuntimeError("schema validate/create do not embed")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
-    p.add_argument("--url", default=os.environ.get("MEMLANE_URL", DEFAULT_URL), help="server URL")
-    p.add_argument("--api-key", default=os.environ.get("MEMLANE_API_KEY"), help="API key (or MEMLANE_API_KEY)")
+def _global_options(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command takes. The top parser holds the defaults; each sub-command's copy has none
+    (SUPPRESS), so an option given after the sub-command overrides one given before, and nothing else does."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    p.add_argument("--url", default=default(os.environ.get("MEMLANE_URL", DEFAULT_URL)), help="server URL")
+    p.add_argument("--api-key", default=default(os.environ.get("MEMLANE_API_KEY")),
+                   help="API key (or MEMLANE_API_KEY)")
     p.add_argument("--sigv4", action="store_true",
-                   default=os.environ.get("MEMLANE_SIGV4", "").lower() in ("1", "true", "yes"),
+                   default=default(os.environ.get("MEMLANE_SIGV4", "").lower() in ("1", "true", "yes")),
                    help="sign requests with SigV4 for the API deployed on AWS (or MEMLANE_SIGV4=1); "
                         "credentials from the standard AWS chain")
-    p.add_argument("--region", default=os.environ.get("MEMLANE_API_REGION") or os.environ.get("AWS_REGION"),
+    p.add_argument("--region", default=default(os.environ.get("MEMLANE_API_REGION") or os.environ.get("AWS_REGION")),
                    help="SigV4 region (default: the execute-api URL's, else AWS_REGION / the profile's)")
-    p.add_argument("--local", action="store_true", help="run in-process on --data-dir instead of calling a server")
-    p.add_argument("--data-dir", type=Path, default=Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane")))
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    sub = p.add_subparsers(dest="command", required=True)
+    p.add_argument("--local", action="store_true", default=default(False),
+                   help="run in-process on --data-dir instead of calling a server")
+    p.add_argument("--data-dir", type=Path, default=default(Path(os.environ.get("MEMLANE_DATA_DIR", ".memlane"))),
+                   help="local mode's data directory (or MEMLANE_DATA_DIR)")
+    p.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
 
-    s = sub.add_parser("serve", help="serve the API locally with the embedded adapters")
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("memlane")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        from . import __version__
+
+        return __version__
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="memlane", description="Durable, scoped memory for agents.")
+    p.add_argument("--version", action="version", version=f"memlane {_version()}")
+    _global_options(p, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, defaults=False)
+    subparsers = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:  # each also takes the global options
+        return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    s = command("serve", help="serve the API locally with the embedded adapters")
     s.add_argument("--port", type=int, default=int(os.environ.get("MEMLANE_PORT", 8420)))
     s.add_argument("--host", default=os.environ.get("MEMLANE_HOST", "127.0.0.1"))
 
-    s = sub.add_parser("stores", help="create or list stores")
+    s = command("stores", help="create or list stores")
     s.add_argument("action", choices=["create", "list"])
     s.add_argument("name", nargs="?")
     s.add_argument("--instructions", help="extraction instructions for the store")
@@ -364,7 +404,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--agent")
         sp.add_argument("--run")
 
-    s = sub.add_parser("add", help="add a conversation or a text")
+    s = command("add", help="add a conversation or a text")
     scoped(s)
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--text")
@@ -373,7 +413,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", action="store_true", help="wait for the extraction task to finish")
     s.add_argument("--request-id")
 
-    s = sub.add_parser("import", help="add a JSONL file, one add body (with its request_id) per line; run it "
+    s = command("import", help="add a JSONL file, one add body (with its request_id) per line; run it "
                                       "again to resume: what is in is replayed, not added twice")
     s.add_argument("file", help="JSONL: each line the body of POST /v1/stores/{store}/memories with a request_id")
     s.add_argument("--store", required=True)
@@ -382,7 +422,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--progress-every", type=int, default=1000, metavar="N",
                    help="when stderr is not a terminal, a progress line every N lines")
 
-    s = sub.add_parser("search", help="search long-term memories")
+    s = command("search", help="search long-term memories")
     scoped(s, tenant_required=True)
     s.add_argument("query")
     s.add_argument("--top-k", type=int, default=10)
@@ -395,7 +435,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--other-threads", dest="thread", action="store_const", const=False,
                    help="the --run thread and the tenant's other threads (if its access policy recalls)")
 
-    s = sub.add_parser("tasks", help="show a task, or list a tenant's tasks")
+    s = command("tasks", help="show a task, or list a tenant's tasks")
     s.add_argument("store")
     s.add_argument("request_id", nargs="?")
     s.add_argument("--app")
@@ -404,28 +444,25 @@ def parser() -> argparse.ArgumentParser:
 
     for name, text in (("keys", "create an API key (local mode) with its grant"),
                        ("grants", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
-        s = sub.add_parser(name, help=text)
+        s = command(name, help=text)
         s.add_argument("action", choices=["create"] if name == "keys" else ["put"])
         s.add_argument("--principal", required=True, help="a name for the caller, or its IAM ARN")
         s.add_argument("--app", action="append", help="an app id (repeatable); '*' for every app")
         s.add_argument("--tenant", action="append", help="a tenant id (repeatable); default every tenant of the apps")
         s.add_argument("--admin", action="store_true", help="may manage stores and read audit logs")
 
-    s = sub.add_parser("reindex", help="rebuild a store's search index from the table (drops the index first)")
+    s = command("reindex", help="rebuild a store's search index from the table (drops the index first)")
     s.add_argument("store")
-    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)  # also accepted after the command
 
-    s = sub.add_parser("schema", help="check the table and index against this version (validate), make what is "
+    s = command("schema", help="check the table and index against this version (validate), make what is "
                                       "missing (create), or rebuild the index from the table (recreate)")
     s.add_argument("action", choices=["validate", "create", "recreate"])
-    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
 
-    s = sub.add_parser("fsck", help="compare a store's index with its table; --repair fixes the drift")
+    s = command("fsck", help="compare a store's index with its table; --repair fixes the drift")
     s.add_argument("store")
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
-    s.add_argument("--data-dir", type=Path, default=argparse.SUPPRESS)
 
-    s = sub.add_parser("summary", help="show a thread's rolling summary, or refresh it now")
+    s = command("summary", help="show a thread's rolling summary, or refresh it now")
     s.add_argument("action", choices=["get", "refresh"])
     s.add_argument("store")
     s.add_argument("thread_id", help="the thread (run) id")
@@ -434,11 +471,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--agent", help="default __default__")
     s.add_argument("--wait", action="store_true", help="refresh: wait for the task to finish")
 
-    s = sub.add_parser("messages", help="read a run's messages (short-term memory)")
+    s = command("messages", help="read a run's messages (short-term memory)")
     scoped(s, tenant_required=True)
     s.add_argument("--limit", type=int, default=50)
 
-    s = sub.add_parser("threads", help="create, list, get or delete threads (a run with a stable id)")
+    s = command("threads", help="create, list, get or delete threads (a run with a stable id)")
     s.add_argument("action", choices=["create", "list", "get", "delete"])
     s.add_argument("store")
     s.add_argument("--app", required=True)
@@ -449,7 +486,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--metadata", help="JSON object kept with the thread (create)")
     s.add_argument("--limit", type=int, default=50)
 
-    s = sub.add_parser("context", help="a thread's context card: profiles, summary, memories, plans, recent turns")
+    s = command("context", help="a thread's context card: profiles, summary, memories, plans, recent turns")
     s.add_argument("store")
     s.add_argument("thread", help="the thread (run) id")
     s.add_argument("--app", required=True)
@@ -462,7 +499,8 @@ def parser() -> argparse.ArgumentParser:
                                       "plans,recent")
 
     # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
-    sub.add_parser("bench", help="benchmarks: locomo, scale, tokens, soak, updates, calibrate, context (memlane bench -h)", add_help=False)
+    subparsers.add_parser("bench", add_help=False,
+                          help="benchmarks: locomo, scale, tokens, soak, updates, calibrate, context (memlane bench -h)")
     return p
 
 
@@ -491,9 +529,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {missing}", file=sys.stderr)
             return EXIT_MISSING_EXTRA
     try:
-        client = MemlaneClient(InProcessTransport(args.data_dir) if args.local
-                               else HttpTransport(args.url, api_key=args.api_key, region=args.region,
-                                                  auth="sigv4" if args.sigv4 else None))
+        from .client import ApiError, MemlaneClient, SigV4Unavailable
+        from .sdk import ConnectionFailed
+    except ModuleNotFoundError as missing:
+        print(f"error: `memlane {args.command}` needs the SDK ({missing.name} is missing): "
+              "pip install 'memlane[sdk]'", file=sys.stderr)
+        return EXIT_MISSING_EXTRA
+    try:
+        client = (MemlaneClient(InProcessTransport(args.data_dir)) if args.local
+                  else MemlaneClient(args.url, api_key=args.api_key, region=args.region,
+                                     auth="sigv4" if args.sigv4 else None))
     except SigV4Unavailable as cannot:
         print(f"error: {cannot}", file=sys.stderr)
         return EXIT_MISSING_EXTRA
@@ -502,13 +547,13 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     try:
         return COMMANDS[args.command](args, client)
+    except ConnectionFailed as error:  # before ApiError, which it is
+        print(f"error: cannot reach {args.url} ({error.message}); start it with `memlane serve` or use --local",
+              file=sys.stderr)
+        return 3
     except ApiError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except OSError as error:
-        print(f"error: cannot reach {args.url} ({error}); start it with `memlane serve` or use --local",
-              file=sys.stderr)
-        return 3
 
 
 if __name__ == "__main__":

@@ -1,121 +1,44 @@
-"""Python client for the memlane HTTP API (stdlib only), over HTTP or in-process.
-
-Two ways to authenticate: an API key (local mode, `memlane keys create`), or SigV4 for the API deployed
-on AWS (API Gateway IAM auth): ``MemlaneClient(api_url, auth="sigv4")`` signs every request for service
-``execute-api`` with the credentials of the standard chain (environment, profile, SSO, instance role),
-in the region of the API's URL, else the chain's region. SigV4 needs botocore (``pip install 'memlane[aws]'``).
-"""
+"""The dict-returning client of earlier versions, kept for its callers: a thin layer over `memlane.sdk`
+(new code uses `memlane.sdk.Memlane`, whose answers are typed). Same auth as the SDK: an API key, or
+``auth="sigv4"`` for the API deployed on AWS (needs ``pip install 'memlane[aws]'``)."""
 
 from __future__ import annotations
 
-import json
-import re
 import time
-import urllib.error
-import urllib.request
-from typing import Any, Literal, Protocol
-from urllib.parse import urlencode, urlsplit
+from typing import Any, Literal
+
+import httpx
+
+from .sdk import ApiError, ConnectionFailed, Memlane, SigV4Unavailable, region_of
+from .sdk.auth import SIGV4_SERVICE, SigV4Signer
+from .sdk.transport import payload_of
 
 Auth = Literal["api_key", "sigv4"]
-SIGV4_SERVICE = "execute-api"
-_API_HOST = re.compile(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, field: str | None = None):
-        super().__init__(f"{status} {code}: {message}")
-        self.status, self.code, self.message, self.field = status, code, message, field
-
-
-class Transport(Protocol):
-    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]: ...
-
-
-def region_of(url: str) -> str | None:
-    """The region in an API Gateway URL (https://{id}.execute-api.{region}.amazonaws.com), else None."""
-    found = _API_HOST.match((urlsplit(url).hostname or "").lower())
-    return found.group(1) if found else None
-
-
-class SigV4Unavailable(RuntimeError):
-    """SigV4 was asked for and cannot sign: botocore missing, or no credentials or region found."""
-
-
-class SigV4Signer:
-    """Signs requests with botocore's SigV4Auth; credentials are re-read per request (they may refresh)."""
-
-    def __init__(self, url: str, *, region: str | None = None, service: str = SIGV4_SERVICE):
-        try:
-            from botocore.session import Session
-        except ModuleNotFoundError as missing:
-            raise SigV4Unavailable("SigV4 signing needs botocore: pip install 'memlane[aws]'") from missing
-        session = Session()
-        self.region = region or region_of(url) or session.get_config_variable("region")
-        if not self.region:
-            raise SigV4Unavailable("SigV4 needs a region: an execute-api URL, region=..., --region or AWS_REGION")
-        self.credentials = session.get_credentials()
-        if self.credentials is None:
-            raise SigV4Unavailable("SigV4 needs AWS credentials and the standard chain found none")
-        self.service = service
-
-    def headers(self, method: str, url: str, data: bytes | None, headers: dict[str, str]) -> dict[str, str]:
-        """The headers to send: `headers` plus X-Amz-Date, the session token if any, and Authorization."""
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-
-        request = AWSRequest(method=method, url=url, data=data or b"", headers=headers)
-        SigV4Auth(self.credentials.get_frozen_credentials(), self.service, self.region).add_auth(request)
-        return dict(request.headers.items())
-
-
-class HttpTransport:
-    def __init__(self, base_url: str, *, api_key: str | None = None, timeout: float = 60.0,
-                 auth: Auth | None = None, region: str | None = None):
-        self.base_url, self.api_key, self.timeout = base_url.rstrip("/"), api_key, timeout
-        self.signer = SigV4Signer(self.base_url, region=region) if auth == "sigv4" else None
-
-    def send(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        url = self.base_url + path
-        headers = {"Content-Type": "application/json"}
-        if self.signer is not None:  # signs the exact bytes, path and query sent below
-            headers = self.signer.headers(method, url, data, headers)
-        elif self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as error:
-            raw = error.read()
-            return error.code, json.loads(raw) if raw else None
-
-
-def _query(params: dict[str, Any]) -> str:
-    pairs = []
-    for key, value in params.items():
-        if value is None:
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            pairs.append((key, str(v).lower() if isinstance(v, bool) else v))
-    return "?" + urlencode(pairs) if pairs else ""
+__all__ = ["SIGV4_SERVICE", "ApiError", "MemlaneClient", "SigV4Signer", "SigV4Unavailable", "region_of"]
 
 
 class MemlaneClient:
-    def __init__(self, transport: Transport | str, *, api_key: str | None = None, auth: Auth | None = None,
-                 region: str | None = None):
-        """`transport`: a URL (or a Transport). `auth="sigv4"` signs for the API deployed on AWS (`region`:
-        default the URL's, else the standard chain's); otherwise `api_key`, if given, is sent as a bearer key."""
-        self.transport = (HttpTransport(transport, api_key=api_key, auth=auth, region=region)
-                          if isinstance(transport, str) else transport)
+    def __init__(self, transport: httpx.BaseTransport | str, *, api_key: str | None = None,
+                 auth: Auth | None = None, region: str | None = None):
+        """`transport`: a URL (or an httpx transport, as the CLI's in-process one). `auth="sigv4"` signs for
+        the API deployed on AWS (`region`: default the URL's, else the standard chain's); otherwise
+        `api_key`, if given, is sent as a bearer key."""
+        self.sdk = (Memlane(transport, api_key, auth, region=region) if isinstance(transport, str)
+                    else Memlane("http://memlane.local", api_key, auth, region=region, transport=transport))
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        status, payload = self.transport.send(method, path, body)
-        if status >= 400:
-            error = (payload or {}).get("error", {}) if isinstance(payload, dict) else {}
-            raise ApiError(status, error.get("code", "error"), error.get("message", str(payload)), error.get("field"))
-        return payload
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+              query: dict[str, Any] | None = None) -> Any:
+        """One request, sent once (no retry): the JSON answer, or `ApiError` (typed by its code)."""
+        return self.sdk.request(method, path, json=body, params=query)
+
+    def send(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """One request, sent once: its status and JSON answer, an error's included (memlane import reads
+        a batch's answer and decides itself what to retry). ConnectionFailed when nothing answered."""
+        try:
+            response = self.sdk.http.request(method, path, json=body)
+        except httpx.TransportError as error:
+            raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
+        return response.status_code, payload_of(response)
 
     # stores
     def create_store(self, name: str, **settings: Any) -> dict[str, Any]:
@@ -141,8 +64,8 @@ class MemlaneClient:
     def get_task(self, store: str, request_id: str, *, app_id: str | None = None,
                  tenant_id: str | None = None) -> dict[str, Any]:
         """Request ids are per tenant: name the tenant when several within your grant used the id."""
-        return self._call("GET", f"/v1/stores/{store}/tasks/{request_id}" + _query({"app_id": app_id,
-                                                                                     "tenant_id": tenant_id}))
+        return self._call("GET", f"/v1/stores/{store}/tasks/{request_id}",
+                          query={"app_id": app_id, "tenant_id": tenant_id})
 
     def wait_task(self, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
                   timeout: float = 60.0, poll: float = 0.2) -> dict[str, Any]:
@@ -154,8 +77,7 @@ class MemlaneClient:
             time.sleep(poll)
 
     def list_tasks(self, store: str, app_id: str, tenant_id: str, **page: Any) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/tasks" + _query({"app_id": app_id, "tenant_id": tenant_id,
-                                                                          **page}))
+        return self._call("GET", f"/v1/stores/{store}/tasks", query={"app_id": app_id, "tenant_id": tenant_id, **page})
 
     # search and memories
     def search(self, store: str, query: str, scope: dict[str, Any], **options: Any) -> list[dict[str, Any]]:
@@ -167,13 +89,13 @@ class MemlaneClient:
                           {"app_id": app_id, "tenant_id": tenant_id, **options})
 
     def messages(self, store: str, scope: dict[str, Any], **page: Any) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/messages" + _query({**scope, **page}))
+        return self._call("GET", f"/v1/stores/{store}/messages", query={**scope, **page})
 
     def memories(self, store: str, scope: dict[str, Any], **page: Any) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/memories" + _query({**scope, **page}))
+        return self._call("GET", f"/v1/stores/{store}/memories", query={**scope, **page})
 
     def scopes(self, store: str, app_id: str, tenant_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/scopes" + _query({"app_id": app_id, "tenant_id": tenant_id}))
+        return self._call("GET", f"/v1/stores/{store}/scopes", query={"app_id": app_id, "tenant_id": tenant_id})
 
     # explicit writes (no extraction)
     def write_memories(self, store: str, scope: dict[str, Any], memories: list[dict[str, Any]], *,
@@ -196,24 +118,24 @@ class MemlaneClient:
 
     def get_thread(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                    agent_id: str | None = None) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}" + _query(
-            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}",
+                          query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id})
 
     def list_threads(self, store: str, *, app_id: str, tenant_id: str, agent_id: str | None = None,
                      **page: Any) -> dict[str, Any]:
         """Newest activity first: {threads, next_cursor}."""
-        return self._call("GET", f"/v1/stores/{store}/threads" + _query(
-            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, **page}))
+        return self._call("GET", f"/v1/stores/{store}/threads",
+                          query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, **page})
 
     def delete_thread(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                       agent_id: str | None = None) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/stores/{store}/threads/{thread_id}" + _query(
-            {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+        return self._call("DELETE", f"/v1/stores/{store}/threads/{thread_id}",
+                          query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id})
 
     # actor profiles
     def get_profile(self, store: str, tenant_id: str, *, app_id: str, agent_id: str | None = None) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/profiles/{tenant_id}" + _query(
-            {"app_id": app_id, "agent_id": agent_id}))
+        return self._call("GET", f"/v1/stores/{store}/profiles/{tenant_id}",
+                          query={"app_id": app_id, "agent_id": agent_id})
 
     def put_profile(self, store: str, tenant_id: str, *, app_id: str, text: str | None = None,
                     attributes: dict[str, str] | None = None) -> dict[str, Any]:
@@ -221,8 +143,8 @@ class MemlaneClient:
                           {"app_id": app_id, "text": text, "attributes": attributes})
 
     def get_agent_profile(self, store: str, agent_id: str, *, app_id: str, tenant_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/v1/stores/{store}/agents/{agent_id}/profile" + _query(
-            {"app_id": app_id, "tenant_id": tenant_id}))
+        return self._call("GET", f"/v1/stores/{store}/agents/{agent_id}/profile",
+                          query={"app_id": app_id, "tenant_id": tenant_id})
 
     def put_agent_profile(self, store: str, agent_id: str, *, app_id: str, tenant_id: str, text: str | None = None,
                           attributes: dict[str, str] | None = None) -> dict[str, Any]:
@@ -233,14 +155,14 @@ class MemlaneClient:
     def get_summary(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                     agent_id: str | None = None) -> dict[str, Any]:
         """The thread's rolling summary with its coverage and age; ApiError 404 summary_not_found before the first."""
-        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}/summary"
-                          + _query({"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+        return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}/summary",
+                          query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id})
 
     def refresh_summary(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                         agent_id: str | None = None, wait: bool = False, timeout: float = 60.0) -> dict[str, Any]:
         """Refresh the summary now (a task, like an extraction's); with `wait`, the task once finished."""
-        accepted = self._call("POST", f"/v1/stores/{store}/threads/{thread_id}/summary"
-                              + _query({"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
+        accepted = self._call("POST", f"/v1/stores/{store}/threads/{thread_id}/summary",
+                              query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id})
         if not wait:
             return accepted
         return self.wait_task(store, accepted["request_id"], app_id=app_id, tenant_id=tenant_id, timeout=timeout)

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from .domain.limits import MAX_ADDS_PER_BATCH
 
-Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]  # a client Transport's send
+Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]  # MemlaneClient.send
 RETRIES = 4
 
 

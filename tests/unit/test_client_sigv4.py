@@ -16,7 +16,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from memlane import cli
-from memlane.client import ApiError, HttpTransport, MemlaneClient, region_of
+from memlane.client import ApiError, MemlaneClient, region_of
 
 KEY, SECRET, TOKEN = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-1"
 
@@ -118,7 +118,7 @@ def test_an_unsigned_request_is_refused(server: str) -> None:
 def test_the_region_comes_from_the_api_url_else_the_standard_chain(server: str) -> None:
     assert region_of("https://a1b2c3.execute-api.ap-southeast-2.amazonaws.com") == "ap-southeast-2"
     assert region_of("https://memory.example.com") is None
-    HttpTransport(server, auth="sigv4").send("GET", "/v1/stores", None)
+    MemlaneClient(server, auth="sigv4").list_stores()
     assert Verifier.seen[-1]["why"] == "eu-central-1"  # AWS_DEFAULT_REGION: botocore's chain
 
 
@@ -129,6 +129,6 @@ def test_the_cli_signs_with_sigv4(server: str, capsys: pytest.CaptureFixture[str
 
 
 def test_api_key_mode_stays(server: str) -> None:
-    transport = HttpTransport(server, api_key="ml_secret")
-    transport.send("GET", "/v1/stores", None)
+    with pytest.raises(ApiError):  # the verifier refuses what is not signed
+        MemlaneClient(server, api_key="ml_secret").list_stores()
     assert Verifier.seen[-1]["auth"] == "Bearer ml_secret"

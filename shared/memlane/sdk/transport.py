@@ -1,0 +1,224 @@
+"""Sending calls: retries with jittered backoff, typed errors, pagination and polling — once for the
+synchronous client and once for the asynchronous one, the only code that differs between them."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from .errors import ConnectionFailed, WaitTimeout, error_for
+from .routes import Route
+
+T = TypeVar("T")
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+_sleep, _async_sleep = time.sleep, asyncio.sleep  # module attributes: tests record the waits instead
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request of one route: path parameters filled in, query and body as sent."""
+
+    route: Route
+    path: str
+    params: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, route: Route, path: dict[str, str] | None = None, query: dict[str, Any] | None = None,
+           body: BaseModel | dict[str, Any] | None = None) -> "Call":
+        if isinstance(body, BaseModel):  # the API's own request model: what was set, as JSON
+            body = body.model_dump(mode="json", exclude_unset=True)
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        return cls(route, route.url(**(path or {})), params, body)
+
+    @property
+    def retry_safe(self) -> bool:
+        """Sending it twice does what sending it once did."""
+        return self.route.idempotent or bool(self.body and self.body.get("request_id"))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """`attempts` counts the first try. Waits grow as base·2^n with full jitter up to `cap`; a `Retry-After`
+    the server sends is honoured (up to `max_retry_after`, past which the error is raised at once)."""
+
+    attempts: int = 4
+    base: float = 0.25
+    cap: float = 8.0
+    max_retry_after: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """Seconds to wait before attempt `attempt + 1`, or None to give up."""
+        if attempt + 1 >= self.attempts:
+            return None
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        return random.uniform(0, min(self.cap, self.base * 2 ** attempt))
+
+
+def retry_after_of(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _decide(call: Call, retry: Retry, attempt: int, outcome: httpx.Response | httpx.TransportError) -> float | None:
+    """How long to wait before trying `call` again after `outcome`, or None to stop here."""
+    if isinstance(outcome, httpx.Response):
+        if outcome.status_code not in RETRY_STATUSES or not call.retry_safe:
+            return None
+        return retry.delay(attempt, retry_after_of(outcome))
+    # a refused connection never reached the server: safe to resend whatever the call
+    if not (call.retry_safe or isinstance(outcome, (httpx.ConnectError, httpx.ConnectTimeout))):
+        return None
+    return retry.delay(attempt, None)
+
+
+def payload_of(response: httpx.Response) -> Any:
+    """The JSON answer; a proxy's error page (HTML, text) is kept as text for the error's message."""
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _result(call: Call, response: httpx.Response) -> Any:
+    payload = payload_of(response)
+    if response.status_code >= 400:
+        raise error_for(response.status_code, payload, retry_after_of(response))
+    return call.route.parse(response.status_code, payload)
+
+
+def _connection_failed(call: Call, error: httpx.TransportError) -> ConnectionFailed:
+    return ConnectionFailed(0, ConnectionFailed.code, f"{call.route.method} {call.path}: {error!r}")
+
+
+def _finished(value: Any) -> bool:
+    return str(getattr(value, "status", "")) in ("SUCCEEDED", "FAILED")
+
+
+class SyncRunner:
+    def __init__(self, http: httpx.Client, retry: Retry):
+        self.http, self.retry = http, retry
+
+    def run(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                outcome: httpx.Response | httpx.TransportError = self.http.request(
+                    call.route.method, call.path, params=call.params, json=call.body)
+            except httpx.TransportError as error:
+                outcome = error
+            wait = _decide(call, self.retry, attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, httpx.TransportError):
+                    raise _connection_failed(call, outcome) from outcome
+                return _result(call, outcome)
+            attempt += 1
+            _sleep(wait)
+
+    def poll(self, call: Call, timeout: float, interval: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.run(call)
+            if _finished(value):
+                return value
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"{call.path} not finished after {timeout}s (status {value.status})", value)
+            _sleep(interval)
+
+    def pages(self, call: Call, items: str) -> "Pager[Any]":
+        return Pager(self, call, items)
+
+    def then(self, value: Any, shape: Callable[[Any], Any]) -> Any:
+        """`shape` applied to what `run` answered."""
+        return shape(value)
+
+
+class AsyncRunner:
+    def __init__(self, http: httpx.AsyncClient, retry: Retry):
+        self.http, self.retry = http, retry
+
+    async def run(self, call: Call) -> Any:
+        attempt = 0
+        while True:
+            try:
+                outcome: httpx.Response | httpx.TransportError = await self.http.request(
+                    call.route.method, call.path, params=call.params, json=call.body)
+            except httpx.TransportError as error:
+                outcome = error
+            wait = _decide(call, self.retry, attempt, outcome)
+            if wait is None:
+                if isinstance(outcome, httpx.TransportError):
+                    raise _connection_failed(call, outcome) from outcome
+                return _result(call, outcome)
+            attempt += 1
+            await _async_sleep(wait)
+
+    async def poll(self, call: Call, timeout: float, interval: float) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = await self.run(call)
+            if _finished(value):
+                return value
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(f"{call.path} not finished after {timeout}s (status {value.status})", value)
+            await _async_sleep(interval)
+
+    def pages(self, call: Call, items: str) -> "Pager[Any]":
+        return Pager(self, call, items)
+
+    async def then(self, value: Awaitable[Any], shape: Callable[[Any], Any]) -> Any:
+        return shape(await value)
+
+
+class Pager(Generic[T]):
+    """The items of a paginated list, following `next_cursor`: `for x in ...` on the synchronous client,
+    `async for x in ...` on the asynchronous one. `page(cursor)` fetches one page (the list model)."""
+
+    def __init__(self, runner: SyncRunner | AsyncRunner, call: Call, items: str):
+        self._runner, self._call, self._items = runner, call, items
+
+    def page(self, cursor: str | None = None) -> Any:
+        params = {**self._call.params, "cursor": cursor} if cursor else self._call.params
+        return self._runner.run(Call(self._call.route, self._call.path, params, self._call.body))
+
+    def __iter__(self) -> Iterator[T]:
+        if not isinstance(self._runner, SyncRunner):
+            raise TypeError("an AsyncMemlane list is iterated with `async for`")
+        cursor = None
+        while True:
+            page = self.page(cursor)
+            yield from getattr(page, self._items)
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+    async def __aiter__(self) -> AsyncIterator[T]:
+        if not isinstance(self._runner, AsyncRunner):
+            raise TypeError("a Memlane list is iterated with `for`")
+        cursor = None
+        while True:
+            page = await self.page(cursor)
+            for item in getattr(page, self._items):
+                yield item
+            cursor = page.next_cursor
+            if not cursor:
+                return
+
+
+Runner = SyncRunner | AsyncRunner

@@ -1,0 +1,162 @@
+"""Retries against a real local HTTP server that scripts its answers: 429 and 5xx are retried with
+backoff (honouring Retry-After) only when sending again is safe; refused connections are retried;
+errors that remain are typed. The waits are recorded, not slept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import pytest
+
+from memlane.sdk import AsyncMemlane, ConnectionFailed, Memlane, Retry, WaitTimeout, errors, transport
+
+STORE = {"name": "demo", "description": "", "extract_instructions": "", "embedding_model": "m", "embedding_dim": 3,
+         "dream_mode": "proposal", "dream_threshold": 0.8, "created_at": "2026-01-01T00:00:00Z"}
+TASK = {"request_id": "r1", "status": "RUNNING", "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "message_ids": [],
+        "scope": {"app_id": "a", "tenant_id": "t", "agent_id": "g", "run_id": "r"}}
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers each request with the next scripted (status, headers, body); the last one repeats."""
+
+    script: list[tuple[int, dict[str, str], Any]] = []
+    seen: list[tuple[str, str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _handle(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append((self.command, self.path))
+        status, headers, body = self.script[min(len(self.seen), len(self.script)) - 1]
+        raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()  # str: a non-JSON page
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+
+def busy(status: int, retry_after: str | None = None) -> tuple[int, dict[str, str], Any]:
+    code = {429: "queue_full", 503: "retryable", 502: "dependency_failed"}[status]
+    return status, {"Retry-After": retry_after} if retry_after else {}, {"error": {"code": code, "message": "later"}}
+
+
+@pytest.fixture()
+def url() -> Iterator[str]:
+    Scripted.script, Scripted.seen = [], []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture()
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    recorded: list[float] = []
+
+    async def async_record(seconds: float) -> None:
+        recorded.append(seconds)
+
+    monkeypatch.setattr(transport, "_sleep", recorded.append)
+    monkeypatch.setattr(transport, "_async_sleep", async_record)
+    return recorded
+
+
+def test_a_read_is_retried_through_503s_with_growing_jittered_waits(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(503), busy(502), (200, {}, STORE)]
+    store = Memlane(url, retry=Retry(attempts=4, base=0.5, cap=8)).stores.get("demo")
+    assert store.name == "demo" and len(Scripted.seen) == 3
+    assert len(waits) == 2 and 0 <= waits[0] <= 0.5 and 0 <= waits[1] <= 1.0
+
+
+def test_retry_after_is_honoured(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(429, "3"), (200, {}, STORE)]
+    Memlane(url).stores.get("demo")
+    assert waits == [3.0]
+
+
+def test_an_add_carries_a_request_id_so_a_429_is_retried(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(429, "1"), (202, {}, {"request_id": "x", "status": "PENDING"})]
+    accepted = Memlane(url).add("demo", {"app_id": "a"}, text="hello")
+    assert accepted.status == "PENDING" and [m for m, _ in Scripted.seen] == ["POST", "POST"] and waits == [1.0]
+
+
+def test_a_request_that_is_not_safe_to_repeat_is_sent_once(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(503), (201, {}, STORE)]
+    with pytest.raises(errors.Unavailable) as refused:
+        Memlane(url).stores.create("demo")  # a second create would answer store_exists
+    assert refused.value.code == "retryable" and len(Scripted.seen) == 1 and waits == []
+
+
+def test_when_retries_run_out_the_last_error_is_raised_typed(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(429, "2")]
+    with pytest.raises(errors.QueueFull) as full:
+        Memlane(url, retry=Retry(attempts=3)).stores.get("demo")
+    assert full.value.retry_after == 2.0 and isinstance(full.value, errors.RateLimited)
+    assert len(Scripted.seen) == 3 and waits == [2.0, 2.0]
+
+
+def test_a_retry_after_past_the_limit_is_not_waited_for(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(503, "3600"), (200, {}, STORE)]
+    with pytest.raises(errors.Unavailable):
+        Memlane(url, retry=Retry(max_retry_after=60)).stores.get("demo")
+    assert len(Scripted.seen) == 1 and waits == []
+
+
+def test_a_refused_connection_is_retried_then_raised(waits: list[float]) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectionFailed):
+        Memlane(f"http://127.0.0.1:{port}", retry=Retry(attempts=3)).stores.create("demo")
+    assert len(waits) == 2  # never reached the server: safe even for a create
+
+
+def test_the_async_client_retries_too(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(503, "1"), (200, {}, STORE)]
+
+    async def main() -> str:
+        async with AsyncMemlane(url) as client:
+            return (await client.stores.get("demo")).name
+
+    assert asyncio.run(main()) == "demo" and waits == [1.0] and len(Scripted.seen) == 2
+
+
+def test_wait_gives_up_at_its_timeout_with_the_task_as_last_seen(url: str, waits: list[float]) -> None:
+    Scripted.script = [(200, {}, TASK)]
+    with pytest.raises(WaitTimeout) as slow:
+        Memlane(url).tasks.wait("demo", "r1", timeout=0)
+    assert slow.value.last.status == "RUNNING"
+
+
+def test_api_gateway_answers_without_a_code_are_typed_by_status(url: str, waits: list[float]) -> None:
+    Scripted.script = [(403, {}, {"message": "Forbidden"})]
+    with pytest.raises(errors.Forbidden) as refused:
+        Memlane(url).stores.list().page()
+    assert refused.value.code == "forbidden" and refused.value.message == "Forbidden"
+
+
+def test_a_code_under_another_status_is_not_trusted(url: str, waits: list[float]) -> None:
+    Scripted.script = [(400, {}, {"error": {"code": "store_not_found", "message": "odd"}})]
+    with pytest.raises(errors.BadRequest) as odd:
+        Memlane(url).stores.get("demo")
+    assert type(odd.value) is errors.BadRequest and odd.value.code == "store_not_found"
+
+
+def test_a_proxys_error_page_that_is_not_json_is_still_a_typed_error(url: str, waits: list[float]) -> None:
+    Scripted.script = [(502, {}, "<html>Bad Gateway</html>")]
+    with pytest.raises(errors.DependencyFailed) as bad:
+        Memlane(url, retry=Retry(attempts=1)).stores.get("demo")
+    assert bad.value.status == 502 and "Bad Gateway" in bad.value.message
