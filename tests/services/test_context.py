@@ -238,3 +238,41 @@ def test_the_next_card_of_a_thread_does_not_count_the_same_lines_again(deps, sto
 
     assert again.text == first.text and again.total == first.total
     assert not [t for t in counting.texts if t.startswith("- ") or t.startswith("## ")]
+
+
+def _similar(i: int, text: str, similarity: float, evidence: list[str] | None = None) -> "context.search.SearchHit":
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    memory = Memory(memory_id=f"sim-{i:03d}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now,
+                    evidence=evidence if evidence is not None else [f"turn-{i}"])
+    return context.search.SearchHit(memory=memory, score=1.0 - i / 100, similarity=similarity)
+
+
+def test_the_card_spends_no_budget_on_memories_that_are_not_relevant_to_the_turn(deps, store, monkeypatch) -> None:
+    """Search always answers with its top k, relevant or not: without a floor a live thread's card filled its
+    budget with loosely related memories (300-turn thread: 5.9x smaller than the flat history, not 10x)."""
+    relevant = [_similar(0, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.82),
+                _similar(1, "Priya loves seafood restaurants in Lisbon.", 0.74)]
+    loose = [_similar(i, f"Priya mentioned her neighbour's cat number {i}.", 0.15) for i in range(2, 40)]
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: [*relevant, *loose])
+
+    result = card(deps, store, sections=["memories"], budget_tokens=1500)
+
+    assert [e.key for e in result.kept["memories"]] == ["sim-000", "sim-001"]
+    assert result.total < 100 and not result.cut  # left out as irrelevant, not cut by the budget
+
+
+def test_without_a_floor_the_same_card_fills_its_budget(deps, store, monkeypatch) -> None:
+    """The recipe without the floor, as the bench compares it: every hit goes in while it fits."""
+    hits = [_similar(0, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.82),
+            *(_similar(i, f"Priya mentioned her neighbour's cat number {i}.", 0.15) for i in range(1, 40))]
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
+
+    result = card(deps, store, sections=["memories"], budget_tokens=1500, recipe="no_floor")
+
+    assert len(result.kept["memories"]) == 40
+
+
+def test_an_unknown_card_recipe_is_refused(deps, store) -> None:
+    with pytest.raises(InvalidInput) as err:
+        card(deps, store, recipe="nope")
+    assert err.value.field == "recipe"

@@ -14,12 +14,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
 from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
-from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
+from ..domain.models import MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
 from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restated_in
 from ..ports import Tokenizer
@@ -50,10 +51,41 @@ RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
 LINE_COUNTS, LINE_CHARS = 50_000, 2_000
 
 
+@dataclass(frozen=True)
+class CardRecipe:
+    """How a card recalls long-term memory. Named (RECIPES), so the bench measures them side by side."""
+
+    # A hit less similar to the turn than `relative_floor` × the best hit's similarity, or than
+    # `min_similarity`, is not offered to the card: a turn about little the tenant said gets a small card
+    # instead of one filled with loosely related memories (docs/benchmarks.md, context cards).
+    relative_floor: float = 0.0
+    min_similarity: float = 0.0
+    record_types: tuple[str, ...] = ("memory",)  # what search may return: memories, raw messages too
+    # A memory whose evidence turns are all cited by a better ranked memory (or shown already) is worth
+    # `repeat_value` of its rank's value: the budget goes to distinct evidence first.
+    repeat_value: float = 1.0
+
+
+RECIPES = {
+    "default": CardRecipe(),
+    "no_floor": CardRecipe(),
+    "rel50": CardRecipe(relative_floor=0.5),
+    "rel60": CardRecipe(relative_floor=0.6),
+    "rel70": CardRecipe(relative_floor=0.7),
+    "rel80": CardRecipe(relative_floor=0.8),
+    "abs30": CardRecipe(min_similarity=0.3),
+    "messages": CardRecipe(record_types=("memory", "message")),
+    "new_evidence": CardRecipe(repeat_value=0.5),
+    "new_evidence0": CardRecipe(repeat_value=0.1),
+}
+DEFAULT_RECIPE = "default"
+
+
 def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
           query: str | None = None, budget_tokens: int = DEFAULT_BUDGET, recent_messages: int = DEFAULT_RECENT,
-          sections: Sequence[str] | None = None) -> Card:
+          sections: Sequence[str] | None = None, recipe: str = DEFAULT_RECIPE) -> Card:
     wanted = _check(budget_tokens, recent_messages, sections, query)
+    plan = _recipe(recipe)
     if deps.tokenizer is None:
         raise DependencyFailed("no tokenizer is configured to count the card's tokens", code="tokenizer_unavailable")
     deps.repo.get_store(store)  # unknown store → 404
@@ -80,7 +112,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        ranked = list(enumerate(_recall(deps, store, scope, query, budget_tokens)))  # rank: search's order
+        ranked = list(enumerate(_relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
@@ -91,7 +123,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
             parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered))
+                                   covered, plan.repeat_value))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
@@ -136,6 +168,12 @@ def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str 
     return set(sections) if sections is not None else set(SECTIONS)
 
 
+def _recipe(name: str) -> CardRecipe:
+    if name not in RECIPES:
+        raise InvalidInput(f"unknown card recipe '{name}'; one of {', '.join(RECIPES)}", field="recipe")
+    return RECIPES[name]
+
+
 def _last_messages(deps: Deps, store: str, scope: Scope, n: int) -> list[Message]:
     newest_first, _ = deps.repo.list_messages(store, scope, limit=n, cursor=None, forward=False)
     return list(reversed(newest_first))
@@ -160,26 +198,40 @@ def _lines(name: str, text: str) -> Section:
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
 
 
-def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> list[search.SearchHit]:
+def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
+            plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> list[search.SearchHit]:
     """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
     if not query:
         return []
     top_k = max(MIN_CANDIDATES, min(limits.MAX_TOP_K, budget // TOKENS_PER_CANDIDATE))
     return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
-                         top_k=top_k)
+                         top_k=top_k, record_types=list(plan.record_types))
 
 
-def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str]) -> Section:
+def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.SearchHit]:
+    """The hits above the recipe's relevance floor, in search's order."""
+    best = max((h.similarity for h in hits), default=0.0)
+    floor = max(plan.min_similarity, plan.relative_floor * best)
+    return [h for h in hits if h.similarity >= floor]
+
+
+def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
+              repeat_value: float = 1.0) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
-    evidence is all among the shown turns and summary, or whose words restate them."""
+    evidence is all among the shown turns and summary, or whose words restate them. A memory whose
+    evidence a better ranked one already cites is worth `repeat_value` of its rank's value."""
     entries = []
     said = restated_in(shown)
+    cited = set(covered)
     for rank, hit in ranked:
         m = hit.memory
         if (m.evidence and set(m.evidence) <= covered) or said(m.text):
             continue
-        entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), RANK_DECAY ** rank,
-                             rank, tuple(m.evidence)))
+        repeat = bool(m.evidence) and set(m.evidence) <= cited
+        cited.update(m.evidence)
+        text = m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
+        entries.append(Entry(m.memory_id, _dated(text, m.event_time or m.observed_at),
+                             RANK_DECAY ** rank * (repeat_value if repeat else 1.0), rank, tuple(m.evidence)))
     return Section("memories", tuple(entries))
 
 
