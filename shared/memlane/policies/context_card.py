@@ -128,6 +128,21 @@ def restated_in(shown: Sequence[str], share: float = 0.8) -> Callable[[str], boo
     return test
 
 
+def distinct(texts: Sequence[str], shown: Sequence[str], share: float = 0.8) -> list[bool]:
+    """For each of `texts` in order: whether it says something neither `shown` nor an earlier distinct text
+    says (near-identical memories — small talk said every evening — add tokens, not information)."""
+    said = restated_in(shown, share)
+    kept: list[frozenset[str]] = []
+    out = []
+    for text in texts:
+        words = _words(text)
+        new = not said(text) and not (words and any(len(words & k) >= share * len(words) for k in kept))
+        if new:
+            kept.append(words)
+        out.append(new)
+    return out
+
+
 def render(kept: Mapping[str, Sequence[Entry]]) -> str:
     """The card's text: sections in the fixed order, entries in their own order."""
     return "\n\n".join(_block(n, sorted(kept[n], key=lambda e: (e.position, e.key)))

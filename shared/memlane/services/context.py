@@ -20,9 +20,9 @@ from typing import Sequence
 
 from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
-from ..domain.models import MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
+from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
-from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restated_in
+from ..policies.context_card import SECTIONS, Card, Entry, Section, distinct, pack, restated_in
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
 from .deps import Deps
@@ -55,28 +55,27 @@ LINE_COUNTS, LINE_CHARS = 50_000, 2_000
 class CardRecipe:
     """How a card recalls long-term memory. Named (RECIPES), so the bench measures them side by side."""
 
-    # A hit less similar to the turn than `relative_floor` × the best hit's similarity, or than
-    # `min_similarity`, is not offered to the card: a turn about little the tenant said gets a small card
-    # instead of one filled with loosely related memories (docs/benchmarks.md, context cards).
-    relative_floor: float = 0.0
+    # Past search's first `head` hits, a hit less similar to the turn than `relative_floor` × the best hit's
+    # similarity, or than `min_similarity`, is not offered to the card: a turn about little the tenant said
+    # gets a small card, not one filled with loosely related memories. The head is kept whatever its cosine:
+    # search ranked it first (keywords, reranker), and a fact a turn implies is rarely close to it in
+    # embedding space ("a table for dinner" → "vegetarian") (docs/benchmarks.md, context cards).
+    relative_floor: float = 0.5
     min_similarity: float = 0.0
+    head: int = 10
+    # A memory that restates a better ranked one (most of its words) is left out: it adds tokens, not facts.
+    dedupe: bool = True
     record_types: tuple[str, ...] = ("memory",)  # what search may return: memories, raw messages too
-    # A memory whose evidence turns are all cited by a better ranked memory (or shown already) is worth
-    # `repeat_value` of its rank's value: the budget goes to distinct evidence first.
-    repeat_value: float = 1.0
 
 
 RECIPES = {
     "default": CardRecipe(),
-    "no_floor": CardRecipe(),
-    "rel50": CardRecipe(relative_floor=0.5),
-    "rel60": CardRecipe(relative_floor=0.6),
+    "no_floor": CardRecipe(relative_floor=0.0, dedupe=False),  # the card before both (the comparison)
+    "floor_only": CardRecipe(dedupe=False),
+    "dedupe_only": CardRecipe(relative_floor=0.0),
     "rel70": CardRecipe(relative_floor=0.7),
-    "rel80": CardRecipe(relative_floor=0.8),
-    "abs30": CardRecipe(min_similarity=0.3),
+    "head5": CardRecipe(head=5),
     "messages": CardRecipe(record_types=("memory", "message")),
-    "new_evidence": CardRecipe(repeat_value=0.5),
-    "new_evidence0": CardRecipe(repeat_value=0.1),
 }
 DEFAULT_RECIPE = "default"
 
@@ -119,11 +118,12 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         if "plans" in wanted:
             parts.append(_plans(summary, ahead))
         if "memories" in wanted:
-            shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
+            # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
+            shown = [_turn(m) for m in recent] + ([s.text for s in summary.sentences] if summary else [])
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
             parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered, plan.repeat_value))
+                                   covered, plan.dedupe))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
@@ -209,30 +209,29 @@ def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
 
 
 def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.SearchHit]:
-    """The hits above the recipe's relevance floor, in search's order."""
+    """Search's head, and the hits after it above the recipe's relevance floor, in search's order."""
     best = max((h.similarity for h in hits), default=0.0)
     floor = max(plan.min_similarity, plan.relative_floor * best)
-    return [h for h in hits if h.similarity >= floor]
+    return [h for i, h in enumerate(hits) if i < plan.head or h.similarity >= floor]
 
 
 def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
-              repeat_value: float = 1.0) -> Section:
+              dedupe: bool = True) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
-    evidence is all among the shown turns and summary, or whose words restate them. A memory whose
-    evidence a better ranked one already cites is worth `repeat_value` of its rank's value."""
-    entries = []
-    said = restated_in(shown)
-    cited = set(covered)
-    for rank, hit in ranked:
-        m = hit.memory
-        if (m.evidence and set(m.evidence) <= covered) or said(m.text):
-            continue
-        repeat = bool(m.evidence) and set(m.evidence) <= cited
-        cited.update(m.evidence)
-        text = m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
-        entries.append(Entry(m.memory_id, _dated(text, m.event_time or m.observed_at),
-                             RANK_DECAY ** rank * (repeat_value if repeat else 1.0), rank, tuple(m.evidence)))
-    return Section("memories", tuple(entries))
+    evidence is all among the shown turns and summary, or whose words restate them — or, with `dedupe`,
+    restate a better ranked memory."""
+    fresh = [(rank, hit) for rank, hit in ranked if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
+    texts = [_text(hit.memory) for _, hit in fresh]
+    new = distinct(texts, shown) if dedupe else [not said for said in map(restated_in(shown), texts)]
+    return Section("memories", tuple(
+        Entry(hit.memory.memory_id, _dated(text, hit.memory.event_time or hit.memory.observed_at), RANK_DECAY ** rank,
+              rank, tuple(hit.memory.evidence))
+        for (rank, hit), text, keep in zip(fresh, texts, new) if keep))
+
+
+def _text(m: Memory) -> str:
+    """A memory's line; a message found as a record says who said it, as a turn does."""
+    return m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
 
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]]) -> Section:
