@@ -178,3 +178,5 @@ def test_distinct_keeps_the_first_of_near_identical_texts_and_what_is_new() -> N
 
     assert distinct(texts, []) == [True, False, False, True]
     assert distinct(texts, shown) == [False, False, False, True]  # the first restates a shown turn
+    assert distinct(texts, [], alike=2) == [True, True, False, True]  # two alike may go in, not a third
+    assert distinct(texts, [], alike=0) == [True, True, True, True]

@@ -22,7 +22,7 @@ from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
 from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
-from ..policies.context_card import SECTIONS, Card, Entry, Section, distinct, pack, restated_in
+from ..policies.context_card import SECTIONS, Card, Entry, Section, distinct, pack
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
 from .deps import Deps
@@ -63,18 +63,18 @@ class CardRecipe:
     relative_floor: float = 0.5
     min_similarity: float = 0.0
     head: int = 10
-    # A memory that restates a better ranked one (most of its words) is left out: it adds tokens, not facts.
-    dedupe: bool = True
+    # At most `alike` near-identical memories (most words shared) go in, the best ranked: the rest add
+    # tokens, not facts (0: no limit).
+    alike: int = 3
     record_types: tuple[str, ...] = ("memory",)  # what search may return: memories, raw messages too
 
 
 RECIPES = {
     "default": CardRecipe(),
-    "no_floor": CardRecipe(relative_floor=0.0, dedupe=False),  # the card before both (the comparison)
-    "floor_only": CardRecipe(dedupe=False),
-    "dedupe_only": CardRecipe(relative_floor=0.0),
-    "rel70": CardRecipe(relative_floor=0.7),
-    "head5": CardRecipe(head=5),
+    "no_floor": CardRecipe(relative_floor=0.0, alike=0),  # the card before both (the comparison)
+    "floor_only": CardRecipe(alike=0),
+    "alike1": CardRecipe(alike=1),
+    "alike2": CardRecipe(alike=2),
     "messages": CardRecipe(record_types=("memory", "message")),
 }
 DEFAULT_RECIPE = "default"
@@ -123,7 +123,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
             parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered, plan.dedupe))
+                                   covered, plan.alike))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
@@ -216,13 +216,13 @@ def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.Sea
 
 
 def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
-              dedupe: bool = True) -> Section:
+              alike: int = 1) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
-    evidence is all among the shown turns and summary, or whose words restate them — or, with `dedupe`,
-    restate a better ranked memory."""
+    evidence is all among the shown turns and summary, or whose words restate them — and past `alike`
+    near-identical ones, the lower ranked (policies/context_card.distinct)."""
     fresh = [(rank, hit) for rank, hit in ranked if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
     texts = [_text(hit.memory) for _, hit in fresh]
-    new = distinct(texts, shown) if dedupe else [not said for said in map(restated_in(shown), texts)]
+    new = distinct(texts, shown, alike=alike)
     return Section("memories", tuple(
         Entry(hit.memory.memory_id, _dated(text, hit.memory.event_time or hit.memory.observed_at), RANK_DECAY ** rank,
               rank, tuple(hit.memory.evidence))
