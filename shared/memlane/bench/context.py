@@ -13,7 +13,9 @@ own service) is built with the question as its query, at each budget. Beside it,
 Per method, budget and question category: *prompt recall* (the share of the question's evidence turns
 the prompt holds — as a recent turn, a summary sentence's citation or a memory's evidence), tokens of the
 prompt against the flat full history (every turn, same line format, same tokenizer), and p50/p95 latency
-of building it. Tokens are counted with the service's tokenizer (deps.tokenizer), not words.
+of building it (wall and CPU time). Tokens are counted with the service's tokenizer (deps.tokenizer), not
+words. ``--recipes`` builds the card with other recipes of services/context.RECIPES on the same state, side by
+side (``card:<recipe>``); every figure is also given per conversation.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The context card of a thread: what an agent puts in its prompt at the next turn, under a token budget.
 
 It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
-relevant to the turn (from the tenant's other threads too, current heads only, not repeating what the
-summary or the recent turns already say), the tenant's open plans, the thread's last turns — and hands
+relevant to the turn (from the tenant's other threads too, current heads only, above a relevance floor,
+not repeating what the summary or the recent turns already say, near-identical ones at most `alike` times), the tenant's open plans, the thread's last turns — and hands
 them to the pure packer (policies/context_card.py), which keeps the card within the budget and renders
 it in a stable order. Tokens are counted with `deps.tokenizer`.
 
@@ -56,12 +56,11 @@ class CardRecipe:
     """How a card recalls long-term memory. Named (RECIPES), so the bench measures them side by side."""
 
     # Past search's first `head` hits, a hit less similar to the turn than `relative_floor` × the best hit's
-    # similarity, or than `min_similarity`, is not offered to the card: a turn about little the tenant said
+    # similarity is not offered to the card: a turn about little the tenant said
     # gets a small card, not one filled with loosely related memories. The head is kept whatever its cosine:
     # search ranked it first (keywords, reranker), and a fact a turn implies is rarely close to it in
     # embedding space ("a table for dinner" → "vegetarian") (docs/benchmarks.md, context cards).
     relative_floor: float = 0.5
-    min_similarity: float = 0.0
     head: int = 10
     # At most `alike` near-identical memories (most words shared) go in, the best ranked: the rest add
     # tokens, not facts (0: no limit).
@@ -211,16 +210,17 @@ def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
 def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.SearchHit]:
     """Search's head, and the hits after it above the recipe's relevance floor, in search's order."""
     best = max((h.similarity for h in hits), default=0.0)
-    floor = max(plan.min_similarity, plan.relative_floor * best)
+    floor = plan.relative_floor * best
     return [h for i, h in enumerate(hits) if i < plan.head or h.similarity >= floor]
 
 
 def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
-              alike: int = 1) -> Section:
+              alike: int = CardRecipe.alike) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
     evidence is all among the shown turns and summary, or whose words restate them — and past `alike`
     near-identical ones, the lower ranked (policies/context_card.distinct)."""
-    fresh = [(rank, hit) for rank, hit in ranked if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
+    fresh = [(rank, hit) for rank, hit in ranked
+             if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
     texts = [_text(hit.memory) for _, hit in fresh]
     new = distinct(texts, shown, alike=alike)
     return Section("memories", tuple(
