@@ -2,9 +2,9 @@
 
 It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
 relevant to the turn (from the tenant's other threads too, current heads only, above a relevance floor,
-not repeating what the summary or the recent turns already say, near-identical ones at most `alike` times), the tenant's open plans, the thread's last turns — and hands
-them to the pure packer (policies/context_card.py), which keeps the card within the budget and renders
-it in a stable order. Tokens are counted with `deps.tokenizer`.
+not repeating what the summary or the recent turns already say, near-identical ones at most `alike`
+times), the tenant's open plans, the thread's last turns — and hands them to the pure packer
+(policies/context_card.py), which keeps the card within the budget and renders it in a stable order. Tokens are counted with `deps.tokenizer`.
 
 Reads only: a card writes nothing, so building one twice gives the same text for the same state.
 """
