@@ -210,7 +210,8 @@ def _thread_scope(conv: Conversation, thread: str) -> Any:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     budgets = [int(b) for b in str(args.budgets).split(",")]
-    convs = load(args.data, args.limit_conversations)
+    skip = getattr(args, "skip_conversations", 0) or 0  # another subset than the first ones
+    convs = load(args.data, None if args.limit_conversations is None else skip + args.limit_conversations)[skip:]
     embedder = minilm()
     if getattr(args, "embed_cache", None):
         embedder = CachedEmbedder(embedder, Path(args.embed_cache))
@@ -295,6 +296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="card recipes (services/context.RECIPES) measured side by side, comma-separated")
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--limit-conversations", type=int, default=None)
+    p.add_argument("--skip-conversations", type=int, default=0, help="leave out the first N conversations")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
 
