@@ -196,7 +196,7 @@ def _hit(i: int, text: str, memory_type: MemoryType = MemoryType.FACT) -> "conte
 def test_a_plan_deep_in_the_search_order_does_not_push_out_a_better_ranked_memory(deps, store, monkeypatch) -> None:
     """Plans were valued flat (0.5) whatever their rank: a barely relevant plan took the place of the
     memories search ranked higher (on LoCoMo the plans section held ~340 of a 1,500-token card)."""
-    hits = [_hit(i, f"Priya noted fact number {i} about her garden.") for i in range(40)]
+    hits = [_hit(i, f"Priya noted item {i} in year {1980 + i}.") for i in range(40)]  # distinct: none restates another
     hits.append(_hit(40, "Priya will repaint her garden shed number 40.", MemoryType.PLAN))
     monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
     tok = HFTokenizer()
@@ -238,3 +238,77 @@ def test_the_next_card_of_a_thread_does_not_count_the_same_lines_again(deps, sto
 
     assert again.text == first.text and again.total == first.total
     assert not [t for t in counting.texts if t.startswith("- ") or t.startswith("## ")]
+
+
+def _similar(i: int, text: str, similarity: float, evidence: list[str] | None = None) -> "context.search.SearchHit":
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    memory = Memory(memory_id=f"sim-{i:03d}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now,
+                    evidence=evidence if evidence is not None else [f"turn-{i}"])
+    return context.search.SearchHit(memory=memory, score=1.0 - i / 100, similarity=similarity)
+
+
+def test_the_card_spends_no_budget_on_memories_that_are_not_relevant_to_the_turn(deps, store, monkeypatch) -> None:
+    """Search always answers with its top k, relevant or not: without a floor a live thread's card filled its
+    budget with loosely related memories (300-turn thread: 5.9x smaller than the flat history, not 10x).
+    Past search's head, a hit far less similar to the turn than the best one is not offered."""
+    head = context.RECIPES["default"].head
+    relevant = [_similar(0, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.82),
+                _similar(1, "Priya loves seafood restaurants in Lisbon.", 0.74)]
+    loose = [_similar(i, f"Priya mentioned item {i} of year {1980 + i}.", 0.15) for i in range(2, 40)]
+    close = _similar(40, "Priya asked for a quiet table near the window.", 0.7)  # past the head, yet relevant
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: [*relevant, *loose, close])
+
+    result = card(deps, store, sections=["memories"], budget_tokens=1500)
+
+    assert [e.key for e in result.kept["memories"]] == [f"sim-{i:03d}" for i in range(head)] + ["sim-040"]
+    assert not result.cut  # left out as irrelevant, not cut by the budget
+
+
+def test_without_a_floor_the_same_card_fills_its_budget(deps, store, monkeypatch) -> None:
+    """The recipe without the floor, as the bench compares it: every hit goes in while it fits."""
+    hits = [_similar(0, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.82),
+            *(_similar(i, f"Priya mentioned item {i} of year {1980 + i}.", 0.15) for i in range(1, 40))]
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
+
+    result = card(deps, store, sections=["memories"], budget_tokens=1500, recipe="no_floor")
+
+    assert len(result.kept["memories"]) == 40
+
+
+def test_an_unknown_card_recipe_is_refused(deps, store) -> None:
+    with pytest.raises(InvalidInput) as err:
+        card(deps, store, recipe="nope")
+    assert err.value.field == "recipe"
+
+
+def test_a_memory_restating_a_recent_turn_with_its_speaker_is_not_shown_again(service, deps, store,
+                                                                             monkeypatch) -> None:
+    """The rule extractor writes 'User: <turn>'; the card compared it with the turn's bare content, so the
+    speaker's word kept a restatement of a short shown turn under the 80 % share (a 300-turn thread's card
+    repeated its small talk)."""
+    turn = "Pouring rain all Monday."
+    ingest.add(deps, store, scope=NEW, messages=[{"role": "user", "content": turn}])
+    service.drain()
+    hits = [_similar(0, f"User: {turn}", 0.9, evidence=["elsewhere"]),
+            _similar(1, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.8)]
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
+
+    result = card(deps, store, sections=["memories", "recent"])
+
+    assert [e.key for e in result.kept["memories"]] == ["sim-001"]
+
+
+def test_near_identical_memories_past_a_few_take_no_budget(deps, store, monkeypatch) -> None:
+    """Near-identical memories (small talk said every evening) filled a live thread's card: past the best
+    ranked few, the others add nothing but tokens."""
+    alike = context.RECIPES["default"].alike
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    hits = [_similar(i, f"Priya had a long {day} today, pouring with rain from start to finish.", 0.8 - i / 100)
+            for i, day in enumerate(days)]
+    hits.append(_similar(9, "Priya booked a table at Cervejaria Ramiro for Friday.", 0.7))
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: hits)
+
+    result = card(deps, store, sections=["memories"])
+
+    assert 1 <= alike < len(days)
+    assert [e.key for e in result.kept["memories"]] == [f"sim-{i:03d}" for i in range(alike)] + ["sim-009"]

@@ -165,3 +165,18 @@ def test_no_shortening_is_counted_when_the_room_left_is_below_its_first_sentence
 
     assert [e.key for e in card.kept["memories"]] == ["fill"]
     assert not [t for t in tok.texts if t.endswith("…")]
+
+
+def test_distinct_keeps_the_first_of_near_identical_texts_and_what_is_new() -> None:
+    from memlane.policies.context_card import distinct
+
+    texts = ["User: Long Monday today, pouring with rain from start to finish.",
+             "User: Long Monday today, windy with rain from start to finish.",  # one word changed
+             "User: Long Monday today.",  # shorter: every word of it was said
+             "Noor booked the Bristol 10K for the 14th of September."]
+    shown = ["[2026-06-01] user: Long Monday today, pouring with rain from start to finish."]
+
+    assert distinct(texts, []) == [True, False, False, True]
+    assert distinct(texts, shown) == [False, False, False, True]  # the first restates a shown turn
+    assert distinct(texts, [], alike=2) == [True, True, False, True]  # two alike may go in, not a third
+    assert distinct(texts, [], alike=0) == [True, True, True, True]

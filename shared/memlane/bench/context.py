@@ -13,7 +13,9 @@ own service) is built with the question as its query, at each budget. Beside it,
 Per method, budget and question category: *prompt recall* (the share of the question's evidence turns
 the prompt holds — as a recent turn, a summary sentence's citation or a memory's evidence), tokens of the
 prompt against the flat full history (every turn, same line format, same tokenizer), and p50/p95 latency
-of building it. Tokens are counted with the service's tokenizer (deps.tokenizer), not words.
+of building it (wall and CPU time). Tokens are counted with the service's tokenizer (deps.tokenizer), not
+words. ``--recipes`` builds the card with other recipes of services/context.RECIPES on the same state, side by
+side (``card:<recipe>``); every figure is also given per conversation.
 """
 
 from __future__ import annotations
@@ -87,26 +89,33 @@ class Tally:
     """Per method, budget and category: recall, tokens, ratio to the full history, latencies."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, int, int], list[tuple[float, int, float, float]]] = defaultdict(list)
+        self.rows: dict[tuple[str, int, int, str], list[tuple[float, int, float, float, float]]] = defaultdict(list)
 
     def add(self, method: str, budget: int, category: int, recall_: float, tokens: int, full: int,
-            ms: float) -> None:
-        self.rows[(method, budget, category)].append((recall_, tokens, full / max(tokens, 1), ms))
+            ms: float, conversation: str = "", cpu_ms: float | None = None) -> None:
+        self.rows[(method, budget, category, conversation)].append(
+            (recall_, tokens, full / max(tokens, 1), ms, ms if cpu_ms is None else cpu_ms))
 
-    def summary(self, method: str, budget: int, categories: Iterable[int] | None) -> dict[str, Any]:
-        rows = [r for (m, b, c), rs in self.rows.items() if m == method and b == budget
-                and (categories is None or c in categories) for r in rs]
+    def methods(self) -> list[str]:
+        return list(dict.fromkeys(m for m, _, _, _ in self.rows))
+
+    def summary(self, method: str, budget: int, categories: Iterable[int] | None,
+                conversation: str | None = None) -> dict[str, Any]:
+        rows = [r for (m, b, c, v), rs in self.rows.items() if m == method and b == budget
+                and (categories is None or c in categories) and conversation in (None, v) for r in rs]
         if not rows:
             return {"questions": 0}
         n = len(rows)
         tokens = sum(r[1] for r in rows) / n
         full = sum(r[1] * r[2] for r in rows) / n  # mean full-history tokens of these questions
-        latencies = [r[3] for r in rows]
+        latencies, cpu = [r[3] for r in rows], [r[4] for r in rows]
         return {"questions": n, "recall": round(sum(r[0] for r in rows) / n, 4),
                 "all_hit": round(sum(1 for r in rows if r[0] >= 1.0) / n, 4),
                 "tokens_mean": round(tokens, 1), "ratio_vs_full": round(full / max(tokens, 1e-9), 2),
                 "latency_ms": {"p50": round(metrics.percentile(latencies, 50), 2),
-                               "p95": round(metrics.percentile(latencies, 95), 2)}}
+                               "p95": round(metrics.percentile(latencies, 95), 2)},
+                # CPU time of the process while building: what the load of a shared machine moves least.
+                "cpu_ms": {"p50": round(metrics.percentile(cpu, 50), 2), "p95": round(metrics.percentile(cpu, 95), 2)}}
 
 
 def thread_of(session: int, per: str) -> str:
@@ -128,8 +137,16 @@ class _Threads(Memlane):
         return scope if session is None else {**scope, "run_id": thread_of(session, self.per)}
 
 
+def card_method(recipe: str) -> str:
+    """The method name of a card recipe in the report: `card` for the shipped one, `card:<recipe>` beside it."""
+    from ..services.context import DEFAULT_RECIPE
+
+    return "card" if recipe == DEFAULT_RECIPE else f"card:{recipe}"
+
+
 def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], recent: int,
-             progress: Progress | None = None, per: str = "session") -> tuple[Tally, list[int], dict[str, Any]]:
+             progress: Progress | None = None, per: str = "session",
+             recipes: Sequence[str] = ("default",)) -> tuple[Tally, list[int], dict[str, Any]]:
     from ..services import context
     from ..services.search import search
 
@@ -153,19 +170,20 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
             progress.update(len(conv.turns), f"{conv.sample_id}: questions")
         for q in conv.questions:
             for budget in budgets:
-                t0 = time.perf_counter()
-                card = context.build(deps, STORE, app_id=APP, tenant_id=conv.sample_id, thread_id=thread,
-                                     query=q.text, budget_tokens=budget, recent_messages=recent)
-                ms = (time.perf_counter() - t0) * 1000
-                tally.add("card", budget, q.category, recall(card.evidence, ours.turn_of, q.evidence), card.total,
-                          full, ms)
+                for recipe in recipes:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    card = context.build(deps, STORE, app_id=APP, tenant_id=conv.sample_id, thread_id=thread,
+                                         query=q.text, budget_tokens=budget, recent_messages=recent, recipe=recipe)
+                    ms, cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+                    tally.add(card_method(recipe), budget, q.category, recall(card.evidence, ours.turn_of, q.evidence),
+                              card.total, full, ms, conv.sample_id, cpu)
 
                 t0 = time.perf_counter()
                 kept, tokens = last_turns(lines, budget, tokenizer, counts)
                 ms = (time.perf_counter() - t0) * 1000
                 held = {conv.turns[i].dia_id for i in kept}
                 tally.add("last_turns", budget, q.category, sum(e in held for e in set(q.evidence)) / len(set(q.evidence)),
-                          tokens, full, ms)
+                          tokens, full, ms, conv.sample_id)
 
             t0 = time.perf_counter()
             hits = search(deps, STORE, query=q.text, scope=ours.scope(conv), top_k=SEARCH_K)
@@ -176,7 +194,8 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
                 covered, tokens = top_k(pairs, budget, tokenizer)
                 ms = search_ms + (time.perf_counter() - t0) * 1000
                 tally.add("search_top_k", budget, q.category,
-                          sum(e in covered for e in set(q.evidence)) / len(set(q.evidence)), tokens, full, ms)
+                          sum(e in covered for e in set(q.evidence)) / len(set(q.evidence)), tokens, full, ms,
+                          conv.sample_id)
             if progress:
                 progress.update(1, f"{conv.sample_id}: questions")
     return tally, fulls, summaries
@@ -191,7 +210,8 @@ def _thread_scope(conv: Conversation, thread: str) -> Any:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     budgets = [int(b) for b in str(args.budgets).split(",")]
-    convs = load(args.data, args.limit_conversations)
+    skip = getattr(args, "skip_conversations", 0) or 0  # another subset than the first ones
+    convs = load(args.data, None if args.limit_conversations is None else skip + args.limit_conversations)[skip:]
     embedder = minilm()
     if getattr(args, "embed_cache", None):
         embedder = CachedEmbedder(embedder, Path(args.embed_cache))
@@ -202,7 +222,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ours = _Threads(embedder, data_dir / "memlane", per)
     progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs), "starting")
     try:
-        tally, fulls, summaries = evaluate(convs, ours, budgets, args.recent, progress, per)
+        load_start = os.getloadavg()[0]
+        recipes = [r for r in str(getattr(args, "recipes", "default")).split(",") if r]
+        tally, fulls, summaries = evaluate(convs, ours, budgets, args.recent, progress, per, recipes)
         tokenizer = ours.deps.tokenizer.name  # type: ignore[union-attr]
     finally:
         progress.close()
@@ -212,7 +234,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     categories = sorted({c.category for conv in convs for c in conv.questions})
     methods = {m: {str(b): {"all": tally.summary(m, b, HEADLINE),
                             **{str(c): tally.summary(m, b, (c,)) for c in categories}} for b in budgets}
-               for m in METHODS}
+               for m in tally.methods()}
+    # Per conversation (categories 1-4): an idea is kept only if it helps on each, not just on the mean.
+    per_conversation = {c.sample_id: {m: {str(b): tally.summary(m, b, HEADLINE, c.sample_id) for b in budgets}
+                                      for m in tally.methods()} for c in convs}
     return {
         "dataset": Path(args.data).name, "conversations": [c.sample_id for c in convs],
         "questions": {"headline": sum(1 for c in convs for q in c.questions if q.category in HEADLINE),
@@ -220,8 +245,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "budgets": budgets, "recent_messages": args.recent, "tokenizer": tokenizer, "embedder": embedder.name,
         "full_history_tokens_mean": round(sum(fulls) / max(len(fulls), 1), 1),
         "threads": summaries, "memories": ours.memories, "failed_tasks": ours.failed_tasks,
-        "methods": methods,
-        "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
+        "methods": methods, "per_conversation": per_conversation,
+        "machine": {**machine(), "loadavg_1m_start": round(load_start, 2),
+                    "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -231,19 +257,31 @@ def format_report(report: dict[str, Any]) -> str:
            f"next turn of each conversation's last session; tokens by {report['tokenizer']}; full history "
            f"{report['full_history_tokens_mean']:,.0f} tokens on average; one thread per {report['threads']['per']}, "
            f"summaries on {report['threads']['with_summary']}/{report['threads']['threads']} threads", ""]
+    methods = list(report["methods"])
     rows = []
     for budget in report["budgets"]:
-        for method in METHODS:
+        for method in methods:
             s = report["methods"][method][str(budget)]["all"]
+            cpu = s.get("cpu_ms", {})
             rows.append([budget, method, s["recall"], s["all_hit"], s["tokens_mean"], f"{s['ratio_vs_full']:.1f}x",
-                         s["latency_ms"]["p50"], s["latency_ms"]["p95"]])
+                         s["latency_ms"]["p50"], s["latency_ms"]["p95"], cpu.get("p50", "-"), cpu.get("p95", "-")])
     out.append(table(["budget", "method", "prompt recall", "all evidence", "tokens", "fewer than full",
-                      "p50 ms", "p95 ms"], rows))
+                      "p50 ms", "p95 ms", "CPU p50 ms", "CPU p95 ms"], rows))
     cats = [c for c in next(iter(report["methods"]["card"].values())) if c != "all"]
     out += ["", "prompt recall by category:"]
     crow = [[budget, method, *(report["methods"][method][str(budget)][c].get("recall", "-") for c in cats)]
-            for budget in report["budgets"] for method in METHODS]
+            for budget in report["budgets"] for method in methods]
     out.append(table(["budget", "method", *(f"{c} {CATEGORY_NAMES.get(int(c), '')}" for c in cats)], crow))
+    per = report.get("per_conversation", {})
+    if len(per) > 1:
+        out += ["", "prompt recall and fewer-than-full by conversation (categories 1-4):"]
+        prow = [[budget, method, *(f"{per[c][method][str(budget)].get('recall', '-')} / "
+                                   f"{per[c][method][str(budget)].get('ratio_vs_full', 0):.1f}x" for c in per)]
+                for budget in report["budgets"] for method in methods]
+        out.append(table(["budget", "method", *per], prow))
+    m = report.get("machine", {})
+    if "loadavg_1m_start" in m:
+        out += ["", f"load average (1 min) {m['loadavg_1m_start']} at start, {m['loadavg_1m_end']} at end"]
     return "\n".join(out)
 
 
@@ -254,8 +292,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recent", type=int, default=6, help="recent messages asked for in the card")
     p.add_argument("--threads", choices=THREADS, default="session",
                    help="add each LoCoMo session to its own thread (default) or all to one thread per conversation")
+    p.add_argument("--recipes", default="default",
+                   help="card recipes (services/context.RECIPES) measured side by side, comma-separated")
     p.add_argument("--json", dest="json_out", type=Path, help="write the full report here")
     p.add_argument("--limit-conversations", type=int, default=None)
+    p.add_argument("--skip-conversations", type=int, default=0, help="leave out the first N conversations")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
 

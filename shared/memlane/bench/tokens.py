@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ..services import context, ingest, stores, threads
 
     started = time.monotonic()
+    compare = [r for r in str(getattr(args, "compare", "") or "").split(",") if r]
     script = _script(args)
     last = min(args.turns, len(script.turns) - 1)
     prompts = list(range(0, last + 1, 2))  # user turns: the even indexes
@@ -181,6 +182,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 card_ms = (time.perf_counter() - t0) * 1000
                 rows.append(_row(script, t, counts, fixed, card, summary, turn_of, recent=args.recent, idle=idle,
                                  card_ms=card_ms))
+                # The same turn's card by the other recipes, on the same state: side by side.
+                rows[-1]["recipes"] = {name: _variant(script, t, fixed, turn_of, context.build(
+                    deps, STORE, app_id=APP, tenant_id=TENANT, thread_id=THREAD, query=script.turns[t][1],
+                    budget_tokens=args.budget, recent_messages=args.recent, recipe=name)) for name in compare}
                 if bar:
                     bar.update(1, f"turn {t}")
                 if t == prompts[-1]:
@@ -221,6 +226,14 @@ def _row(script: live_thread.Script, t: int, counts: Sequence[int], fixed: int, 
     return row
 
 
+def _variant(script: live_thread.Script, t: int, fixed: int, turn_of: Mapping[str, int], card: Any) -> dict[str, Any]:
+    """A compared recipe's card at turn `t`: its prompt size, sections and evidence recall."""
+    row: dict[str, Any] = {"card": fixed + card.total, "card_sections": dict(card.tokens)}
+    if t in script.needs:
+        row["recall"] = round(recall(held_turns(card.evidence, turn_of), script.needs[t]), 3)
+    return row
+
+
 def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dict[str, Any]], embedder: str,
             tokenizer: str, started: float) -> dict[str, Any]:
     with_needs = [r for r in rows if "recall" in r]
@@ -239,6 +252,12 @@ def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dic
         "evidence_recall": {m: round(sum(r["recall"][m] for r in with_needs) / max(len(with_needs), 1), 3)
                             for m in methods},
         "stale_only": sum(1 for r in with_stale if r["stale_only"]),
+        "recipes": {name: {"total": sum(r["recipes"][name]["card"] for r in rows),
+                           "last_turn": rows[-1]["recipes"][name]["card"],
+                           "evidence_recall": round(sum(r["recipes"][name]["recall"] for r in with_needs)
+                                                    / max(len(with_needs), 1), 3)}
+                    for name in rows[-1].get("recipes", {})},
+        "recipe": _default_recipe(),
         "summary": {"refreshes": len(refreshed), "refresh_turns": refreshed,
                     "covered_turn_at_end": rows[-1]["summary_covered_turn"]},
         "lagging_turns": sum(1 for r in rows if not r["worker_idle"]),
@@ -248,6 +267,12 @@ def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dic
         "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
+
+
+def _default_recipe() -> str:
+    from ..services.context import DEFAULT_RECIPE
+
+    return DEFAULT_RECIPE
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -278,6 +303,15 @@ def format_report(r: dict[str, Any]) -> str:
                 f"at {r['stale_only']} of {conv['turns_with_changed_facts']} turns needing a changed fact; "
                 f"{r['lagging_turns']} turns arrived with the worker still busy; card p50 {r['card_ms']['p50']} ms, "
                 f"p95 {r['card_ms']['p95']} ms"]
+    if r.get("recipes"):
+        last = r["rows"][-1]
+        out += ["", f"card recipes side by side (services/context.RECIPES; `card` above is `{r.get('recipe')}`):",
+                table(["recipe", "prompt tokens, all prompts", "last prompt", "flat/card at last prompt",
+                       "evidence recall"],
+                      [[r.get("recipe"), t["card"], r["last_turn"]["card"], f"{last['flat'] / last['card']:.1f}x",
+                        r["evidence_recall"]["card"]],
+                       *([name, v["total"], v["last_turn"], f"{last['flat'] / v['last_turn']:.1f}x",
+                          v["evidence_recall"]] for name, v in r["recipes"].items())])]
     detail = [[x["turn"], " ".join(map(str, x["needs"])), " ".join(map(str, x.get("stale", []))) or "-",
                x["recall"]["window"], x["recall"]["card"], "yes" if x.get("stale_only") else ""]
               for x in r["rows"] if "recall" in x]
@@ -310,6 +344,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--think-seconds", type=float, default=5.0,
                    help="at most this long between an exchange and the next user turn (the worker's head start)")
     p.add_argument("--embedder", choices=("auto", "minilm", "hashing"), default="auto")
+    p.add_argument("--compare", default="no_floor",
+                   help="card recipes (services/context.RECIPES) also built at every prompt, side by side")
     p.add_argument("--json", dest="json_out", type=Path)
     p.add_argument("--png", type=Path, default=Path("tokens.png"), help="plot file (default tokens.png)")
 

@@ -128,6 +128,23 @@ def restated_in(shown: Sequence[str], share: float = 0.8) -> Callable[[str], boo
     return test
 
 
+def distinct(texts: Sequence[str], shown: Sequence[str], share: float = 0.8, alike: int = 1) -> list[bool]:
+    """For each of `texts` in order: whether it goes in — it does not restate one of `shown`, and fewer than
+    `alike` earlier texts that went in say (near enough) the same. Small talk said every evening is one
+    line of the card, not thirty; a fact said in two sessions keeps both (0: no limit)."""
+    said = restated_in(shown, share)
+    kept: list[frozenset[str]] = []
+    out = []
+    for text in texts:
+        words = _words(text)
+        new = not said(text) and not (alike and words and
+                                      sum(len(words & k) >= share * len(words) for k in kept) >= alike)
+        if new:
+            kept.append(words)
+        out.append(new)
+    return out
+
+
 def render(kept: Mapping[str, Sequence[Entry]]) -> str:
     """The card's text: sections in the fixed order, entries in their own order."""
     return "\n\n".join(_block(n, sorted(kept[n], key=lambda e: (e.position, e.key)))

@@ -1,10 +1,10 @@
 """The context card of a thread: what an agent puts in its prompt at the next turn, under a token budget.
 
 It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
-relevant to the turn (from the tenant's other threads too, current heads only, not repeating what the
-summary or the recent turns already say), the tenant's open plans, the thread's last turns — and hands
-them to the pure packer (policies/context_card.py), which keeps the card within the budget and renders
-it in a stable order. Tokens are counted with `deps.tokenizer`.
+relevant to the turn (from the tenant's other threads too, current heads only, above a relevance floor,
+not repeating what the summary or the recent turns already say, near-identical ones at most `alike`
+times), the tenant's open plans, the thread's last turns — and hands them to the pure packer
+(policies/context_card.py), which keeps the card within the budget and renders it in a stable order. Tokens are counted with `deps.tokenizer`.
 
 Reads only: a card writes nothing, so building one twice gives the same text for the same state.
 """
@@ -14,14 +14,15 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
 from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
-from ..domain.models import MemoryType, Message, ScopeInfo, ThreadSummary
+from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
-from ..policies.context_card import SECTIONS, Card, Entry, Section, pack, restated_in
+from ..policies.context_card import SECTIONS, Card, Entry, Section, distinct, pack
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
 from .deps import Deps
@@ -50,10 +51,39 @@ RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
 LINE_COUNTS, LINE_CHARS = 50_000, 2_000
 
 
+@dataclass(frozen=True)
+class CardRecipe:
+    """How a card recalls long-term memory. Named (RECIPES), so the bench measures them side by side."""
+
+    # Past search's first `head` hits, a hit less similar to the turn than `relative_floor` × the best hit's
+    # similarity is not offered to the card: a turn about little the tenant said
+    # gets a small card, not one filled with loosely related memories. The head is kept whatever its cosine:
+    # search ranked it first (keywords, reranker), and a fact a turn implies is rarely close to it in
+    # embedding space ("a table for dinner" → "vegetarian") (docs/benchmarks.md, context cards).
+    relative_floor: float = 0.5
+    head: int = 10
+    # At most `alike` near-identical memories (most words shared) go in, the best ranked: the rest add
+    # tokens, not facts (0: no limit).
+    alike: int = 3
+    record_types: tuple[str, ...] = ("memory",)  # what search may return: memories, raw messages too
+
+
+RECIPES = {
+    "default": CardRecipe(),
+    "no_floor": CardRecipe(relative_floor=0.0, alike=0),  # the card before both (the comparison)
+    "floor_only": CardRecipe(alike=0),
+    "alike1": CardRecipe(alike=1),
+    "alike2": CardRecipe(alike=2),
+    "messages": CardRecipe(record_types=("memory", "message")),
+}
+DEFAULT_RECIPE = "default"
+
+
 def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
           query: str | None = None, budget_tokens: int = DEFAULT_BUDGET, recent_messages: int = DEFAULT_RECENT,
-          sections: Sequence[str] | None = None) -> Card:
+          sections: Sequence[str] | None = None, recipe: str = DEFAULT_RECIPE) -> Card:
     wanted = _check(budget_tokens, recent_messages, sections, query)
+    plan = _recipe(recipe)
     if deps.tokenizer is None:
         raise DependencyFailed("no tokenizer is configured to count the card's tokens", code="tokenizer_unavailable")
     deps.repo.get_store(store)  # unknown store → 404
@@ -80,18 +110,19 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
-        ranked = list(enumerate(_recall(deps, store, scope, query, budget_tokens)))  # rank: search's order
+        ranked = list(enumerate(_relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
         if "plans" in wanted:
             parts.append(_plans(summary, ahead))
         if "memories" in wanted:
-            shown = [m.content for m in recent] + ([s.text for s in summary.sentences] if summary else [])
+            # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
+            shown = [_turn(m) for m in recent] + ([s.text for s in summary.sentences] if summary else [])
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
             parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered))
+                                   covered, plan.alike))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
@@ -136,6 +167,12 @@ def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str 
     return set(sections) if sections is not None else set(SECTIONS)
 
 
+def _recipe(name: str) -> CardRecipe:
+    if name not in RECIPES:
+        raise InvalidInput(f"unknown card recipe '{name}'; one of {', '.join(RECIPES)}", field="recipe")
+    return RECIPES[name]
+
+
 def _last_messages(deps: Deps, store: str, scope: Scope, n: int) -> list[Message]:
     newest_first, _ = deps.repo.list_messages(store, scope, limit=n, cursor=None, forward=False)
     return list(reversed(newest_first))
@@ -160,27 +197,41 @@ def _lines(name: str, text: str) -> Section:
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
 
 
-def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int) -> list[search.SearchHit]:
+def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
+            plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> list[search.SearchHit]:
     """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
     if not query:
         return []
     top_k = max(MIN_CANDIDATES, min(limits.MAX_TOP_K, budget // TOKENS_PER_CANDIDATE))
     return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
-                         top_k=top_k)
+                         top_k=top_k, record_types=list(plan.record_types))
 
 
-def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str]) -> Section:
+def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.SearchHit]:
+    """Search's head, and the hits after it above the recipe's relevance floor, in search's order."""
+    best = max((h.similarity for h in hits), default=0.0)
+    floor = plan.relative_floor * best
+    return [h for i, h in enumerate(hits) if i < plan.head or h.similarity >= floor]
+
+
+def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
+              alike: int = CardRecipe.alike) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
-    evidence is all among the shown turns and summary, or whose words restate them."""
-    entries = []
-    said = restated_in(shown)
-    for rank, hit in ranked:
-        m = hit.memory
-        if (m.evidence and set(m.evidence) <= covered) or said(m.text):
-            continue
-        entries.append(Entry(m.memory_id, _dated(m.text, m.event_time or m.observed_at), RANK_DECAY ** rank,
-                             rank, tuple(m.evidence)))
-    return Section("memories", tuple(entries))
+    evidence is all among the shown turns and summary, or whose words restate them — and past `alike`
+    near-identical ones, the lower ranked (policies/context_card.distinct)."""
+    fresh = [(rank, hit) for rank, hit in ranked
+             if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
+    texts = [_text(hit.memory) for _, hit in fresh]
+    new = distinct(texts, shown, alike=alike)
+    return Section("memories", tuple(
+        Entry(hit.memory.memory_id, _dated(text, hit.memory.event_time or hit.memory.observed_at), RANK_DECAY ** rank,
+              rank, tuple(hit.memory.evidence))
+        for (rank, hit), text, keep in zip(fresh, texts, new) if keep))
+
+
+def _text(m: Memory) -> str:
+    """A memory's line; a message found as a record says who said it, as a turn does."""
+    return m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
 
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]]) -> Section:

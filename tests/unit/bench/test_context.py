@@ -64,3 +64,17 @@ def test_one_thread_per_conversation_puts_every_session_in_the_same_thread(tmp_p
     assert report["threads"] == {"per": "conversation", "threads": 1, "with_summary": 0}
     args.threads, args.data_dir = "session", str(tmp_path / "data2")
     assert bench.run(args)["threads"] == {"per": "session", "threads": 2, "with_summary": 0}
+
+
+def test_card_recipes_are_measured_side_by_side_and_per_conversation(tmp_path: Path, minilm) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(SAMPLE))
+    args = argparse.Namespace(data=data, limit_conversations=None, budgets="40", recent=4, json_out=None,
+                              data_dir=str(tmp_path / "data"), embed_cache=None, recipes="default,no_floor")
+    report = bench.run(args)
+    assert {"card", "card:no_floor", "last_turns", "search_top_k"} <= set(report["methods"])
+    row = report["methods"]["card:no_floor"]["40"]["all"]
+    assert row["cpu_ms"]["p95"] >= row["cpu_ms"]["p50"] >= 0
+    conv = next(iter(report["per_conversation"].values()))
+    assert conv["card"]["40"]["questions"] == report["methods"]["card"]["40"]["all"]["questions"]
+    assert "load average" in bench.format_report(report) and "card:no_floor" in bench.format_report(report)

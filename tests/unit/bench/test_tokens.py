@@ -165,3 +165,11 @@ def test_the_report_prints_checkpoints_with_the_ratio_and_stays_quiet_off_a_term
     png = tokens.plot(report, tmp_path / "t.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert tokens.progress(10, stream=io.StringIO()) is None  # not a terminal: no progress line
+
+
+def test_compared_card_recipes_are_built_at_every_prompt_side_by_side(tmp_path: Path) -> None:
+    r = tokens.run(_args(tmp_path, turns=12, compare="no_floor"))
+    assert all(set(row["recipes"]) == {"no_floor"} for row in r["rows"])
+    assert all(row["recipes"]["no_floor"]["card"] <= row["fixed"] + 600 for row in r["rows"])
+    assert r["recipes"]["no_floor"]["total"] == sum(row["recipes"]["no_floor"]["card"] for row in r["rows"])
+    assert r["recipe"] == "default" and "| no_floor " in tokens.format_report(r)
