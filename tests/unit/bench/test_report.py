@@ -81,3 +81,45 @@ def test_a_doc_without_the_markers_is_refused(tree):
     (tree / "benchmarks.md").write_text("# Benchmarks\n")
     with pytest.raises(report.ResultsInvalid, match="bench:locomo"):
         report.regenerate(tree / "benchmarks.md", tree / "results")
+
+
+# -- the real doc and results: the LoCoMo section is generated, not hand-edited --------------------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[3]
+DEVELOPMENT_LOG = "### What each idea gained or lost"  # harness runs kept as a log: no results file behind them
+
+
+def _locomo_section() -> str:
+    doc = (REPO / "docs" / "benchmarks.md").read_text()
+    return doc[doc.index("## 1. LoCoMo"):doc.index("\n## 2. ")]
+
+
+def test_the_doc_is_what_the_results_give():
+    assert report.regenerate(REPO / "docs" / "benchmarks.md", REPO / "bench" / "results", check=True) is False, \
+        "docs/benchmarks.md is stale: run memlane bench report"
+
+
+def test_every_figure_table_of_the_locomo_section_sits_between_markers():
+    import re
+
+    section = _locomo_section()
+    section = section[:section.index(DEVELOPMENT_LOG)] if DEVELOPMENT_LOG in section else section
+    outside = re.sub(r"<!-- bench:([\w-]+) -->\n.*?<!-- /bench:\1 -->", "", section, flags=re.S)
+    # a figure table holds measured values (0.801); a table describing the methods does not
+    figures = [line for line in outside.splitlines() if line.startswith("|") and re.search(r"\b\d\.\d{3}\b", line)]
+    assert figures == [], "hand-edited figure tables in docs/benchmarks.md section 1"
+
+
+def test_a_results_file_from_before_provenance_renders_its_recall_at_k_tables():
+    legacy = {"dataset": "locomo-dev.json", "questions": 1154, "turns": 3435, "elapsed_s": 101.3,
+              "question_counts": {"headline": 882, "adversarial": 272}, "machine": {"loadavg_1m_end": 2.19},
+              "memlane": {"memories": 2772, "failed_tasks": 0},
+              "methods": {n: {"recall@1": v, "recall@5": v, "recall@10": v, "recall@20": v, "all_hit@10": v,
+                              "recall@1000tok": v, "latency_ms": {"p50": 11.07, "p95": 14.04},
+                              "by_category": {"1": {"name": "multi-hop", "questions": 171, "recall@10": v,
+                                                    "all_hit@10": v, "recall@1000tok": v}}}
+                          for n, v in (("memlane", 0.8014), ("bm25", 0.6112))}}
+    text = report.render_legacy(legacy, "locomo-dev-before13.json")
+    [row] = [line for line in text.splitlines() if line.startswith("| **memlane**")]
+    assert [c.strip() for c in row.split("|")[2:5]] == ["0.801", "0.801", "0.801"]
+    assert "0.611" in text and "11.1" in text and "2,772" in text and "1 multi-hop (171)" in text
+    assert "no command" in text  # it says it cannot be rerun from its own record
