@@ -179,7 +179,9 @@ class AnswerScores:
                     "judge_accuracy": round(sum(judged) / len(judged), 4) if judged else None,
                     "context_tokens_mean": round(sum(g.context_tokens for g in items) / max(len(items), 1), 1),
                     "answer_ms": {"p50": round(metrics.percentile([g.answer_ms for g in items], 50), 1),
-                                  "p95": round(metrics.percentile([g.answer_ms for g in items], 95), 1)}}
+                                  "p95": round(metrics.percentile([g.answer_ms for g in items], 95), 1)},
+                    "judge_ms": {"p50": round(metrics.percentile([g.judge_ms for g in items], 50), 1),
+                                 "p95": round(metrics.percentile([g.judge_ms for g in items], 95), 1)}}
         overall = [g for c in headline for g in self.by_category.get(c, [])]
         return {**summary(overall),
                 "by_category": {str(c): {"name": names.get(c, str(c)), **summary(items)}

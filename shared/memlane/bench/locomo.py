@@ -807,9 +807,9 @@ def format_answers(setup: dict[str, Any]) -> str:
     methods = setup["methods"]
     out = [f"answer quality ({setup['answer_model']}, judge {setup['judge_model'] or 'none'}; "
            f"context {setup['budget_tokens']} tokens, from {', '.join(setup['from'])}; categories 1-4):",
-           table(["method", "judge accuracy", "F1", "context tokens", "answer p50 ms", "answer p95 ms"],
+           table(["method", "judge accuracy", "F1", "context tokens", "answer p50 ms", "answer p95 ms", "judge p50 ms"],
                  [[name, "-" if m["judge_accuracy"] is None else f"{m['judge_accuracy']:.3f}", f"{m['f1']:.3f}",
-                   m["context_tokens_mean"], m["answer_ms"]["p50"], m["answer_ms"]["p95"]]
+                   m["context_tokens_mean"], m["answer_ms"]["p50"], m["answer_ms"]["p95"], m["judge_ms"]["p50"]]
                   for name, m in methods.items()])]
     cats = sorted({c for m in methods.values() for c in m["by_category"]}, key=int)
     out += ["", "answers by category (judge accuracy / F1):",

@@ -198,6 +198,7 @@ def test_locomo_answers_from_results_and_cards_and_judges_over_http(tmp_path, re
         assert m["questions"] == 2, name  # categories 1-4 only: the adversarial one has no gold answer
         assert (m["judge_accuracy"], m["f1"]) == (1.0, 1.0), name
         assert 0 < m["context_tokens_mean"] <= 1000 and m["answer_ms"]["p95"] >= m["answer_ms"]["p50"] > 0
+        assert m["judge_ms"]["p95"] >= m["judge_ms"]["p50"] > 0
         assert m["by_category"]["4"]["judge_accuracy"] == 1.0 and m["by_category"]["1"]["name"] == "multi-hop"
     prompts = [(r["model"], r["messages"][-1]["content"]) for r in ReadingChat.seen]
     asked = [p for model, p in prompts if model == "answerer-1"]
