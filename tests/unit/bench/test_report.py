@@ -123,3 +123,29 @@ def test_a_results_file_from_before_provenance_renders_its_recall_at_k_tables():
     assert [c.strip() for c in row.split("|")[2:5]] == ["0.801", "0.801", "0.801"]
     assert "0.611" in text and "11.1" in text and "2,772" in text and "1 multi-hop (171)" in text
     assert "no command" in text  # it says it cannot be rerun from its own record
+
+
+def _with_questions(result, held):
+    out = copy.deepcopy(result)
+    out["per_question"] = {"conversation": ["a", "a", "b", "b"], "category": [1, 4, 2, 4],
+                           "held_out": {n: {k: list(v) for k in RECALLS} for n, v in held.items()}}
+    return out
+
+
+def test_memlane_is_paired_with_a_peer_run_apart_on_the_same_questions(tree):
+    # the peer ran alone (its own run, its own JSON): memlane − peer is paired question by question
+    main_run = _with_questions(RESULT, {"memlane": [1.0, 1.0, 0.5, 1.0], "bm25": [0.0, 1.0, 0.5, 0.0]})
+    peer = _with_questions({**RESULT, "methods": {"mem0": method(0.5, {"threshold": 0.0})}, "paired": {}},
+                           {"mem0": [0.0, 1.0, 0.5, 0.5]})
+    (tree / "results" / "locomo-dev.json").write_text(json.dumps(main_run))
+    (tree / "results" / "locomo-dev-mem0.json").write_text(json.dumps(peer))
+    (tree / "benchmarks.md").write_text("<!-- bench:locomo-vs-mem0 -->\n<!-- /bench:locomo-vs-mem0 -->\n")
+    report.regenerate(tree / "benchmarks.md", tree / "results")
+    text = (tree / "benchmarks.md").read_text()
+    [row] = [line for line in text.splitlines() if line.startswith("| recall@1000hf")]
+    assert row.split("|")[2].strip() == "+0.375"  # mean of 1, 0, 0, 0.5
+    other = copy.deepcopy(peer)
+    other["per_question"]["conversation"] = ["a", "b", "b", "b"]
+    (tree / "results" / "locomo-dev-mem0.json").write_text(json.dumps(other))
+    with pytest.raises(report.ResultsInvalid, match="not the same questions"):
+        report.regenerate(tree / "benchmarks.md", tree / "results")
