@@ -659,13 +659,14 @@ def answer_quality(grader: answers.Grader, collected: Collected, chosen: Chosen,
     """Every method's answers to the questions with a gold answer in categories 1-4 (bench/answers.py):
     from its held-out results (`results`), and from memlane's context card (`card`, methods <name>+card)."""
     by_id = {c.sample_id: c for c in convs}
+    held = {name: chosen.held_out(name) for name in chosen.values} if "results" in sources else {}
     scores: dict[str, answers.AnswerScores] = {}
     for i, (conv, q) in enumerate(collected.questions):
         if q.category not in HEADLINE or q.answer is None:
             continue
         if "results" in sources:
-            for name in chosen.values:
-                texts = [r.text for r in chosen.held_out(name)[i]]
+            for name, per_question in held.items():
+                texts = [r.text for r in per_question[i]]
                 scores.setdefault(name, answers.AnswerScores()).add(
                     q.category, grader.grade(q.text, q.answer, q.category, texts))
         if "card" in sources:
