@@ -932,7 +932,7 @@ def main(args: argparse.Namespace) -> int:
     print(format_report(report))
     made = ", ".join(f"{name}: {report[name]['memories']} memories from {report[name]['adds']} adds"
                      for name in report["methods"] if name.startswith("memlane"))
-    print(f"\n{report['turns']} turns ({made}), "
+    print(f"\n{report['turns']} turns{f' ({made})' if made else ''}, "
           f"{report['question_counts']['malformed_evidence_ids']} malformed evidence ids skipped, "
           f"{report['question_counts']['skipped_no_evidence']} questions without usable evidence; "
           f"{report['elapsed_s']} s")
