@@ -149,3 +149,21 @@ def test_memlane_is_paired_with_a_peer_run_apart_on_the_same_questions(tree):
     (tree / "results" / "locomo-dev-mem0.json").write_text(json.dumps(other))
     with pytest.raises(report.ResultsInvalid, match="not the same questions"):
         report.regenerate(tree / "benchmarks.md", tree / "results")
+
+
+def test_a_peer_with_nothing_to_tune_run_on_more_conversations_is_paired_on_ours():
+    # memlane ran on conversation a only; the peer (one grid point: its figures do not depend on which
+    # conversations chose its parameters) ran on a and b: the pair is memlane's questions of a
+    ours = _with_questions(RESULT, {"memlane": [1.0, 1.0, 0.5, 1.0]})
+    ours["per_question"] = {"conversation": ["a", "a"], "category": [1, 4],
+                            "held_out": {"memlane": {k: [1.0, 1.0] for k in RECALLS}}}
+    one_point = method(0.5, {"threshold": 0.0})
+    one_point["params"]["grid"] = [{"params": {"threshold": 0.0}, "objective_in_sample": 0.5}]
+    peer = _with_questions({**RESULT, "methods": {"mem0": one_point}, "paired": {}}, {"mem0": [0.0, 0.5, 1.0, 1.0]})
+    text = report.render_peer_pair(ours, "ours.json", peer, "peer.json")
+    [row] = [line for line in text.splitlines() if line.startswith("| recall@1000hf")]
+    assert row.split("|")[2].strip() == "+0.750" and "the same 2 questions" in text
+    tunable = copy.deepcopy(peer)
+    tunable["methods"]["mem0"]["params"]["grid"].append({"params": {"threshold": 0.5}, "objective_in_sample": 0.4})
+    with pytest.raises(report.ResultsInvalid, match="not the same questions"):
+        report.render_peer_pair(ours, "ours.json", tunable, "peer.json")
