@@ -17,11 +17,13 @@ Ollama's /v1, OpenAI) or Bedrock (`--answer-url bedrock`).
 
 from __future__ import annotations
 
+import argparse
 import re
 import string
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
 from pydantic import BaseModel, Field
@@ -138,7 +140,12 @@ class Grader:
         self.judge_prompt, self.clock = judge_prompt, clock
 
     def grade(self, question: str, gold: str, category: int, texts: Sequence[str]) -> Graded:
+        """From a method's results, in rank order, cut to the budget."""
         context, used = context_block(texts, self.count_tokens, self.budget)
+        return self.grade_context(question, gold, category, context, used)
+
+    def grade_context(self, question: str, gold: str, category: int, context: str, used: int) -> Graded:
+        """From a context already under the budget (a context card, `used` tokens)."""
         t0 = self.clock()
         answer = self.answerer.generate(system=ANSWER_SYSTEM, response_model=Answer,
                                         prompt=ANSWER_PROMPT.format(context=context or "(none)",
@@ -172,7 +179,9 @@ class AnswerScores:
                     "judge_accuracy": round(sum(judged) / len(judged), 4) if judged else None,
                     "context_tokens_mean": round(sum(g.context_tokens for g in items) / max(len(items), 1), 1),
                     "answer_ms": {"p50": round(metrics.percentile([g.answer_ms for g in items], 50), 1),
-                                  "p95": round(metrics.percentile([g.answer_ms for g in items], 95), 1)}}
+                                  "p95": round(metrics.percentile([g.answer_ms for g in items], 95), 1)},
+                    "judge_ms": {"p50": round(metrics.percentile([g.judge_ms for g in items], 50), 1),
+                                 "p95": round(metrics.percentile([g.judge_ms for g in items], 95), 1)}}
         overall = [g for c in headline for g in self.by_category.get(c, [])]
         return {**summary(overall),
                 "by_category": {str(c): {"name": names.get(c, str(c)), **summary(items)}
@@ -188,3 +197,66 @@ def llm_from_options(model: str, url: str, api_key: str | None) -> LLM:
         return BedrockLLM(model, client=boto3.client("bedrock-runtime"), max_tokens=512)
     from ..adapters.openai.llm import OpenAICompatibleLLM
     return OpenAICompatibleLLM(url, model, api_key=api_key)
+
+
+# -- `memlane bench locomo --answer-model ...` ------------------------------------------------------
+SOURCES = ("results", "card")  # what an answer is generated from: a method's top results, memlane's card
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("answer quality", "generate an answer per question (categories 1-4) and score it "
+                             "with LoCoMo's F1 and an LLM judge; OpenAI-compatible endpoints (key: "
+                             "MEMLANE_OPENAI_API_KEY) or Bedrock")
+    g.add_argument("--answer-model", help="model that answers from the retrieved context")
+    g.add_argument("--answer-url", help="its OpenAI-compatible base URL (e.g. http://localhost:8000/v1), or 'bedrock'")
+    g.add_argument("--judge-model", help="model that grades each answer against the gold one (needs --answer-model)")
+    g.add_argument("--judge-url", help="the judge's base URL or 'bedrock' (default: --answer-url)")
+    g.add_argument("--judge-prompt", type=Path, help="a judge prompt file with {question}, {gold} and {answer}, to "
+                                                     "reproduce a published judge exactly")
+    g.add_argument("--answer-from", default="results",
+                   help="comma-separated: results (every method's top results cut to the budget), card (memlane's "
+                        "context card of the conversation's last thread, method <name>+card)")
+    g.add_argument("--answer-budget", type=int, default=1000, help="context tokens an answer is given")
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the answer flags, or None: checked before an hour's retrieval run starts."""
+    if args.answer_model is None:
+        return "--judge-model needs --answer-model (the judge grades generated answers)" if args.judge_model else None
+    if not args.answer_url:
+        return "--answer-model needs --answer-url (an OpenAI-compatible base URL, or bedrock)"
+    if sources(args.answer_from) is None:
+        return f"--answer-from takes a comma-separated list of {', '.join(SOURCES)}"
+    if args.answer_budget <= 0:
+        return "--answer-budget must be positive"
+    if args.judge_prompt is not None:
+        try:
+            args.judge_prompt.read_text().format(question="", gold="", answer="")
+        except (OSError, KeyError, IndexError, ValueError) as exc:
+            return f"--judge-prompt {args.judge_prompt}: {exc} (placeholders: {{question}}, {{gold}}, {{answer}})"
+    return None
+
+
+def sources(value: str) -> list[str] | None:
+    found = list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    return found if found and all(v in SOURCES for v in found) else None
+
+
+def grader_from_args(args: argparse.Namespace, count_tokens: Callable[[str], int]) -> Grader | None:
+    if args.answer_model is None:
+        return None
+    from ..config import Settings  # the key comes from the environment through the one settings object
+
+    key = Settings.from_env().openai_api_key or None
+    judge = llm_from_options(args.judge_model, args.judge_url or args.answer_url, key) if args.judge_model else None
+    prompt = args.judge_prompt.read_text() if args.judge_prompt else JUDGE_PROMPT
+    return Grader(llm_from_options(args.answer_model, args.answer_url, key), judge, count_tokens,
+                  budget_tokens=args.answer_budget, judge_prompt=prompt)
+
+
+def setup(args: argparse.Namespace) -> dict[str, Any]:
+    """What a report says about how its answers were made."""
+    return {"answer_model": args.answer_model, "answer_url": args.answer_url, "judge_model": args.judge_model,
+            "judge_url": (args.judge_url or args.answer_url) if args.judge_model else None,
+            "judge_prompt": str(args.judge_prompt) if args.judge_prompt else "default (answers.JUDGE_PROMPT)",
+            "budget_tokens": args.answer_budget, "from": sources(args.answer_from)}

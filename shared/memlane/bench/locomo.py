@@ -49,7 +49,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from ..domain.language import STOP_WORDS
-from . import metrics, provenance, stats, tuning
+from . import answers, metrics, provenance, stats, tuning
 from .common import CachedEmbedder, Progress, machine, minilm, table
 
 STORE = "locomo"
@@ -76,6 +76,7 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]
+    answer: str | None = None  # the gold answer (adversarial questions, category 5, have none)
 
 
 @dataclass
@@ -119,7 +120,9 @@ def load(path: Path, limit: int | None = None) -> list[Conversation]:
             if not evidence:
                 c.no_evidence += 1
                 continue
-            c.questions.append(Question(str(qa["question"]), int(qa["category"]), tuple(evidence)))
+            gold = qa.get("answer")
+            c.questions.append(Question(str(qa["question"]), int(qa["category"]), tuple(evidence),
+                                        None if gold is None else str(gold)))
         out.append(c)
     return out
 
@@ -418,6 +421,16 @@ class Memlane:
         hits = search(self.deps, STORE, query=query, scope=self.scope(conv), top_k=k, recipe=self._recipe(params))
         return [Result(tuple(metrics.map_evidence(h.memory.evidence, self.turn_of)), h.memory.text) for h in hits]
 
+    def card(self, conv: Conversation, query: str, budget: int) -> tuple[str, int]:
+        """The context card of the conversation's last thread for `query` (services/context.py, as
+        bench/context.py builds it): its text and tokens."""
+        from ..services import context
+
+        card = context.build(self.deps, STORE, app_id=APP, tenant_id=conv.sample_id,
+                             thread_id=self.scope(conv, conv.sessions[-1][0])["run_id"], query=query,
+                             budget_tokens=budget)
+        return card.text, card.total
+
     def _recipe(self, params: Params | None) -> str | None:
         """The shipped recipe with the grid point's rrf_k: a named recipe (search takes recipes by
         name), registered for this process only."""
@@ -543,14 +556,22 @@ def _recall_keys(values: dict[str, float]) -> list[str]:
     return [k for k in values if k.startswith("recall@")]
 
 
-def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | None = None,
-              resamples: int = RESAMPLES) -> dict[str, Any]:
-    """Score every grid point, choose each method's parameters (tuning.py: in sample and held out),
-    and report held-out figures with bootstrap intervals and the paired comparison."""
-    counter = counter or TokenCounter()
+@dataclass
+class Chosen:
+    """Every method's grid points scored, and the parameters chosen for each (in sample and per fold)."""
+
+    values: dict[str, "Points"]
+    choices: dict[str, tuning.CrossValidation]
+
+    def held_out(self, name: str) -> list[list[Result]]:
+        """What the method returned for each question at the parameters chosen without that question."""
+        return [self.values[name].runs[p][i] for i, p in enumerate(self.choices[name].per_question)]
+
+
+def choose(collected: Collected, counter: TokenCounter) -> Chosen:
+    """Score every grid point and choose each method's parameters (tuning.py: in sample and held out)."""
     conv_of = [c for c, _ in collected.questions]
-    categories = [q.category for _, q in collected.questions]
-    headline = [c in HEADLINE for c in categories]
+    headline = [q.category in HEADLINE for _, q in collected.questions]
     evidence = [q.evidence for _, q in collected.questions]
 
     def score(runs: dict[str, list[list[Result]]]) -> Points:
@@ -562,6 +583,19 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
     if collected.rrf:
         values["rrf"], choices["rrf"] = _rrf(collected, choices, conv_of, headline, score)
         collected.grids["rrf"] = RRF_GRID
+    return Chosen(values, choices)
+
+
+def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | None = None,
+              resamples: int = RESAMPLES, chosen: Chosen | None = None) -> dict[str, Any]:
+    """Report held-out figures with bootstrap intervals and the paired comparison, at the parameters
+    `choose` picks (or picked: `chosen`)."""
+    counter = counter or TokenCounter()
+    conv_of = [c for c, _ in collected.questions]
+    categories = [q.category for _, q in collected.questions]
+    headline = [c in HEADLINE for c in categories]
+    chosen = chosen or choose(collected, counter)
+    values, choices = chosen.values, chosen.choices
 
     held: dict[str, list[dict[str, float]]] = {
         name: [values[name][p][i] for i, p in enumerate(cv.per_question)] for name, cv in choices.items()}
@@ -618,6 +652,31 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
                              "held_out": {n: {k: [round(held[n][i][k], 4) for i in keep]
                                               for k in _recall_keys(held[n][keep[0]])} for n in methods}
                              if keep else {}}}
+
+
+def answer_quality(grader: answers.Grader, collected: Collected, chosen: Chosen, convs: Sequence[Conversation],
+                   ours: Sequence[Memlane], sources: Sequence[str], progress: Progress | None = None) -> dict[str, Any]:
+    """Every method's answers to the questions with a gold answer in categories 1-4 (bench/answers.py):
+    from its held-out results (`results`), and from memlane's context card (`card`, methods <name>+card)."""
+    by_id = {c.sample_id: c for c in convs}
+    held = {name: chosen.held_out(name) for name in chosen.values} if "results" in sources else {}
+    scores: dict[str, answers.AnswerScores] = {}
+    for i, (conv, q) in enumerate(collected.questions):
+        if q.category not in HEADLINE or q.answer is None:
+            continue
+        if "results" in sources:
+            for name, per_question in held.items():
+                texts = [r.text for r in per_question[i]]
+                scores.setdefault(name, answers.AnswerScores()).add(
+                    q.category, grader.grade(q.text, q.answer, q.category, texts))
+        if "card" in sources:
+            for m in ours:
+                text, used = m.card(by_id[conv], q.text, grader.budget)
+                scores.setdefault(f"{m.name}+card", answers.AnswerScores()).add(
+                    q.category, grader.grade_context(q.text, q.answer, q.category, text, used))
+        if progress:
+            progress.update(1, f"{conv}: answers")
+    return {name: s.report(CATEGORY_NAMES, HEADLINE) for name, s in scores.items()}
 
 
 class Points:
@@ -733,6 +792,8 @@ def format_report(report: dict[str, Any]) -> str:
                   [[name, *(m["in_sample"].get(c, 0.0) for c in ("recall@1", "recall@5", "recall@10", "recall@20",
                                                                    f"recall@{BUDGET}tok", OBJECTIVE))]
                    for name, m in methods.items()])]
+    if report.get("answers"):
+        out += ["", format_answers(report["answers"])]
     out += ["", "by category, held out (R@10 / R@1000hf):"]
     cats = sorted({c for m in methods.values() for c in m["by_category"]}, key=int)
     first = next(iter(methods.values()))
@@ -740,6 +801,23 @@ def format_report(report: dict[str, Any]) -> str:
                                   for c in cats)],
                      [[name, *(f"{m['by_category'][c]['recall@10']:.3f} / {m['by_category'][c][OBJECTIVE]:.3f}"
                                if c in m["by_category"] else "-" for c in cats)] for name, m in methods.items()]))
+    return "\n".join(out)
+
+
+def format_answers(setup: dict[str, Any]) -> str:
+    methods = setup["methods"]
+    out = [f"answer quality ({setup['answer_model']}, judge {setup['judge_model'] or 'none'}; "
+           f"context {setup['budget_tokens']} tokens, from {', '.join(setup['from'])}; categories 1-4):",
+           table(["method", "judge accuracy", "F1", "context tokens", "answer p50 ms", "answer p95 ms", "judge p50 ms"],
+                 [[name, "-" if m["judge_accuracy"] is None else f"{m['judge_accuracy']:.3f}", f"{m['f1']:.3f}",
+                   m["context_tokens_mean"], m["answer_ms"]["p50"], m["answer_ms"]["p95"], m["judge_ms"]["p50"]]
+                  for name, m in methods.items()])]
+    cats = sorted({c for m in methods.values() for c in m["by_category"]}, key=int)
+    out += ["", "answers by category (judge accuracy / F1):",
+            table(["method", *(f"{c} {CATEGORY_NAMES.get(int(c), '')}" for c in cats)],
+                  [[name, *(f"{'-' if (x := m['by_category'][c])['judge_accuracy'] is None else format(x['judge_accuracy'], '.3f')}"
+                            f" / {x['f1']:.3f}" if c in m["by_category"] else "-" for c in cats)]
+                   for name, m in methods.items()])]
     return "\n".join(out)
 
 
@@ -765,17 +843,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         methods.append(Mem0Turns(embedder, data_dir / "mem0"))
     with_rrf = wanted is None or "rrf" in wanted
-    # One unit per ingested turn and per question: a rough but steady ETA.
-    progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs), "starting")
+    grader = answers.grader_from_args(args, lambda text: counter.counts([text])[0])
+    # One unit per ingested turn and per question (and per answered question): a rough but steady ETA.
+    graded = sum(1 for c in convs for q in c.questions if q.category in HEADLINE and q.answer is not None)
+    progress = Progress(sum(len(c.questions) + len(c.turns) for c in convs) + (graded if grader else 0), "starting")
+    quality: dict[str, Any] = {}
     try:
         collected = evaluate(convs, methods, progress, rrf=(bm25, vector) if with_rrf else None)
+        chosen = choose(collected, counter)
+        if grader:  # before the services close: a card is built from memlane's store
+            quality = {**answers.setup(args), "results_at": "each method's held-out parameters",
+                       "methods": answer_quality(grader, collected, chosen, convs,
+                                                 [m for m in ours if m in methods],
+                                                 answers.sources(args.answer_from) or [], progress)}
     finally:
         progress.close()
         for m in ours:
             m.close()
         if tmp:
             tmp.cleanup()
-    summary = summarize(collected, seed=args.seed, counter=counter)
+    summary = summarize(collected, seed=args.seed, counter=counter, chosen=chosen)
     counts: dict[int, int] = defaultdict(int)
     for c in convs:
         for q in c.questions:
@@ -796,6 +883,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows": {"baselines index": "Speaker (D Month YYYY): text", "baselines return": "Speaker: text",
                  "memlane returns": "the memory's text (speaker, date and context words in hidden keywords)"},
         **summary,
+        **({"answers": quality} if quality else {}),
         # per memlane method (ingest mode): "memlane" (whole sessions), "memlane-exchange"
         **{m.name: {"ingest": m.ingest, "adds": m.adds, "memories": m.memories, "failed_tasks": m.failed_tasks}
            for m in ours},
@@ -820,6 +908,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (recorded in the JSON)")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
+    answers.add_arguments(p)
 
 
 def _ingests(value: str) -> list[str]:
@@ -833,13 +922,17 @@ def main(args: argparse.Namespace) -> int:
     if not Path(args.data).is_file():
         print(f"error: no LoCoMo data at {args.data} (pass --data PATH)", file=sys.stderr)
         return 2
+    wrong = answers.check_arguments(args)
+    if wrong:
+        print(f"error: {wrong}", file=sys.stderr)
+        return 2
     report = run(args)
     if args.json_out:  # first: an hour's run is not lost to a printing error
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
     print(format_report(report))
     made = ", ".join(f"{name}: {report[name]['memories']} memories from {report[name]['adds']} adds"
                      for name in report["methods"] if name.startswith("memlane"))
-    print(f"\n{report['turns']} turns ({made}), "
+    print(f"\n{report['turns']} turns{f' ({made})' if made else ''}, "
           f"{report['question_counts']['malformed_evidence_ids']} malformed evidence ids skipped, "
           f"{report['question_counts']['skipped_no_evidence']} questions without usable evidence; "
           f"{report['elapsed_s']} s")

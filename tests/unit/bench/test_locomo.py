@@ -168,3 +168,11 @@ def test_tuned_evaluation_reports_chosen_parameters_unit_fair_recall_and_interva
     printed = locomo.format_report({**report, "dataset": "two.json", "embedder": "hashing", "backend": "embedded",
                                     "question_counts": {"headline": 4, "adversarial": 0}})
     assert "R@1000hf" in printed and "chosen parameters" in printed and "memlane − " in printed
+
+
+def test_a_run_without_memlane_says_so_instead_of_empty_parentheses(data, minilm, capsys):
+    from memlane.bench import main as bench_main
+
+    assert bench_main(["locomo", "--data", str(data), "--methods", "bm25"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("5 turns, ") and "()" not in last
