@@ -22,7 +22,6 @@ from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Dr
 from ..domain.scope import DEFAULT, WILDCARD, validate_id
 from ..dream.engine import ALL_KINDS, DreamEngine, DreamInput, Proposal, action_id
 from ..dream.llm import LLMEngine
-from ..dream.rules import RulesEngine
 from ..policies.dream_rules import recency
 from ..ports import Job
 from . import dream_actions as executor
@@ -54,6 +53,8 @@ def engine_for(deps: Deps) -> DreamEngine:
     s = deps.settings
     if deps.llm is not None:
         return LLMEngine(deps.llm, plan_grace_days=s.dream_plan_grace_days)
+    from ..dream.rules import RulesEngine  # numpy: loaded where a dream runs, not at every function's cold start
+
     return RulesEngine(deps.embedder, merge_similarity=s.dream_merge_similarity,
                        plan_grace_days=s.dream_plan_grace_days, duplicate_similarity=s.duplicate_similarity)
 
