@@ -76,13 +76,6 @@ print(c["region"]); print(*c["parameter_overrides"], sep="\n")') || die "reading
   "OpenSearchMasterUserArn=arn:aws:iam::123456789012:role/memlane-opensearch-admin" ||
   die "cfn-lint of the production profile"
 
-log "4/5 sam build (no containers) into $BUILD"
-"$SAM" build --template-file template.yaml --build-dir "$BUILD/out" >"$BUILD/build.log" 2>&1 ||
-  { tail -n 40 "$BUILD/build.log" >&2; die "sam build"; }
-for dir in "$BUILD"/out/*/; do
-  printf '[check-template]     %-14s %s\n' "$(basename "$dir")" "$(du -sh "$dir" | cut -f1)" >&2
-done
-
 find_python313() { # the first python3.13 that runs (a pyenv shim may exist without the version selected)
   local root candidate
   root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
@@ -95,6 +88,16 @@ find_python313() { # the first python3.13 that runs (a pyenv shim may exist with
   return 1
 }
 PY313="$(find_python313 || true)"
+# The layers are compiled for the runtime with it (layers/*/Makefile); without one they ship as source.
+if [[ -n "$PY313" ]]; then export PYTHON313="$PY313"; fi
+
+log "4/5 sam build (no containers) into $BUILD"
+"$SAM" build --template-file template.yaml --build-dir "$BUILD/out" >"$BUILD/build.log" 2>&1 ||
+  { tail -n 40 "$BUILD/build.log" >&2; die "sam build"; }
+for dir in "$BUILD"/out/*/; do
+  printf '[check-template]     %-14s %s\n' "$(basename "$dir")" "$(du -sh "$dir" | cut -f1)" >&2
+done
+
 if [[ -z "$PY313" ]]; then
   log "5/5 smoke import SKIPPED: no python3.13 here (PATH or pyenv); the build itself passed"
   exit 0
