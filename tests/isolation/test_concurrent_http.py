@@ -110,3 +110,52 @@ def test_concurrent_tenants_over_http_never_mix_and_lose_nothing(keyed_server):
     with pytest.raises(ApiError) as refused:
         clients["bob"].get_task("demo", "alice-0-0")
     assert (refused.value.status, refused.value.code) == (404, "task_not_found")
+
+
+def test_concurrent_batches_of_different_tenants_check_each_add_and_lose_nothing(keyed_server):
+    """The batch route (POST .../memories:batch) under concurrent tenants: each add is checked against its
+    sender's grant on its own (an add naming another tenant is refused in its own result, the rest go in),
+    no result carries another request's id, and every accepted add ends SUCCEEDED under its own tenant."""
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("batches")
+    problems: list[str] = []
+    accepted: dict[str, str] = {}
+    start = threading.Barrier(len(TENANTS))
+
+    def sender(t: str, victim: str) -> None:
+        start.wait()
+        for i in range(5):
+            adds = [{"scope": {"app_id": "travel", "tenant_id": t, "run_id": f"b-{i}"}, "request_id": f"{t}-b{i}-{k}",
+                     "messages": [{"role": "user", "content": f"{t} batch note {i}.{k} about {t}word"}]}
+                    for k in range(3)]
+            adds.append({"scope": {"app_id": "travel", "tenant_id": victim, "run_id": "x"},
+                         "request_id": f"{t}-into-{victim}-{i}", "text": f"{t} writes into {victim}"})
+            status, body = clients[t].send("POST", "/v1/stores/batches/memories:batch", {"adds": adds})
+            if status != 200:
+                problems.append(f"{t} batch {i}: {status} {body}")
+                continue
+            for add, result in zip(adds, body["results"]):
+                if result["request_id"] != add["request_id"]:
+                    problems.append(f"{t} got result {result['request_id']} for {add['request_id']}")
+                elif add["scope"]["tenant_id"] == t:
+                    if result["outcome"] != "accepted":
+                        problems.append(f"{t} own add refused: {result}")
+                    accepted[add["request_id"]] = t
+                elif result["outcome"] != "refused" or result["error"]["code"] != "outside_grant":
+                    problems.append(f"{t} wrote into {victim}: {result}")
+
+    threads = [threading.Thread(target=sender, args=(t, TENANTS[(n + 1) % len(TENANTS)]))
+               for n, t in enumerate(TENANTS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert problems == []
+    assert len(accepted) == len(TENANTS) * 5 * 3
+    for rid, t in accepted.items():
+        task = clients[t].wait_task("batches", rid, timeout=120)
+        assert task["status"] == "SUCCEEDED" and task["scope"]["tenant_id"] == t, task
+    for t in TENANTS:  # nothing of another tenant reached this one
+        hits = clients[t].search("batches", "batch note writes into", {"app_id": "travel", "tenant_id": t}, top_k=50)
+        assert hits and all(h["scope"]["tenant_id"] == t and f"{t}word" in h["text"] for h in hits)
