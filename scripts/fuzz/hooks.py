@@ -20,6 +20,10 @@ from typing import Any
 
 import schemathesis
 
+import ast_guard
+
+ast_guard.install()
+
 SEED = json.loads(Path(os.environ["MEMLANE_FUZZ_SEED"]).read_text())
 STATS = Path(os.environ["MEMLANE_FUZZ_STATS"])
 _lock = threading.Lock()
