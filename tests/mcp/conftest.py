@@ -21,7 +21,7 @@ STORE, APP = "mcp-demo", "assistant"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv = Server(Path(tmp_path_factory.mktemp("mcp")) / "data").start()
     with Memlane(srv.url) as client:
-        client.stores.create(STORE)
+        client.stores.create(STORE, summary_keep_recent=0)  # a summary covers every turn: tenant B has one to leak
     yield srv
     srv.stop()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -57,8 +58,8 @@ def test_stdio_remembers_in_one_session_and_recalls_in_another(server: Server) -
             assert "peanut" in card["text"] and card["tokens"] <= 400
             threads = await call(client, "list_threads")
             assert {"trip-1", "trip-2"} <= {t["thread_id"] for t in threads["threads"]}
-            profile = await client.read_resource("memlane://profile")
-            assert profile.contents[0].text
+            profile = await client.read_resource("memlane://profile")  # none yet: empty, not an error
+            assert json.loads(profile.contents[0].text) == {"text": "", "facts": []}
             missing = await client.call_tool("forget", {"memory_id": "no-such-memory"})
             assert missing.is_error and payload(missing)["error"]["code"].endswith("not_found")
             assert (await client.list_tools()).tools  # an API error is a tool error, never a crash

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Literal, Mapping, Sequence
 
 from ..sdk import Memlane
+from ..sdk.errors import ProfileNotFound
 
 RecordType = Literal["memory", "message", "summary"]
 MAX_TOP_K, MAX_THREADS, MAX_BUDGET = 20, 50, 8000
@@ -98,8 +99,11 @@ class MemoryTools:
         return {"threads": threads}
 
     def get_profile(self) -> dict[str, Any]:
-        profile = self.client.profiles.get(self.binding.store, self.binding.tenant_id, app_id=self.binding.app_id,
-                                           agent_id=self.binding.agent_id)
+        try:
+            profile = self.client.profiles.get(self.binding.store, self.binding.tenant_id,
+                                               app_id=self.binding.app_id, agent_id=self.binding.agent_id)
+        except ProfileNotFound:  # nothing stated or distilled yet: to a model, an empty profile
+            return {"text": "", "facts": []}
         facts = [{"name": f.name, "value": _clip(f.value, 200)} for f in (profile.attributes + profile.preferences)]
         return {"text": _clip(profile.text, 4 * MAX_TEXT_CHARS), "facts": facts[:MAX_TOP_K * 2]}
 

@@ -80,7 +80,8 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
     """An MCP server whose tools and resources reach `binding`'s scope only, through `client`."""
     memory = MemoryTools(client, binding)
     arguments = _DeclaredArgumentsOnly()
-    server = MCPServer(name, instructions=INSTRUCTIONS, middleware=[arguments])
+    # WARNING: the SDK's INFO lines (one per HTTP request) would fill a client's server log
+    server = MCPServer(name, instructions=INSTRUCTIONS, middleware=[arguments], log_level="WARNING")
 
     def tool(fn: Callable[..., CallToolResult]) -> None:
         server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""))
