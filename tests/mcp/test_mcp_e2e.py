@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import time
@@ -19,6 +20,7 @@ from ..e2e.conftest import Server, free_port
 from .conftest import APP, STORE, mcp_command, payload
 
 pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
 
 TOOLS = {"remember", "recall", "get_context", "forget", "list_threads", "get_profile"}
 
@@ -103,9 +105,15 @@ def test_streamable_http_transport(server: Server, tmp_path: Path) -> None:
         proc.wait(15)
 
 
-def test_local_mode_runs_in_process_on_a_data_directory(tmp_path: Path) -> None:
-    params = stdio("--local", "--data-dir", str(tmp_path / "data"), "--store", "notes", "--app", APP,
-                   "--tenant", "erin")
+def test_local_mode_from_the_docs_client_config(tmp_path: Path) -> None:
+    """docs/mcp.md's first snippet, the config a newcomer pastes into an MCP client, runs as written
+    (only the data directory is this test's, and `memlane` this checkout's)."""
+    config = json.loads(re.findall(r"```json\n(.*?)```", (ROOT / "docs" / "mcp.md").read_text(), flags=re.S)[0])
+    entry = config["mcpServers"]["memlane"]
+    assert entry["command"] == "memlane" and "--local" in entry["args"]
+    args = list(entry["args"])
+    args[args.index("--data-dir") + 1] = str(tmp_path / "data")
+    params = stdio(*args[1:])  # stdio() adds `mcp`
 
     async def remember() -> None:
         async with Client(params) as client:
