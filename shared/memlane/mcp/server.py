@@ -11,6 +11,8 @@ import inspect
 import json
 from typing import Annotated, Any, Callable, Sequence
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
@@ -53,21 +55,41 @@ def _answer(work: Callable[[], dict[str, Any]]) -> CallToolResult:
         return _error("invalid_input", first["msg"], 400, ".".join(str(p) for p in first["loc"]) or None)
 
 
-class _DeclaredArgumentsOnly:
-    """Server middleware: a `tools/call` naming an argument its tool does not declare gets an
-    `invalid_input` tool error instead of running."""
+class _CheckedArguments:
+    """Server middleware: a `tools/call` whose arguments its tool's input schema refuses gets an
+    `invalid_input` tool error naming the field, instead of the SDK's prose; one naming an argument the
+    tool does not declare is refused the same way (the SDK would drop it silently)."""
 
-    def __init__(self) -> None:
-        self.declared: dict[str, frozenset[str]] = {}
+    def __init__(self, server: MCPServer):
+        self.server = server
+        self.validators: dict[str, tuple[frozenset[str], Draft202012Validator]] | None = None
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         params = ctx.params if ctx.method == "tools/call" and isinstance(ctx.params, dict) else None
-        if params is not None and params.get("name") in self.declared:
-            extra = sorted(set(params.get("arguments") or {}) - self.declared[params["name"]])
-            if extra:
-                return _error("invalid_input", f"{', '.join(extra)}: not an argument of {params['name']}; this "
-                              "server's store, app, tenant and agent are fixed by its configuration", 400, extra[0])
+        if params is not None:
+            refused = await self._refusal(str(params.get("name")), params.get("arguments") or {})
+            if refused is not None:
+                return refused
         return await call_next(ctx)
+
+    async def _refusal(self, tool: str, arguments: Any) -> CallToolResult | None:
+        if self.validators is None:  # the schemas are the SDK's, made from the tools' signatures
+            self.validators = {t.name: (frozenset(t.input_schema.get("properties", {})),
+                                        Draft202012Validator(t.input_schema)) for t in await self.server.list_tools()}
+        if tool not in self.validators or not isinstance(arguments, dict):
+            return None  # the SDK answers an unknown tool or malformed params itself
+        declared, validator = self.validators[tool]
+        extra = sorted(set(arguments) - declared)
+        if extra:
+            return _error("invalid_input", f"{', '.join(extra)}: not an argument of {tool}; this server's "
+                          "store, app, tenant and agent are fixed by its configuration", 400, extra[0])
+        wrong = best_match(validator.iter_errors(arguments))
+        if wrong is None:
+            return None
+        path = [str(part) for part in wrong.absolute_path]
+        if not path and wrong.validator == "required":  # the missing property is named only in the message
+            path = [next(p for p in wrong.validator_value if p not in arguments)]
+        return _error("invalid_input", wrong.message, 400, ".".join(path) or None)
 
 
 def _resource_error(failed: ApiError) -> MCPError:
@@ -79,13 +101,12 @@ def _resource_error(failed: ApiError) -> MCPError:
 def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") -> MCPServer:
     """An MCP server whose tools and resources reach `binding`'s scope only, through `client`."""
     memory = MemoryTools(client, binding)
-    arguments = _DeclaredArgumentsOnly()
     # WARNING: the SDK's INFO lines (one per HTTP request) would fill a client's server log
-    server = MCPServer(name, instructions=INSTRUCTIONS, middleware=[arguments], log_level="WARNING")
+    server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
+    server.middleware.append(_CheckedArguments(server))
 
     def tool(fn: Callable[..., CallToolResult]) -> None:
         server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""))
-        arguments.declared[fn.__name__] = frozenset(inspect.signature(fn).parameters)
 
     def remember(
         text: Annotated[str | None, Field(description="A statement to remember, in plain words")] = None,
