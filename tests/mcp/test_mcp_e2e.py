@@ -55,6 +55,8 @@ def test_stdio_remembers_in_one_session_and_recalls_in_another(server: Server) -
             assert all(set(hit) <= {"id", "type", "text", "similarity", "thread_id", "when"}
                        for hit in found["results"])
             await call(client, "remember", thread_id="trip-2", text="We fly to Lisbon on Friday.")
+            elsewhere = await call(client, "recall", query="Lisbon flight", thread_id="trip-1")
+            assert not any("Lisbon" in hit["text"] for hit in elsewhere["results"])  # only that thread
             card = await call(client, "get_context", thread_id="trip-2", query="what can Lila eat?",
                               budget_tokens=400)
             assert "peanut" in card["text"] and card["tokens"] <= 400

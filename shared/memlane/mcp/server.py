@@ -1,15 +1,16 @@
 """The MCP server: `MemoryTools` registered on the mcp SDK's `MCPServer` as six tools and two resources.
 
-The scope is the server's: tools declare no store/app/tenant/agent parameter, and a call naming an
-argument its tool does not declare is refused (the SDK would drop it silently, so a model trying to
-widen its scope would be answered as if it had not — and never learn it cannot). API errors become
-tool errors carrying the API's error code; the server keeps serving."""
+The scope is the server's: tools declare no store/app/tenant/agent parameter, and a call whose
+arguments its tool's schema refuses is answered `invalid_input` with the field — an undeclared argument
+included, which the SDK would drop silently, so a model trying to widen its scope would be answered as
+if it had not, and never learn it cannot. API errors become tool errors carrying the API's error code;
+the server keeps serving."""
 
 from __future__ import annotations
 
 import inspect
 import json
-from typing import Annotated, Any, Callable, Sequence
+from typing import Annotated, Any, Callable
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -128,7 +129,7 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
         record_types: Annotated[list[RecordType] | None, Field(
             description="What to search: memory (distilled, default), message (raw turns), summary")] = None,
         thread_id: Annotated[str | None, Field(max_length=256, description=(
-            "Seen from this thread (default: all of the user's memories)"))] = None,
+            "Only this conversation thread (default: all of the user's threads)"))] = None,
     ) -> CallToolResult:
         """Search the user's long-term memory (hybrid keyword + semantic search), best first.
         Use it before answering anything that may depend on earlier conversations.
@@ -186,5 +187,3 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
 
     return server
 
-
-__all__: Sequence[str] = ["build_server"]
