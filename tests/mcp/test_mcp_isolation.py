@@ -43,12 +43,13 @@ def bob(server: Server) -> Iterator[dict[str, Any]]:
         yield {"memory_ids": [m["id"] for m in kept["memories"]], "client": client}
 
 
-def _answers(calls: list[tuple[str, dict[str, Any]]], server_url: str, resources: list[str]) -> list[str]:
-    """Every answer A's server gives (tool results and resource reads, errors included), as text."""
+def _answers(calls: list[tuple[str, dict[str, Any]]], server_url: str, resources: list[str],
+             binding: Binding = ALICE) -> list[str]:
+    """Every answer a server (A's by default) gives (tool results and resource reads, errors included), as text."""
     with Memlane(server_url) as client:
         async def run() -> list[str]:
             out: list[str] = []
-            async with Client(build_server(client, ALICE)) as mcp:
+            async with Client(build_server(client, binding)) as mcp:
                 for tool, arguments in calls:
                     result = await mcp.call_tool(tool, arguments)
                     out.append(json.dumps([getattr(b, "text", "") for b in result.content]))
@@ -112,3 +113,18 @@ def test_extra_arguments_naming_another_scope_are_refused(server: Server, bob: d
     found = bob["client"].search(STORE, "locker code 0000", {"app_id": APP, "tenant_id": "bob"},
                                  record_types=["memory", "message"])
     assert not any("0000" in hit.text for hit in found)
+
+
+def test_the_agent_is_fixed_too(server: Server) -> None:
+    """With --agent, writes go to that agent and reads stay in it; a server without one reads every agent."""
+    planner, coach = (Binding(store=STORE, app_id=APP, tenant_id="frank", agent_id=a) for a in ("planner", "coach"))
+    (kept,) = _answers([("remember", {"text": "Frank's gym membership ends in June.", "thread_id": "plan-1"})],
+                       server.url, [], planner)
+    assert "June" in kept
+    seen_by_coach = _answers([("recall", {"query": "gym membership", "record_types": ["memory", "message"]}),
+                              ("list_threads", {}), ("get_context", {"thread_id": "plan-1"})], server.url, [], coach)
+    assert not any("June" in answer for answer in seen_by_coach), seen_by_coach
+    assert "plan-1" not in seen_by_coach[1]
+    (seen_by_tenant,) = _answers([("recall", {"query": "gym membership"})], server.url, [],
+                                 Binding(store=STORE, app_id=APP, tenant_id="frank"))
+    assert "June" in seen_by_tenant
