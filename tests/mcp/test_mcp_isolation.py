@@ -40,6 +40,14 @@ def bob(server: Server) -> Iterator[dict[str, Any]]:
         client.threads.wait_summary(STORE, refresh.request_id, app_id=APP, tenant_id="bob", timeout=60)
         assert SECRET in client.threads.summary(STORE, "bob-private", app_id=APP, tenant_id="bob").text
         client.profiles.put(STORE, "bob", app_id=APP, text=f"Bob lives in {HOME}.")
+
+        async def own_resources() -> list[str]:  # B's server reads them: A's must not
+            async with Client(build_server(client, BOB)) as mcp:
+                return [(await mcp.read_resource(uri)).contents[0].text
+                        for uri in ("memlane://threads/bob-private/summary", "memlane://profile")]
+
+        summary, profile = anyio.run(own_resources)
+        assert SECRET in summary and HOME in json.loads(profile)["text"]
         yield {"memory_ids": [m["id"] for m in kept["memories"]], "client": client}
 
 
