@@ -56,9 +56,12 @@ def test_api_errors_keep_the_api_code(server: Server) -> None:
         ("get_context", {"thread_id": "never-held"}),
         ("remember", {}),  # neither text nor messages: the API says what is missing
         ("recall", {"query": "x", "thread_id": "bad#id"}),
+        ("remember", {"text": "x" * 40_000}),  # past the API's limit: the SDK refuses it before sending
     ])
-    assert [e["code"] for e in errors] == ["memory_not_found", "thread_not_found", "invalid_input", "invalid_scope"]
-    assert [e["status"] for e in errors] == [404, 404, 400, 400]
+    assert [e["code"] for e in errors] == ["memory_not_found", "thread_not_found", "invalid_input", "invalid_scope",
+                                           "invalid_input"]
+    assert [e["status"] for e in errors] == [404, 404, 400, 400, 400]
+    assert errors[-1]["field"] == "text"
 
 
 def test_an_unreachable_server_is_a_tool_error_not_a_crash() -> None:
