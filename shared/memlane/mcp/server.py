@@ -144,7 +144,8 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
     ) -> CallToolResult:
         """A context card for a thread, packed under a token budget: the user's profile, the thread's
         summary, the relevant long-term memories, open plans and the recent turns. Put its text in your
-        prompt instead of the whole history. Answers {text, tokens}."""
+        prompt instead of the whole history. The thread must exist: a `remember` with its thread_id
+        starts it (before that the answer is a `thread_not_found` error; use `recall`). Answers {text, tokens}."""
         return _answer(lambda: memory.get_context(thread_id, query, budget_tokens))
 
     def forget(
