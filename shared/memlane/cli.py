@@ -498,6 +498,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--sections", help="comma-separated subset of agent_profile,user_profile,summary,memories,"
                                       "plans,recent")
 
+    from .mcp.cli import add_parser as add_mcp_parser  # `memlane mcp` (memlane.mcp): wiring only
+
+    add_mcp_parser(subparsers, [common])
+
     # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
     subparsers.add_parser("bench", add_help=False,
                           help="benchmarks: locomo, scale, tokens, soak, updates, calibrate, context (memlane bench -h)")
@@ -518,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "mcp":  # `memlane mcp` (memlane.mcp): wiring only
+        from .mcp.cli import run as run_mcp
+
+        return run_mcp(args, InProcessTransport)
     operator = {"keys": cmd_access, "grants": cmd_access, "reindex": cmd_reindex, "fsck": cmd_fsck,
                 "schema": cmd_schema}
     if args.command in operator:
