@@ -16,7 +16,7 @@ from memlane.integrations.langgraph import MemlaneStore
 
 pytestmark = pytest.mark.e2e
 
-STORE, APP = "lg-tests", "lg-app"
+STORE, APP = f"lg-tests-{uuid.uuid4().hex[:8]}", "lg-app"  # a store of its own per run (a shared engine too)
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from memlane.integrations.strands import MEMORIES_TAG, MemlaneMemory
 
 pytestmark = pytest.mark.e2e
 
-STORE, APP = "strands-tests", "strands-app"
+STORE, APP = f"strands-tests-{uuid.uuid4().hex[:8]}", "strands-app"
 
 
 class ScriptedModel(Model):
