@@ -208,3 +208,15 @@ def test_another_agent_id_is_another_key_space(clients: tuple[Any, Any], tenant:
     booker.put(("notes",), "k", {"text": "booker's note"})
     assert planner.get(("notes",), "k").value == {"text": "planner's note"}  # type: ignore[union-attr]
     assert [h.value["text"] for h in booker.search(("notes",))] == ["booker's note"]
+
+
+def test_async_forms_with_only_a_sync_client_use_that_client(clients: tuple[Any, Any], tenant: str) -> None:
+    # the async forms must reach the server the given client names (not a default URL)
+    store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=clients[0])
+
+    async def scenario() -> Any:
+        await store.aput(("only-sync",), "k", {"text": "reached through the given client"})
+        return await store.aget(("only-sync",), "k")
+
+    assert asyncio.run(scenario()).value == {"text": "reached through the given client"}
+    assert store.get(("only-sync",), "k") is not None

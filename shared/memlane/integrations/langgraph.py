@@ -17,6 +17,7 @@ and by the async one for `abatch`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import datetime
@@ -38,9 +39,11 @@ class MemlaneStore(BaseStore):
     """LangGraph's long-term memory store on memlane: `put/get/search/delete/list_namespaces` and their
     async forms. One instance serves one tenant; give each end user a store of their own tenant.
 
-    `client` / `async_client` (an `AsyncMemlane`, or a callable making one) default to clients of `url`
-    with `api_key`. `index={"fields": [...]}` names the value fields searched by default, as LangGraph's
-    own `index` config does (memlane embeds on the server: `dims` and `embed` are not used).
+    `client` is the `Memlane` of the sync forms (default: one of `url` with `api_key`). The async forms use
+    `async_client` (an `AsyncMemlane`, or a callable making one per call); without it they run on `client`
+    in a worker thread when one was given, else on an `AsyncMemlane` of `url` made for the call.
+    `index={"fields": [...]}` names the value fields searched by default, as LangGraph's own `index` config
+    does (memlane embeds on the server: `dims` and `embed` are not used).
     """
 
     supports_ttl = False
@@ -64,22 +67,19 @@ class MemlaneStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = _checked(ops)
-        if callable(self._async_client) and not isinstance(self._async_client, AsyncMemlane):
-            async with self._async_client() as client:  # a factory: a client for this call (and this loop)
-                return [await _adrive(self._flow(op), client) for op in ops]
-        return [await _adrive(self._flow(op), self._aclient()) for op in ops]
-
-    # -- clients --------------------------------------------------------------------------------------
+        if self._async_client is None and self._client is not None:
+            # only a sync client was given (its URL, auth, transport): run the same ops on it, off the loop
+            return await asyncio.to_thread(self.batch, ops)
+        if isinstance(self._async_client, AsyncMemlane):
+            return [await _adrive(self._flow(op), self._async_client) for op in ops]
+        make = self._async_client or (lambda: AsyncMemlane(self._url, api_key=self._api_key))
+        async with make() as client:  # a client of this call's event loop (an AsyncMemlane serves one loop)
+            return [await _adrive(self._flow(op), client) for op in ops]
 
     def _sync_client(self) -> Memlane:
         if self._client is None:
             self._client = Memlane(self._url, api_key=self._api_key)
         return self._client
-
-    def _aclient(self) -> AsyncMemlane:
-        if self._async_client is None:  # built on first use, inside the caller's event loop
-            self._async_client = AsyncMemlane(self._url, api_key=self._api_key)
-        return self._async_client  # type: ignore[return-value]
 
     # -- the operations, once for both clients ------------------------------------------------------------
 
