@@ -220,3 +220,24 @@ def test_async_forms_with_only_a_sync_client_use_that_client(clients: tuple[Any,
 
     assert asyncio.run(scenario()).value == {"text": "reached through the given client"}
     assert store.get(("only-sync",), "k") is not None
+
+
+def test_values_without_text_and_empty_keys_are_kept(store: MemlaneStore) -> None:
+    store.put(("numbers",), "", {"count": 3})  # no string to search and an empty key: still an item
+    store.put(("numbers",), " ", {"text": "   "})
+    assert store.get(("numbers",), "").value == {"count": 3}  # type: ignore[union-attr]
+    assert store.get(("numbers",), " ").value == {"text": "   "}  # type: ignore[union-attr]
+    assert {i.key for i in store.search(("numbers",))} == {"", " "}
+
+
+def test_a_value_too_large_is_refused_with_its_code_and_nothing_written(store: MemlaneStore) -> None:
+    from memlane.sdk import errors
+
+    with pytest.raises(errors.ApiError) as refused:
+        store.put(("big",), "k", {"text": "x" * 20_000})
+    assert refused.value.status == 413 and refused.value.code == "payload_too_large"
+    assert store.get(("big",), "k") is None
+    store.put(("big",), "k", {"text": "small"})
+    with pytest.raises(errors.ApiError):
+        store.put(("big",), "k", {"text": "y" * 20_000})  # an update too large leaves the old value
+    assert store.get(("big",), "k").value == {"text": "small"}  # type: ignore[union-attr]

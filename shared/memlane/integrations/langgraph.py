@@ -193,15 +193,17 @@ class MemlaneStore(BaseStore):
 
     def _text(self, op: PutOp) -> tuple[str, bool]:
         """The text memlane searches for this value, and whether a query may find it at all."""
+        # an item no query may find still needs a text: its address (never empty: a namespace has a label)
+        address = f"{'.'.join(op.namespace)}:{op.key}"
         if op.index is False:
-            return op.key, False
+            return address, False
         paths = op.index if op.index is not None else self.index_fields
         if paths:
             texts = [t for p in paths for t in get_text_at_path(op.value, "$" if p == "$" else tokenize_path(p))]
         else:
             texts = list(_strings(op.value))
         text = "\n".join(t for t in texts if t.strip())[:MAX_CONTENT_CHARS]
-        return (text, True) if text.strip() else (op.key, False)
+        return (text, True) if text.strip() else (address, False)
 
 
 def memory_id(agent_id: str, namespace: tuple[str, ...], key: str) -> str:
