@@ -127,3 +127,17 @@ def test_recall_and_context_can_be_turned_off(clients: tuple[Any, Any], tenant: 
     agent_for(memory, model)("do I have a hobby?")
     assert MEMORIES_TAG not in user_text(model.seen[0])
     assert "stamps" in memory.recall("hobbies")
+
+
+def test_a_long_conversation_is_mirrored_whole(clients: tuple[Any, Any], tenant: str) -> None:
+    # past one message's and one add's limits (32,000 characters; 96 messages), nothing said is lost
+    client = clients[0]
+    memory = MemlaneMemory(STORE, app_id=APP, tenant_id=tenant, session_id="long", client=client, recall_top_k=0)
+    document = " ".join(f"w{i}" for i in range(12_000))  # ~70,000 characters pasted by the user
+    earlier = [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"text": f"turn {i}"}]} for i in range(120)]
+    prompt = [*earlier, {"role": "user", "content": [{"text": "Please summarise: " + document}]}]
+    Agent(model=ScriptedModel([lambda _: ("text", "summarised")]), hooks=[memory], callback_handler=None)(prompt)
+    said = [m.content for m in client.messages.list(
+        STORE, {"app_id": APP, "tenant_id": tenant, "agent_id": "strands", "run_id": "long"})]
+    assert said[:120] == [f"turn {i}" for i in range(120)]
+    assert "".join(said[120:-1]) == "Please summarise: " + document and said[-1] == "summarised"

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from strands import tool
 from strands.hooks import AfterInvocationEvent, BeforeInvocationEvent, HookProvider, HookRegistry, MessageAddedEvent
 
+from ..domain.limits import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_ADD
 from ..sdk import DEFAULT_URL, Memlane, errors
 
 MEMORIES_TAG = "<memlane_memories>"
@@ -81,7 +82,12 @@ class MemlaneMemory(HookProvider):
         if not self._pending:
             return
         messages, self._pending = self._pending, []
-        self._with_store(lambda: self.client.add(self.store, self.thread_scope, messages=messages))
+        # within an add's limits: a long text goes as consecutive messages of its speaker, in order
+        pieces = [{"role": m["role"], "content": m["content"][i:i + MAX_CONTENT_CHARS]}
+                  for m in messages for i in range(0, len(m["content"]), MAX_CONTENT_CHARS)]
+        for start in range(0, len(pieces), MAX_MESSAGES_PER_ADD):
+            batch = pieces[start:start + MAX_MESSAGES_PER_ADD]
+            self._with_store(lambda: self.client.add(self.store, self.thread_scope, messages=batch))
 
     # -- internals ---------------------------------------------------------------------------------------
 
