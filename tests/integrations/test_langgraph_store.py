@@ -241,3 +241,27 @@ def test_a_value_too_large_is_refused_with_its_code_and_nothing_written(store: M
     with pytest.raises(errors.ApiError):
         store.put(("big",), "k", {"text": "y" * 20_000})  # an update too large leaves the old value
     assert store.get(("big",), "k").value == {"text": "small"}  # type: ignore[union-attr]
+
+
+def test_an_item_a_dream_deleted_is_gone_and_its_key_writable(in_process: Any, tenant: str) -> None:
+    """A dream DELETE or MERGE, once applied, marks the memory deleted (reversibly): for LangGraph the item
+    is gone, and a put of its key writes it again instead of failing on the deleted memory."""
+    from memlane.domain.models import MemoryStatus
+    from memlane.integrations.langgraph import memory_id
+    from memlane.sdk import Memlane
+
+    store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=Memlane("http://memlane.local", transport=in_process))
+    store.put(("dreamt",), "k", {"text": "Alice likes tea"})
+    repo = in_process.service.deps.repo
+    memory = repo.get_memory(STORE, APP, tenant, memory_id("langgraph", ("dreamt",), "k"))
+    repo.put_memory(STORE, memory.model_copy(update={"status": MemoryStatus.DELETED}))  # what an applied dream action writes
+
+    assert store.get(("dreamt",), "k") is None
+    assert store.search(("dreamt",)) == [] and store.list_namespaces(prefix=("dreamt",)) == []
+    store.put(("dreamt",), "k", {"text": "Alice likes tea"})  # the same value again: written again
+    assert store.get(("dreamt",), "k").value == {"text": "Alice likes tea"}  # type: ignore[union-attr]
+
+    memory = repo.get_memory(STORE, APP, tenant, memory_id("langgraph", ("dreamt",), "k"))
+    repo.put_memory(STORE, memory.model_copy(update={"status": MemoryStatus.DELETED}))
+    store.put(("dreamt",), "k", {"text": "Alice likes coffee"})  # another value
+    assert store.get(("dreamt",), "k").value == {"text": "Alice likes coffee"}  # type: ignore[union-attr]

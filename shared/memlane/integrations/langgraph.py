@@ -111,22 +111,32 @@ class MemlaneStore(BaseStore):
         text, indexed = self._text(op)
         metadata = _metadata(op.namespace, op.key, op.value, indexed)  # type: ignore[arg-type]
         memory = {"memory_id": mid, "text": text, "metadata": metadata}
-        for attempt in range(2):
-            try:
-                yield lambda c: c.memories.write(self.store, self.scope, [memory])
+        try:
+            written = yield from self._write(memory)
+            if written.memories[0].status != "deleted":
                 return None
-            except errors.MemoryIdReused:  # the key holds another value: replace it in place
+        except errors.MemoryIdReused:  # the key holds another value: replace it in place
+            try:
                 yield lambda c: c.memories.update(self.store, mid, app_id=self.app_id, tenant_id=self.tenant_id,
                                                   text=text, metadata=metadata)
                 return None
-            except errors.StoreNotFound:
-                if attempt:
+            except errors.BadRequest as refused:
+                if refused.code != "memory_deleted":
                     raise
-                try:  # the first put of a new deployment makes the memlane store
-                    yield lambda c: c.stores.create(self.store, description="LangGraph store (memlane.integrations)")
-                except errors.StoreExists:
-                    pass
+        # an applied dream DELETE or MERGE marked the item deleted (kept for its undo): write the key anew
+        yield lambda c: c.memories.delete(self.store, mid, app_id=self.app_id, tenant_id=self.tenant_id)
+        yield from self._write(memory)
         return None
+
+    def _write(self, memory: dict[str, Any]) -> Flow:
+        try:
+            return (yield lambda c: c.memories.write(self.store, self.scope, [memory]))
+        except errors.StoreNotFound:
+            try:  # the first put of a new deployment makes the memlane store
+                yield lambda c: c.stores.create(self.store, description="LangGraph store (memlane.integrations)")
+            except errors.StoreExists:
+                pass
+            return (yield lambda c: c.memories.write(self.store, self.scope, [memory]))
 
     def _delete(self, op: PutOp) -> Flow:
         item = yield from self._get(op.namespace, op.key)  # only this agent's item of this namespace and key
@@ -221,8 +231,8 @@ def _metadata(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], in
 def _item(memory: Any, updated_at: datetime | None = None) -> Item | None:
     """The LangGraph item a memory holds, or None for a memory this store did not write."""
     meta = memory.metadata or {}
-    if not isinstance(meta.get("lg_ns"), str) or "lg_value" not in meta:
-        return None
+    if not isinstance(meta.get("lg_ns"), str) or "lg_value" not in meta or memory.status == "deleted":
+        return None  # deleted: an applied dream DELETE or MERGE (kept for its undo) removed it
     return Item(value=json.loads(meta["lg_value"]), key=meta["lg_key"], namespace=tuple(meta["lg_ns"].split(".")),
                 created_at=memory.created_at, updated_at=updated_at or memory.updated_at)
 
