@@ -265,3 +265,13 @@ def test_an_item_a_dream_deleted_is_gone_and_its_key_writable(in_process: Any, t
     repo.put_memory(STORE, memory.model_copy(update={"status": MemoryStatus.DELETED}))
     store.put(("dreamt",), "k", {"text": "Alice likes coffee"})  # another value
     assert store.get(("dreamt",), "k").value == {"text": "Alice likes coffee"}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("field", ["app_id", "tenant_id", "agent_id"])
+def test_a_bad_or_wildcard_scope_is_refused_when_made(field: str) -> None:
+    from memlane.domain.errors import InvalidScope
+
+    ids = {"app_id": APP, "tenant_id": "alice", "agent_id": "langgraph"}
+    for bad in ("*", "a#b", ""):
+        with pytest.raises(InvalidScope):  # "*" would be every tenant; "#" the key delimiter
+            MemlaneStore(STORE, **{**ids, field: bad})

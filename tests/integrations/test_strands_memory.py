@@ -141,3 +141,15 @@ def test_a_long_conversation_is_mirrored_whole(clients: tuple[Any, Any], tenant:
         STORE, {"app_id": APP, "tenant_id": tenant, "agent_id": "strands", "run_id": "long"})]
     assert said[:120] == [f"turn {i}" for i in range(120)]
     assert "".join(said[120:-1]) == "Please summarise: " + document and said[-1] == "summarised"
+
+
+@pytest.mark.parametrize("field", ["app_id", "tenant_id", "session_id", "agent_id"])
+def test_a_bad_scope_is_refused_when_made_not_after_the_model_answered(field: str) -> None:
+    from memlane.domain.errors import InvalidScope
+
+    ids = {"app_id": APP, "tenant_id": "alice", "session_id": "s-1", "agent_id": "strands", field: "has space"}
+    with pytest.raises(InvalidScope) as refused:
+        MemlaneMemory(STORE, client=object(), **ids)  # type: ignore[arg-type]
+    assert refused.value.field == ("run_id" if field == "session_id" else field)
+    with pytest.raises(InvalidScope):
+        MemlaneMemory(STORE, client=object(), **{**ids, field: "*"})  # type: ignore[arg-type]

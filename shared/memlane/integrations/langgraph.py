@@ -28,6 +28,7 @@ from langgraph.store.base import (BaseStore, GetOp, IndexConfig, Item, ListNames
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
 from ..domain.limits import MAX_CONTENT_CHARS, MAX_PAGE_SIZE, MAX_TOP_K
+from ..domain.scope import validate_id
 from ..sdk import DEFAULT_URL, AsyncMemlane, Memlane, errors
 
 # One SDK call: given the client, its answer (an awaitable of it on AsyncMemlane).
@@ -52,8 +53,10 @@ class MemlaneStore(BaseStore):
                  url: str = DEFAULT_URL, api_key: str | None = None, client: Memlane | None = None,
                  async_client: AsyncMemlane | Callable[[], AsyncMemlane] | None = None,
                  index: IndexConfig | None = None):
+        # checked now, so a wildcard or a delimiter can never become the store's scope
+        self.scope = {f: validate_id(f, v) for f, v in {"app_id": app_id, "tenant_id": tenant_id,
+                                                         "agent_id": agent_id}.items()}
         self.store, self.app_id, self.tenant_id, self.agent_id = store, app_id, tenant_id, agent_id
-        self.scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}
         self._client = client
         self._async_client = async_client
         self._url, self._api_key = url, api_key

@@ -18,6 +18,7 @@ from strands import tool
 from strands.hooks import AfterInvocationEvent, BeforeInvocationEvent, HookProvider, HookRegistry, MessageAddedEvent
 
 from ..domain.limits import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_ADD
+from ..domain.scope import validate_id
 from ..sdk import DEFAULT_URL, Memlane, errors
 
 MEMORIES_TAG = "<memlane_memories>"
@@ -34,7 +35,9 @@ class MemlaneMemory(HookProvider):
                  recall_top_k: int = 5, min_similarity: float = 0.0, mirror: bool = True):
         self.store = store
         self.client = client or Memlane(url, api_key=api_key)
-        self.thread_scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": session_id}
+        ids = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": session_id}
+        # checked now: a bad id would otherwise be refused only by the first add, after the model answered
+        self.thread_scope = {field: validate_id(field, value) for field, value in ids.items()}
         # recall reaches every session of this agent and tenant; never another tenant
         self.recall_scope = {**self.thread_scope, "run_id": "*"}
         self.recall_top_k, self.min_similarity, self.mirror = recall_top_k, min_similarity, mirror
