@@ -275,3 +275,26 @@ def test_a_bad_or_wildcard_scope_is_refused_when_made(field: str) -> None:
     for bad in ("*", "a#b", ""):
         with pytest.raises(InvalidScope):  # "*" would be every tenant; "#" the key delimiter
             MemlaneStore(STORE, **{**ids, field: bad})
+
+
+def test_a_search_without_query_stops_listing_once_it_has_enough(in_process: Any, tenant: str) -> None:
+    import httpx
+
+    from memlane.sdk import Memlane
+
+    pages: list[str] = []
+
+    class Counting(httpx.BaseTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.method == "GET" and request.url.path.endswith("/memories"):
+                pages.append(str(request.url))
+            return in_process.handle_request(request)
+
+    store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=Memlane("http://memlane.local", transport=Counting()))
+    for i in range(260):  # more than one page of 200
+        store.put(("many",), f"k{i}", {"n": i})
+    pages.clear()
+    assert len(store.search(("many",), limit=5)) == 5
+    assert len(pages) == 1  # one page had enough: the rest is not read
+    pages.clear()
+    assert len(store.list_namespaces()) == 1 and len(pages) == 2  # namespaces need every page

@@ -155,14 +155,10 @@ class MemlaneStore(BaseStore):
     def _search(self, op: SearchOp) -> Flow:
         if op.query:
             return (yield from self._query(op))
-        items: list[SearchItem] = []
-        want = op.offset + op.limit
-        for item in (yield from self._scan()):
-            if _under(item.namespace, op.namespace_prefix) and _matches(item.value, op.filter):
-                items.append(SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at))
-                if len(items) >= want:
-                    break
-        return items[op.offset:want]
+        items = yield from self._scan(lambda i: _under(i.namespace, op.namespace_prefix) and _matches(i.value, op.filter),
+                                      enough=op.offset + op.limit)
+        return [SearchItem(i.namespace, i.key, i.value, i.created_at, i.updated_at)
+                for i in items[op.offset:op.offset + op.limit]]
 
     def _query(self, op: SearchOp) -> Flow:
         filters: dict[str, Any] = {"lg_indexed": True}
@@ -190,8 +186,9 @@ class MemlaneStore(BaseStore):
             spaces = list({ns[:op.max_depth] for ns in spaces})
         return sorted(spaces)[op.offset:op.offset + op.limit]
 
-    def _scan(self) -> Flow:
-        """Every item of this store's scope, page by page (memlane lists by scope, not by metadata)."""
+    def _scan(self, keep: Callable[[Item], bool] = lambda item: True, enough: int | None = None) -> Flow:
+        """The items of this store's scope that `keep` keeps, page by page (memlane lists by scope, not by
+        metadata), until there are `enough`."""
         items: list[Item] = []
         cursor: str | None = None
         while True:
@@ -199,9 +196,9 @@ class MemlaneStore(BaseStore):
                 page = yield lambda c: c.memories.list(self.store, self.scope, limit=MAX_PAGE_SIZE).page(cursor)
             except errors.StoreNotFound:
                 return items
-            items.extend(i for i in map(_item, page.memories) if i is not None)
+            items.extend(i for i in map(_item, page.memories) if i is not None and keep(i))
             cursor = page.next_cursor
-            if not cursor:
+            if not cursor or (enough is not None and len(items) >= enough):
                 return items
 
     def _text(self, op: PutOp) -> tuple[str, bool]:
