@@ -312,3 +312,14 @@ def test_near_identical_memories_past_a_few_take_no_budget(deps, store, monkeypa
 
     assert 1 <= alike < len(days)
     assert [e.key for e in result.kept["memories"]] == [f"sim-{i:03d}" for i in range(alike)] + ["sim-009"]
+
+
+def test_the_dates_grouped_recipe_names_a_day_once_above_its_memories(deps, store) -> None:
+    dated = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"])
+    grouped = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"],
+                   recipe="dates_grouped")
+    day = f"{deps.clock.now():%Y-%m-%d}"  # the first thread's memories were all said today
+    assert dated.text.count(day) == len(dated.kept["memories"]) >= 2
+    assert grouped.text.count(day) == 1 and f"\n{day}:\n- " in grouped.text
+    assert {e.key for e in grouped.kept["memories"]} == {e.key for e in dated.kept["memories"]}
+    assert grouped.total < dated.total and grouped.total == HFTokenizer().count(grouped.text)

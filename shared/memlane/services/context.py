@@ -66,6 +66,9 @@ class CardRecipe:
     # tokens, not facts (0: no limit).
     alike: int = 3
     record_types: tuple[str, ...] = ("memory",)  # what search may return: memories, raw messages too
+    # Memories listed under their date (a line "2023-05-07:" once) instead of "(2023-05-07) " in front of
+    # each: the date costs ~8 tokens a memory, and a conversation's memories share few dates.
+    group_dates: bool = False
 
 
 RECIPES = {
@@ -75,6 +78,7 @@ RECIPES = {
     "alike1": CardRecipe(alike=1),
     "alike2": CardRecipe(alike=2),
     "messages": CardRecipe(record_types=("memory", "message")),
+    "dates_grouped": CardRecipe(group_dates=True),
 }
 DEFAULT_RECIPE = "default"
 
@@ -122,7 +126,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
             covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
             parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered, plan.alike))
+                                   covered, plan.alike, plan.group_dates))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
@@ -215,7 +219,7 @@ def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.Sea
 
 
 def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], covered: set[str],
-              alike: int = CardRecipe.alike) -> Section:
+              alike: int = CardRecipe.alike, group_dates: bool = False) -> Section:
     """The hits (with their rank in search's order), less what the card already says: a memory whose
     evidence is all among the shown turns and summary, or whose words restate them — and past `alike`
     near-identical ones, the lower ranked (policies/context_card.distinct)."""
@@ -223,10 +227,14 @@ def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], cove
              if not (hit.memory.evidence and set(hit.memory.evidence) <= covered)]
     texts = [_text(hit.memory) for _, hit in fresh]
     new = distinct(texts, shown, alike=alike)
-    return Section("memories", tuple(
-        Entry(hit.memory.memory_id, _dated(text, hit.memory.event_time or hit.memory.observed_at), RANK_DECAY ** rank,
-              rank, tuple(hit.memory.evidence))
-        for (rank, hit), text, keep in zip(fresh, texts, new) if keep))
+    entries = []
+    for (rank, hit), text, keep in zip(fresh, texts, new):
+        if keep:
+            when = hit.memory.event_time or hit.memory.observed_at
+            line, group = (text, f"{when:%Y-%m-%d}" if when else "") if group_dates else (_dated(text, when), "")
+            entries.append(Entry(hit.memory.memory_id, line, RANK_DECAY ** rank, rank, tuple(hit.memory.evidence),
+                                 group))
+    return Section("memories", tuple(entries))
 
 
 def _text(m: Memory) -> str:
