@@ -211,3 +211,16 @@ def test_a_group_label_is_paid_for_once_and_only_when_an_entry_of_it_fits() -> N
     # A budget that holds the section's header and the line but not the label: nothing half-shown.
     card = pack([Section("memories", (Entry("a", line, 0.9, 0, group="2023-05-07"),))], one - 1, TOKENIZER)
     assert card.text == "" and card.cut[0].dropped == 1
+
+
+def test_a_memory_line_drops_a_speaker_prefix_its_text_names_again_and_a_reply_quote_on_request() -> None:
+    from memlane.policies.context_card import compact
+
+    said = "Melanie: Melanie ran a charity race for mental health last Saturday."
+    assert compact(said) == "Melanie ran a charity race for mental health last Saturday."
+    other = "Melanie: The event was really thought-provoking."  # the speaker named only by the prefix: kept
+    assert compact(other) == other
+    reply = "Melanie: These are for running, Melanie said. (replying to Caroline: For walking or running?)"
+    assert compact(reply) == "These are for running, Melanie said. (replying to Caroline: For walking or running?)"
+    assert compact(reply, replies=False) == "These are for running, Melanie said."
+    assert compact("Caroline: Melanie's kids love it.") == "Caroline: Melanie's kids love it."  # another name

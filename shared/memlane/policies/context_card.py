@@ -31,6 +31,8 @@ TITLES = {"agent_profile": "Agent profile", "user_profile": "User profile", "sum
 ELLIPSIS = " …"
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _WORD = re.compile(r"\w+")
+_SPEAKER = re.compile(r"^([A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
+_REPLY = re.compile(r"\s*\(replying to [^)]*\)\s*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,18 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
     evidence = tuple(dict.fromkeys(ev for es in ordered.values() for e in es for ev in e.evidence))
     return Card(text=text, kept=ordered, tokens=tokens, total=total, cut=cut, evidence=evidence, budget=budget,
                 tokenizer=getattr(tokenizer, "name", ""))
+
+
+def compact(text: str, *, speaker: bool = True, replies: bool = True) -> str:
+    """A memory's line with fewer tokens and the same facts: without its "Speaker: " prefix when the
+    statement names the speaker again (the rule extractor writes "Melanie: Melanie ran a race"), and,
+    unless `replies`, without the "(replying to ...)" quote of the turn it answered."""
+    if not replies:
+        text = _REPLY.sub("", text)
+    m = _SPEAKER.match(text) if speaker else None
+    if m and re.search(rf"\b{re.escape(m.group(1))}\b", text[m.end():]):
+        text = text[m.end():]
+    return text
 
 
 def restates(text: str, shown: Sequence[str], share: float = 0.8) -> bool:
