@@ -315,7 +315,8 @@ def test_near_identical_memories_past_a_few_take_no_budget(deps, store, monkeypa
 
 
 def test_the_dates_grouped_recipe_names_a_day_once_above_its_memories(deps, store) -> None:
-    dated = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"])
+    dated = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"],
+                 recipe="dated_lines")
     grouped = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"],
                    recipe="dates_grouped")
     day = f"{deps.clock.now():%Y-%m-%d}"  # the first thread's memories were all said today
