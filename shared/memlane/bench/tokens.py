@@ -268,7 +268,8 @@ def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dic
         "card_cpu_ms": {"p50": round(metrics.percentile([r["card_cpu_ms"] for r in rows], 50), 2),
                         "p95": round(metrics.percentile([r["card_cpu_ms"] for r in rows], 95), 2)},
         "rows": rows,
-        "machine": {**machine(), "loadavg_1m_start": None if load_start is None else round(load_start, 2), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
+        "machine": {**machine(), "loadavg_1m_start": None if load_start is None else round(load_start, 2),
+                    "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -306,8 +307,9 @@ def format_report(r: dict[str, Any]) -> str:
                 f"{', '.join(map(str, r['summary']['refresh_turns'])) or '-'}); card shows only an outdated statement "
                 f"at {r['stale_only']} of {conv['turns_with_changed_facts']} turns needing a changed fact; "
                 f"{r['lagging_turns']} turns arrived with the worker still busy; card p50 {r['card_ms']['p50']} ms, "
-                f"p95 {r['card_ms']['p95']} ms (CPU time p50 {r['card_cpu_ms']['p50']} ms, p95 {r['card_cpu_ms']['p95']} ms); "
-                f"load average (1 min) {r['machine'].get('loadavg_1m_start')} at start, {r['machine']['loadavg_1m_end']} at end"]
+                f"p95 {r['card_ms']['p95']} ms (CPU time p50 {r['card_cpu_ms']['p50']} ms, "
+                f"p95 {r['card_cpu_ms']['p95']} ms); load average (1 min) {r['machine'].get('loadavg_1m_start')} at start, "
+                f"{r['machine']['loadavg_1m_end']} at end"]
     if r.get("recipes"):
         last = r["rows"][-1]
         out += ["", f"card recipes side by side (services/context.RECIPES; `card` above is `{r.get('recipe')}`):",

@@ -82,6 +82,7 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
     labels = _labels(by_name.values(), tokenizer)
     queues = {n: deque(sorted(s.entries, key=_priority)) for n, s in by_name.items()}
     kept: dict[str, list[Entry]] = {}
+    opened: set[tuple[str, str]] = set()  # (section, group) whose label is paid for
     dropped = dict.fromkeys(by_name, 0)
     truncated = dict.fromkeys(by_name, 0)
     left = budget
@@ -89,9 +90,10 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
         name = max(open_, key=lambda n: (_ratio(n, queues[n][0], costs), -SECTIONS.index(n)))
         entry = queues[name].popleft()
         opening = (0 if name in kept else header[name]) + (
-            labels[entry.group] if entry.group and all(e.group != entry.group for e in kept.get(name, ())) else 0)
+            labels[entry.group] if entry.group and (name, entry.group) not in opened else 0)
         if opening + costs[(name, entry.key)] <= left:
             kept.setdefault(name, []).append(entry)
+            opened.add((name, entry.group))
             left -= opening + costs[(name, entry.key)]
             continue
         short = _shorten(entry, left - opening, tokenizer)
@@ -99,6 +101,7 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
             text, cost = short
             kept.setdefault(name, []).append(Entry(entry.key, text, entry.value, entry.position, entry.evidence,
                                                    entry.group))
+            opened.add((name, entry.group))
             costs[(name, entry.key)] = cost
             left -= opening + cost
             truncated[name] += 1
