@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .adapters.clock import SystemClock
+from .adapters.embedders.recent import RecentVectors
 from .adapters.local.datadir import DataDirInUse
 from .config import Settings
 from .extractors import Extractor
@@ -58,7 +59,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     `check_schema`: apply settings.schema_policy once per process (`memlane schema` applies its own)."""
     if check_schema:
         check_local_files(settings)
-    embedder = embedder or _embedder(settings)
+    embedder = RecentVectors(embedder or _embedder(settings), settings.embed_cache_size)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
     table = table or _table(settings)

@@ -45,6 +45,9 @@ class Settings(BaseModel):
     bedrock_llm_model: str = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_rerank_model: str = "amazon.rerank-v1:0"
     embed_dim: int = Field(default=1024, ge=8, le=4096)
+    # Vectors of the last texts embedded, kept in memory (adapters/embedders/recent.py; 0 = off): a live
+    # thread's card query is the turn its add embeds, and repeated queries are common.
+    embed_cache_size: int = Field(default=256, ge=0, le=100_000)
 
     # Model calls (Bedrock, OpenAI-compatible): explicit timeouts and attempts (the first try included).
     # Under a synchronous request's deadline each attempt gets at most what is left of it.

@@ -312,3 +312,24 @@ def test_near_identical_memories_past_a_few_take_no_budget(deps, store, monkeypa
 
     assert 1 <= alike < len(days)
     assert [e.key for e in result.kept["memories"]] == [f"sim-{i:03d}" for i in range(alike)] + ["sim-009"]
+
+
+def test_the_dates_grouped_recipe_names_a_day_once_above_its_memories(deps, store) -> None:
+    dated = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"],
+                 recipe="dated_lines")
+    grouped = card(deps, store, query="peanut allergy vegetarian pottery", sections=["memories"],
+                   recipe="dates_grouped")
+    day = f"{deps.clock.now():%Y-%m-%d}"  # the first thread's memories were all said today
+    assert dated.text.count(day) == len(dated.kept["memories"]) >= 2
+    assert grouped.text.count(day) == 1 and f"\n{day}:\n- " in grouped.text
+    assert {e.key for e in grouped.kept["memories"]} == {e.key for e in dated.kept["memories"]}
+    assert grouped.total < dated.total and grouped.total == HFTokenizer().count(grouped.text)
+
+
+def test_the_route_says_under_which_date_the_card_lists_each_memory(deps, store) -> None:
+    from memlane.api.context_models import ContextOut
+
+    out = ContextOut.of(card(deps, store, query="peanut allergy vegetarian pottery")).model_dump()
+    day = f"{deps.clock.now():%Y-%m-%d}"
+    assert out["sections"]["memories"] and all(e["group"] == day for e in out["sections"]["memories"])
+    assert all(e["group"] is None for e in out["sections"]["recent"])  # a turn carries its date in its line

@@ -212,3 +212,68 @@ def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
 ])
 def test_a_stop_verb_of_motion_ends_nothing(old, new):
     assert action(old, new, similarity=0.55) == ExtractAction.ADD
+
+
+# -- newer_first at search time: the same order, fewer comparisons -----------------------------------
+
+
+def _reference_newer_first(memories, relevance, window=10):
+    """newer_first as it was first written: every pair of the head compared again after each move."""
+    from memlane.policies.consolidation import _is_newer, conflicts, observed
+
+    head, tail = list(memories[:window]), list(memories[window:])
+    i = 0
+    while i < len(head):
+        for j in range(i + 1, len(head)):
+            a, b = head[i], head[j]
+            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+            if _is_newer(b, observed(a)) and conflicts(b, a, close):
+                head.insert(i, head.pop(j))
+                break
+        else:
+            i += 1
+    return head + tail
+
+
+def _update_fixture():
+    """Every statement of the knowledge-update set (moves, new jobs, retractions, facts that stay), as
+    memories said on scattered days."""
+    import json
+    import random
+    from pathlib import Path
+
+    rnd = random.Random(11)
+    texts = [f"User: {m['content']}" for line in (Path(__file__).parents[1] / "data" / "knowledge_updates.jsonl")
+             .read_text().splitlines() for step in json.loads(line)["steps"] for m in step["messages"]]
+    return [memory(t, day=rnd.randrange(120), mid=f"m{i}") for i, t in enumerate(texts)], rnd
+
+
+def test_newer_first_keeps_the_order_it_always_gave():
+    memories, rnd = _update_fixture()
+    moved = 0
+    for _ in range(300):
+        hits = rnd.sample(memories, 14)
+        relevance = {m.memory_id: rnd.uniform(0.2, 0.9) for m in hits}
+        got = [m.memory_id for m in newer_first(hits, relevance)]
+        assert got == [m.memory_id for m in _reference_newer_first(hits, relevance)]
+        moved += got != [m.memory_id for m in hits]
+    assert moved > 10  # the fixture has conflicts to reorder, not only unrelated memories
+
+
+def test_newer_first_reads_no_pair_that_cannot_replace_the_other(monkeypatch):
+    """A remark, a passage, or a statement of someone else cannot replace a fact: such pairs are
+    skipped before the word-by-word reading (relate), and a pair already read is not read again."""
+    from memlane.policies import consolidation
+
+    read = []
+    real = consolidation.relate
+    monkeypatch.setattr(consolidation, "relate", lambda new, old, similarity: read.append((new.text, old.text))
+                        or real(new, old, similarity))
+    hits = [memory("User: Can't wait to see it!", day=0, mid="remark"),
+            memory("Ann: I love hiking. We went up Snowdon last week.", day=1, mid="passage"),
+            memory("Ben lives in Leeds.", day=2, mid="ben"),
+            memory("User's apartment is in Brooklyn.", day=3, mid="old"),
+            memory("User's apartment is in Queens.", day=9, mid="new"),
+            memory("User: Thanks so much, you're the best!", day=10, mid="thanks")]
+    assert [m.memory_id for m in newer_first(hits)] == ["remark", "passage", "ben", "new", "old", "thanks"]
+    assert len(read) == len(set(read)) == 1  # only Queens against Brooklyn

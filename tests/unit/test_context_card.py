@@ -16,6 +16,7 @@ WORDS = ["Caroline", "went", "to", "the", "LGBTQ", "support", "group", "on", "7"
          "paints", "sunsets", "Überraschung", "naïve", "café", "🙂", "pottery", "adoption", "agency", "it's",
          "re-reading", "(draft)", "#tag", "e-mail:", "x@y.z", "1,300", "euros", "—", "Lisbon", "tokenization"]
 ENDS = [".", "!", "?", "", ";"]
+GROUPS = ["", "2023-05-07", "2023-06-01", "2024-01-20"]
 
 
 @st.composite
@@ -33,7 +34,8 @@ def section_lists(draw: st.DrawFn) -> list[Section]:
     for name in draw(st.lists(st.sampled_from(SECTIONS), unique=True, max_size=len(SECTIONS))):
         n = draw(st.integers(0, 8))
         entries = tuple(Entry(key=f"{name}-{i}", text=draw(texts()), value=draw(st.floats(0.0, 1.0)), position=i,
-                              evidence=tuple(draw(st.lists(st.sampled_from(["m1", "m2", "m3", "m4"]), max_size=2))))
+                              evidence=tuple(draw(st.lists(st.sampled_from(["m1", "m2", "m3", "m4"]), max_size=2))),
+                              group=draw(st.sampled_from(GROUPS)) if name == "memories" else "")
                         for i in range(n))
         out.append(Section(name, entries, contiguous=name == "recent"))
     return out
@@ -180,3 +182,45 @@ def test_distinct_keeps_the_first_of_near_identical_texts_and_what_is_new() -> N
     assert distinct(texts, shown) == [False, False, False, True]  # the first restates a shown turn
     assert distinct(texts, [], alike=2) == [True, True, False, True]  # two alike may go in, not a third
     assert distinct(texts, [], alike=0) == [True, True, True, True]
+
+
+# -- entries grouped under a label (memories under their date) -------------------------------------
+
+
+def test_entries_of_a_group_render_under_its_label_once_groups_in_label_order() -> None:
+    memories = Section("memories", (
+        Entry("a", "Caroline went to the support group.", 0.9, 0, group="2023-05-08"),
+        Entry("b", "Melanie paints sunsets.", 0.8, 1, group="2023-05-07"),
+        Entry("c", "Caroline researched adoption agencies.", 0.7, 2, group="2023-05-08"),
+        Entry("d", "Melanie likes pottery.", 0.6, 3)))
+    card = pack([memories], 1000, TOKENIZER)
+    assert card.text == "\n".join([
+        "## Relevant memories", "- Melanie likes pottery.",
+        "2023-05-07:", "- Melanie paints sunsets.",
+        "2023-05-08:", "- Caroline went to the support group.", "- Caroline researched adoption agencies."])
+    assert card.total == TOKENIZER.count(card.text) == card.tokens["memories"]
+
+
+def test_a_group_label_is_paid_for_once_and_only_when_an_entry_of_it_fits() -> None:
+    line = "Melanie paints sunsets."
+    one = pack([Section("memories", (Entry("a", line, 0.9, 0, group="2023-05-07"),))], 1000, TOKENIZER).total
+    two = pack([Section("memories", (Entry("a", line, 0.9, 0, group="2023-05-07"),
+                                     Entry("b", "Caroline went to the support group.", 0.8, 1,
+                                           group="2023-05-07")))], 1000, TOKENIZER).total
+    assert two - one == TOKENIZER.count("- Caroline went to the support group.")
+    # A budget that holds the section's header and the line but not the label: nothing half-shown.
+    card = pack([Section("memories", (Entry("a", line, 0.9, 0, group="2023-05-07"),))], one - 1, TOKENIZER)
+    assert card.text == "" and card.cut[0].dropped == 1
+
+
+def test_a_memory_line_drops_a_speaker_prefix_its_text_names_again_and_a_reply_quote_on_request() -> None:
+    from memlane.policies.context_card import compact
+
+    said = "Melanie: Melanie ran a charity race for mental health last Saturday."
+    assert compact(said) == "Melanie ran a charity race for mental health last Saturday."
+    other = "Melanie: The event was really thought-provoking."  # the speaker named only by the prefix: kept
+    assert compact(other) == other
+    reply = "Melanie: These are for running, Melanie said. (replying to Caroline: For walking or running?)"
+    assert compact(reply) == "These are for running, Melanie said. (replying to Caroline: For walking or running?)"
+    assert compact(reply, replies=False) == "These are for running, Melanie said."
+    assert compact("Caroline: Melanie's kids love it.") == "Caroline: Melanie's kids love it."  # another name

@@ -29,6 +29,7 @@ class ContextEntryOut(BaseModel):
     id: str  # message id (recent), memory id (memories, plans), or the entry's place in its section
     text: str
     evidence: list[str] = Field(default_factory=list)  # message ids
+    group: str | None = None  # the label `text` lists it under (a memory: its date), said once for its group
 
 
 class ContextTokensOut(BaseModel):
@@ -53,7 +54,8 @@ class ContextOut(BaseModel):
 
     @classmethod
     def of(cls, card: Card) -> "ContextOut":
-        return cls(sections={name: [ContextEntryOut(id=e.key, text=e.text, evidence=list(e.evidence)) for e in entries]
+        return cls(sections={name: [ContextEntryOut(id=e.key, text=e.text, evidence=list(e.evidence),
+                                                     group=e.group or None) for e in entries]
                              for name, entries in card.kept.items()},
                    text=card.text,
                    tokens=ContextTokensOut(per_section=card.tokens, total=card.total, budget=card.budget,

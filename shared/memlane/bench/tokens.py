@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ..domain.scope import Scope
     from ..services import context, ingest, stores, threads
 
-    started = time.monotonic()
+    started, load_start = time.monotonic(), os.getloadavg()[0]
     compare = [r for r in str(getattr(args, "compare", "") or "").split(",") if r]
     script = _script(args)
     last = min(args.turns, len(script.turns) - 1)
@@ -175,13 +175,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for t in prompts:
                 fixed = system + counts[t]
                 summary = context.get_summary(deps, STORE, Scope(**scope))
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 card = context.build(deps, STORE, app_id=APP, tenant_id=TENANT, thread_id=THREAD,
                                      query=script.turns[t][1], budget_tokens=args.budget,
                                      recent_messages=args.recent)
-                card_ms = (time.perf_counter() - t0) * 1000
+                # CPU time of the process: the worker is idle when a turn arrives, so it is the card's.
+                card_ms, card_cpu_ms = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
                 rows.append(_row(script, t, counts, fixed, card, summary, turn_of, recent=args.recent, idle=idle,
                                  card_ms=card_ms))
+                rows[-1]["card_cpu_ms"] = round(card_cpu_ms, 2)
                 # The same turn's card by the other recipes, on the same state: side by side.
                 rows[-1]["recipes"] = {name: _variant(script, t, fixed, turn_of, context.build(
                     deps, STORE, app_id=APP, tenant_id=TENANT, thread_id=THREAD, query=script.turns[t][1],
@@ -200,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if bar:
                 bar.close()
             service.close()
-    return _report(args, script, rows, embedder.name, tokenizer.name, started)
+    return _report(args, script, rows, embedder.name, tokenizer.name, started, load_start)
 
 
 def _row(script: live_thread.Script, t: int, counts: Sequence[int], fixed: int, card: Any, summary: Any,
@@ -235,7 +237,7 @@ def _variant(script: live_thread.Script, t: int, fixed: int, turn_of: Mapping[st
 
 
 def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dict[str, Any]], embedder: str,
-            tokenizer: str, started: float) -> dict[str, Any]:
+            tokenizer: str, started: float, load_start: float | None = None) -> dict[str, Any]:
     with_needs = [r for r in rows if "recall" in r]
     with_stale = [r for r in rows if "stale" in r]
     methods = ("flat", "window", "card")
@@ -263,8 +265,11 @@ def _report(args: argparse.Namespace, script: live_thread.Script, rows: list[dic
         "lagging_turns": sum(1 for r in rows if not r["worker_idle"]),
         "card_ms": {"p50": round(metrics.percentile([r["card_ms"] for r in rows], 50), 2),
                     "p95": round(metrics.percentile([r["card_ms"] for r in rows], 95), 2)},
+        "card_cpu_ms": {"p50": round(metrics.percentile([r["card_cpu_ms"] for r in rows], 50), 2),
+                        "p95": round(metrics.percentile([r["card_cpu_ms"] for r in rows], 95), 2)},
         "rows": rows,
-        "machine": {**machine(), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
+        "machine": {**machine(), "loadavg_1m_start": None if load_start is None else round(load_start, 2),
+                    "loadavg_1m_end": round(os.getloadavg()[0], 2)},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -302,7 +307,9 @@ def format_report(r: dict[str, Any]) -> str:
                 f"{', '.join(map(str, r['summary']['refresh_turns'])) or '-'}); card shows only an outdated statement "
                 f"at {r['stale_only']} of {conv['turns_with_changed_facts']} turns needing a changed fact; "
                 f"{r['lagging_turns']} turns arrived with the worker still busy; card p50 {r['card_ms']['p50']} ms, "
-                f"p95 {r['card_ms']['p95']} ms"]
+                f"p95 {r['card_ms']['p95']} ms (CPU time p50 {r['card_cpu_ms']['p50']} ms, "
+                f"p95 {r['card_cpu_ms']['p95']} ms); load average (1 min) {r['machine'].get('loadavg_1m_start')} at start, "
+                f"{r['machine']['loadavg_1m_end']} at end"]
     if r.get("recipes"):
         last = r["rows"][-1]
         out += ["", f"card recipes side by side (services/context.RECIPES; `card` above is `{r.get('recipe')}`):",

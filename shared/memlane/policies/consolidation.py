@@ -302,14 +302,11 @@ def _set_valued(words: list[str]) -> bool:
 
 def relate(new: Statement, old: Statement, similarity: float) -> Relation | None:
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
-    if not new.subject or new.subject != old.subject:
-        return None  # about someone else
-    if len(old.words) > MAX_OLD_WORDS or len(new.words) > MAX_NEW_WORDS or new.addressed or old.addressed:
+    if not _comparable(new, old):
         return None
     # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
     one_holder = new.owner == old.owner
-    passage = old.sentences > 1 or new.sentences > 1
-    if passage or not (new.factual and old.factual):
+    if not _facts(new, old):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
         al = _align(old.tokens, new.tokens)
         if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
@@ -338,6 +335,18 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         if value is not None:
             return value
     return _reported_change(new, old, similarity)
+
+
+def _comparable(new: Statement, old: Statement) -> bool:
+    """Statements `relate` reads at all: of one subject, short enough to be facts, not said to someone."""
+    return (bool(new.subject) and new.subject == old.subject and len(old.words) <= MAX_OLD_WORDS
+            and len(new.words) <= MAX_NEW_WORDS and not new.addressed and not old.addressed)
+
+
+def _facts(new: Statement, old: Statement) -> bool:
+    """Two single statements of fact: only such a pair can change (UPDATE, DELETE); of a passage or a
+    remark only "says nothing new" is read."""
+    return old.sentences <= 1 and new.sentences <= 1 and new.factual and old.factual
 
 
 def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation | None:
@@ -525,7 +534,10 @@ def observed(memory: Memory) -> datetime | None:
 def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
     Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
-    relation = relate(statement(newer.text), statement(older.text), similarity=similarity)
+    new, old = statement(newer.text), statement(older.text)
+    if not (_comparable(new, old) and _facts(new, old)):
+        return False  # relate could only say NOOP or nothing: no word-by-word reading needed
+    relation = relate(new, old, similarity=similarity)
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
@@ -538,12 +550,19 @@ def newer_first(memories: list[Memory], relevance: dict[str, float] | None = Non
     one thing, so a change cue of the newer one counts as it does at write time."""
     head, tail = list(memories[:window]), list(memories[window:])
     relevance = relevance or {}
+    said = {id(m): observed(m) for m in head}
+    # A move restarts the scan at the same place: each pair is read once, its answer kept.
+    replaces: dict[tuple[int, int], bool] = {}
     i = 0
     while i < len(head):
         for j in range(i + 1, len(head)):
             a, b = head[i], head[j]
-            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
-            if _is_newer(b, observed(a)) and conflicts(b, a, close):
+            pair = (id(b), id(a))
+            if pair not in replaces:
+                close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+                newer = said[id(a)] is not None and said[id(b)] is not None and said[id(b)] > said[id(a)]
+                replaces[pair] = newer and conflicts(b, a, close)
+            if replaces[pair]:
                 head.insert(i, head.pop(j))
                 break
         else:

@@ -31,6 +31,8 @@ TITLES = {"agent_profile": "Agent profile", "user_profile": "User profile", "sum
 ELLIPSIS = " …"
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
 _WORD = re.compile(r"\w+")
+_SPEAKER = re.compile(r"^([A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
+_REPLY = re.compile(r"\s*\(replying to [^)]*\)\s*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class Entry:
     value: float  # worth to the next turn; higher goes in first
     position: int  # where it renders within its section (a thread's order, a profile's order)
     evidence: tuple[str, ...] = ()  # message ids it comes from
+    # A label its section shows once above the entries that share it (memories under their date, instead
+    # of the date in front of every line); "" = none. Groups render in the order of their labels.
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,23 +79,29 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
     by_name = {s.name: s for s in sections if s.name in TITLES}
     costs = _costs(by_name.values(), tokenizer)
     header = _headers(tokenizer)
+    labels = _labels(by_name.values(), tokenizer)
     queues = {n: deque(sorted(s.entries, key=_priority)) for n, s in by_name.items()}
     kept: dict[str, list[Entry]] = {}
+    opened: set[tuple[str, str]] = set()  # (section, group) whose label is paid for
     dropped = dict.fromkeys(by_name, 0)
     truncated = dict.fromkeys(by_name, 0)
     left = budget
     while open_ := [n for n in SECTIONS if queues.get(n)]:
         name = max(open_, key=lambda n: (_ratio(n, queues[n][0], costs), -SECTIONS.index(n)))
         entry = queues[name].popleft()
-        opening = 0 if name in kept else header[name]
+        opening = (0 if name in kept else header[name]) + (
+            labels[entry.group] if entry.group and (name, entry.group) not in opened else 0)
         if opening + costs[(name, entry.key)] <= left:
             kept.setdefault(name, []).append(entry)
+            opened.add((name, entry.group))
             left -= opening + costs[(name, entry.key)]
             continue
         short = _shorten(entry, left - opening, tokenizer)
         if short is not None:
             text, cost = short
-            kept.setdefault(name, []).append(Entry(entry.key, text, entry.value, entry.position, entry.evidence))
+            kept.setdefault(name, []).append(Entry(entry.key, text, entry.value, entry.position, entry.evidence,
+                                                   entry.group))
+            opened.add((name, entry.group))
             costs[(name, entry.key)] = cost
             left -= opening + cost
             truncated[name] += 1
@@ -103,12 +114,25 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
     text, total = _render_within(kept, budget, costs, dropped, tokenizer)
     ordered = {n: tuple(sorted(kept[n], key=lambda e: (e.position, e.key))) for n in SECTIONS if kept.get(n)}
     # Per section from the entries' costs (one tokenizer pass less); `total` is the rendered text's count.
-    tokens = {n: header[n] + sum(costs[(n, e.key)] for e in es) for n, es in ordered.items()}
+    tokens = {n: header[n] + sum(costs[(n, e.key)] for e in es) + sum(labels[g] for g in {e.group for e in es} if g)
+              for n, es in ordered.items()}
     cut = tuple(Cut(n, dropped[n], truncated[n]) for n in SECTIONS
                 if n in by_name and (dropped[n] or truncated[n]))
     evidence = tuple(dict.fromkeys(ev for es in ordered.values() for e in es for ev in e.evidence))
     return Card(text=text, kept=ordered, tokens=tokens, total=total, cut=cut, evidence=evidence, budget=budget,
                 tokenizer=getattr(tokenizer, "name", ""))
+
+
+def compact(text: str, *, speaker: bool = True, replies: bool = True) -> str:
+    """A memory's line with fewer tokens and the same facts: without its "Speaker: " prefix when the
+    statement names the speaker again (the rule extractor writes "Melanie: Melanie ran a race"), and,
+    unless `replies`, without the "(replying to ...)" quote of the turn it answered."""
+    if not replies:
+        text = _REPLY.sub("", text)
+    m = _SPEAKER.match(text) if speaker else None
+    if m and re.search(rf"\b{re.escape(m.group(1))}\b", text[m.end():]):
+        text = text[m.end():]
+    return text
 
 
 def restates(text: str, shown: Sequence[str], share: float = 0.8) -> bool:
@@ -182,6 +206,11 @@ def _costs(sections: Sequence[Section] | object, tokenizer: Tokenizer) -> dict[t
     return {(n, e.key): c for (n, e), c in zip(pairs, counts)}
 
 
+def _labels(sections: Sequence[Section] | object, tokenizer: Tokenizer) -> dict[str, int]:
+    groups = sorted({e.group for s in sections for e in s.entries if e.group})  # type: ignore[attr-defined]
+    return dict(zip(groups, tokenizer.count_many([_label(g) for g in groups]))) if groups else {}
+
+
 def _shorten(entry: Entry, room: int, tokenizer: Tokenizer) -> tuple[str, int] | None:
     """The entry's leading sentences that fit in `room` tokens (marked as shortened), or None."""
     sentences = _SENTENCE_END.split(entry.text.strip())
@@ -227,5 +256,12 @@ def _line(text: str) -> str:
     return "- " + " ".join(text.split())
 
 
+def _label(group: str) -> str:
+    return f"{' '.join(group.split())}:"
+
+
 def _block(name: str, entries: Sequence[Entry]) -> str:
-    return "\n".join([_header(name), *(_line(e.text) for e in entries)])
+    lines = [_header(name), *(_line(e.text) for e in entries if not e.group)]
+    for group in sorted({e.group for e in entries if e.group}):
+        lines += [_label(group), *(_line(e.text) for e in entries if e.group == group)]
+    return "\n".join(lines)

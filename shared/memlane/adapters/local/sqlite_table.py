@@ -20,6 +20,7 @@ from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, P
 from .database import Database
 
 KEY_ATTRIBUTES = ("pk", "sk")
+_BATCH_KEYS = 500  # keys per statement of batch_get: under 999, the variable limit of older SQLite builds
 # The file's layout (PRAGMA user_version of table.db; the durable queue's tables share the file and this number).
 SCHEMA_VERSION = 1
 
@@ -77,9 +78,20 @@ class SqliteTable:
         wanted = [(pk, sk) for pk, sk in keys]
         for pk, sk in wanted:
             check_key(pk, sk)
+        by_pk: dict[str, list[str]] = {}
+        for pk, sk in dict.fromkeys(wanted):
+            by_pk.setdefault(pk, []).append(sk)
+        found: dict[tuple[str, str], Item] = {}
         with self._lock:
-            found = {key: self._get(*key) for key in dict.fromkeys(wanted)}
-        return [item for key in wanted if (item := found[key]) is not None]
+            # One statement per partition (a search's candidates share the tenant's), in chunks that
+            # stay under SQLite's bound-variable limit, instead of one statement per key.
+            for pk, sks in by_pk.items():
+                for i in range(0, len(sks), _BATCH_KEYS):
+                    chunk = sks[i:i + _BATCH_KEYS]
+                    rows = self._db.execute(f"SELECT pk, sk, body FROM items WHERE pk = ? AND sk IN "
+                                            f"({','.join('?' * len(chunk))})", (pk, *chunk)).fetchall()
+                    found.update(((row[0], row[1]), _row_to_item(row)) for row in rows)
+        return [found[key] for key in wanted if key in found]
 
     def query(
         self,
