@@ -47,7 +47,7 @@ class Settings(BaseModel):
     embed_dim: int = Field(default=1024, ge=8, le=4096)
     # Vectors of the last texts embedded, kept in memory (adapters/embedders/recent.py; 0 = off): a live
     # thread's card query is the turn its add embeds, and repeated queries are common.
-    embed_cache_size: int = Field(default=256, ge=0, le=100_000)
+    embed_cache_size: int = Field(default=0, ge=0, le=100_000)  # opt-in: shared by tenants (a timing channel)
 
     # Model calls (Bedrock, OpenAI-compatible): explicit timeouts and attempts (the first try included).
     # Under a synchronous request's deadline each attempt gets at most what is left of it.

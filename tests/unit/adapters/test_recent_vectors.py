@@ -98,3 +98,13 @@ def test_the_service_wires_it_from_the_settings(tmp_path, size) -> None:
                  check_schema=False)
     deps.embedder.embed(["a"]), deps.embedder.embed(["a"])
     assert model.texts == (["a"] if size else ["a", "a"])
+
+
+def test_it_is_off_unless_asked_for(tmp_path) -> None:
+    """Shared by every tenant of a process, a remembered vector answers faster: the time of a search
+    would tell a tenant whether another embedded the same text a moment ago. Opt-in, for deployments
+    that serve one tenant (or accept that)."""
+    model = Counting()
+    deps = build(Settings(data_dir=tmp_path, embedder="hashing"), embedder=model, check_schema=False)
+    deps.embedder.embed(["what did Alice say"]), deps.embedder.embed(["what did Alice say"])
+    assert model.texts == ["what did Alice say", "what did Alice say"]
