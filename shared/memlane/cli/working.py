@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .options import Commands, UsageError, json_object, key_value
-from .output import emit, fields, table, when
+from .output import emit, table, when
 
 if TYPE_CHECKING:
     from ..sdk import Memlane
