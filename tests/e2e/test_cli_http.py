@@ -202,6 +202,11 @@ def test_exit_codes_nothing_answers_and_usage(capsys: pytest.CaptureFixture[str]
     assert cli.main(["bench", "no-such-suite"]) == cli.EXIT_USAGE
 
 
+def test_local_mode_on_a_data_dir_a_server_owns_exits_4(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--local", "--data-dir", str(server.data_dir), "stores", "list"]) == cli.EXIT_DATA_DIR_IN_USE == 4
+    assert "error: " in capsys.readouterr().err
+
+
 def test_local_mode_runs_the_same_commands_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLANE_EMBEDDER", "hashing")
