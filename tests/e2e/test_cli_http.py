@@ -115,7 +115,7 @@ def test_add_search_messages_tasks_scopes_access_policy_and_runs(run: Run) -> No
     code, out, _ = run("access-policy", "get", "a-demo", *WHO, "--run", "conv-1")
     assert (code, out.strip()) == (0, "recall_only")
     code, out, err = run("access-policy", "get", "a-demo", *WHO, "--run", "never")
-    assert code == 2 and "scope_not_found" in err
+    assert code == 2 and "thread_not_found" in err
 
     deleted = run.json("runs", "delete", "a-demo", "conv-1", *WHO)
     assert deleted["messages"] == 1 and deleted["memories"] >= 1

@@ -67,3 +67,23 @@ def test_json_is_the_answer_as_sent(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert json.loads(capsys.readouterr().out) == _task("SUCCEEDED")
     assert cli.main(["tasks", "demo", "r1"]) == 0
     assert capsys.readouterr().out.strip() == "request r1: SUCCEEDED"
+
+
+def test_input_the_sdk_refuses_before_sending_exits_2_as_the_api_would(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sent: list[httpx.Request] = []
+    _fake(monkeypatch, lambda request: sent.append(request) or httpx.Response(500))
+    assert cli.main(["stores", "create", "demo", "--dream-threshold", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid_input: dream_threshold: ") and "Traceback" not in err and sent == []
+    assert cli.main(["--json", "stores", "create", "demo", "--dream-threshold", "2"]) == 2
+    assert json.loads(capsys.readouterr().err)["error"]["code"] == "invalid_input"
+
+
+def test_a_messages_file_that_is_not_json_is_a_usage_error(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _fake(monkeypatch, lambda request: httpx.Response(500))
+    (tmp_path / "m.json").write_text("[{oops")
+    for path in (tmp_path / "m.json", tmp_path / "missing.json"):
+        assert cli.main(["add", "demo", "--app", "a", "--messages", str(path)]) == cli.EXIT_USAGE
+        assert f"--messages {path}: " in capsys.readouterr().err

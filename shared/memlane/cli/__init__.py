@@ -112,6 +112,8 @@ def _operate(args: argparse.Namespace) -> int:
 
 def _call(args: argparse.Namespace) -> int:
     """A command over the SDK: its errors become the exit codes scripts rely on, the error on stderr."""
+    from pydantic import ValidationError
+
     try:
         from ..sdk import ApiError, ConnectionFailed, WaitTimeout
     except ModuleNotFoundError as missing:
@@ -133,6 +135,12 @@ def _call(args: argparse.Namespace) -> int:
     except ApiError as refused:
         error(args, str(refused), status=refused.status, code=refused.code, message=refused.message,
               field=refused.field)
+        return EXIT_API_ERROR
+    except ValidationError as invalid:  # the SDK checks a body with the API's own model before sending it
+        first = invalid.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        error(args, f"invalid_input: {field}: {first['msg']}", status=400, code="invalid_input",
+              message=first["msg"], field=field)
         return EXIT_API_ERROR
     finally:
         client.close()

@@ -77,14 +77,10 @@ def scopes(args: argparse.Namespace, client: "Memlane") -> int:
 
 
 def access_policy_get(args: argparse.Namespace, client: "Memlane") -> int:
-    """There is no route of its own: the run's entry among the tenant's scopes (404 scope_not_found without)."""
-    from ..sdk import errors
-
-    for info in client.scopes.list(args.store, app_id=args.app, tenant_id=args.tenant):
-        if (info.scope.agent_id, info.scope.run_id) == (args.agent, args.run):
-            emit(args, info, info.access_policy.value if hasattr(info.access_policy, "value") else info.access_policy)
-            return 0
-    raise errors.NotFound(404, "scope_not_found", f"no run {args.run!r} of agent {args.agent!r} in {args.store}")
+    """A run is a thread: its record carries the policy (404 thread_not_found for a run never written)."""
+    run = client.threads.get(args.store, args.run, app_id=args.app, tenant_id=args.tenant, agent_id=args.agent)
+    emit(args, run, str(getattr(run.access_policy, "value", run.access_policy)))
+    return 0
 
 
 def access_policy_put(args: argparse.Namespace, client: "Memlane") -> int:

@@ -184,8 +184,12 @@ def add(args: argparse.Namespace, client: "Memlane") -> int:
     options: dict[str, Any] = {"request_id": args.request_id, "metadata": args.metadata, "access_policy": args.policy}
     options = {k: v for k, v in options.items() if v is not None}
     if args.messages:
-        source = sys.stdin.read() if args.messages == "-" else Path(args.messages).read_text()
-        result = client.add(args.store, scope_of(args), messages=json.loads(source), sync=args.sync, **options)
+        try:
+            source = sys.stdin.read() if args.messages == "-" else Path(args.messages).read_text()
+            messages = json.loads(source)
+        except (OSError, ValueError) as unreadable:
+            raise UsageError(f"--messages {args.messages}: {unreadable}") from unreadable
+        result = client.add(args.store, scope_of(args), messages=messages, sync=args.sync, **options)
     else:
         result = client.add(args.store, scope_of(args), text=args.text, sync=args.sync, **options)
     if args.wait and not args.sync:

@@ -19,7 +19,7 @@ ROUTE_COMMANDS: dict[str, str] = {
     "messages.list": "messages",
     "tasks.get": "tasks",  # with a request id; without, tasks.list
     "tasks.list": "tasks",
-    "scopes.list": "scopes",  # `access-policy get` reads it too
+    "scopes.list": "scopes",
     "scopes.set_access_policy": "access-policy put",
     "runs.delete": "runs delete",
     "erasures.erase": "erase tenant",
@@ -49,7 +49,7 @@ ROUTE_COMMANDS: dict[str, str] = {
 # Commands that call a route of the table under another name.
 ALSO_COMMANDS: dict[str, str] = {
     "memories write": "memories.add",  # infer: false, the memories as given
-    "access-policy get": "scopes.list",  # the run's entry
+    "access-policy get": "threads.get",  # a run is a thread: its record carries the policy
 }
 
 # Commands that call no route: they run the service, write the table directly, or measure.
