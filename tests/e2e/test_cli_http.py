@@ -86,6 +86,12 @@ def test_memories_family_list_get_update_delete(run: Run) -> None:
     code, out, _ = run("memories", "list", "m-demo", *WHO)
     assert out.splitlines()[0].split()[:1] == ["ID"] and "TP-4481" in out
     assert "…" in out  # the long text is cut with the marker
+    first = run.json("memories", "list", "m-demo", *WHO, "--limit", "1")
+    code, out, _ = run("memories", "list", "m-demo", *WHO, "--limit", "1")
+    assert out.splitlines()[-1] == f"next: --cursor {first['next_cursor']}"
+    second = run.json("memories", "list", "m-demo", *WHO, "--limit", "1", "--cursor", first["next_cursor"])
+    assert {first["memories"][0]["memory_id"], second["memories"][0]["memory_id"]} == \
+        {m["memory_id"] for m in listed["memories"]}
     assert run.json("memories", "get", "m-demo", "loyalty", *WHO) == \
         run.raw("GET", "/v1/stores/m-demo/memories/loyalty", app_id=APP, tenant_id=TENANT)
     updated = run.json("memories", "update", "m-demo", "loyalty", *WHO, "--text", "Alice's loyalty number is TP-9.")

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .options import Commands, scope_of, store_and_tenant
-from .output import emit, fields, table, when
+from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:
     from ..sdk import Memlane
@@ -72,7 +72,7 @@ def _scopes(found: list[Any]) -> str:
 
 def scopes(args: argparse.Namespace, client: "Memlane") -> int:
     page = client.scopes.list(args.store, app_id=args.app, tenant_id=args.tenant, limit=args.limit).page(args.cursor)
-    emit(args, page, lambda: _scopes(page.scopes))
+    emit(args, page, lambda: _scopes(page.scopes) + next_page(page))
     return 0
 
 
@@ -126,5 +126,5 @@ def audit(args: argparse.Namespace, client: "Memlane") -> int:
     emit(args, page, lambda: table(page.requests, [
         ("TIME", lambda r: when(r.at)), ("OPERATION", lambda r: r.operation), ("STATUS", lambda r: r.status),
         ("MS", lambda r: f"{r.latency_ms:.0f}"), ("TENANT", lambda r: r.tenant_id),
-        ("PRINCIPAL", lambda r: r.principal)], empty="(no requests)"))
+        ("PRINCIPAL", lambda r: r.principal)], empty="(no requests)") + next_page(page))
     return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .options import Commands, UsageError, json_object, scope_of, scoped, store_and_tenant, tenant_of
-from .output import emit, fields, table, when
+from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:  # the SDK needs httpx (memlane[sdk]); importing the CLI does not
     from ..sdk import Memlane
@@ -22,7 +22,7 @@ def register(c: Commands) -> None:
     s = c.command("create", "create a store", stores_create, within=stores)
     s.add_argument("name")
     _store_settings(s)
-    c.command("list", "list the stores", stores_list, within=stores).add_argument("--limit", type=int)
+    _page(c.command("list", "list the stores (one page; --cursor for the next)", stores_list, within=stores))
     c.command("get", "a store's settings", stores_get, within=stores).add_argument("name")
     s = c.command("update", "change a store's settings", stores_update, within=stores)
     s.add_argument("name")
@@ -140,8 +140,8 @@ def stores_create(args: argparse.Namespace, client: "Memlane") -> int:
 
 
 def stores_list(args: argparse.Namespace, client: "Memlane") -> int:
-    page = client.stores.list(limit=args.limit).page()
-    emit(args, page, lambda: _store_rows(page.stores))
+    page = client.stores.list(limit=args.limit).page(args.cursor)
+    emit(args, page, lambda: _store_rows(page.stores) + next_page(page))
     return 0
 
 
@@ -284,8 +284,7 @@ def _memory(m: Any) -> str:
 
 def memories_list(args: argparse.Namespace, client: "Memlane") -> int:
     page = client.memories.list(args.store, scope_of(args), limit=args.limit).page(args.cursor)
-    emit(args, page, lambda: _memories(page.memories) + (f"\nnext: --cursor {page.next_cursor}"
-                                                         if page.next_cursor else ""))
+    emit(args, page, lambda: _memories(page.memories) + next_page(page))
     return 0
 
 
@@ -328,7 +327,7 @@ def messages(args: argparse.Namespace, client: "Memlane") -> int:
     page = pager.page(args.cursor)
     emit(args, page, lambda: table(page.messages, [
         ("TIME", lambda m: when(m.created_at)), ("FROM", lambda m: m.name or m.role), ("CONTENT", lambda m: m.content)],
-        empty="(no messages)"))
+        empty="(no messages)") + next_page(page))
     return 0
 
 
@@ -345,5 +344,5 @@ def tasks(args: argparse.Namespace, client: "Memlane") -> int:
     page = client.tasks.list(args.store, app_id=args.app, tenant_id=args.tenant, limit=args.limit).page(args.cursor)
     emit(args, page, lambda: table(page.tasks, [
         ("REQUEST", lambda t: t.request_id), ("STATUS", lambda t: t.status), ("CREATED", lambda t: when(t.created_at)),
-        ("MEMORIES", lambda t: len(t.outcomes))], empty="(no tasks)"))
+        ("MEMORIES", lambda t: len(t.outcomes))], empty="(no tasks)") + next_page(page))
     return 0

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .options import Commands, UsageError
-from .output import emit, fields, table, when
+from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:
     from ..sdk import Memlane
@@ -88,13 +88,13 @@ def tasks(args: argparse.Namespace, client: "Memlane") -> int:
     emit(args, page, lambda: table(page.tasks, [
         ("TASK", lambda t: t.task_id), ("STATUS", lambda t: t.status), ("MODE", lambda t: t.mode),
         ("TRIGGER", lambda t: t.trigger), ("ACTIONS", lambda t: len(t.action_ids)),
-        ("CREATED", lambda t: when(t.created_at))], empty="(no dream tasks)"))
+        ("CREATED", lambda t: when(t.created_at))], empty="(no dream tasks)") + next_page(page))
     return 0
 
 
 def actions(args: argparse.Namespace, client: "Memlane") -> int:
     page = client.dream.actions(args.store, args.task_id, status=args.status, limit=args.limit).page(args.cursor)
-    emit(args, page, lambda: _actions(page.actions))
+    emit(args, page, lambda: _actions(page.actions) + next_page(page))
     return 0
 
 

@@ -67,6 +67,11 @@ def table(rows: Sequence[Any], columns: Sequence[Column], *, empty: str = "(none
     return "\n".join(lines)
 
 
+def next_page(page: Any) -> str:
+    """Under a page's table: how to ask for the next page, when there is one."""
+    return f"\nnext: --cursor {page.next_cursor}" if getattr(page, "next_cursor", None) else ""
+
+
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:
     """One `name: value` line per field (a single record), names aligned."""
     pad = max(len(name) for name, _ in pairs)

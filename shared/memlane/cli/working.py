@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from .options import Commands, UsageError, json_object, key_value
-from .output import emit, table, when
+from .output import emit, next_page, table, when
 
 if TYPE_CHECKING:
     from ..sdk import Memlane
@@ -91,7 +91,7 @@ def threads_list(args: argparse.Namespace, client: "Memlane") -> int:
         ("THREAD", lambda t: t.thread_id), ("AGENT", lambda t: t.scope.agent_id),
         ("MESSAGES", lambda t: t.message_count), ("TOKENS", lambda t: t.token_count),
         ("POLICY", lambda t: t.access_policy), ("LAST ACTIVITY", lambda t: when(t.last_activity))],
-        empty="(no threads)"))
+        empty="(no threads)") + next_page(page))
     return 0
 
 
