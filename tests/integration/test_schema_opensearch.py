@@ -11,7 +11,7 @@ import pytest
 from memlane.adapters.opensearch.documents import alias_name, index_name
 from memlane.adapters.opensearch.index import OpenSearchIndex, index_body
 from memlane.domain.schema import SchemaMismatch, differences
-from memlane.services import ingest, schema, search, stores
+from memlane.services import erase, ingest, schema, search, stores
 from tests.contract.test_index_contract import DIM
 
 pytestmark = pytest.mark.integration
@@ -98,3 +98,33 @@ def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> N
     schema.check(deps, "validate")  # clean now
     for text in ("beagle Max", "nurse Denver", "Thai green curry"):
         assert search.search(deps, name, query=text, scope=U1, top_k=1), text
+
+
+def test_what_is_deleted_while_the_index_is_rebuilt_is_not_carried_into_the_new_index(os_deps, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A run deleted after the new index was filled from the table but before the alias moved: its
+    deletion reached the old index only. The rebuilt index must hold no document of it."""
+    deps = os_deps
+    index: OpenSearchIndex = deps.index
+    name = stores.create(deps, name="demo").name
+    kept, gone = {**U1, "agent_id": "bot", "run_id": "kept"}, {**U1, "agent_id": "bot", "run_id": "gone"}
+    for scope, text in ((kept, "I adopted a beagle named Max last Saturday."),
+                        (gone, "My passport number is X1234567 and I keep it in the desk.")):
+        assert ingest.add(deps, name, scope=scope, sync=True,
+                          messages=[{"role": "user", "content": text}]).status == "SUCCEEDED"
+    fill, fills = schema.fill, []
+
+    def deleted_before_the_swap(*args, **kwargs):  # type: ignore[no-untyped-def]
+        filled = fill(*args, **kwargs)
+        if not fills:  # the new index is full; the alias still names the old one
+            erase.delete_run(deps, name, scope=gone)
+        fills.append(filled)
+        return filled
+
+    monkeypatch.setattr(schema, "fill", deleted_before_the_swap)
+    schema.recreate_store(deps, name)
+    assert fills
+    alias = alias_name(index.prefix, name)
+    index.client.indices.refresh(index=alias)
+    documents = index.client.search(index=alias, body={"query": {"match_all": {}}, "size": 100, "_source": ["run_id"]})
+    runs = {hit["_source"].get("run_id") for hit in documents["hits"]["hits"]}
+    assert runs == {"kept"}, f"documents of the deleted run in the rebuilt index: {documents['hits']['hits']}"

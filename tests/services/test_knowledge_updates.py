@@ -199,3 +199,34 @@ def test_a_closing_remark_does_not_outrank_the_current_fact(reranked):
     say(deps, store, "I work for PwC.", day=60, run="conv-2")
     hits = texts(ask(deps, store, "Who is the user's employer?"))
     assert "PwC" in hits[0] and not any("Deloitte" in t for t in hits)
+
+
+def test_a_read_that_cannot_see_the_update_keeps_the_value_it_was_told(deps, store):
+    """A fact changed through another agent (or another thread) supersedes the old memory for the tenant,
+    but a read narrowed to the first agent or thread cannot see the new memory: it must keep the value it
+    was told rather than find neither. A read that sees the update still hides the old value."""
+    old = say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    new = say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2", agent="travel")
+    assert new.outcomes[0].action == ExtractAction.UPDATE
+    boston = old.outcomes[0].memory_id
+    question = "Which city does the user live in?"
+
+    def cities(**narrowed):
+        hits = search.search(deps, store, query=question, scope={"app_id": APP, "tenant_id": TENANT, **narrowed},
+                             top_k=5)
+        return [h.memory.memory_id for h in hits]
+
+    assert boston in cities(agent_id="assistant")  # the first agent's own view
+    assert boston in cities(agent_id="assistant", run_id="conv-1")
+    assert cities(agent_id="travel") == [new.outcomes[0].memory_id]
+    assert boston not in cities()  # the tenant's view holds the update
+    assert boston not in cities(agent_id=["assistant", "travel"])
+
+
+def test_a_thread_narrowed_read_keeps_its_value_when_a_later_thread_of_the_agent_changed_it(deps, store):
+    old = say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    new = say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2")
+    assert new.outcomes[0].action == ExtractAction.UPDATE
+    hits = search.search(deps, store, query="Which city does the user live in?", top_k=5,
+                         scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "assistant", "run_id": "conv-1"})
+    assert [h.memory.memory_id for h in hits] == [old.outcomes[0].memory_id]

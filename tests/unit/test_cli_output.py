@@ -30,7 +30,7 @@ def test_a_table_aligns_its_columns_and_cuts_the_last_one_with_a_marker() -> Non
 
 
 def _fake(monkeypatch: pytest.MonkeyPatch, answer: Callable[[httpx.Request], httpx.Response]) -> None:
-    monkeypatch.setattr(cli, "_client", lambda args: Memlane("http://fake", transport=httpx.MockTransport(answer),
+    monkeypatch.setattr(cli, "_client", lambda args, transport: Memlane("http://fake", transport=httpx.MockTransport(answer),
                                                              retry=Retry(attempts=1)))
 
 

@@ -30,9 +30,18 @@ EXIT_MISSING_EXTRA = 5
 EXIT_WAIT_TIMEOUT = 6
 EXIT_INTERRUPTED = 130
 
-# The families of commands, in --help order. Each module has `register(commands)`. A command another module
-# provides (e.g. `memlane mcp`) is registered the same way: add its module here.
-FAMILIES = (operator, data, admin, working, dream)
+
+def _mcp(commands: Commands) -> None:
+    """`memlane mcp` (memlane.mcp): its parser and run live there; the global options and --local are ours."""
+    from ..mcp.cli import add_parser, run
+
+    add_parser(commands.subparsers, [commands.common]).set_defaults(
+        handler=lambda args: run(args, InProcessTransport), over_api=False)
+
+
+# The families of commands, in --help order: each a `register(commands)`. A command another module provides is
+# registered the same way (as `memlane mcp` is): add its register function here.
+FAMILIES = (operator.register, data.register, admin.register, working.register, dream.register, _mcp)
 
 
 def _version() -> str:
@@ -53,8 +62,8 @@ def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     global_options(common, defaults=False)
     commands = Commands(p.add_subparsers(dest="command", required=True, metavar="COMMAND"), common)
-    for family in FAMILIES:
-        family.register(commands)
+    for register in FAMILIES:
+        register(commands)
     # Listed for --help only: main() hands `bench ...` to memlane.bench, which has its own parser.
     commands.subparsers.add_parser("bench", add_help=False, help="benchmarks: locomo, scale, tokens, soak, updates, "
                                                                  "calibrate, context, messages (memlane bench -h)")
@@ -119,7 +128,10 @@ def _call(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as missing:
         error(args, f"`memlane {args.command}` needs the SDK ({missing.name} is missing): pip install 'memlane[sdk]'")
         return EXIT_MISSING_EXTRA
-    client = _client(args)
+    transport = _local(args) if args.local else None
+    if isinstance(transport, int):
+        return transport
+    client = _client(args, transport)
     if isinstance(client, int):
         return client
     try:
@@ -144,29 +156,35 @@ def _call(args: argparse.Namespace) -> int:
         return EXIT_API_ERROR
     finally:
         client.close()
+        if transport is not None:
+            transport.shutdown()
 
 
-def _client(args: argparse.Namespace) -> "Memlane | int":
-    """The SDK client the options name, or the exit code of why there is none."""
-    from ..sdk import Memlane, SigV4Unavailable
-
-    if not args.local:
-        try:
-            return Memlane(args.url, args.api_key, "sigv4" if args.sigv4 else None, region=args.region)
-        except SigV4Unavailable as cannot:
-            error(args, str(cannot))
-            return EXIT_MISSING_EXTRA
+def _local(args: argparse.Namespace) -> Any:
+    """--local: the in-process transport on the data dir, or the exit code of why there is none."""
     from ..bootstrap import DataDirInUse, MissingExtra
 
     try:
-        transport: Any = InProcessTransport(args.data_dir)
+        return InProcessTransport(args.data_dir)
     except MissingExtra as missing:
         error(args, str(missing))
         return EXIT_MISSING_EXTRA
     except DataDirInUse as busy:  # a server (or another --local) owns the data dir
         error(args, str(busy))
         return EXIT_DATA_DIR_IN_USE
-    return Memlane("http://memlane.local", transport=transport)
+
+
+def _client(args: argparse.Namespace, transport: Any = None) -> "Memlane | int":
+    """The SDK client the options name (over `transport` with --local), or the exit code of why there is none."""
+    from ..sdk import Memlane, SigV4Unavailable
+
+    if transport is not None:
+        return Memlane("http://memlane.local", transport=transport)
+    try:
+        return Memlane(args.url, args.api_key, "sigv4" if args.sigv4 else None, region=args.region)
+    except SigV4Unavailable as cannot:
+        error(args, str(cannot))
+        return EXIT_MISSING_EXTRA
 
 
 if __name__ == "__main__":

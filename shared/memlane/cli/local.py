@@ -21,7 +21,7 @@ class InProcessTransport:
 
         self.service = build_local(Settings.from_env(data_dir=data_dir))
         self.app = build_api(self.service.deps)
-        self.owned = True  # closed with the client: the data dir's lock goes with it
+        self.owned = True  # built here: shutdown() closes it
 
     def handle_request(self, request: "httpx.Request") -> "httpx.Response":
         import httpx
@@ -36,5 +36,9 @@ class InProcessTransport:
                               content=(result.get("body") or "").encode())
 
     def close(self) -> None:
+        pass  # one transport may serve several clients (tests, examples): the service outlives each
+
+    def shutdown(self) -> None:
+        """Close the service this transport built: its queue stops and the data dir's lock is released."""
         if getattr(self, "owned", False):
             self.service.close()

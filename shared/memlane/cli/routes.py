@@ -61,4 +61,5 @@ LOCAL_COMMANDS: dict[str, str] = {
     "fsck": "compare a store's index with its table",
     "schema": "check, create or rebuild the table and index",
     "bench": "benchmarks (memlane bench -h)",
+    "mcp": "an MCP server over the SDK, in one fixed scope (memlane.mcp)",
 }

@@ -57,13 +57,17 @@ class ThreadRecords:
         free = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id) is None
         return [self.thread_claim(store, scope)] if free else []
 
-    def thread_order_keys(self, store: str, info: ScopeInfo) -> list[tuple[str, str]]:
-        """The items a deleted run leaves besides its entry: its activity-order item and its id claim."""
+    def run_removal(self, store: str, info: ScopeInfo) -> list[Write]:
+        """A deleted run's registry entry — only as read (its version), so an add that moved the thread's
+        activity meanwhile makes the caller read again rather than leave the moved order item behind —
+        with its activity-order item and, if the run holds it, its thread id's claim."""
         s = info.scope
-        keys = [(tenant_pk(store, s.app_id, s.tenant_id), _recent_sk(info))]
+        pk = tenant_pk(store, s.app_id, s.tenant_id)
+        _, scope_sk = self._scope_key(store, s)  # type: ignore[attr-defined]
+        writes: list[Write] = [Delete(pk, scope_sk, expect={"version": info.version or None}), Delete(pk, _recent_sk(info))]
         if self.thread_agent(store, s.app_id, s.tenant_id, s.run_id) == s.agent_id:
-            keys.append(self.thread_key(store, s.app_id, s.tenant_id, s.run_id))
-        return keys
+            writes.append(Delete(*self.thread_key(store, s.app_id, s.tenant_id, s.run_id)))
+        return writes
 
     def recent_threads(self, store: str, app_id: str, tenant_id: str, *, agent_id: str | None, limit: int,
                        cursor: str | None, max_scan: int) -> tuple[list[ScopeInfo], str | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..domain.errors import ConditionFailed, Conflict
 from ..domain.ids import sortable_id
 from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
@@ -18,6 +19,8 @@ from ..ports import Job
 from ..repository import tenant_pk
 from . import redaction, summaries
 from .deps import Deps
+
+_RACE_RETRIES = 20  # each retry means an add to the run committed first
 
 
 def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, int]:
@@ -27,12 +30,19 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     deps.repo.get_store(store)
     run = exact_scope(scope)
     deps = deps.for_tenant(store, run.app_id, run.tenant_id)
-    info = deps.repo.get_scope(store, run)
-    thread = deps.repo.thread_order_keys(store, info) if info is not None else []  # its place in the threads list
     # The registry entry first: a job of this run that finds it gone after its writes withdraws them itself
     # (clear_run); one that still found it wrote before the listing below, which therefore finds its writes.
-    deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"SCOPE#{run.agent_id}#{run.run_id}")]
-                           + thread)
+    for _ in range(_RACE_RETRIES):
+        info = deps.repo.get_scope(store, run)
+        if info is None:
+            break
+        try:
+            deps.repo.transact(deps.repo.run_removal(store, info))  # with its place in the threads list
+            break
+        except ConditionFailed:
+            continue  # an add moved the run's activity since: read it again
+    else:
+        raise Conflict("the run is too busy to delete; retry", code="busy")
     return clear_run(deps, store, run)
 
 

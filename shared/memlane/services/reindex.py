@@ -59,9 +59,14 @@ def reindex(deps: Deps, store: str, *, progress: Progress | None = None, batch: 
     return report
 
 
-def fill(deps: Deps, store: str, *, progress: Progress | None = None, batch: int = BATCH) -> dict[str, int]:
+Indexed = dict[tuple[str, str], set[str]]  # (app_id, tenant_id) → the ids of the documents a fill wrote
+
+
+def fill(deps: Deps, store: str, *, progress: Progress | None = None, batch: int = BATCH,
+         ids: Indexed | None = None) -> dict[str, int]:
     """Index every tenant's memories, messages and summaries of `store` from the table into `deps.index`
-    (which exists): upserts by id, so filling again is harmless. Counts: tenants, indexed, skipped, messages."""
+    (which exists): upserts by id, so filling again is harmless. Counts: tenants, indexed, skipped, messages.
+    `ids`, when given, collects each tenant's document ids (what a rebuild sweeps with: see schema.py)."""
     say = progress or (lambda _line: None)
     tenants = indexed = skipped = messages = 0
     # Batches span tenants: each upsert waits for a refresh (about a second), so one per tenant
@@ -73,23 +78,28 @@ def fill(deps: Deps, store: str, *, progress: Progress | None = None, batch: int
         # Each tenant's partition through that tenant's own table (on AWS: its scoped credentials).
         tenant = deps.for_tenant(store, app_id, tenant_id)
         repo = tenant.repo
+        mine = ids.setdefault((app_id, tenant_id), set()) if ids is not None else set()
         for memory in repo.iter_memories(store, app_id, tenant_id):
             if memory.status == MemoryStatus.DELETED:
                 skipped += 1
                 continue
             pending.append(memory)
+            mine.add(memory.memory_id)
             if len(pending) >= batch:
                 indexed += _index(deps, store, pending)
                 pending = []
                 say(f"{store}: {indexed} memories indexed ({tenants} tenants read)")
         for message in repo.iter_messages(store, app_id, tenant_id):
             said.append(message)
+            mine.add(message.message_id)
             if len(said) >= batch:
                 message_index.index(deps, store, said)
                 messages += len(said)
                 said = []
                 say(f"{store}: {messages} messages indexed ({tenants} tenants read)")
-        pending += summaries.index_documents(tenant, store, app_id, tenant_id)  # its threads' summaries
+        threads = list(summaries.index_documents(tenant, store, app_id, tenant_id))  # its threads' summaries
+        pending += threads
+        mine.update(d.memory_id for d in threads)
     indexed += _index(deps, store, pending)
     message_index.index(deps, store, said)
     messages += len(said)

@@ -19,7 +19,7 @@ from ..domain.schema import Difference, SchemaMismatch, differences
 from ..ports import IndexRebuild, SchemaOwner
 from ..split_table import SplitTable
 from .deps import Deps
-from .reindex import fill, reindex
+from .reindex import Indexed, fill, reindex
 
 Policy = Literal["validate", "create", "recreate"]
 Progress = Callable[[str], None]
@@ -74,18 +74,28 @@ def recreate_index(deps: Deps, *, progress: Progress | None = None) -> list[str]
 def recreate_store(deps: Deps, store: str, *, progress: Progress | None = None) -> None:
     """One store's index rebuilt from the table. Behind an alias (OpenSearch): filled beside the live one
     and swapped in, then filled again from the table to catch what was written to the old index meanwhile
-    (upserts by id: harmless twice). The embedded index has no alias: it is rebuilt in place (reindex) —
+    (upserts by id: harmless twice); what the first fill indexed and the second no longer finds was deleted
+    meanwhile, from the old index only, and is deleted from the new one. The embedded index has no alias: it is rebuilt in place (reindex) —
     locally the operator's command owns the data directory, so no search runs meanwhile."""
     say = progress or (lambda _line: None)
     deps.repo.get_store(store)  # unknown → NotFound before anything is built
     if not isinstance(deps.index, IndexRebuild):
         reindex(deps, store, progress=say)
         return
+    first: Indexed = {}
     with deps.index.rebuilding(store, deps.embedder.dim) as target:
-        filled = fill(replace(deps, index=target), store, progress=say)
+        filled = fill(replace(deps, index=target), store, progress=say, ids=first)
         say(f"{store}: new index filled ({filled['indexed']} memories, {filled['messages']} messages); swapping")
-    fill(deps, store, progress=say)  # what reached the old index while the new one was filled
-    say(f"{store}: index rebuilt")
+    now: Indexed = {}
+    fill(deps, store, progress=say, ids=now)  # what reached the old index while the new one was filled
+    # What was deleted meanwhile reached the old index only: the new one must not keep it.
+    swept = 0
+    for (app_id, tenant_id), written in first.items():
+        gone = sorted(written - now.get((app_id, tenant_id), set()))
+        if gone:
+            deps.for_tenant(store, app_id, tenant_id).index.delete(store, gone)
+            swept += len(gone)
+    say(f"{store}: index rebuilt ({swept} documents deleted during the rebuild swept)")
 
 
 def _own_table(deps: Deps) -> object:

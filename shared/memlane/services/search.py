@@ -74,10 +74,14 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
     history = include_superseded or as_of is not None
     statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if history else (MemoryStatus.ACTIVE,)
+    # A read narrowed to some agents or threads may not see what superseded a memory (an update told to
+    # another agent or in another thread): it keeps the value it was told, so it fetches the superseded too.
+    narrowed = not history and (where.agent_ids is not None or where.run_ids is not None)
+    fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
     pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
         scope=where, text=query, vector=vector, k=max(plan.candidates, pool),
-        memory_types=tuple(memory_types) if memory_types else None, statuses=statuses, record_types=types,
+        memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
     # Fusion sees `candidates` per signal; the longer vector list only supplies measured cosines.
@@ -93,9 +97,11 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     records, messages = _load(deps, store, where, [*result.keyword, *result.vector], ranked[:depth])
     memories = records
     # The table is the truth: drop what the index still holds but the table no longer shows.
-    candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in statuses
+    candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in fetched
                   and where.matches(memories[mid].scope.as_dict())
                   and (as_of is None or _held_at(memories[mid], as_of))]
+    if narrowed:
+        candidates = _current_here(deps, store, where, memories, candidates)
     scores = {mid: fused[mid] for mid in candidates}
     if reranking and len(candidates) > 1:
         # Only the head is reranked, so the first results do not depend on how many were asked for.
@@ -136,6 +142,31 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
 
 
 _MAX_RECORD_TYPES = len(RecordType)
+_CHAIN_HOPS = 8  # supersede chains are short; a longer one is cut, its memory shown as this read's latest
+
+
+def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str, Memory],
+                  candidates: list[str]) -> list[str]:
+    """The candidates without the superseded memories whose successor — or one further down their
+    chain — this read can see: a superseded memory stays only where its update is out of sight."""
+    pending = {mid: memories[mid].superseded_by for mid in candidates
+               if memories[mid].status == MemoryStatus.SUPERSEDED}
+    hidden: set[str] = set()
+    for _ in range(_CHAIN_HOPS):
+        pending = {mid: nxt for mid, nxt in pending.items() if nxt}
+        if not pending:
+            break
+        successors = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id,
+                                                                     sorted(set(pending.values())))}
+        later: dict[str, str | None] = {}
+        for mid, nxt in pending.items():
+            successor = successors.get(nxt)
+            if successor is not None and not where.matches(successor.scope.as_dict()):
+                later[mid] = successor.superseded_by
+            else:  # in sight, or gone (hidden as from every read)
+                hidden.add(mid)
+        pending = later
+    return [mid for mid in candidates if mid not in hidden]
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:

@@ -1,0 +1,69 @@
+"""Bad input and failing calls become tool errors with a machine-readable code — the same shape whether
+the MCP layer or the API refused — and the server keeps serving."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from memlane.mcp import Binding, build_server
+from memlane.sdk import Memlane, Retry
+
+from ..e2e.conftest import Server, free_port
+from .conftest import APP, STORE
+
+pytestmark = pytest.mark.e2e
+CAROL = Binding(store=STORE, app_id=APP, tenant_id="carol")
+
+
+def _errors(url: str, calls: list[tuple[str, dict[str, Any]]], binding: Binding = CAROL) -> list[dict[str, Any]]:
+    with Memlane(url, retry=Retry(attempts=1)) as client:
+        async def run() -> list[dict[str, Any]]:
+            out = []
+            async with Client(build_server(client, binding)) as mcp:
+                for tool, arguments in calls:
+                    result = await mcp.call_tool(tool, arguments)
+                    assert result.is_error, (tool, result.content)
+                    out.append(json.loads(result.content[0].text)["error"])
+                assert (await mcp.list_tools()).tools  # still serving
+            return out
+
+        return anyio.run(run)
+
+
+def test_arguments_the_tool_schema_refuses_get_invalid_input_with_the_field(server: Server) -> None:
+    errors = _errors(server.url, [
+        ("recall", {"query": "x", "top_k": 500}),
+        ("recall", {"query": ""}),
+        ("recall", {"query": "x", "record_types": ["secrets"]}),
+        ("remember", {"messages": [{"role": "boss", "content": "hi"}]}),
+        ("get_context", {}),
+        ("forget", {"memory_id": 42}),
+    ])
+    assert [(e["code"], e["field"]) for e in errors] == [
+        ("invalid_input", "top_k"), ("invalid_input", "query"), ("invalid_input", "record_types.0"),
+        ("invalid_input", "messages.0.role"), ("invalid_input", "thread_id"), ("invalid_input", "memory_id")]
+    assert all(e["message"] for e in errors)
+
+
+def test_api_errors_keep_the_api_code(server: Server) -> None:
+    errors = _errors(server.url, [
+        ("forget", {"memory_id": "no-such-memory"}),
+        ("get_context", {"thread_id": "never-held"}),
+        ("remember", {}),  # neither text nor messages: the API says what is missing
+        ("recall", {"query": "x", "thread_id": "bad#id"}),
+        ("remember", {"text": "x" * 40_000}),  # past the API's limit: the SDK refuses it before sending
+    ])
+    assert [e["code"] for e in errors] == ["memory_not_found", "thread_not_found", "invalid_input", "invalid_scope",
+                                           "invalid_input"]
+    assert [e["status"] for e in errors] == [404, 404, 400, 400, 400]
+    assert errors[-1]["field"] == "text"
+
+
+def test_an_unreachable_server_is_a_tool_error_not_a_crash() -> None:
+    (error,) = _errors(f"http://127.0.0.1:{free_port()}", [("recall", {"query": "anything"})])
+    assert error["code"] == "connection_failed"
