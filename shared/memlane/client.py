@@ -9,9 +9,8 @@ from typing import Any, Literal
 
 import httpx
 
-from .sdk import ApiError, ConnectionFailed, Memlane, SigV4Unavailable, region_of
+from .sdk import ApiError, Memlane, SigV4Unavailable, region_of
 from .sdk.auth import SIGV4_SERVICE, SigV4Signer
-from .sdk.transport import payload_of
 
 Auth = Literal["api_key", "sigv4"]
 __all__ = ["SIGV4_SERVICE", "ApiError", "MemlaneClient", "SigV4Signer", "SigV4Unavailable", "region_of"]
@@ -30,15 +29,6 @@ class MemlaneClient:
               query: dict[str, Any] | None = None) -> Any:
         """One request, sent once (no retry): the JSON answer, or `ApiError` (typed by its code)."""
         return self.sdk.request(method, path, json=body, params=query)
-
-    def send(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        """One request, sent once: its status and JSON answer, an error's included (memlane import reads
-        a batch's answer and decides itself what to retry). ConnectionFailed when nothing answered."""
-        try:
-            response = self.sdk.http.request(method, path, json=body)
-        except httpx.TransportError as error:
-            raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
-        return response.status_code, payload_of(response)
 
     # stores
     def create_store(self, name: str, **settings: Any) -> dict[str, Any]:

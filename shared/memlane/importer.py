@@ -19,7 +19,8 @@ from urllib.parse import quote
 
 from .domain.limits import MAX_ADDS_PER_BATCH
 
-Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]  # MemlaneClient.send
+# (method, path, body) -> (status, JSON answer, an error's included): sent once, this module decides what to retry
+Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]
 RETRIES = 4
 
 

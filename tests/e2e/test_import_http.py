@@ -50,3 +50,28 @@ def test_memlane_import_prints_a_summary_progress_and_fails_on_a_refused_line(
     export.write_text("".join(line(i) + "\n" for i in range(25)))
     assert cli.main(run) == 0  # resumed: every line is in
     assert "25 lines: 0 accepted, 25 replayed, 0 refused" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_memlane_import_progress_is_live_on_a_terminal_and_whole_lines_in_a_log(tmp_path: Path,
+                                                                                  terminal: bool) -> None:
+    """The real command in its own process, stderr on a pseudo-terminal or on a pipe (a log file)."""
+    import os
+    import sys
+
+    from ..terminal import stderr_of
+
+    env = {**os.environ, "MEMLANE_EMBEDDER": "hashing", "MEMLANE_RERANKER": "none"}
+    local = [sys.executable, "-m", "memlane.cli", "--local", "--data-dir", str(tmp_path / "data")]
+    assert stderr_of([*local, "stores", "create", "demo"], terminal=False, env=env)[0] == 0
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(line(i) + "\n" for i in range(30)))
+    code, err = stderr_of([*local, "import", str(export), "--store", "demo", "--batch-size", "10",
+                           "--progress-every", "10"], terminal=terminal, env=env)
+    assert code == 0, err
+    if terminal:
+        assert "\r30 lines: 30 accepted, 0 replayed, 0 refused" in err
+    else:
+        assert "\r" not in err
+        assert [x for x in err.splitlines() if x.startswith("progress:")] == [
+            "progress: 10 lines", "progress: 20 lines", "progress: 30 lines"]

@@ -64,7 +64,7 @@ def test_the_cli_talks_to_a_server_with_the_options_after_the_command(tmp_path: 
         assert cli.main(["stores", "create", "demo", "--url", url, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["name"] == "demo"
         assert cli.main(["stores", "list", "--json", "--url", url]) == 0
-        assert [s["name"] for s in json.loads(capsys.readouterr().out)] == ["demo"]
+        assert [s["name"] for s in json.loads(capsys.readouterr().out)["stores"]] == ["demo"]  # the API's document
     finally:
         proc.terminate()
         proc.wait(20)

@@ -130,17 +130,17 @@ def test_unknown_thread_and_bad_bounds_are_refused(deps, store) -> None:
 def test_the_cli_prints_a_threads_card(tmp_path, capsys) -> None:
     import json
 
-    from memlane.cli import COMMANDS, InProcessTransport, parser
-    from memlane.client import MemlaneClient
+    from memlane.cli import InProcessTransport, parser
+    from memlane.sdk import Memlane
 
     transport = InProcessTransport(tmp_path / "cli")  # one in-process service: it owns the data dir
-    client = MemlaneClient(transport)
-    client.create_store("demo")
+    client = Memlane("http://memlane.local", transport=transport)
+    client.stores.create("demo")
     client.add("demo", {"app_id": APP, "tenant_id": TENANT, "run_id": "t1"}, text="Priya is allergic to peanuts.")
 
     def run(*argv: str) -> str:
         args = parser().parse_args(list(argv))
-        assert COMMANDS[args.command](args, client) == 0
+        assert args.handler(args, client) == 0
         return capsys.readouterr().out
 
     try:

@@ -242,7 +242,7 @@ def test_cli_searches_the_record_types_it_is_given(service, deps, store, capsys,
     capsys.readouterr()
     assert cli.main([*local, "--json", "search", "demo", "--app", "app", "--tenant", "u1", "--run", "t1",
                      "--type", "message", "--exact-thread", "locker combination"]) == 0
-    [result] = json.loads(capsys.readouterr().out)
+    [result] = json.loads(capsys.readouterr().out)["results"]  # the API's document
     assert result["record_type"] == "message" and result["text"] == "My locker combination is 4417."
     assert cli.main([*local, "search", "demo", "--app", "app", "--tenant", "u1", "--run", "t2",
                      "--type", "message", "--other-threads", "locker combination"]) == 0

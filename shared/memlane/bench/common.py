@@ -16,19 +16,28 @@ import numpy as np
 
 
 class Progress:
-    """A one-line progress bar on stderr (no dependency). Redraws at most ~10 times a second."""
+    """Progress on stderr (no dependency). On a terminal, one bar redrawn in place at most ~10 times a second;
+    into a log file or a pipe, a whole line at each tenth of the work — never a carriage return."""
 
-    def __init__(self, total: int, label: str = "", width: int = 30, stream: Any = None):
-        self.total, self.label, self.width = max(total, 1), label, width
+    def __init__(self, total: int, label: str = "", width: int = 30, stream: Any = None, *, steps: int = 10):
+        self.total, self.label, self.width, self.steps = max(total, 1), label, width, steps
         self.stream = stream or sys.stderr
+        self.live = _is_terminal(self.stream)
         self.done = 0
         self.start = time.monotonic()
         self._last = 0.0
+        self._step = 0  # the last tenth written as a line
 
     def update(self, n: int = 1, label: str | None = None) -> None:
         self.done += n
         if label is not None:
             self.label = label
+        if not self.live:
+            step = min(self.done, self.total) * self.steps // self.total
+            if step > self._step:
+                self._step = step
+                self._line()
+            return
         now = time.monotonic()
         if now - self._last >= 0.1 or self.done >= self.total or n == 0:
             self._last = now
@@ -43,10 +52,28 @@ class Progress:
                           f"{elapsed:6.1f}s eta {eta:5.0f}s  {self.label[:40]:<40}")
         self.stream.flush()
 
+    def _line(self) -> None:
+        done = min(self.done, self.total)
+        self.stream.write(f"progress: {done}/{self.total} ({done * 100 // self.total}%) "
+                          f"{time.monotonic() - self.start:.1f}s  {self.label}\n")
+        self.stream.flush()
+
     def close(self) -> None:
+        if not self.live:
+            if self._step < self.steps:  # stopped short of the total: say where
+                self._step = self.steps
+                self._line()
+            return
         self._draw()
         self.stream.write("\n")
         self.stream.flush()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -1,0 +1,144 @@
+"""Commands that call no route: run the local service, and operate on the table and index the environment
+configures (grants and keys, reindex, fsck, schema). Each takes `(args)` and builds only what it needs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .options import Commands, UsageError
+from .output import emit
+
+EXIT_UNCLEAN = 1  # the command ran, and what it checked is not clean (drift, differences): see its output
+
+
+def register(c: Commands) -> None:
+    s = c.command("serve", "serve the API locally with the embedded adapters", serve, api=False)
+    s.add_argument("--port", type=int, default=int(os.environ.get("MEMLANE_PORT", 8420)))
+    s.add_argument("--host", default=os.environ.get("MEMLANE_HOST", "127.0.0.1"))
+
+    for name, action, text in (("keys", "create", "create an API key (local mode) with its grant"),
+                               ("grants", "put", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
+        group = c.group(name, text)
+        s = c.command(action, text, access, api=False, within=group)
+        s.add_argument("--principal", required=True, help="a name for the caller, or its IAM ARN")
+        s.add_argument("--app", action="append", help="an app id (repeatable); '*' for every app")
+        s.add_argument("--tenant", action="append", help="a tenant id (repeatable); default every tenant of the apps")
+        s.add_argument("--admin", action="store_true", help="may manage stores and read audit logs")
+
+    s = c.command("reindex", "rebuild a store's search index from the table (drops the index first)", reindex,
+                  api=False)
+    s.add_argument("store")
+
+    s = c.command("schema", "check the table and index against this version (validate), make what is missing "
+                            "(create), or rebuild the index from the table (recreate)", schema, api=False)
+    s.add_argument("action", choices=["validate", "create", "recreate"])
+
+    s = c.command("fsck", "compare a store's index with its table; --repair fixes the drift", fsck, api=False)
+    s.add_argument("store")
+    s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
+
+
+def serve(args: argparse.Namespace) -> int:
+    from ..config import Settings
+    from ..server import serve as run
+
+    logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host))
+    return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def access(args: argparse.Namespace) -> int:
+    """Grants and API keys are written straight to the configured table (the data dir locally; the
+    deployed DynamoDB table with MEMLANE_MODE=aws). Only the table is built: no index, queue or model."""
+    from ..bootstrap import build_operator
+    from ..config import Settings
+    from ..services import access as grants
+
+    apps = {app: args.tenant or ["*"] for app in args.app or []}
+    if not apps and not args.admin:
+        raise UsageError("give --app (with optional --tenant) or --admin")
+    deps = build_operator(Settings.from_env(data_dir=args.data_dir))
+    if args.command == "keys":
+        key = grants.create_api_key(deps, args.principal, apps, admin=args.admin)
+        emit(args, {"principal": args.principal, "api_key": key, "apps": apps, "admin": args.admin},
+             f"API key for {args.principal} (shown once, keep it secret):\n{key}\n"
+             "restart `memlane serve` to enforce keys if it was running without any")
+    else:
+        grant = grants.grant(deps, args.principal, apps, admin=args.admin)
+        emit(args, grant.model_dump(mode="json"), f"granted {args.principal}: {apps}{' (admin)' if args.admin else ''}")
+    return 0
+
+
+def reindex(args: argparse.Namespace) -> int:
+    """Rebuild a store's index from the table, on the adapters the environment configures."""
+    from ..bootstrap import build
+    from ..config import Settings
+    from ..services.reindex import reindex as rebuild
+
+    deps = build(Settings.from_env(data_dir=args.data_dir))
+    report = rebuild(deps, args.store, progress=_say)
+    emit(args, vars(report), f"reindexed {report.store}: {report.indexed} memories of {report.tenants} tenants")
+    return 0
+
+
+def fsck(args: argparse.Namespace) -> int:
+    """Compare a store's index with its table; repair the drift with --repair. Exit 1: drift left."""
+    from ..bootstrap import build
+    from ..config import Settings
+    from ..services.fsck import fsck as check
+
+    deps = build(Settings.from_env(data_dir=args.data_dir))
+    report = check(deps, args.store, repair=args.repair, progress=_say)
+    drift = report.missing + report.orphans + report.stale
+    emit(args, vars(report), f"{report.store}: {report.memories} memories, {report.documents} documents; "
+                             f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
+                             + (f"; repaired {report.repaired}" if args.repair else ""))
+    return 0 if drift == 0 or args.repair else EXIT_UNCLEAN
+
+
+def schema(args: argparse.Namespace) -> int:
+    """Apply a schema policy now to the table and index the environment configures (services/schema.py).
+    Exit 0: as expected (after creating or rebuilding); 1: differences left, each printed."""
+    from .. import bootstrap
+    from ..config import Settings
+    from ..domain.schema import SchemaMismatch
+    from ..services import schema as policy
+
+    settings = Settings.from_env(data_dir=args.data_dir, schema_policy=args.action)
+    embedder = None if args.action == "recreate" else _NoEmbedder()  # only a rebuild embeds
+    service = None
+    try:
+        if settings.mode == "local":
+            bootstrap.check_local_files(settings)  # validate: the files as they are, before opening them
+            service = bootstrap.build_local(settings, embedder=embedder, check_schema=False)
+            deps = service.deps
+        else:
+            deps = bootstrap.build(settings, embedder=embedder, check_schema=False)
+        report = policy.check(deps, args.action, rebuild=args.action == "recreate", progress=_say)
+    except SchemaMismatch as mismatch:
+        emit(args, {"policy": args.action, "ok": False, "differences": [str(d) for d in mismatch.differences]},
+             "\n".join(str(d) for d in mismatch.differences))
+        return EXIT_UNCLEAN
+    finally:
+        if service is not None:
+            service.close()
+    lines = [f"created {made}" for made in report.created] + [f"rebuilt {store}" for store in report.rebuilt]
+    emit(args, {"policy": args.action, "ok": True, **vars(report)}, "\n".join(lines + [f"schema ok ({args.action})"]))
+    return 0
+
+
+class _NoEmbedder:
+    """Schema checks touch no vectors; this keeps them from loading a model."""
+
+    name, dim = "none", 0
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("schema validate/create do not embed")
