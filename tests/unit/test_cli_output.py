@@ -40,6 +40,18 @@ def _task(status: str) -> dict[str, Any]:
             "created_at": NOW, "updated_at": NOW, "message_ids": []}
 
 
+def test_into_a_pipe_a_table_is_the_same_whatever_terminal_ran_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found in CI: a narrow COLUMNS (or a terminal's width) cut the text column of output piped to a file or
+    a script, so the same command printed different lines on different machines."""
+    rows = [{"id": "m1", "text": "Alice's loyalty number is TP-4481 and she flies on Tuesdays."}]
+    columns = [("ID", lambda r: r["id"]), ("TEXT", lambda r: r["text"])]
+    outputs = set()
+    for width in ("40", "80", "300"):
+        monkeypatch.setenv("COLUMNS", width)
+        outputs.add(table(rows, columns))
+    assert len(outputs) == 1 and "TP-4481 and she flies on Tuesdays." in outputs.pop()
+
+
 def test_an_api_error_exits_2_with_its_code_on_stderr(monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     refusal = {"error": {"code": "outside_grant", "message": "not yours", "field": "scope.tenant_id"}}

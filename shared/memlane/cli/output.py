@@ -51,12 +51,19 @@ def cut(text: Any, width: int) -> str:
     return line if len(line) <= width else line[:max(width - len(MARK), 0)] + MARK
 
 
+PIPED_WIDTH = 160  # a pipe or a file has no width: the same lines whatever terminal (or none) ran it
+
+
+def _width() -> int:
+    return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns if sys.stdout.isatty() else PIPED_WIDTH
+
+
 def table(rows: Sequence[Any], columns: Sequence[Column], *, empty: str = "(none)", width: int | None = None) -> str:
-    """Aligned columns under their headers; the last column takes what the terminal has left and is cut with
-    the marker past it (the others are short: ids, statuses, times)."""
+    """Aligned columns under their headers; the last column takes what the terminal (a pipe: PIPED_WIDTH) has
+    left and is cut with the marker past it (the others are short: ids, statuses, times)."""
     if not rows:
         return empty
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    width = width or _width()
     cells = [[cut(get(row), 10_000) for _, get in columns] for row in rows]
     headers = [header for header, _ in columns]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
