@@ -62,6 +62,7 @@ def main() -> None:
                 vectors = embedder.embed([m.text for m in memories])
                 os_index.upsert(STORE, list(zip(memories, vectors)))
             report(args.k, convs, deps.index, os_index, embedder)
+            breakdown(convs, os_index, embedder)
         finally:
             os_index.drop_store(STORE)
             os_index.close()
@@ -105,6 +106,45 @@ def report(k: int, convs: list[Any], local: Any, remote: OpenSearchIndex, embedd
     print(f"median search (index only), embedded = 1: " + ", ".join(
         f"{name} {statistics.median(v) / base:.1f}" for name, v in times.items()) +
           f"  (embedded {base * 1000:.1f} ms)")
+
+
+def breakdown(convs: list[Any], remote: OpenSearchIndex, embedder: Any, n: int = 60) -> None:
+    """Where an OpenSearch search's time goes: the engine's own `took` against the round trip, per signal,
+    at the k a default search asks (100) and the k a top_k=100 search asks (2,000), and with the hit's
+    three fields read from doc values instead of `_source`. Medians over the first n questions."""
+    questions = [(c, q) for c in convs for q in c.questions][:n]
+    vectors = [embedder.embed([q.text])[0] for _, q in questions]
+    start = time.perf_counter()
+    embedder.inner.embed([questions[0][1].text + " ?"])  # one uncached query embedding, for scale
+    embed_once = time.perf_counter() - start
+
+    def variant(k: int, signals: tuple[str, ...], docvalues: bool) -> tuple[float, float]:
+        took, wall = [], []
+        for (conv, q), vec in zip(questions, vectors):
+            query = IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id=conv.sample_id), text=q.text, vector=vec, k=k)
+            lines, names = search_lines(remote._address(STORE), STORE, query, k=k, vector=vec)
+            body = []
+            for i, name in enumerate(names):
+                if name in signals:
+                    head, line = lines[2 * i], dict(lines[2 * i + 1])
+                    if docvalues:
+                        line["_source"] = False
+                        line["docvalue_fields"] = ["record_type", "agent_id", "run_id"]
+                    body += [head, line]
+            start = time.perf_counter()
+            took.append(remote.client.msearch(body=body)["took"] / 1000)
+            wall.append(time.perf_counter() - start)
+        return statistics.median(took), statistics.median(wall)
+
+    print(f"OpenSearch search parts, medians over {len(questions)} questions (ms; one query embedding "
+          f"{embed_once * 1000:.1f} ms):")
+    print("  k      signals          fields      engine took   round trip")
+    for k in (100, 2000):
+        for signals in (("keyword",), ("vector",), ("keyword", "vector")):
+            for docvalues in (False, True):
+                took, wall = variant(k, signals, docvalues)
+                print(f"  {k:<6} {'+'.join(signals):16s} {'docvalues' if docvalues else '_source':10s}"
+                      f"  {took * 1000:8.1f}     {wall * 1000:8.1f}")
 
 
 if __name__ == "__main__":
