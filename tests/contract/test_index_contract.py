@@ -222,6 +222,17 @@ def test_k_bounds_both_lists_and_keeps_the_best(ready: Index) -> None:
     assert search(ready, "s1", "zebra", k=1).keyword[0].memory_id == full.keyword[0].memory_id
 
 
+
+def test_keyword_k_bounds_the_keyword_list_alone(ready: Index) -> None:
+    """A search fuses `candidates` keyword hits but wants a longer vector list (its cosines): the keyword
+    list is cut at keyword_k, the vector list still at k, each keeping its best."""
+    docs = [mem(f"d{i:02d}", "zebra " * (1 + i % 5) + f"filler{i}") for i in range(30)]
+    put(ready, "s1", *docs)
+    full = search(ready, "s1", "zebra", k=100)
+    cut = search(ready, "s1", "zebra", k=100, keyword_k=5)
+    assert ids(cut.keyword) == ids(full.keyword)[:5]
+    assert ids(cut.vector) == ids(full.vector)
+
 # ---------------------------------------------------------------------------------------------
 # Scope: every rule, every wildcard form, every neighbour that must stay invisible
 # ---------------------------------------------------------------------------------------------

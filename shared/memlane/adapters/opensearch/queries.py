@@ -9,7 +9,7 @@ from typing import Any
 
 from ...domain.language import search_words
 from ...domain.models import RecordType
-from ...ports import IndexQuery
+from ...ports import IndexQuery, keyword_limit
 from .documents import metadata_filter_terms, routing_key, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
@@ -95,7 +95,7 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
     words = query_words(q.text)
     if words:
         match = {"match": {"content": {"query": words}}}
-        lines += [header, {**common, "query": {"bool": {"must": [match], "filter": filters}}}]
+        lines += [header, {**common, "size": keyword_limit(q, k), "query": {"bool": {"must": [match], "filter": filters}}}]
         signals.append("keyword")
     if vector is not None:
         knn = {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}
