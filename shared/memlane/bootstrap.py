@@ -288,7 +288,7 @@ def _index(settings: Settings) -> Index:
     elif settings.opensearch_tenant_key:
         tenant_clients = TokenClients(settings.opensearch_url, settings.opensearch_tenant_key)
     return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region, sigv4=sigv4,
-                                    tenant_clients=tenant_clients)
+                                    index_prefix=settings.opensearch_index_prefix, tenant_clients=tenant_clients)
 
 
 def _sync_deadline(settings: Settings) -> float:

@@ -38,6 +38,7 @@ class Settings(BaseModel):
     # Self-managed OpenSearch with the security plugin: base64 key of its jwt auth domain. Set, each
     # tenant's index calls carry a token the engine confines to that tenant (docs/index-confinement.md).
     opensearch_tenant_key: str = ""
+    opensearch_index_prefix: str = "memlane"  # every store index is {prefix}-{store}: several deployments share a cluster
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
     # Claude Haiku 4.5 through the global cross-Region profile: Anthropic models since 4.5 are invoked

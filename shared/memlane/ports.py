@@ -190,12 +190,18 @@ class IndexQuery(BaseModel):
     text: str
     vector: list[float] | None = None
     k: int = 50  # candidates per signal
+    keyword_k: int | None = None  # keyword hits wanted, when fewer than k (fusion's share; the vector list also gives cosines)
     memory_types: tuple[MemoryType, ...] | None = None  # narrows memories only: other records have no type
     record_types: tuple[RecordType, ...] = (RecordType.MEMORY,)
     statuses: tuple[MemoryStatus, ...] = (MemoryStatus.ACTIVE,)
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
     time_from: datetime | None = None  # on event_time, falling back to created_at
     time_to: datetime | None = None
+
+
+def keyword_limit(query: IndexQuery, k: int) -> int:
+    """How many keyword hits a search returns: keyword_k when given, never more than k."""
+    return k if query.keyword_k is None else max(0, min(query.keyword_k, k))
 
 
 @dataclass(frozen=True)

@@ -222,6 +222,17 @@ def test_k_bounds_both_lists_and_keeps_the_best(ready: Index) -> None:
     assert search(ready, "s1", "zebra", k=1).keyword[0].memory_id == full.keyword[0].memory_id
 
 
+
+def test_keyword_k_bounds_the_keyword_list_alone(ready: Index) -> None:
+    """A search fuses `candidates` keyword hits but wants a longer vector list (its cosines): the keyword
+    list is cut at keyword_k, the vector list still at k, each keeping its best."""
+    docs = [mem(f"d{i:02d}", "zebra " * (1 + i % 5) + f"filler{i}") for i in range(30)]
+    put(ready, "s1", *docs)
+    full = search(ready, "s1", "zebra", k=100)
+    cut = search(ready, "s1", "zebra", k=100, keyword_k=5)
+    assert ids(cut.keyword) == ids(full.keyword)[:5]
+    assert ids(cut.vector) == ids(full.vector)
+
 # ---------------------------------------------------------------------------------------------
 # Scope: every rule, every wildcard form, every neighbour that must stay invisible
 # ---------------------------------------------------------------------------------------------
@@ -799,3 +810,60 @@ def test_embedded_vector_search_is_exact(tmp_path: Path, agents: tuple[str, ...]
         exact = dict(brute_force(docs, text, keep))
         assert all(h.score == pytest.approx(exact[h.memory_id], abs=1e-4) for h in got)
     idx.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Keyword ranking: one formula on every backend (docs/benchmarks.md, "Backend parity")
+# ---------------------------------------------------------------------------------------------
+
+# Words chosen so that no two share a stem: the reference below needs no stemmer.
+RANKED = [
+    mem("kw-twice", "Met someone new", keywords="alpha alpha"),
+    mem("text-once", "Talked about alpha"),
+    mem("split", "Alpha plans with the team", keywords="beta"),
+    mem("long", "alpha and the rest of it was a very long story about beta and then some more"),
+    mem("g1", "gamma here", keywords="delta"),
+    mem("g2", "gamma there too"),
+    mem("g3", "gamma gamma everywhere", keywords="beta"),
+    mem("g4", "quiet gamma"),
+    mem("g5", "nothing but gamma", keywords="alpha"),
+]
+
+
+def fts5_bm25(docs: list[Memory], query: str) -> list[tuple[str, float]]:
+    """SQLite FTS5's bm25 (k1 1.2, b 0.75, idf log((N - n + 0.5) / (n + 0.5)) floored at 1e-6) over one
+    row of text + keywords, whose length also counts the tenant token each embedded row carries;
+    query words OR-ed, English stop words dropped. Best first, ties by id."""
+    from memlane.domain.language import LUCENE_STOP_WORDS
+
+    def tokens(text: str) -> list[str]:
+        return re.findall(r"[^\W_]+", text.lower())
+
+    rows = {d.memory_id: tokens(d.text) + tokens(d.keywords) for d in docs}
+    lengths = {mid: len(t) + 1 for mid, t in rows.items()}
+    avgdl = sum(lengths.values()) / len(rows)
+    words = [w for w in dict.fromkeys(tokens(query)) if w not in LUCENE_STOP_WORDS]
+    scores: dict[str, float] = {}
+    for word in words:
+        n = sum(word in t for t in rows.values())
+        idf = max(math.log((len(rows) - n + 0.5) / (n + 0.5)), 1e-6)
+        for mid, t in rows.items():
+            f = t.count(word)
+            if f:
+                norm = f + 1.2 * (1 - 0.75 + 0.75 * lengths[mid] / avgdl)
+                scores[mid] = scores.get(mid, 0.0) + idf * f * 2.2 / norm
+    return sorted(scores.items(), key=lambda s: (-s[1], s[0]))
+
+
+@pytest.mark.parametrize("query", ["alpha", "alpha beta", "gamma alpha", "the beta and gamma", "delta everywhere"])
+def test_keyword_ranking_is_fts5_bm25_over_text_and_keywords(index: Index, query: str) -> None:
+    """Both backends score a keyword hit the same way: the keywords field counts like the text (not
+    text^2, not the best of the two fields), a word in most documents weighs almost nothing (FTS5's
+    idf), stop words count in a document's length — so the same documents come back in the same
+    order with the same scores, whichever index holds them."""
+    index.ensure_store("s3", DIM)
+    put(index, "s3", *RANKED)
+    expected = fts5_bm25(RANKED, query)
+    found = [(h.memory_id, h.score) for h in search(index, "s3", query, with_vector=False).keyword]
+    assert [mid for mid, _ in found] == [mid for mid, _ in expected]
+    assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-4)

@@ -41,7 +41,7 @@ def _ids(idx: OpenSearchIndex, store: str) -> set[str]:
 
 
 def _ids_matching(idx: OpenSearchIndex, store: str, word: str) -> set[str]:
-    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"match": {"text": word}}})
+    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"match": {"content": word}}})
     return {h["_id"] for h in resp["hits"]["hits"]}
 
 

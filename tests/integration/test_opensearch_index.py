@@ -33,7 +33,7 @@ def test_store_is_a_versioned_index_behind_an_alias(os_index: OpenSearchIndex) -
     assert mapping["_routing"] == {"required": True}
     assert mapping["properties"]["embedding"]["dimension"] == DIM
     assert mapping["properties"]["embedding"]["method"]["space_type"] == "cosinesimil"
-    assert mapping["properties"]["text"]["analyzer"] == "english"
+    assert mapping["properties"]["content"]["analyzer"] == "porter_unicode61"
     os_index.drop_store("s1")
     assert not client.indices.exists(index=index_name(os_index.prefix, "s1"))
     assert not client.indices.exists_alias(name=alias)

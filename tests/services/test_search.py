@@ -114,3 +114,17 @@ def test_later_conversation_recalls_earlier_fact(service, deps, store):
     hits = search.search(deps, store, query="Where does Ann work?", scope={**BASE, "run_id": "*"}, top_k=3,
                          include_evidence=True)
     assert "nurse" in hits[0].memory.text and hits[0].evidence[0].role == "user"
+
+
+def test_the_index_is_asked_for_fusions_keyword_share_only(deps, store, monkeypatch):
+    """Fusion reads `candidates` keyword hits; the longer vector list (top_k x the pool) is for cosines.
+    Asking the keyword signal for the pool too made OpenSearch fetch up to 2,000 hits it never used."""
+    from memlane.policies.ranking import RECIPES
+
+    asked = []
+    real = deps.index.search
+    monkeypatch.setattr(deps.index, "search", lambda s, q: asked.append(q) or real(s, q))
+    search.search(deps, store, query="Ann's dog", scope=BASE, top_k=50)
+    plan = RECIPES[deps.settings.default_recipe]
+    assert asked[0].keyword_k == plan.candidates
+    assert asked[0].k == plan.similarity_pool_per_result * 50

@@ -372,7 +372,8 @@ class Memlane:
         from ..services import stores
 
         env = {k: v for k, v in os.environ.items()
-               if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "AWS_REGION")} \
+               if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "MEMLANE_OPENSEARCH_INDEX_PREFIX",
+                      "AWS_REGION")} \
             if backend == "opensearch" else {}
         settings = Settings.from_env(env=env, data_dir=data_dir, index=backend, table="sqlite")
         if ingest not in INGESTS:

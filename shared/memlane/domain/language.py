@@ -133,6 +133,16 @@ def drop_possessive(text: str) -> str:
     return _POSSESSIVE.sub("", text)
 
 
+_WORD = re.compile(r"\w+")
+
+
+def search_words(text: str, limit: int) -> list[str]:
+    """The words a keyword search looks for, the same on every index: lower-cased word runs, possessives
+    and Lucene's English stop words left out, each once, the first `limit` (bounds one query's cost)."""
+    words = (w.lower() for w in _WORD.findall(drop_possessive(text)))
+    return list(dict.fromkeys(w for w in words if w not in LUCENE_STOP_WORDS))[:limit]
+
+
 def has_phrase(text: str, phrases: tuple[str, ...]) -> bool:
     low = f" {text.lower()} "
     return any(f" {p} " in low or f" {p}," in low or f" {p}." in low for p in phrases)

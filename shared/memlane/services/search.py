@@ -80,7 +80,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
     pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
-        scope=where, text=query, vector=vector, k=max(plan.candidates, pool),
+        scope=where, text=query, vector=vector, k=max(plan.candidates, pool), keyword_k=plan.candidates,
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 

@@ -25,7 +25,7 @@ from ...domain.errors import Conflict, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, RecordType, validate_store_name
 from ...domain.schema import Described
 from ...domain.scope import ScopeFilter
-from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult
+from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
 from .index_filter import Filter, candidates, match_expression, tenant_key, utc_iso, where
@@ -154,7 +154,7 @@ class EmbeddedIndex:
             if dim is None or k == 0:
                 return IndexResult(keyword=[], vector=[])
             qvec = None if query.vector is None else unit_vector(query.vector, dim, "query vector")
-            keyword = self._keyword(store, f, query.text, k)
+            keyword = self._keyword(store, f, query.text, keyword_limit(query, k))
             vector = [] if qvec is None else self._vector(store, f, qvec, k)
         return IndexResult(keyword=keyword, vector=vector)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Sequence
@@ -17,10 +16,9 @@ from typing import Any, Sequence
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
-from ...domain.language import LUCENE_STOP_WORDS, drop_possessive  # what OpenSearch's `english` analyzer drops
+from ...domain.language import search_words
 from ...ports import IndexQuery
 
-_TOKEN = re.compile(r"\w+")  # letters/digits only: no FTS5 operator character survives
 _MAX_QUERY_TOKENS = 64  # bounds the cost of one MATCH; longer queries keep their first 64 words
 
 
@@ -40,14 +38,12 @@ def tenant_key(store: str, app_id: str, tenant_id: str) -> str:
 def match_expression(text: str) -> str | None:
     """A safe FTS5 MATCH expression for free text: each word quoted, OR-ed. None when no words.
 
-    Only ``\\w`` runs are kept, so quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses
-    are gone, and every kept word is a quoted string, so ``NEAR``, ``OR``, ``NOT`` or a
-    column name are plain terms. User text can neither break nor extend the MATCH grammar.
-    English stop words and possessives ("user's" is "user") are left out, as OpenSearch's
-    ``english`` analyzer drops them.
+    Only ``\\w`` runs are kept (language.search_words, the words OpenSearch is asked for too), so
+    quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses are gone, and every kept word is a
+    quoted string, so ``NEAR``, ``OR``, ``NOT`` or a column name are plain terms. User text can
+    neither break nor extend the MATCH grammar.
     """
-    words = (t.lower() for t in _TOKEN.findall(drop_possessive(text)))
-    tokens = list(dict.fromkeys(w for w in words if w not in LUCENE_STOP_WORDS))[:_MAX_QUERY_TOKENS]
+    tokens = search_words(text, _MAX_QUERY_TOKENS)
     return " OR ".join(f'"{t}"' for t in tokens) or None
 
 

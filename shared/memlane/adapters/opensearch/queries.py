@@ -5,15 +5,14 @@ terms (and are sent with the tenant's routing); nothing else builds a query over
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from ...domain.language import search_words
 from ...domain.models import RecordType
-from ...ports import IndexQuery
+from ...ports import IndexQuery, keyword_limit
 from .documents import metadata_filter_terms, routing_key, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
-_WORD = re.compile(r"\w+")
 _MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
 _SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
@@ -26,9 +25,9 @@ _IS_MEMORY = {"bool": {"should": [{"term": {"record_type": str(RecordType.MEMORY
 
 
 def query_words(text: str) -> str:
-    """Only word characters survive: match queries parse no syntax, but this also caps the size."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:_MAX_QUERY_WORDS]
-    return " ".join(words)
+    """The words the embedded index looks for too (stop words and possessives out); a match query
+    parses no syntax, but this also caps the size."""
+    return " ".join(search_words(text, _MAX_QUERY_WORDS))
 
 
 def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]]:
@@ -83,7 +82,8 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
                  vector: list[float] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The `_msearch` body for one hybrid query, and which signal each response answers.
 
-    BM25 over text^2 and keywords, and k-NN with the filter inside the knn clause (efficient
+    BM25 over `content` (text + keywords, scored as the embedded index's FTS5 scores them: see
+    memory-index.json and docs/benchmarks.md "Backend parity"), and k-NN with the filter inside the knn clause (efficient
     filtering: the graph search only visits documents that pass it, so k results come back
     whenever k documents match), under the same filters, routed to the tenant's shard.
     """
@@ -94,8 +94,8 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
     signals: list[str] = []
     words = query_words(q.text)
     if words:
-        match = {"multi_match": {"query": words, "fields": ["text^2", "keywords"]}}
-        lines += [header, {**common, "query": {"bool": {"must": [match], "filter": filters}}}]
+        match = {"match": {"content": {"query": words}}}
+        lines += [header, {**common, "size": keyword_limit(q, k), "query": {"bool": {"must": [match], "filter": filters}}}]
         signals.append("keyword")
     if vector is not None:
         knn = {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}
