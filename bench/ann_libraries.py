@@ -58,11 +58,12 @@ def main() -> None:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--kind", choices=["clustered", "random"], default="clustered")
-    p.add_argument("--keep", type=float, default=0.02, help="fraction a filtered search allows")
+    p.add_argument("--keep", default="0.02", help="fractions a filtered search allows, comma-separated")
     p.add_argument("--m", type=int, default=16)
     p.add_argument("--ef-construction", type=int, default=128)
     p.add_argument("--ef", default="64,128,256")
     p.add_argument("--libs", default="faiss,hnswlib,usearch")
+    p.add_argument("--search-threads", type=int, default=1, help="faiss OpenMP threads while searching")
     a = p.parse_args()
     k = 10
     import numpy as _np
@@ -74,12 +75,14 @@ def main() -> None:
     qi = np.random.default_rng(2).integers(0, a.n, a.queries)
     q = x[qi] + np.random.default_rng(3).standard_normal((a.queries, a.dim), dtype=np.float32) * 0.05
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    allowed = np.random.default_rng(4).random(a.n) < a.keep
-    allowed_ids = np.flatnonzero(allowed).astype(np.int64)
+    keeps = [float(v) for v in a.keep.split(",")]
     truth, lat = exact(x, q, k)
     print(f"exact numpy            {pct(lat)}")
-    ftruth, lat = exact(x, q, k, allowed)
-    print(f"exact numpy filtered   {pct(lat)}")
+    masks = {keep: np.random.default_rng(4).random(a.n) < keep for keep in keeps}
+    ftruths = {}
+    for keep, allowed in masks.items():
+        ftruths[keep], lat = exact(x, q, k, allowed)
+        print(f"exact numpy filtered {keep:.2f}  {pct(lat)}")
     efs = [int(e) for e in a.ef.split(",")]
     for lib in a.libs.split(","):
         t0 = time.perf_counter()
@@ -90,7 +93,7 @@ def main() -> None:
             idx.hnsw.efConstruction = a.ef_construction
             faiss.omp_set_num_threads(2)
             idx.add(x)
-            faiss.omp_set_num_threads(1)
+            faiss.omp_set_num_threads(a.search_threads)
         elif lib == "hnswlib":
             import hnswlib
             idx = hnswlib.Index(space="ip", dim=a.dim)
@@ -103,7 +106,7 @@ def main() -> None:
         build = time.perf_counter() - t0
         print(f"{lib:8s} build {build:6.1f} s")
         for ef in efs:
-            found, lat, ffound, flat = [], [], [], []
+            found, lat = [], []
             for v in q:
                 t1 = time.perf_counter()
                 if lib == "faiss":
@@ -119,22 +122,27 @@ def main() -> None:
                     ids = idx.search(v, k, threads=1).keys
                 lat.append((time.perf_counter() - t1) * 1000)
                 found.append(np.asarray(ids))
-                t1 = time.perf_counter()
-                if lib == "faiss":
-                    sel = faiss.IDSelectorBatch(allowed_ids)
-                    _, ids = idx.search(v[None, :], k, params=faiss.SearchParametersHNSW(efSearch=ef, sel=sel))
-                    ids = ids[0]
-                elif lib == "hnswlib":
-                    ids, _ = idx.knn_query(v, k=k, num_threads=1, filter=lambda i: bool(allowed[i]))
-                    ids = ids[0]
-                else:  # post-filter of an over-fetch: no predicate in the Python API
-                    got = idx.search(v, int(k / a.keep) * 2, threads=1).keys
-                    ids = got[allowed[got]][:k]
-                flat.append((time.perf_counter() - t1) * 1000)
-                ffound.append(np.asarray(ids))
-            short = sum(1 for f in ffound if len(f[f >= 0]) < k)
-            print(f"{lib:8s} ef {ef:4d}  {pct(lat)} recall@10 {recall(found, truth, k):.4f} | filtered "
-                  f"{pct(flat)} recall@10 {recall(ffound, ftruth, k):.4f} short {short}")
+            print(f"{lib:8s} ef {ef:4d}  {pct(lat)} recall@10 {recall(found, truth, k):.4f}")
+            for keep, allowed in masks.items():
+                allowed_ids = np.flatnonzero(allowed).astype(np.int64)
+                ffound, flat = [], []
+                for v in q:
+                    t1 = time.perf_counter()
+                    if lib == "faiss":
+                        sel = faiss.IDSelectorBatch(allowed_ids)
+                        _, ids = idx.search(v[None, :], k, params=faiss.SearchParametersHNSW(efSearch=ef, sel=sel))
+                        ids = ids[0]
+                    elif lib == "hnswlib":
+                        ids, _ = idx.knn_query(v, k=k, num_threads=1, filter=lambda i: bool(allowed[i]))
+                        ids = ids[0]
+                    else:  # post-filter of an over-fetch: no predicate in the Python API
+                        got = idx.search(v, int(k / keep) * 2, threads=1).keys
+                        ids = got[allowed[got]][:k]
+                    flat.append((time.perf_counter() - t1) * 1000)
+                    ffound.append(np.asarray(ids))
+                short = sum(1 for f in ffound if len(f[f >= 0]) < k)
+                print(f"{lib:8s} ef {ef:4d}  filtered {keep:.2f} {pct(flat)} recall@10 "
+                      f"{recall(ffound, ftruths[keep], k):.4f} short of k {short}/{len(q)}")
         del idx
 
 

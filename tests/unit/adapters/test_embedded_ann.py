@@ -71,19 +71,23 @@ def test_large_tenant_is_searched_through_its_graph_with_high_recall(tmp_path: P
 
 
 def test_a_scope_holding_few_of_the_vectors_still_gets_k_results(tmp_path: Path) -> None:
-    """Agent b owns 10% of the tenant: the graph's unfiltered best 40 hold ~4 of them, so the filter
-    must run inside the walk (allowed ids above ann_min_rows) — never a post-filter short of k."""
+    """Agent b owns 15% of the tenant: the graph's unfiltered best 40 hold ~6 of them, so the filter
+    must run inside the walk (more allowed ids than EXACT_FRACTION) — never a post-filter short of k."""
     x = vectors(3000)
     idx = open_index(tmp_path)
-    load(idx, x, agent_of=lambda i: "b" if i % 10 == 0 else "a")
-    vector_search(idx, x[1])
+    load(idx, x, agent_of=lambda i: "b" if i % 20 in (0, 1, 2) else "a")
+    vector_search(idx, x[3])
     assert KEY in idx._graphs
-    b_rows = np.arange(0, 3000, 10)
+    walks: list[object] = []
+    search = idx._graphs[KEY].search
+    idx._graphs[KEY].search = lambda q, k, allowed=None: walks.append(allowed) or search(q, k, allowed)  # type: ignore[method-assign]
+    b_rows = np.flatnonzero(np.arange(3000) % 20 < 3)
     for q in vectors(20, seed=5):
         got = vector_search(idx, q, agent_ids=("b",))
         assert len(got) == 10
-        assert all(int(m[1:]) % 10 == 0 for m, _ in got)
+        assert all(int(m[1:]) % 20 < 3 for m, _ in got)
         assert len({m for m, _ in got} & set(exact(x, q, 10, b_rows))) >= 9
+    assert any(a is not None and len(a) == 450 for a in walks)  # the filter went inside the walk
 
 
 def test_a_tiny_scope_of_a_large_tenant_is_scored_exactly(tmp_path: Path) -> None:
@@ -160,7 +164,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
     (old,) = (tmp_path / "index.db.ann").glob("*.faiss")
     old_bytes = old.read_bytes()
     idx = open_index(tmp_path)
-    idx.delete("s", [f"m{i:05d}" for i in range(500)])
+    idx.delete("s", [f"m{i:05d}" for i in range(100)])  # few tombstones: the old graph would be kept
     load(idx, x[1000:], start=1000)
     vector_search(idx, x[0])
     idx.close()
@@ -169,7 +173,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
     again = open_index(tmp_path)
     for q in (x[1100], x[600], x[3]):
         got = [m for m, _ in vector_search(again, q)]
-        live = np.arange(500, 1200)
+        live = np.arange(100, 1200)
         assert got == exact(x, q, 10, live)
 
 

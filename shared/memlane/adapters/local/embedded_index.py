@@ -229,22 +229,17 @@ class EmbeddedIndex:
     def _ann_vector(self, store: str, f: Filter, qvec: np.ndarray, k: int, graph: Graph) -> list[Hit]:
         """Filtered kNN through the tenant's graph. The graph's best few candidates are checked by
         `_select`; when fewer than k pass (a selective filter), the allowed ids are read once and the
-        filter goes inside the graph walk — or, for a few allowed rows, they are scored exactly."""
+        filter goes inside the graph walk — or, for a small share of the tenant, they are scored exactly."""
         ids, sims = graph.search(qvec, max(4 * k, 40))
         hits = self._checked(store, f, ids, sims, k)
         if len(hits) >= k:
             return hits
         allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
-        if allowed.size <= self._ann_min_rows:
-            rows = self._select(store, f, "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id, v.embedding",
-                                within=allowed.tolist(), with_vectors=True)
-            if not rows:
-                return []
-            matrix = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), qvec.size)
-            subset = Vectors(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows],
-                             [(r[2], r[3], r[4]) for r in rows], matrix)
-            scores = matrix @ qvec
-            return subset.top(scores, np.arange(len(rows)), k)
+        if allowed.size <= max(self._ann_min_rows, index_ann.EXACT_FRACTION * graph.size):
+            # Too few for the graph walk to find (ADR 0002): score them exactly, from the graph's own copy.
+            allowed = allowed[allowed <= graph.high_water]  # rows after the catch-up: another process's, skipped
+            scores = graph.vectors(allowed) @ qvec
+            return self._checked(store, f, allowed, scores, k)
         ids, sims = graph.search(qvec, k, allowed=allowed)
         return self._checked(store, f, ids, sims, k)
 
@@ -258,6 +253,26 @@ class EmbeddedIndex:
         return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked]
 
     # -- ANN graphs ----------------------------------------------------------------------------
+    def build_graphs(self, store: str) -> int:
+        """Build now, in this thread, the graph of every tenant of the store past `ann_min_rows` that
+        has none (searches would start them in the background); return how many were built."""
+        with self._lock:
+            if not self._ann:
+                return 0
+            tenants = self._db.execute("SELECT app_id, tenant_id FROM docs WHERE store = ? GROUP BY app_id, tenant_id "
+                                       "HAVING count(*) >= ?", (store, self._ann_min_rows)).fetchall()
+        built = 0
+        for app_id, tenant_id in tenants:
+            key = (store, app_id, tenant_id)
+            with self._lock:
+                if self._graph(key) is not None or key in self._building:
+                    continue
+                self._building.add(key)
+                vectors = self._vectors(store, app_id, tenant_id)
+            self._install(key, Graph.build(vectors.ids, vectors.matrix))
+            built += 1
+        return built
+
     def _graph(self, key: TenantKey) -> Graph | None:
         """The tenant's graph, holding every current row of it, or None (search exactly)."""
         graph = self._graphs.get(key)
@@ -310,22 +325,29 @@ class EmbeddedIndex:
         def build() -> None:
             try:
                 graph = Graph.build(vectors.ids, vectors.matrix)  # faiss releases the GIL: searches go on
+            except BaseException:
                 with self._lock:
-                    if key not in self._building:  # the store was dropped meanwhile
-                        return
-                    self._graphs[key] = graph
-                    self._behind.add(key)
-                    self._no_graph.discard(key)
-                    self._cache.evict(key)  # the graph holds the vectors now
-                    self._save_graph(key)
-            finally:
-                with self._lock:
-                    self._building.discard(key)
+                    self._building.discard(key)  # the next exact search tries again
+                raise
+            self._install(key, graph)
 
         if self._ann_background:
             threading.Thread(target=build, name="memlane-ann-build", daemon=True).start()
         else:
             build()
+
+    def _install(self, key: TenantKey, graph: Graph) -> None:
+        with self._lock:
+            try:
+                if key not in self._building:  # the store was dropped meanwhile
+                    return
+                self._graphs[key] = graph
+                self._behind.add(key)
+                self._no_graph.discard(key)
+                self._cache.evict(key)  # the graph holds the vectors now
+                self._save_graph(key)
+            finally:
+                self._building.discard(key)
 
     def _save_graph(self, key: TenantKey) -> None:
         """Write the graph's file, then the row that makes it trusted (caller holds the lock)."""
