@@ -244,3 +244,20 @@ def test_kill_9_during_a_bulk_write_loses_nothing_from_search(tmp_path: Path) ->
     for i in [0, 999, 1000, 2000, *range(committed - 100, committed)]:
         assert vector_search(again, x[i])[0][0] == f"m{i:05d}"
     assert KEY in again._graphs
+
+
+def test_candidates_are_checked_by_id_not_by_scanning_the_tenant(tmp_path: Path) -> None:
+    """The SQL check of the graph's (or the exact scan's) best rows must look them up by id: going
+    through the scope index instead reads every row of the tenant per search, which is the whole
+    cost of a search at 10⁵ (docs/benchmarks.md §2)."""
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    statements: list[str] = []
+    idx._db.set_trace_callback(statements.append)
+    vector_search(idx, x[1])
+    idx._db.set_trace_callback(None)
+    (check,) = [s for s in statements if "json_each" in s]
+    plan = " | ".join(r[3] for r in idx._db.execute("EXPLAIN QUERY PLAN " + check))
+    assert "SEARCH d USING INTEGER PRIMARY KEY" in plan and "docs_scope" not in plan, plan

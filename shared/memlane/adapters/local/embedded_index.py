@@ -380,16 +380,19 @@ class EmbeddedIndex:
         so no caller can forget them. `columns` is a constant chosen by this module.
         """
         clauses, params = where(store, f)
-        if within is not None:
-            clause, values = candidates(within)
-            clauses.append(clause)
-            params.extend(values)
         if after is not None:
             clauses.append("d.id > ?")
             params.append(after)
+        source = "docs AS d"
+        if within is not None:
+            # Candidates first, each looked up by id (CROSS JOIN fixes the order): through the
+            # scope index instead SQLite would read every row of the tenant to check a few.
+            assert match is None, "candidates are checked by id, never matched"
+            source, values = candidates(within)
+            params[:0] = values
         if match is None:
             join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
-            sql = f"SELECT {columns} FROM docs AS d {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
+            sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
         else:
             # The tenant token narrows the FTS5 scan to this tenant before any BM25 work (the
             # SQL filter stays the authority); user words are held to the text columns.
