@@ -261,3 +261,23 @@ def test_candidates_are_checked_by_id_not_by_scanning_the_tenant(tmp_path: Path)
     (check,) = [s for s in statements if "json_each" in s]
     plan = " | ".join(r[3] for r in idx._db.execute("EXPLAIN QUERY PLAN " + check))
     assert "SEARCH d USING INTEGER PRIMARY KEY" in plan and "docs_scope" not in plan, plan
+
+
+def test_compaction_leaves_no_deleted_vector_in_a_graph_file(tmp_path: Path) -> None:
+    """Erasure compacts the index so no deleted text or vector stays on disk; a graph keeps its
+    tombstones' vectors, so compaction must not leave such a graph file behind."""
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    idx.close()
+    idx = open_index(tmp_path)
+    (secret,) = idx._db.execute("SELECT v.embedding FROM vectors v JOIN docs d ON d.id = v.doc_id "
+                                "WHERE d.memory_id = 'm00042'").fetchone()
+    assert any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
+    idx.delete("s", ["m00042"])
+    idx.compact()
+    idx.close()
+    assert not any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
+    again = open_index(tmp_path)
+    assert "m00042" not in [m for m, _ in vector_search(again, x[42])]

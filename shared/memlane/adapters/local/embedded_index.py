@@ -146,6 +146,7 @@ class EmbeddedIndex:
         FTS5 secure-delete). Freed pages are zeroed (secure_delete), then the WAL, which still holds
         the pages as they were before, is checkpointed into the file and truncated."""
         with self._lock:
+            self._drop_tombstoned_graphs()
             with self._write():
                 self._db.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
             if checkpoint(self._db):
@@ -336,6 +337,22 @@ class EmbeddedIndex:
         else:
             build()
 
+    def _drop_tombstoned_graphs(self) -> None:
+        """A graph keeps the vectors of the rows deleted after it was built (faiss HNSW cannot remove
+        them), in memory and in its file; compaction must leave none, so such graphs are dropped
+        and rebuilt from the next search."""
+        known = {tuple(r[:3]): (int(r[3]), int(r[4])) for r in self._db.execute(
+            "SELECT store, app_id, tenant_id, nodes, high_water FROM ann_graphs")}
+        known.update({key: (g.size, g.high_water) for key, g in self._graphs.items()})
+        for key, (nodes, high_water) in known.items():
+            live = self._db.execute("SELECT count(*) FROM docs WHERE store = ? AND app_id = ? AND tenant_id = ? "
+                                    "AND id <= ?", (*key, high_water)).fetchone()[0]
+            if live < nodes:
+                with self._write():
+                    self._db.execute("DELETE FROM ann_graphs WHERE store = ? AND app_id = ? AND tenant_id = ?", key)
+                self._forget_graph(key)
+                self._files.remove_except(key, None)
+
     def _install(self, key: TenantKey, graph: Graph) -> None:
         with self._lock:
             try:
@@ -357,9 +374,10 @@ class EmbeddedIndex:
         name, digest = self._files.write(key, graph)
         with self._write():
             self._db.execute(
-                "INSERT INTO ann_graphs (store, app_id, tenant_id, file, high_water, digest) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (store, app_id, tenant_id) DO UPDATE SET file = excluded.file, "
-                "high_water = excluded.high_water, digest = excluded.digest", (*key, name, graph.high_water, digest))
+                "INSERT INTO ann_graphs (store, app_id, tenant_id, file, high_water, digest, nodes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, app_id, tenant_id) DO UPDATE SET "
+                "file = excluded.file, high_water = excluded.high_water, digest = excluded.digest, nodes = excluded.nodes",
+                (*key, name, graph.high_water, digest, graph.size))
         self._saved[key] = graph.high_water
         self._files.remove_except(key, name)
 

@@ -131,7 +131,7 @@ class GraphFiles:
         with self._lock:
             self.dir.mkdir(mode=0o700, exist_ok=True)
             tmp = self.dir / f".{name}.tmp"
-            with open(tmp, "wb") as fh:
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:  # private, as index.db
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())

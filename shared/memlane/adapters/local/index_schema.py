@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS ann_graphs (
     file       TEXT NOT NULL,                      -- name in <index file>.ann/
     high_water INTEGER NOT NULL,                   -- largest docs.id in the graph: later rows are added from here
     digest     TEXT NOT NULL,                      -- blake2b of the file: a changed or foreign file is not trusted
+    nodes      INTEGER NOT NULL,                   -- vectors in the file: fewer live rows up to high_water = tombstones
     PRIMARY KEY (store, app_id, tenant_id)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
