@@ -304,13 +304,12 @@ class EmbeddedIndex:
     def _catch_up(self, key: TenantKey, graph: Graph) -> bool:
         """Add the tenant's rows newer than the graph (ids only grow). False when tombstones pass
         DEAD_FRACTION: the graph is dropped and rebuilt from the next exact search."""
-        whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]), record_types=None)
+        whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
         rows = self._select(key[0], whole_tenant, "d.id, v.embedding", with_vectors=True, after=graph.high_water)
         if rows:
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             graph.add(np.array([r[0] for r in rows], dtype=np.int64), matrix)
-        live = self._db.execute("SELECT count(*) FROM docs WHERE store = ? AND app_id = ? AND tenant_id = ?",
-                                key).fetchone()[0]
+        live = self._select(key[0], whole_tenant, "count(*)")[0][0]
         self._behind.discard(key)
         if graph.size - live > index_ann.DEAD_FRACTION * graph.size or live < self._ann_min_rows // 2:
             self._forget_graph(key)
@@ -345,8 +344,9 @@ class EmbeddedIndex:
             "SELECT store, app_id, tenant_id, nodes, high_water FROM ann_graphs")}
         known.update({key: (g.size, g.high_water) for key, g in self._graphs.items()})
         for key, (nodes, high_water) in known.items():
-            live = self._db.execute("SELECT count(*) FROM docs WHERE store = ? AND app_id = ? AND tenant_id = ? "
-                                    "AND id <= ?", (*key, high_water)).fetchone()[0]
+            tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+            live = (self._select(key[0], tenant, "count(*)")[0][0]
+                    - self._select(key[0], tenant, "count(*)", after=high_water)[0][0])
             if live < nodes:
                 with self._write():
                     self._db.execute("DELETE FROM ann_graphs WHERE store = ? AND app_id = ? AND tenant_id = ?", key)

@@ -77,8 +77,7 @@ class Graph:
         as results — the filter runs inside the graph walk, so a selective one still gets k."""
         import faiss
 
-        # One query walks one graph: OpenMP workers would only spin against the server's other
-        # threads (p95 ×20 on a loaded 2-core machine, ADR 0002).
+        # One query is one graph walk: OpenMP workers would only compete with the server's other threads.
         faiss.omp_set_num_threads(1)
         k = min(k, self.size)
         if k <= 0:
