@@ -70,9 +70,10 @@ def test_large_tenant_is_searched_through_its_graph_with_high_recall(tmp_path: P
     idx.close()
 
 
-def test_a_scope_holding_few_of_the_vectors_still_gets_k_results(tmp_path: Path) -> None:
+def test_a_scope_holding_few_of_the_vectors_still_gets_k_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Agent b owns 15% of the tenant: the graph's unfiltered best 40 hold ~6 of them, so the filter
     must run inside the walk (more allowed ids than EXACT_FRACTION) — never a post-filter short of k."""
+    monkeypatch.setattr(index_ann, "EXACT_FRACTION", 0.1)  # this share goes into the walk, not the exact path
     x = vectors(3000)
     idx = open_index(tmp_path)
     load(idx, x, agent_of=lambda i: "b" if i % 20 in (0, 1, 2) else "a")

@@ -32,7 +32,7 @@ EF_CONSTRUCTION = 128
 EF_SEARCH = 128
 MIN_ROWS = 20_000      # tenants smaller than this are searched exactly: faster there (ADR 0002)
 DEAD_FRACTION = 0.25   # rebuild a graph once this share of its nodes are tombstones
-EXACT_FRACTION = 0.1  # a filter allowing less of the tenant than this is scored exactly (faiss filtered recall drops)
+EXACT_FRACTION = 0.3  # a filter allowing less of the tenant than this is scored exactly: faiss filtered recall 0.97 at 20 %, 0.82 at 10 % (ADR 0002)
 
 TenantKey = tuple[str, str, str]
 
