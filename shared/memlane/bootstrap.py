@@ -274,7 +274,7 @@ def _index(settings: Settings) -> Index:
 
         _private_dir(settings)
         create_private(settings.data_dir / "index.db")  # 0600 before SQLite opens it (its -wal/-shm follow)
-        return EmbeddedIndex(settings.data_dir / "index.db")
+        return EmbeddedIndex(settings.data_dir / "index.db", ann=settings.ann, ann_min_rows=settings.ann_min_rows)
     from .adapters.opensearch.index import OpenSearchIndex
     from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients
 

@@ -27,6 +27,11 @@ class Settings(BaseModel):
     llm: Literal["none", "openai", "bedrock"] = "none"
     reranker: Literal["auto", "none", "heuristic", "bedrock"] = "auto"
     search_recipe: str = "hybrid"
+    # Embedded index: an HNSW graph (faiss-cpu, the `local` extra) for each tenant of at least
+    # ann_min_rows documents; smaller tenants, and every tenant when off, are searched exactly
+    # (docs/adr/0002-ann-index.md).
+    ann: bool = True
+    ann_min_rows: int = Field(default=20_000, ge=1)
 
     # AWS
     table_name: str = "memlane"

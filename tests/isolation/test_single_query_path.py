@@ -40,8 +40,9 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
     reads = functions_with(path, lambda n: "SELECT" in sql_text(n).upper()
                            and ("FROM DOCS" in sql_text(n).upper() or "DOCS_FTS" in sql_text(n).upper()))
     # `count` is a size probe for tests and benchmarks (store-wide, returns a number, not documents);
-    # `documents` is `memlane fsck`'s store-wide inventory, reached from the admin CLI only, never a route
-    assert set(reads) <= {"_select", "count", "documents"}, reads
+    # `documents` is `memlane fsck`'s store-wide inventory, reached from the admin CLI only, never a route;
+    # `build_graphs` lists the store's tenants past the ANN threshold (their keys, no document)
+    assert set(reads) <= {"_select", "count", "documents", "build_graphs"}, reads
     # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
     source = path.read_text()
     select = source[source.index("    def _select("):source.index("    # -- vector cache")]

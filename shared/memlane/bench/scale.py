@@ -380,6 +380,125 @@ def _time_filtered_brute(brute: BruteForce, mask: np.ndarray, embedder: RandomEm
     return out
 
 
+def blas_kernel() -> str:
+    """Which BLAS numpy's matmul runs on, and the kernel OpenBLAS picked: a brute-force figure means
+    nothing without it (OPENBLAS_CORETYPE can pin a slower kernel than the CPU's)."""
+    import ctypes
+    import glob
+
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    core = "unknown"
+    for lib in glob.glob(str(Path(np.__file__).parent.parent / "numpy.libs" / "*openblas*")):
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+            fn = getattr(ctypes.CDLL(lib), name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                core = fn().decode()
+                break
+    return (f"{blas.get('name')} {blas.get('version')}, kernel {core} "
+            f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE') or 'unset'})")
+
+
+def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    """Unit vectors around topic centres, the shape sentence embeddings have. I.i.d. random unit
+    vectors (RandomEmbedder) are the pathological case for any graph: in 384 dimensions all their
+    distances concentrate, so the "true" top 10 are barely nearer than the 100th (ADR 0002)."""
+    x = centres[rng.integers(0, len(centres), n)] * 0.35 + rng.standard_normal((n, DIM), dtype=np.float32) * 0.2
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Progress,
+               tenants: int = 1, kind: str = "clustered") -> list[dict[str, Any]]:
+    """The embedded index's vector search with its ANN graph beside the exact scan, on the same
+    file (a second connection with `ann=False`), per tenant size: latency of the index call (no
+    query embedding), recall@10 of the graph against the exact answer, the graph's build time and
+    file size, and a bare numpy scan of the same matrix. `tenants` > 1 fills the store with that
+    many tenants of each size and searches the first (sizes are per tenant). Vectors are
+    `clustered` (2,000 topics) or i.i.d. `random`; queries are stored vectors of the searched
+    tenant plus noise, as real queries land near what was said."""
+    from ..adapters.local.embedded_index import EmbeddedIndex
+    from ..adapters.local.index_ann import Graph
+    from ..domain.models import Memory
+    from ..domain.scope import Scope, ScopeFilter
+    from ..ports import IndexQuery
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "index.db"
+    graphs = EmbeddedIndex(path, ann_min_rows=1, ann_background=False)
+    exact = EmbeddedIndex(path, ann=False)
+    graphs.ensure_store(STORE, DIM)
+    rng = np.random.default_rng(23)
+    centres = rng.standard_normal((2000, DIM), dtype=np.float32)
+    now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    rows: list[dict[str, Any]] = []
+    loaded = 0
+    matrix = np.empty((0, DIM), dtype=np.float32)
+    try:
+        for size in sizes:
+            for t in range(tenants):
+                tenant = f"t{t:04d}"
+                if kind == "clustered":
+                    x = clustered(size - loaded, rng, centres)
+                else:
+                    x = rng.standard_normal((size - loaded, DIM), dtype=np.float32)
+                    x /= np.linalg.norm(x, axis=1, keepdims=True)
+                if t == 0:
+                    matrix = np.vstack([matrix, x])
+                scope = Scope(app_id=APP, tenant_id=tenant, run_id="r1")
+                for i in range(0, len(x), 2000):
+                    graphs.upsert(STORE, [(Memory(memory_id=f"{tenant}-{loaded + i + j:08d}", scope=scope,
+                                                  text="ann", created_at=now, updated_at=now), v.tolist())
+                                          for j, v in enumerate(x[i:i + 2000])])
+                    progress.update(min(2000, len(x) - i), f"ann: load {tenant} to {size:,}")
+            loaded = size
+            progress.update(0, f"ann: graphs at {size:,}")
+            graphs.build_graphs(STORE)  # a new tenant's from scratch, a grown one's caught up
+            qs = matrix[rng.integers(0, len(matrix), queries)] + rng.standard_normal((queries, DIM), dtype=np.float32) * 0.05
+            qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+
+            def timed(idx: EmbeddedIndex, text: str) -> tuple[list[float], list[list[str]]]:
+                lat, found = [], []
+                for q in qs:
+                    query = IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id="t0000"), text=text,
+                                       vector=q.tolist(), k=10)
+                    t1 = time.perf_counter()
+                    res = idx.search(STORE, query)
+                    lat.append((time.perf_counter() - t1) * 1000)
+                    found.append([h.memory_id for h in res.vector])
+                return lat, found
+
+            progress.update(0, f"ann: search at {size:,}")
+            timed(exact, "")  # warm: the exact side reads the tenant's matrix once
+            exact_lat, truth = timed(exact, "")
+            ann_lat, found = timed(graphs, "")
+            hybrid_exact, _ = timed(exact, "ann memory")
+            hybrid_ann, _ = timed(graphs, "ann memory")
+            numpy_lat = []
+            for q in qs:
+                t1 = time.perf_counter()
+                scores = matrix @ q
+                np.argpartition(-scores, 10)[:10]
+                numpy_lat.append((time.perf_counter() - t1) * 1000)
+            progress.update(0, f"ann: time a fresh build at {size:,}")
+            t0 = time.perf_counter()
+            fresh = Graph.build(np.arange(len(matrix), dtype=np.int64), matrix)
+            build_s = time.perf_counter() - t0
+            graph_mb = len(fresh.to_bytes()) / 2**20
+            del fresh
+            recall = float(np.mean([len(set(f) & set(t)) / max(len(t), 1) for f, t in zip(found, truth)]))
+            rows.append({"memories_per_tenant": size, "tenants": tenants, "recall_at_10": round(recall, 4),
+                         "ann_ms": summary(ann_lat), "exact_ms": summary(exact_lat),
+                         "hybrid_ann_ms": summary(hybrid_ann), "hybrid_exact_ms": summary(hybrid_exact),
+                         "numpy_scan_ms": summary(numpy_lat),
+                         "ratio_ann_to_exact_p50": round(summary(ann_lat)["p50"] / summary(exact_lat)["p50"], 3),
+                         "graph_build_s": round(build_s, 1),
+                         "graph_mb": round(graph_mb, 1)})
+    finally:
+        graphs.close()
+        exact.close()
+    return rows
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [1_000, 10_000, 100_000]
@@ -396,10 +515,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     total = sum(max(sizes) + max(counts) * args.per_tenant for _ in backends)
     progress = Progress(total, "starting")
     report: dict[str, Any] = {"embedder": RandomEmbedder.name, "queries_per_point": args.queries,
-                              "top_k": 10, "machine": machine(), "backends": {}}
+                              "top_k": 10, "machine": machine(), "blas": blas_kernel(), "backends": {}}
+    if args.ann_only:
+        backends = []
     with tempfile.TemporaryDirectory(prefix="memlane-scale-") as tmp:
         root = Path(tmp)
         try:
+            if args.ann_sizes:
+                ann_sizes = [int(x) for x in args.ann_sizes.split(",")]
+                progress.total = sum(ann_sizes[-1:]) * args.ann_tenants
+                report["ann"] = ann_series(root / "ann", ann_sizes, args.queries, progress, args.ann_tenants,
+                                           args.ann_vectors)
+                report["ann_vectors"] = args.ann_vectors
+            if args.ann_only:
+                return _finish(report, started)
             for backend in backends:
                 b_sizes, b_counts = sizes, counts
                 if backend == "opensearch" and not (args.large or args.sizes):
@@ -420,6 +549,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["minilm_reference"] = minilm_reference()
         finally:
             progress.close()
+    return _finish(report, started)
+
+
+def _finish(report: dict[str, Any], started: float) -> dict[str, Any]:
     report["machine"]["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     return report
@@ -427,7 +560,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def format_report(r: dict[str, Any]) -> str:
     out = [f"embedder: {r['embedder']} (model cost excluded; see minilm_reference), top_k {r['top_k']}, "
-           f"{r['queries_per_point']} queries per point; ratio = memlane / brute force (below 1: faster)"]
+           f"{r['queries_per_point']} queries per point; ratio = memlane / brute force (below 1: faster)",
+           f"numpy BLAS: {r['blas']}"]
+    if r.get("ann"):
+        out += ["", f"[embedded] vector search, ANN graph vs exact scan ({r['ann_vectors']} vectors; index call only, "
+                    "no embedding; ms)",
+                table(["memories/tenant", "tenants", "recall@10", "ann p50", "p95", "exact p50", "p95",
+                       "hybrid ann p50", "p95", "hybrid exact p50", "p95", "numpy p50", "ann/exact", "build s", "graph MB"],
+                      [[f"{x['memories_per_tenant']:,}", x["tenants"], x["recall_at_10"], x["ann_ms"]["p50"],
+                        x["ann_ms"]["p95"], x["exact_ms"]["p50"], x["exact_ms"]["p95"], x["hybrid_ann_ms"]["p50"],
+                        x["hybrid_ann_ms"]["p95"], x["hybrid_exact_ms"]["p50"], x["hybrid_exact_ms"]["p95"],
+                        x["numpy_scan_ms"]["p50"], x["ratio_ann_to_exact_p50"], x["graph_build_s"], x["graph_mb"]]
+                       for x in r["ann"]])]
+    if "ingest" not in r:
+        return "\n".join(out)
     for backend, series in r["backends"].items():
         out += ["", f"[{backend}] search latency as one tenant grows",
                 table(["memories", "memlane p50", "p95", "brute p50", "p95", "ratio p50", "ratio p95", "load/s"],
@@ -462,6 +608,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=30, help="write-to-searchable samples")
     p.add_argument("--backend", choices=["auto", "embedded", "opensearch"], default="auto",
                    help="auto: embedded, plus OpenSearch when MEMLANE_OPENSEARCH_URL is set")
+    p.add_argument("--ann-sizes", help="tenant sizes for the ANN-vs-exact series, comma-separated "
+                   "(e.g. 1000,3000,10000,30000,100000); the series is skipped without it")
+    p.add_argument("--ann-tenants", type=int, default=1, help="tenants of each size in the ANN series")
+    p.add_argument("--ann-only", action="store_true", help="run only the ANN-vs-exact series")
+    p.add_argument("--ann-vectors", choices=["clustered", "random"], default="clustered",
+                   help="the ANN series' vectors: topic clusters (like embeddings) or i.i.d. random (worst case)")
     p.add_argument("--json", dest="json_out", type=Path)
 
 

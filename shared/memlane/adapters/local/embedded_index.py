@@ -8,6 +8,10 @@ change) and keeps only rows the filter lets through (see ``_vector``). Memories,
 summaries share the tables; ``record_type`` tells them apart, and a search asks for memories
 unless it names others. See docs/adr/0001-embedded-index.md for why this design and where it
 stops scaling.
+
+A tenant past `ann_min_rows` documents gets an HNSW graph (index_ann.py, docs/adr/0002-ann-index.md),
+built in the background from its matrix and kept on disk; until it is ready, and whenever it cannot
+be trusted, the search is exact. The graph only proposes doc ids: `_select` still decides.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
 from .index_filter import Filter, candidates, match_expression, tenant_key, utc_iso, where
+from . import index_ann
+from .index_ann import Graph, GraphFiles
 from .index_schema import INSERT, INSERT_VECTOR, SCHEMA_VERSION, open_schema
 from .index_vectors import TenantKey, VectorCache, Vectors, unit_vector
 
@@ -41,7 +47,8 @@ _HIT_COLUMNS = "d.memory_id, {score}, d.record_type, d.agent_id, d.run_id"
 class EmbeddedIndex:
     """The `Index` port over one SQLite file. Thread-safe: one connection behind one lock."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, ann: bool = True, ann_min_rows: int = index_ann.MIN_ROWS,
+                 ann_background: bool = True):
         self._lock = threading.RLock()
         self._path = str(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
@@ -53,9 +60,23 @@ class EmbeddedIndex:
         open_schema(self._db, path)
         self._cache = VectorCache()
         self._data_version = self._read_data_version()
+        # ANN graphs of large tenants: in memory once loaded or built; `_behind` may miss newer rows,
+        # `_no_graph` has no trusted file (both reset when another process writes the file).
+        self._ann = ann and index_ann.available()
+        self._ann_min_rows = ann_min_rows
+        self._ann_background = ann_background
+        self._files = GraphFiles(path)
+        self._graphs: dict[TenantKey, Graph] = {}
+        self._saved: dict[TenantKey, int] = {}  # high-water id of each graph's file
+        self._behind: set[TenantKey] = set()
+        self._no_graph: set[TenantKey] = set()
+        self._building: set[TenantKey] = set()
 
     def close(self) -> None:
         with self._lock:
+            for key in list(self._graphs):  # a graph ahead of its file is saved, so reopening skips the catch-up
+                if self._graphs[key].high_water != self._saved.get(key):
+                    self._save_graph(key)
             self._db.close()
 
     # -- schema (services/schema.py) -----------------------------------------------------------
@@ -85,7 +106,11 @@ class EmbeddedIndex:
             with self._write():
                 self._db.execute("DELETE FROM docs WHERE store = ?", (store,))
                 self._db.execute("DELETE FROM stores WHERE store = ?", (store,))
+                self._db.execute("DELETE FROM ann_graphs WHERE store = ?", (store,))
             self._cache.evict_store(store)
+            for key in [k for k in self._graphs if k[0] == store]:
+                self._forget_graph(key)
+                self._files.remove_except(key, None)
 
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
@@ -104,6 +129,7 @@ class EmbeddedIndex:
             touched |= {(store, r[2], r[3]) for r in rows}
             for key in touched:
                 self._cache.evict(key)
+            self._behind |= touched  # new rows reach the graph before its next search; removed ones are tombstones
 
     def delete(self, store: str, memory_ids: Sequence[str], *, tenant: tuple[str, str] | None = None) -> None:
         """Delete by id, whatever the record type; with `tenant` (app_id, tenant_id), only the ids of that tenant."""
@@ -112,6 +138,7 @@ class EmbeddedIndex:
                 touched = self._remove(store, list(memory_ids), tenant)
             for key in touched:
                 self._cache.evict(key)
+            self._behind |= touched  # counts the tombstones before the next search
 
     def compact(self) -> None:
         """Leave no deleted text in the file. An FTS5 delete only appends a tombstone: the terms stay
@@ -119,6 +146,7 @@ class EmbeddedIndex:
         FTS5 secure-delete). Freed pages are zeroed (secure_delete), then the WAL, which still holds
         the pages as they were before, is checkpointed into the file and truncated."""
         with self._lock:
+            self._drop_tombstoned_graphs()
             with self._write():
                 self._db.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
             if checkpoint(self._db):
@@ -174,10 +202,17 @@ class EmbeddedIndex:
         instead of reading every allowed id. A selective one widens `want`, then reads the
         allowed ids once. Either way the rows are chosen by `_select`.
         """
+        key = (store, f.scope.app_id, f.scope.tenant_id)
+        self._check_foreign_writes()
+        graph = self._graph(key) if self._ann else None
+        if graph is not None:
+            return self._ann_vector(store, f, qvec, k, graph)
         vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
         n = vectors.ids.size
         if n == 0:
             return []
+        if self._ann and n >= self._ann_min_rows:
+            self._start_build(key, vectors)
         scores = vectors.matrix @ qvec
         want = max(8 * k, 256)
         while want < n // 4:
@@ -192,23 +227,190 @@ class EmbeddedIndex:
         rows = np.minimum(np.searchsorted(vectors.ids, allowed), n - 1)
         return vectors.top(scores, rows[vectors.ids[rows] == allowed], k)
 
+    def _ann_vector(self, store: str, f: Filter, qvec: np.ndarray, k: int, graph: Graph) -> list[Hit]:
+        """Filtered kNN through the tenant's graph. The graph's best few candidates are checked by
+        `_select`; when fewer than k pass (a selective filter), the allowed ids are read once and the
+        filter goes inside the graph walk — or, for a small share of the tenant, they are scored exactly."""
+        ids, sims = graph.search(qvec, max(4 * k, 40))
+        hits = self._checked(store, f, ids, sims, k)
+        if len(hits) >= k:
+            return hits
+        allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
+        if allowed.size <= max(self._ann_min_rows, index_ann.EXACT_FRACTION * graph.size):
+            # Too few for the graph walk to find (ADR 0002): score them exactly, from the graph's own copy.
+            allowed = allowed[allowed <= graph.high_water]  # rows after the catch-up: another process's, skipped
+            scores = graph.vectors(allowed) @ qvec
+            return self._checked(store, f, allowed, scores, k)
+        ids, sims = graph.search(qvec, k, allowed=allowed)
+        return self._checked(store, f, ids, sims, k)
+
+    def _checked(self, store: str, f: Filter, ids: np.ndarray, sims: np.ndarray, k: int) -> list[Hit]:
+        """The best k of the graph's candidates that `_select` lets through (tombstones never do)."""
+        if ids.size == 0:
+            return []
+        score = dict(zip(ids.tolist(), sims.tolist()))
+        rows = self._select(store, f, "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id", within=list(score))
+        ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))[:k]
+        return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked]
+
+    # -- ANN graphs ----------------------------------------------------------------------------
+    def build_graphs(self, store: str) -> int:
+        """Build now, in this thread, the graph of every tenant of the store past `ann_min_rows` that
+        has none (searches would start them in the background); return how many were built."""
+        with self._lock:
+            if not self._ann:
+                return 0
+            tenants = self._db.execute("SELECT app_id, tenant_id FROM docs WHERE store = ? GROUP BY app_id, tenant_id "
+                                       "HAVING count(*) >= ?", (store, self._ann_min_rows)).fetchall()
+        built = 0
+        for app_id, tenant_id in tenants:
+            key = (store, app_id, tenant_id)
+            with self._lock:
+                if self._graph(key) is not None or key in self._building:
+                    continue
+                self._building.add(key)
+                vectors = self._vectors(store, app_id, tenant_id)
+            self._install(key, Graph.build(vectors.ids, vectors.matrix))
+            built += 1
+        return built
+
+    def _graph(self, key: TenantKey) -> Graph | None:
+        """The tenant's graph, holding every current row of it, or None (search exactly)."""
+        graph = self._graphs.get(key)
+        if graph is None:
+            if key in self._no_graph:
+                return None
+            graph = self._load_graph(key)
+            if graph is None:
+                self._no_graph.add(key)
+                return None
+        if key in self._behind and not self._catch_up(key, graph):
+            return None
+        return graph
+
+    def _load_graph(self, key: TenantKey) -> Graph | None:
+        row = self._db.execute("SELECT file, high_water, digest FROM ann_graphs "
+                               "WHERE store = ? AND app_id = ? AND tenant_id = ?", key).fetchone()
+        if row is None:
+            return None
+        graph = self._files.read(row[0], row[2], int(row[1]))
+        if graph is None:  # missing, altered or unreadable: never trusted; the next exact search rebuilds it
+            self._db.execute("DELETE FROM ann_graphs WHERE store = ? AND app_id = ? AND tenant_id = ?", key)
+            return None
+        self._graphs[key], self._saved[key] = graph, graph.high_water
+        self._behind.add(key)  # the file may predate later writes (a crash, another process)
+        return graph
+
+    def _catch_up(self, key: TenantKey, graph: Graph) -> bool:
+        """Add the tenant's rows newer than the graph (ids only grow). False when tombstones pass
+        DEAD_FRACTION: the graph is dropped and rebuilt from the next exact search."""
+        whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+        rows = self._select(key[0], whole_tenant, "d.id, v.embedding", with_vectors=True, after=graph.high_water)
+        if rows:
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            graph.add(np.array([r[0] for r in rows], dtype=np.int64), matrix)
+        live = self._select(key[0], whole_tenant, "count(*)")[0][0]
+        self._behind.discard(key)
+        if graph.size - live > index_ann.DEAD_FRACTION * graph.size or live < self._ann_min_rows // 2:
+            self._forget_graph(key)
+            return False
+        return True
+
+    def _start_build(self, key: TenantKey, vectors: Vectors) -> None:
+        """Build the tenant's graph from its matrix (a snapshot: later rows are caught up on install)."""
+        if key in self._building:
+            return
+        self._building.add(key)
+
+        def build() -> None:
+            try:
+                graph = Graph.build(vectors.ids, vectors.matrix)  # faiss releases the GIL: searches go on
+            except BaseException:
+                with self._lock:
+                    self._building.discard(key)  # the next exact search tries again
+                raise
+            self._install(key, graph)
+
+        if self._ann_background:
+            threading.Thread(target=build, name="memlane-ann-build", daemon=True).start()
+        else:
+            build()
+
+    def _drop_tombstoned_graphs(self) -> None:
+        """A graph keeps the vectors of the rows deleted after it was built (faiss HNSW cannot remove
+        them), in memory and in its file; compaction must leave none, so such graphs are dropped
+        and rebuilt from the next search."""
+        known = {tuple(r[:3]): (int(r[3]), int(r[4])) for r in self._db.execute(
+            "SELECT store, app_id, tenant_id, nodes, high_water FROM ann_graphs")}
+        known.update({key: (g.size, g.high_water) for key, g in self._graphs.items()})
+        for key, (nodes, high_water) in known.items():
+            tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+            live = (self._select(key[0], tenant, "count(*)")[0][0]
+                    - self._select(key[0], tenant, "count(*)", after=high_water)[0][0])
+            if live < nodes:
+                with self._write():
+                    self._db.execute("DELETE FROM ann_graphs WHERE store = ? AND app_id = ? AND tenant_id = ?", key)
+                self._forget_graph(key)
+                self._files.remove_except(key, None)
+
+    def _install(self, key: TenantKey, graph: Graph) -> None:
+        with self._lock:
+            try:
+                if key not in self._building:  # the store was dropped meanwhile
+                    return
+                self._graphs[key] = graph
+                self._behind.add(key)
+                self._no_graph.discard(key)
+                self._cache.evict(key)  # the graph holds the vectors now
+                self._save_graph(key)
+            finally:
+                self._building.discard(key)
+
+    def _save_graph(self, key: TenantKey) -> None:
+        """Write the graph's file, then the row that makes it trusted (caller holds the lock)."""
+        graph = self._graphs[key]
+        if key in self._behind and not self._catch_up(key, graph):
+            return
+        name, digest = self._files.write(key, graph)
+        with self._write():
+            self._db.execute(
+                "INSERT INTO ann_graphs (store, app_id, tenant_id, file, high_water, digest, nodes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, app_id, tenant_id) DO UPDATE SET "
+                "file = excluded.file, high_water = excluded.high_water, digest = excluded.digest, nodes = excluded.nodes",
+                (*key, name, graph.high_water, digest, graph.size))
+        self._saved[key] = graph.high_water
+        self._files.remove_except(key, name)
+
+    def _forget_graph(self, key: TenantKey) -> None:
+        self._graphs.pop(key, None)
+        self._saved.pop(key, None)
+        self._behind.discard(key)
+        self._no_graph.discard(key)
+        self._building.discard(key)
+
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: Filter, columns: str, *, match: str | None = None,
                 within: list[int] | None = None, with_vectors: bool = False,
-                limit: int | None = None) -> list[tuple[Any, ...]]:
+                limit: int | None = None, after: int | None = None) -> list[tuple[Any, ...]]:
         """Read `docs` (alias d) under the store + scope filter and the query's filters.
 
         The only code that reads docs for search: the scope conditions are not optional here,
         so no caller can forget them. `columns` is a constant chosen by this module.
         """
         clauses, params = where(store, f)
+        if after is not None:
+            clauses.append("d.id > ?")
+            params.append(after)
+        source = "docs AS d"
         if within is not None:
-            clause, values = candidates(within)
-            clauses.append(clause)
-            params.extend(values)
+            # Candidates first, each looked up by id (CROSS JOIN fixes the order): through the
+            # scope index instead SQLite would read every row of the tenant to check a few.
+            assert match is None, "candidates are checked by id, never matched"
+            source, values = candidates(within)
+            params[:0] = values
         if match is None:
             join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
-            sql = f"SELECT {columns} FROM docs AS d {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
+            sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
         else:
             # The tenant token narrows the FTS5 scan to this tenant before any BM25 work (the
             # SQL filter stays the authority); user words are held to the text columns.
@@ -249,6 +451,8 @@ class EmbeddedIndex:
         version = self._read_data_version()
         if version != self._data_version:
             self._cache.clear()
+            self._behind |= set(self._graphs)  # its rows reach the graphs before their next search
+            self._no_graph.clear()  # it may have saved a graph
             self._data_version = version
 
     # -- internals -----------------------------------------------------------------------------

@@ -102,8 +102,9 @@ def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
 
 
 def candidates(doc_ids: list[int]) -> tuple[str, list[Any]]:
-    """Candidate doc ids, as one JSON parameter: no variable limit."""
-    return "d.id IN (SELECT value FROM json_each(?))", [json.dumps(doc_ids)]
+    """The FROM of a read of candidate doc ids (one JSON parameter: no variable limit), each found
+    by its rowid; the filter's conditions then apply to those rows only."""
+    return "json_each(?) AS c CROSS JOIN docs AS d ON d.id = c.value", [json.dumps(doc_ids)]
 
 
 def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:

@@ -7,6 +7,8 @@ One SQLite file holds everything:
                summary), scope, filter fields, text. Kept small, so a filter that reads 10k rows
                of a tenant stays fast.
 - ``vectors``  docs.id → float32 embedding, apart from ``docs`` for the same reason.
+- ``ann_graphs`` which HNSW graph file (``<file>.ann/``) holds a large tenant, up to which docs.id,
+               with the file's digest (index_ann.py, docs/adr/0002-ann-index.md).
 - ``docs_fts`` an external-content FTS5 table over ``docs.text`` + ``docs.keywords``
                (``porter unicode61``: English stemming, Unicode case folding), kept in sync
                by triggers so no write path can forget it. A third column holds one token
@@ -51,6 +53,17 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE TABLE IF NOT EXISTS vectors (
     doc_id    INTEGER PRIMARY KEY,                  -- docs.id
     embedding BLOB NOT NULL                         -- float32, unit length
+);
+-- The ANN graph file of a large tenant (index_ann.py): trusted only while this row names it.
+CREATE TABLE IF NOT EXISTS ann_graphs (
+    store      TEXT NOT NULL,
+    app_id     TEXT NOT NULL,
+    tenant_id  TEXT NOT NULL,
+    file       TEXT NOT NULL,                      -- name in <index file>.ann/
+    high_water INTEGER NOT NULL,                   -- largest docs.id in the graph: later rows are added from here
+    digest     TEXT NOT NULL,                      -- blake2b of the file: a changed or foreign file is not trusted
+    nodes      INTEGER NOT NULL,                   -- vectors in the file: fewer live rows up to high_water = tombstones
+    PRIMARY KEY (store, app_id, tenant_id)
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
     text, keywords, tkey, content='docs', content_rowid='id', tokenize='porter unicode61'

@@ -1,0 +1,284 @@
+"""The embedded index's ANN graphs (adapters/local/index_ann.py, docs/adr/0002-ann-index.md).
+
+Tenants here are made "large" by a low `ann_min_rows`, and graphs are built in the caller's thread
+(`ann_background=False`), so every search after the first one goes through the graph. faiss-cpu
+comes with the `local` extra, which the test install includes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlane.adapters.local import index_ann
+from memlane.adapters.local.embedded_index import EmbeddedIndex
+from memlane.domain.models import Memory
+from memlane.domain.scope import Scope, ScopeFilter
+from memlane.ports import IndexQuery
+
+DIM = 32
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+KEY = ("s", "app", "t1")
+
+
+def vectors(n: int, seed: int = 1) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def mem(i: int, agent: str = "a", tenant: str = "t1") -> Memory:
+    scope = Scope(app_id="app", tenant_id=tenant, agent_id=agent, run_id="r")
+    return Memory(memory_id=f"m{i:05d}", scope=scope, text=f"memory {i}", created_at=T0, updated_at=T0)
+
+
+def open_index(path: Path, **kw: object) -> EmbeddedIndex:
+    idx = EmbeddedIndex(path / "index.db", ann_min_rows=kw.pop("ann_min_rows", 100), ann_background=False, **kw)
+    idx.ensure_store("s", DIM)
+    return idx
+
+
+def load(idx: EmbeddedIndex, x: np.ndarray, start: int = 0, agent_of=lambda i: "a") -> None:
+    idx.upsert("s", [(mem(start + j, agent_of(start + j)), x[j].tolist()) for j in range(len(x))])
+
+
+def vector_search(idx: EmbeddedIndex, q: np.ndarray, k: int = 10, **scope: object) -> list[tuple[str, float]]:
+    query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1", **scope), text="", vector=q.tolist(), k=k)
+    return [(h.memory_id, h.score) for h in idx.search("s", query).vector]
+
+
+def exact(x: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray | None = None) -> list[str]:
+    rows = np.arange(len(x)) if rows is None else rows
+    scores = x[rows] @ q
+    return [f"m{rows[i]:05d}" for i in np.argsort(-scores)[:k]]
+
+
+def test_large_tenant_is_searched_through_its_graph_with_high_recall(tmp_path: Path) -> None:
+    x = vectors(2000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])  # exact, and builds the graph
+    assert KEY in idx._graphs
+    qs = vectors(50, seed=9)
+    recall = np.mean([len({m for m, _ in vector_search(idx, q)} & set(exact(x, q, 10))) / 10 for q in qs])
+    assert recall >= 0.98
+    idx.close()
+
+
+def test_a_scope_holding_few_of_the_vectors_still_gets_k_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agent b owns 15% of the tenant: the graph's unfiltered best 40 hold ~6 of them, so the filter
+    must run inside the walk (more allowed ids than EXACT_FRACTION) — never a post-filter short of k."""
+    monkeypatch.setattr(index_ann, "EXACT_FRACTION", 0.1)  # this share goes into the walk, not the exact path
+    x = vectors(3000)
+    idx = open_index(tmp_path)
+    load(idx, x, agent_of=lambda i: "b" if i % 20 in (0, 1, 2) else "a")
+    vector_search(idx, x[3])
+    assert KEY in idx._graphs
+    walks: list[object] = []
+    search = idx._graphs[KEY].search
+    idx._graphs[KEY].search = lambda q, k, allowed=None: walks.append(allowed) or search(q, k, allowed)  # type: ignore[method-assign]
+    b_rows = np.flatnonzero(np.arange(3000) % 20 < 3)
+    for q in vectors(20, seed=5):
+        got = vector_search(idx, q, agent_ids=("b",))
+        assert len(got) == 10
+        assert all(int(m[1:]) % 20 < 3 for m, _ in got)
+        assert len({m for m, _ in got} & set(exact(x, q, 10, b_rows))) >= 9
+    assert any(a is not None and len(a) == 450 for a in walks)  # the filter went inside the walk
+
+
+def test_a_tiny_scope_of_a_large_tenant_is_scored_exactly(tmp_path: Path) -> None:
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x, agent_of=lambda i: "b" if i < 7 else "a")
+    vector_search(idx, x[100])
+    got = vector_search(idx, x[500], agent_ids=("b",))
+    assert [m for m, _ in got] == exact(x, x[500], 7, np.arange(7))
+
+
+def test_deleted_and_replaced_documents_never_come_back(tmp_path: Path) -> None:
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    assert KEY in idx._graphs
+    idx.delete("s", ["m00005"])
+    got = vector_search(idx, x[5])
+    assert "m00005" not in [m for m, _ in got] and len(got) == 10
+    # Replaced: the same memory id with another vector is found by the new one, never by the old.
+    idx.upsert("s", [(mem(7), (-x[7]).tolist())])
+    assert "m00007" not in [m for m, _ in vector_search(idx, x[7])]
+    assert vector_search(idx, -x[7])[0][0] == "m00007"
+    assert vector_search(idx, -x[7])[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rows_written_after_the_graph_are_found(tmp_path: Path) -> None:
+    x = vectors(1200)
+    idx = open_index(tmp_path)
+    load(idx, x[:1000])
+    vector_search(idx, x[0])
+    load(idx, x[1000:], start=1000)
+    assert vector_search(idx, x[1100])[0][0] == "m01100"
+
+
+def test_graph_survives_reopening(tmp_path: Path) -> None:
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    idx.close()
+    again = open_index(tmp_path)
+    assert vector_search(again, x[3])[0][0] == "m00003"
+    assert KEY in again._graphs  # loaded from its file, not rebuilt from a matrix
+    assert again._cache.get(KEY) is None
+
+
+def test_a_corrupt_graph_file_is_not_trusted(tmp_path: Path) -> None:
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    idx.close()
+    (graph_file,) = (tmp_path / "index.db.ann").glob("*.faiss")
+    data = bytearray(graph_file.read_bytes())
+    data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # still parses: only the digest tells
+    graph_file.write_bytes(bytes(data))
+    again = open_index(tmp_path, ann_min_rows=100)
+    loaded: list[object] = []
+    again._files.read = lambda *a, _r=again._files.read: loaded.append(_r(*a)) or loaded[-1]  # type: ignore[method-assign]
+    assert [m for m, _ in vector_search(again, x[3])] == exact(x, x[3], 10)
+    assert loaded == [None]
+
+
+def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
+    """An older graph file put back in place of the recorded one (a restored backup of the graph
+    directory, another process's copy): its digest is not the recorded one, so it is ignored."""
+    x = vectors(1200)
+    idx = open_index(tmp_path)
+    load(idx, x[:1000])
+    vector_search(idx, x[0])
+    idx.close()
+    (old,) = (tmp_path / "index.db.ann").glob("*.faiss")
+    old_bytes = old.read_bytes()
+    idx = open_index(tmp_path)
+    idx.delete("s", [f"m{i:05d}" for i in range(100)])  # few tombstones: the old graph would be kept
+    load(idx, x[1000:], start=1000)
+    vector_search(idx, x[0])
+    idx.close()
+    (new,) = (tmp_path / "index.db.ann").glob("*.faiss")
+    new.write_bytes(old_bytes)
+    again = open_index(tmp_path)
+    for q in (x[1100], x[600], x[3]):
+        got = [m for m, _ in vector_search(again, q)]
+        live = np.arange(100, 1200)
+        assert got == exact(x, q, 10, live)
+
+
+def test_a_crash_leaves_the_graph_behind_the_table_and_reopening_catches_up(tmp_path: Path) -> None:
+    x = vectors(1300)
+    idx = open_index(tmp_path)
+    load(idx, x[:1000])
+    vector_search(idx, x[0])
+    load(idx, x[1000:], start=1000)
+    idx.delete("s", ["m00002"])
+    idx._db.close()  # no close(): the graph file stays at 1,000 rows
+    again = open_index(tmp_path)
+    assert vector_search(again, x[1250])[0][0] == "m01250"
+    assert "m00002" not in [m for m, _ in vector_search(again, x[2])]
+
+
+def test_dropping_the_store_drops_its_graphs(tmp_path: Path) -> None:
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    idx.drop_store("s")
+    assert not list((tmp_path / "index.db.ann").glob("*.faiss"))
+    idx.ensure_store("s", DIM)
+    load(idx, x[:10])
+    assert [m for m, _ in vector_search(idx, x[4])][:1] == ["m00004"]
+
+
+def test_fallback_without_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss → ImportError
+    assert not index_ann.available()
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    for q in (x[0], x[400]):
+        assert [m for m, _ in vector_search(idx, q)] == exact(x, q, 10)
+    assert not idx._graphs and not (tmp_path / "index.db.ann").exists()
+
+
+def test_kill_9_during_a_bulk_write_loses_nothing_from_search(tmp_path: Path) -> None:
+    writer = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_embedded_ann import open_index, load, vectors, vector_search
+        from pathlib import Path
+        x = vectors(20000)
+        idx = open_index(Path({str(tmp_path)!r}))
+        load(idx, x[:1000])
+        vector_search(idx, x[0])  # the graph is built and saved
+        for start in range(1000, 20000, 100):
+            load(idx, x[start:start + 100], start=start)
+            if start % 300 == 0:
+                vector_search(idx, x[start])  # the graph catches up in memory, its file does not
+            print(start + 100, flush=True)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    committed = 0
+    for line in proc.stdout:
+        committed = int(line)
+        if committed >= 3000:
+            break
+    proc.kill()  # SIGKILL mid-write
+    proc.wait()
+    assert committed >= 3000
+    x = vectors(20000)
+    again = open_index(tmp_path)
+    for i in [0, 999, 1000, 2000, *range(committed - 100, committed)]:
+        assert vector_search(again, x[i])[0][0] == f"m{i:05d}"
+    assert KEY in again._graphs
+
+
+def test_candidates_are_checked_by_id_not_by_scanning_the_tenant(tmp_path: Path) -> None:
+    """The SQL check of the graph's (or the exact scan's) best rows must look them up by id: going
+    through the scope index instead reads every row of the tenant per search, which is the whole
+    cost of a search at 10⁵ (docs/benchmarks.md §2)."""
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    statements: list[str] = []
+    idx._db.set_trace_callback(statements.append)
+    vector_search(idx, x[1])
+    idx._db.set_trace_callback(None)
+    (check,) = [s for s in statements if "json_each" in s]
+    plan = " | ".join(r[3] for r in idx._db.execute("EXPLAIN QUERY PLAN " + check))
+    assert "SEARCH d USING INTEGER PRIMARY KEY" in plan and "docs_scope" not in plan, plan
+
+
+def test_compaction_leaves_no_deleted_vector_in_a_graph_file(tmp_path: Path) -> None:
+    """Erasure compacts the index so no deleted text or vector stays on disk; a graph keeps its
+    tombstones' vectors, so compaction must not leave such a graph file behind."""
+    x = vectors(1000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[0])
+    idx.close()
+    idx = open_index(tmp_path)
+    (secret,) = idx._db.execute("SELECT v.embedding FROM vectors v JOIN docs d ON d.id = v.doc_id "
+                                "WHERE d.memory_id = 'm00042'").fetchone()
+    assert any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
+    idx.delete("s", ["m00042"])
+    idx.compact()
+    idx.close()
+    assert not any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
+    again = open_index(tmp_path)
+    assert "m00042" not in [m for m, _ in vector_search(again, x[42])]
