@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, UsageError
+from .options import Commands, UsageError, store_and_tenant
 from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:
@@ -17,9 +17,7 @@ KINDS = ["ADD", "UPDATE", "DELETE", "MERGE", "NOOP", "EMIT_SKILL", "EMIT_PROFILE
 def register(c: Commands) -> None:
     dream = c.group("dream", "run a dream over a scope; its tasks and actions; apply, reject or undo an action")
     s = c.command("run", "consolidate a tenant's (or a run's) memories now", run, within=dream)
-    s.add_argument("store")
-    s.add_argument("--app", required=True)
-    s.add_argument("--tenant", required=True)
+    store_and_tenant(s)
     s.add_argument("--agent")
     s.add_argument("--run")
     s.add_argument("--mode", choices=["proposal", "safe_auto"], help="default: the store's dream_mode")

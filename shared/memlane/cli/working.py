@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, UsageError, json_object, key_value
+from .options import Commands, UsageError, json_object, key_value, store_and_tenant
 from .output import emit, next_page, table, when
 
 if TYPE_CHECKING:
@@ -19,9 +19,7 @@ def register(c: Commands) -> None:
                             ("get", "one thread", threads_get),
                             ("delete", "delete a thread: its messages, memories and summary", threads_delete)):
         s = c.command(name, text, run, within=threads)
-        s.add_argument("store")
-        s.add_argument("--app", required=True)
-        s.add_argument("--tenant", required=True)
+        store_and_tenant(s)
         s.add_argument("--agent", help="the thread's agent (create: default __default__; list: only its threads)")
         if name != "list":
             s.add_argument("--thread", required=name != "create", help="the thread id (create: default a new one)")
@@ -61,9 +59,7 @@ def register(c: Commands) -> None:
     for name, text, run in (("get", "stated merged with distilled, rendered", profiles_get),
                             ("put", "replace what is stated (text, attributes)", profiles_put)):
         s = c.command(name, text, run, within=profiles)
-        s.add_argument("store")
-        s.add_argument("--app", required=True)
-        s.add_argument("--tenant", required=True)
+        store_and_tenant(s)
         s.add_argument("--agent", help="the agent's profile (kept per tenant) instead of the tenant's")
         if name == "put":
             s.add_argument("--text", help="free text stated about the tenant (or the agent's instructions)")
