@@ -59,7 +59,9 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     `check_schema`: apply settings.schema_policy once per process (`memlane schema` applies its own)."""
     if check_schema:
         check_local_files(settings)
-    embedder = RecentVectors(embedder or _embedder(settings), settings.embed_cache_size)
+    embedder = embedder or _embedder(settings)
+    if settings.embed_cache_size:  # opt-in (shared by the tenants of the process): no wrapper on every call otherwise
+        embedder = RecentVectors(embedder, settings.embed_cache_size)
     llm = _llm(settings)
     extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
     table = table or _table(settings)
