@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from .adapters.clock import SystemClock
 from .adapters.embedders.recent import RecentVectors
@@ -277,8 +278,9 @@ def _index(settings: Settings) -> Index:
         _private_dir(settings)
         create_private(settings.data_dir / "index.db")  # 0600 before SQLite opens it (its -wal/-shm follow)
         return EmbeddedIndex(settings.data_dir / "index.db", ann=settings.ann, ann_min_rows=settings.ann_min_rows)
-    from .adapters.opensearch.index import OpenSearchIndex
-    from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients
+    with _aws_extra("an OpenSearch index (MEMLANE_OPENSEARCH_URL or MEMLANE_INDEX=opensearch)"):
+        from .adapters.opensearch.index import OpenSearchIndex
+        from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients
 
     sigv4 = settings.opensearch_sigv4 and settings.mode == "aws"
     # Each tenant's calls with its own credentials, which the engine confines to its documents:
@@ -385,9 +387,18 @@ def _reranker(settings: Settings, count: Count) -> Reranker | None:
 
 def _boto3():  # type: ignore[no-untyped-def]
     """boto3, or MissingExtra naming the extra that brings it (`make install` installs the local one only)."""
-    try:
+    with _aws_extra("AWS (MEMLANE_MODE=aws or a DynamoDB/SQS/Bedrock adapter)"):
         import boto3
-    except ModuleNotFoundError as missing:
-        raise MissingExtra(f"these settings use AWS (MEMLANE_MODE=aws or a DynamoDB/SQS/Bedrock adapter) and "
-                           f"{missing.name} is not installed: {AWS_EXTRA_HINT}") from missing
     return boto3
+
+
+@contextmanager
+def _aws_extra(what: str) -> Iterator[None]:
+    """Imports of the `aws` extra's packages: one not installed is MissingExtra naming the extra, not a traceback."""
+    try:
+        yield
+    except ModuleNotFoundError as missing:
+        if (missing.name or "").partition(".")[0] == "memlane":
+            raise  # our own module missing is a bug, not an extra to install
+        raise MissingExtra(f"these settings use {what} and {missing.name} is not installed: "
+                           f"{AWS_EXTRA_HINT}") from missing

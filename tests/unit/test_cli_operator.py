@@ -73,3 +73,21 @@ def test_keys_create_locally_still_writes_the_data_dir(tmp_path: Path, monkeypat
     assert cli.main(["--data-dir", str(data), "keys", "create", "--principal", "ops", "--admin"]) == 0
     assert "ml_" in capsys.readouterr().out
     assert sorted(p.name for p in data.iterdir() if not p.name.startswith("table.db-")) == ["table.db"]
+
+
+def test_serve_with_an_opensearch_url_without_the_aws_extra_names_it(tmp_path: Path) -> None:
+    """Issue 17 #4: `memlane serve` with MEMLANE_OPENSEARCH_URL set and opensearch-py not installed ended in a
+    ModuleNotFoundError traceback; it must say which extra to install and exit 5."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['opensearchpy'] = None\n"  # as if the aws extra were not installed
+            "from memlane import cli\n"
+            f"sys.exit(cli.main(['--data-dir', {str(tmp_path / 'data')!r}, 'serve', '--port', '0']))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+    env.update(MEMLANE_OPENSEARCH_URL="http://127.0.0.1:9", MEMLANE_EMBEDDER="hashing")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == cli.EXIT_MISSING_EXTRA, done.stderr
+    assert "pip install 'memlane[aws]'" in done.stderr
+    assert "Traceback" not in done.stderr
