@@ -48,7 +48,6 @@ from .domain.models import Task
 from .ports import Job
 from .services import jobs, sweep
 from .services.deps import Deps
-from .services.extract import describe
 
 Event = dict[str, Any]
 Handler = Callable[[Event, Any], dict[str, Any]]
@@ -111,8 +110,7 @@ def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Ha
 # -- the extract function ----------------------------------------------------------------------
 
 
-class JobAbandoned(Exception):
-    """A job given up on without running (its last delivery): the record fails, on to the dead-letter queue."""
+JobAbandoned = jobs.JobAbandoned  # a job given up on without running: its record fails
 
 
 class JobRecord(SqsRecordModel):
@@ -134,30 +132,20 @@ def build_sqs_handler() -> Handler:
     processor = BatchProcessor(event_type=EventType.SQS, model=JobRecord, raise_on_entire_batch_failure=False)
     last_receive = rt.settings.worker_max_attempts
 
-    def give_up(job: Job, receives: int, reason: str) -> None:
+    def gave_up(job: Job, receives: int, reason: str) -> None:
         rt.logger.error("giving up on the job", extra={"job": job.model_dump(), "receive": receives,
                                                         "reason": reason})
-        jobs.give_up(rt.deps, job, reason)
         rt.metrics.add_metric(name="TasksFailed", unit=MetricUnit.Count, value=1)
+
+    def will_retry(job: Job, receives: int, reason: str) -> None:
+        rt.logger.warning("job failed; SQS will retry it", extra={"job": job.model_dump(), "receive": receives,
+                                                                  "reason": reason})
 
     def process(record: JobRecord) -> None:
         job = record.body
         rt.logger.set_correlation_id(job.request_id)
-        receives = int(record.attributes.ApproximateReceiveCount)
-        if receives >= last_receive:
-            reason = (f"gave up after {receives} deliveries: the job never finished (each attempt failed, "
-                      "or the function timed out)")
-            give_up(job, receives, reason)
-            raise JobAbandoned(reason)  # a failed record: SQS dead-letters it
-        try:
-            done = jobs.handle(rt.deps, job)
-        except Exception as error:  # noqa: BLE001 — the worker boundary: any failure is a failed attempt
-            if receives < last_receive - 1:
-                rt.logger.warning("job failed; SQS will retry it", extra={"job": job.model_dump(),
-                                  "receive": receives, "reason": describe(error)})
-                raise
-            give_up(job, receives, describe(error))  # its last working delivery: keep its own reason
-            raise
+        done = jobs.deliver(rt.deps, job, int(record.attributes.ApproximateReceiveCount), last_receive,
+                            gave_up=gave_up, will_retry=will_retry)
         if isinstance(done, Task):
             rt.metrics.add_metric(name="MemoriesExtracted", unit=MetricUnit.Count, value=len(done.memory_ids))
 

@@ -1,4 +1,5 @@
-"""Background jobs: what a queue worker (local thread or the extract Lambda) runs for each job kind.
+"""Background jobs: what a queue worker (local thread, the extract Lambda, `memlane worker`) runs for each
+job kind, and, for a queue that counts deliveries (SQS), what each delivery of a job does (`deliver`).
 
 A job whose task no longer exists (its tenant was erased, its store deleted) has nothing left to
 do: it is logged and dropped, never retried, never allowed to fail the worker.
@@ -7,6 +8,7 @@ do: it is logged and dropped, never retried, never allowed to fail the worker.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
@@ -14,6 +16,7 @@ from ..domain.scope import Scope
 from ..ports import Job
 from . import dream, erase, extract, summaries
 from .deps import Deps
+from .extract import describe
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,38 @@ def _run(deps: Deps, job: Job) -> Task | None:
         dream.run(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id)
         return None
     raise InvalidInput(f"unknown job kind '{job.kind}'", field="kind")
+
+
+class JobAbandoned(Exception):
+    """A job given up on without running (its last delivery): the message fails, on to the dead-letter queue."""
+
+
+GaveUp = Callable[[Job, int, str], None]  # (job, its delivery count, the reason): told after give_up
+
+
+def deliver(deps: Deps, job: Job, receives: int, max_receives: int, *, gave_up: GaveUp = lambda *_: None,
+            will_retry: GaveUp = lambda *_: None) -> Task | None:
+    """One delivery of `job` from a queue that counts them (SQS's ApproximateReceiveCount; `max_receives` is
+    its redrive policy's maxReceiveCount, MEMLANE_WORKER_MAX_ATTEMPTS). A consumer killed mid-job (a Lambda
+    timeout, a worker's kill -9) records nothing, so the count decides before any work: the last delivery the
+    queue allows works no more, it gives the job up (its task says FAILED) and raises JobAbandoned, so the
+    message goes on to the dead-letter queue. The deliveries before it run the job; a failure raises (the
+    message is delivered again), and on the last of those gives up at once, with its own reason."""
+    if receives >= max_receives:
+        reason = (f"gave up after {receives} deliveries: the job never finished (each attempt failed, "
+                  "or its worker timed out or was killed mid-job)")
+        give_up(deps, job, reason)
+        gave_up(job, receives, reason)
+        raise JobAbandoned(reason)
+    try:
+        return handle(deps, job)
+    except Exception as error:  # noqa: BLE001 — the worker boundary: any failure is a failed attempt
+        if receives < max_receives - 1:
+            will_retry(job, receives, describe(error))
+            raise
+        give_up(deps, job, describe(error))  # its last working delivery: keep its own reason
+        gave_up(job, receives, describe(error))
+        raise
 
 
 def give_up(deps: Deps, job: Job, reason: str) -> None:
