@@ -25,14 +25,19 @@ log = logging.getLogger("memlane")
 
 Count = Callable[[str], None]  # counts one occurrence of a named operational event (a metric)
 
-__all__ = ["DataDirInUse", "LocalService", "MissingExtra", "OperatorDeps", "auth_mode", "build", "build_local",
-           "build_operator", "check_local_files"]
+__all__ = ["DataDirInUse", "LocalService", "Misconfigured", "MissingExtra", "OperatorDeps", "auth_mode", "build",
+           "build_job_source", "build_local", "build_operator", "check_local_files", "not_shared", "shared_engines"]
 
 AWS_EXTRA_HINT = "pip install 'memlane[aws]'"
 
 
 class MissingExtra(RuntimeError):
     """The settings need a package of an optional extra that is not installed."""
+
+
+class Misconfigured(RuntimeError):
+    """The settings cannot run this command (e.g. a separate worker without a shared queue): the message says
+    which settings to change."""
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,34 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None, check_s
     return LocalService(deps=deps, queue=queue, owner=owner, shutdown_grace=settings.shutdown_grace_seconds)
 
 
+def not_shared(settings: Settings) -> list[str]:
+    """What keeps these settings in one process: each part on the data dir, with the setting that shares it.
+    Empty: table, index and queue are engines that several `memlane serve` and `memlane worker` share."""
+    found = []
+    if settings.table == "sqlite" or _local(settings, settings.table):
+        found.append("the table is SQLite (MEMLANE_TABLE=dynamodb, MEMLANE_DYNAMODB_ENDPOINT)")
+    if _embedded_index(settings):
+        found.append("the index is embedded (MEMLANE_OPENSEARCH_URL)")
+    if not _sqs(settings) or not settings.queue_url:
+        found.append("the queue is local (MEMLANE_QUEUE_URL, MEMLANE_SQS_ENDPOINT)")
+    return found
+
+
+def shared_engines(settings: Settings) -> bool:
+    """Table, index and queue are shared engines: no data dir, any number of servers and workers."""
+    return not not_shared(settings)
+
+
+def build_job_source(settings: Settings) -> "JobSource":  # noqa: F821
+    """The consuming side of the shared queue, for `memlane worker` (Misconfigured without one)."""
+    missing = not_shared(settings)
+    if missing:
+        raise Misconfigured("a worker runs over shared engines, and " + "; ".join(missing))
+    from .adapters.sqs.source import SqsJobSource
+
+    return SqsJobSource(settings.queue_url, client=_sqs_client(settings))
+
+
 def _local(settings: Settings, choice: str) -> bool:
     return choice == "auto" and settings.mode == "local"
 
@@ -252,18 +285,26 @@ def _tenant_tables(settings: Settings) -> TenantTables | None:
                         endpoint_url=settings.dynamodb_endpoint or None)
 
 
+def _sqs(settings: Settings) -> bool:
+    return settings.queue == "sqs" or (settings.queue == "auto" and (settings.mode == "aws" or bool(settings.queue_url)))
+
+
+def _sqs_client(settings: Settings) -> object:
+    return _boto3().client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint or None)
+
+
 def _queue(settings: Settings, table: Table) -> Queue:
-    if settings.mode == "local":
+    if not _sqs(settings):
         from .adapters.local.durable_queue import DurableQueue
         from .adapters.local.sqlite_table import SqliteTable
 
         # In the table's database, so a job commits with its task (no worker runs here: see build_local).
         database = table.database if isinstance(table, SqliteTable) else settings.data_dir / "table.db"
         return DurableQueue(database, max_attempts=settings.worker_max_attempts)
-    boto3 = _boto3()
+    client = _sqs_client(settings)
     from .adapters.sqs.queue import SqsQueue
 
-    return SqsQueue(settings.queue_url, client=boto3.client("sqs", region_name=settings.aws_region))
+    return SqsQueue(settings.queue_url, client=client)
 
 
 def _embedded_index(settings: Settings) -> bool:

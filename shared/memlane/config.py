@@ -22,6 +22,8 @@ class Settings(BaseModel):
     # Adapters. "auto" picks the best one available.
     table: Literal["auto", "sqlite", "dynamodb"] = "auto"
     index: Literal["auto", "embedded", "opensearch"] = "auto"
+    # "auto": SQS on AWS or when queue_url is set, else the local durable queue in the data dir.
+    queue: Literal["auto", "local", "sqs"] = "auto"
     embedder: Literal["auto", "minilm", "hashing", "openai", "bedrock"] = "auto"
     tokenizer: str = ""  # a tokenizer.json to count tokens with; "" = the local model's (BERT WordPiece)
     llm: Literal["none", "openai", "bedrock"] = "none"
@@ -37,6 +39,7 @@ class Settings(BaseModel):
     table_name: str = "memlane"
     tenant_role_arn: str = ""  # AWS: reach tenant partitions through this role, STS-tagged per tenant
     queue_url: str = ""
+    sqs_endpoint: str = ""  # an SQS-compatible server (moto, ElasticMQ); "" = the AWS endpoint of aws_region
     dynamodb_endpoint: str = ""
     opensearch_url: str = ""
     opensearch_sigv4: bool = True
@@ -80,8 +83,17 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8420, ge=0, le=65535)
     worker_max_attempts: int = Field(default=5, ge=1, le=50)
-    # The local worker pool (jobs of one tenant run one at a time; tenants take turns)
+    # The local worker pool (jobs of one tenant run one at a time; tenants take turns); `memlane worker`'s
+    # concurrent jobs
     worker_threads: int = Field(default=2, ge=1, le=64)
+    # `memlane serve` runs the worker in its own process (off: separate `memlane worker` processes do;
+    # needs a shared queue, MEMLANE_QUEUE_URL)
+    worker: bool = True
+    # A worker on SQS (memlane/worker.py): a received job is hidden this long from the others and extended
+    # while it runs, so a worker killed mid-job has it delivered again after at most this long
+    worker_visibility_seconds: int = Field(default=60, ge=2, le=43_200)
+    worker_poll_seconds: int = Field(default=10, ge=0, le=20)  # SQS long poll per receive
+    worker_report_seconds: float = Field(default=30.0, ge=0)  # a progress line this often (0 = none)
     # Back-pressure: past this many queued jobs an add answers 429 queue_full with Retry-After (0 = no limit)
     queue_limit: int = Field(default=10_000, ge=0)
     queue_retry_after_seconds: int = Field(default=5, ge=1, le=3600)

@@ -179,6 +179,44 @@ class Queue(Protocol):
     def health(self) -> QueueHealth: ...
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One message received from a queue that separate workers consume (SQS): hidden from every other
+    consumer until settled or until its visibility timeout passes, then delivered again."""
+
+    job: Job | None  # None: the body is not a job (`problem` says why)
+    receives: int  # deliveries of this message so far, this one included
+    handle: str  # what settles this delivery (SQS: the receipt handle)
+    message_id: str
+    problem: str = ""
+
+
+class JobSource(Protocol):
+    """The consuming side of a shared queue, for `memlane worker` (memlane/worker.py). At least once: a
+    delivery not settled by `done` comes back after its visibility timeout (a worker killed mid-job)."""
+
+    def receive(self, max_jobs: int, *, wait_seconds: int, visibility_seconds: int) -> list[Delivery]:
+        """Up to `max_jobs` deliveries, waiting up to `wait_seconds` for the first (long poll)."""
+        ...
+
+    def done(self, delivery: Delivery) -> None:
+        """The job finished (or is settled for good): the message is deleted."""
+        ...
+
+    def extend(self, delivery: Delivery, visibility_seconds: int) -> None:
+        """Still working: hide the message for `visibility_seconds` more from now."""
+        ...
+
+    def release(self, delivery: Delivery, delay_seconds: int = 0) -> None:
+        """Hand the message back: delivered again after `delay_seconds`."""
+        ...
+
+    def max_receives(self) -> int | None:
+        """The dead-letter queue's threshold (SQS: the redrive policy's maxReceiveCount); None: no
+        dead-letter queue, so a worker must delete a message it gave up on or see it forever."""
+        ...
+
+
 # ---------------------------------------------------------------------------------------------
 # Index: hybrid keyword (BM25) + vector (kNN) retrieval over memories, always under a scope.
 # Derived from the table; can be dropped and rebuilt.

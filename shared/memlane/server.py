@@ -23,13 +23,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .api.app import build_api
 from .api.app import Api
-from .bootstrap import DataDirInUse, LocalService, auth_mode, build_local
+from . import bootstrap
+from .bootstrap import DataDirInUse, LocalService, Misconfigured, auth_mode, build_local
 from .domain.schema import SchemaMismatch
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
 from .httpd import BoundedHTTPServer, SocketWriter
-from .services import dream
+from .services import dream, sweep
 from .services.access import AuthMode
+from .services.deps import Deps
+from .worker import QueueWorker
 
 log = logging.getLogger("memlane.server")
 _DIGITS = re.compile(r"[0-9]{1,15}")
@@ -211,10 +214,45 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class SharedService:
+    """A server over shared engines (DynamoDB-compatible table, OpenSearch, SQS-compatible queue): no data dir,
+    so any number run side by side; its worker, when it runs one, consumes the shared queue as
+    `memlane worker` does."""
+
+    def __init__(self, deps: Deps, worker: QueueWorker | None, shutdown_grace: float = 20.0):
+        self.deps, self.worker, self.shutdown_grace = deps, worker, shutdown_grace
+
+    def start_worker(self) -> None:
+        if self.worker:
+            self.worker.start()
+
+    def sweep(self) -> "sweep.SweepReport":
+        return sweep.sweep(self.deps)
+
+    def close(self) -> None:
+        if self.worker:
+            self.worker.stop(self.shutdown_grace)
+
+
+def build_shared(settings: Settings) -> SharedService:
+    source = bootstrap.build_job_source(settings) if settings.worker else None
+    deps = bootstrap.build(settings)
+    worker = None
+    if source is not None:
+        worker = QueueWorker(deps, source, threads=settings.worker_threads,
+                             visibility=settings.worker_visibility_seconds, poll=settings.worker_poll_seconds,
+                             max_attempts=settings.worker_max_attempts, grace=settings.shutdown_grace_seconds,
+                             report_every=settings.worker_report_seconds, say=lambda line: log.info("%s", line))
+    return SharedService(deps, worker, settings.shutdown_grace_seconds)
+
+
+Service = LocalService | SharedService
+
+
 class DreamScheduler:
     """Runs the dream scheduler every `interval` seconds: due scopes get a dream job on the local queue."""
 
-    def __init__(self, service: LocalService, interval: float):
+    def __init__(self, service: Service, interval: float):
         self.service, self.interval = service, interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -244,7 +282,7 @@ class DreamScheduler:
 class Sweeper:
     """Runs the sweeper (services/sweep.py) every `interval` seconds: tasks whose job was lost are queued again."""
 
-    def __init__(self, service: LocalService, interval: float):
+    def __init__(self, service: Service, interval: float):
         self.service, self.interval = service, interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -272,7 +310,7 @@ class Sweeper:
 class LocalServer:
     """The HTTP server, the workers, the sweeper and the dream scheduler of one local service."""
 
-    def __init__(self, service: LocalService, host: str, port: int, *, auth: AuthMode = "none",
+    def __init__(self, service: Service, host: str, port: int, *, auth: AuthMode = "none",
                  audit_retention_days: int = 30, dream_interval: float = 0, sweep_interval: float = 0,
                  api: Api | None = None, **http: Any):
         if auth == "none" and not ipaddress.ip_address(socket.gethostbyname(host)).is_loopback:
@@ -332,8 +370,16 @@ class LocalServer:
 
 
 def serve(settings: Settings) -> None:
+    service: Service
     try:
-        service = build_local(settings)
+        if bootstrap.shared_engines(settings):
+            service = build_shared(settings)
+        elif not settings.worker:
+            raise Misconfigured("without its worker (--no-worker, MEMLANE_WORKER=false) a server needs shared "
+                                "engines that `memlane worker` processes reach too, and "
+                                + "; ".join(bootstrap.not_shared(settings)))
+        else:
+            service = build_local(settings)
     except DataDirInUse as busy:
         raise SystemExit(f"memlane serve: {busy}") from None
     except SchemaMismatch as mismatch:  # MEMLANE_SCHEMA_POLICY refused to start: say exactly why
@@ -347,8 +393,13 @@ def serve(settings: Settings) -> None:
     except BaseException:
         service.close()
         raise
-    print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
-          flush=True)
+    if isinstance(service, SharedService):
+        runs = f"worker: {settings.worker_threads} thread(s)" if service.worker else "no worker (memlane worker runs jobs)"
+        print(f"memlane {server.url} (shared engines: table {settings.table_name}, queue {settings.queue_url}, "
+              f"{runs}; embedder {service.deps.embedder.name})", flush=True)
+    else:
+        print(f"memlane {server.url} (data in {settings.data_dir.resolve()}, embedder {service.deps.embedder.name})",
+              flush=True)
     if auth == "none":
         print("no API keys configured: serving loopback only, every local caller is admin "
               "(create one with `memlane keys create`)", flush=True)

@@ -103,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _operate(args: argparse.Namespace) -> int:
     """A command that calls no route: the errors of the table, index and settings it works on."""
-    from ..bootstrap import DataDirInUse, MissingExtra
+    from ..bootstrap import DataDirInUse, Misconfigured, MissingExtra
     from ..domain.errors import MemlaneError
 
     try:
         return args.handler(args)
-    except MissingExtra as missing:
+    except (MissingExtra, Misconfigured) as missing:
         error(args, str(missing))
         return EXIT_MISSING_EXTRA
     except DataDirInUse as busy:

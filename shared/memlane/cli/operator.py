@@ -15,9 +15,17 @@ EXIT_UNCLEAN = 1  # the command ran, and what it checked is not clean (drift, di
 
 
 def register(c: Commands) -> None:
-    s = c.command("serve", "serve the API locally with the embedded adapters", serve, api=False)
+    s = c.command("serve", "serve the API: locally with the embedded adapters, or as one of several servers over "
+                           "shared engines (docs/deploy.md#scaling-out-without-aws)", serve, api=False)
     s.add_argument("--port", type=int, default=int(os.environ.get("MEMLANE_PORT", 8420)))
     s.add_argument("--host", default=os.environ.get("MEMLANE_HOST", "127.0.0.1"))
+    s.add_argument("--no-worker", dest="worker", action="store_false", default=None,
+                   help="run no jobs in this process: `memlane worker` processes do (MEMLANE_WORKER=false; "
+                        "needs the shared queue)")
+
+    s = c.command("worker", "run the jobs of the shared queue (SQS or compatible) until SIGTERM/SIGINT, beside "
+                            "`memlane serve --no-worker` processes", worker, api=False)
+    s.add_argument("--threads", type=int, default=None, help="jobs at once (MEMLANE_WORKER_THREADS, default 2)")
 
     for name, action, text in (("keys", "create", "create an API key (local mode) with its grant"),
                                ("grants", "put", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
@@ -47,7 +55,17 @@ def serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host))
+    run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host, worker=args.worker))
+    return 0
+
+
+def worker(args: argparse.Namespace) -> int:
+    from ..config import Settings
+    from ..worker import work
+
+    logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    work(Settings.from_env(data_dir=args.data_dir, worker_threads=args.threads))
     return 0
 
 
