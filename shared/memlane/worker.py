@@ -194,6 +194,9 @@ class QueueWorker:
         if delivery.job is None:
             log.error("message %s is not a job (%s)", delivery.message_id, delivery.problem)
             return self._give_up_message(delivery)
+        job = delivery.job
+        log.info("%s job %s of %s: delivery %d started", job.kind, job.request_id, job.group or job.store,
+                 delivery.receives)
         gave_up: list[str] = []
 
         def record_give_up(job: Job, receives: int, reason: str) -> None:
@@ -205,7 +208,7 @@ class QueueWorker:
                         receives, reason)
 
         try:
-            jobs.deliver(self.deps, delivery.job, delivery.receives, self.max_receives, gave_up=record_give_up,
+            jobs.deliver(self.deps, job, delivery.receives, self.max_receives, gave_up=record_give_up,
                          will_retry=will_retry)
         except Exception:  # noqa: BLE001 — a failed attempt (logged by deliver's callbacks)
             if gave_up:
@@ -216,6 +219,7 @@ class QueueWorker:
             return  # stopped mid-job and handed back already: the next delivery finds it done
         self.source.done(delivery)
         self.counts.add("done")
+        log.info("%s job %s: delivery %d done", job.kind, job.request_id, delivery.receives)
 
     def _give_up_message(self, delivery: Delivery) -> None:
         """Its task says FAILED (or it was never a job): on to the dead-letter queue, or deleted without one."""

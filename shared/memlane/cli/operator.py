@@ -134,7 +134,7 @@ def schema(args: argparse.Namespace) -> int:
     embedder = None if args.action == "recreate" else _NoEmbedder()  # only a rebuild embeds
     service = None
     try:
-        if settings.mode == "local":
+        if settings.mode == "local" and not bootstrap.shared_engines(settings):  # shared engines: no data dir
             bootstrap.check_local_files(settings)  # validate: the files as they are, before opening them
             service = bootstrap.build_local(settings, embedder=embedder, check_schema=False)
             deps = service.deps
