@@ -287,3 +287,32 @@ def test_two_servers_and_two_workers_lose_nothing_duplicate_nothing_cross_no_ten
     assert not cluster["data_dir"].exists()  # shared engines only: no process wrote local files
     for client in clients:
         client.close()
+    survivor.proc.send_signal(signal.SIGTERM)  # a graceful stop: nothing in hand, exit 0
+    assert survivor.proc.wait(30) == 0, survivor.text()[-2000:]
+    assert "memlane worker stopped:" in survivor.text()
+
+
+def test_a_server_runs_its_own_worker_over_the_shared_queue_and_stops_cleanly(engines: dict[str, str],
+                                                                               tmp_path: Path) -> None:
+    """Without --no-worker, a server over shared engines consumes the shared queue itself (a deployment of
+    one process, or servers that also work); SIGTERM stops both and exits 0."""
+    from memlane.sdk import Memlane
+
+    port = free_port()
+    server = Process(["serve", "--port", str(port)], engines, tmp_path / "server.log")
+    try:
+        wait_until(lambda: server.proc.poll() is not None or "memlane http://" in server.text(), 90, "the server")
+        assert "worker: 2 thread(s)" in server.text()
+        with Memlane(f"http://127.0.0.1:{port}") as client:
+            client.stores.create(STORE)
+            scope = {"app_id": APP, "tenant_id": "solo"}
+            added = client.memories.add(STORE, scope, [{"role": "user", "content": "I prefer kwsolozz with lunch"}])
+            task = client.tasks.wait(STORE, added.request_id, app_id=APP, tenant_id="solo", timeout=60)
+            assert task.status == "SUCCEEDED"
+            assert [hit.memory_id for hit in client.memories.search(STORE, "kwsolozz", scope).results] \
+                == [task.memories[0].memory_id]
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(30) == 0, server.text()[-2000:]
+        assert "memlane worker stopped: 1 done" in server.text()
+    finally:
+        server.stop()
