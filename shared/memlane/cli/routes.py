@@ -55,6 +55,7 @@ ALSO_COMMANDS: dict[str, str] = {
 # Commands that call no route: they run the service, write the table directly, or measure.
 LOCAL_COMMANDS: dict[str, str] = {
     "serve": "the local HTTP server",
+    "worker": "the jobs of the shared queue, beside servers over shared engines (memlane.worker)",
     "keys create": "an API key and its grant, written to the table",
     "grants put": "a principal's grant, written to the table",
     "reindex": "rebuild a store's index from the table",
