@@ -214,3 +214,8 @@ def test_a_worker_needs_shared_engines(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert cli.main(["--data-dir", str(tmp_path / "d"), "serve", "--no-worker", "--port", "0"]) \
         == cli.EXIT_MISSING_EXTRA
     assert "--no-worker" in capsys.readouterr().err
+
+
+def test_worker_threads_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["worker", "--threads", "0"]) == cli.EXIT_USAGE
+    assert "1 to 64" in capsys.readouterr().err

@@ -25,7 +25,8 @@ def register(c: Commands) -> None:
 
     s = c.command("worker", "run the jobs of the shared queue (SQS or compatible) until SIGTERM/SIGINT, beside "
                             "`memlane serve --no-worker` processes", worker, api=False)
-    s.add_argument("--threads", type=int, default=None, help="jobs at once (MEMLANE_WORKER_THREADS, default 2)")
+    s.add_argument("--threads", type=_threads, default=None, help="jobs at once, 1..64 (MEMLANE_WORKER_THREADS, "
+                                                                  "default 2)")
 
     for name, action, text in (("keys", "create", "create an API key (local mode) with its grant"),
                                ("grants", "put", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
@@ -47,6 +48,12 @@ def register(c: Commands) -> None:
     s = c.command("fsck", "compare a store's index with its table; --repair fixes the drift", fsck, api=False)
     s.add_argument("store")
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
+
+
+def _threads(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError("a number from 1 to 64 is expected")
+    return int(text)
 
 
 def serve(args: argparse.Namespace) -> int:
