@@ -61,6 +61,7 @@ class QueueWorker:
                         self.dead_letter_after, max_attempts, self.dead_letter_after)
         self.counts = Counts()
         self._stopping = threading.Event()  # take no new job
+        self._closed = threading.Event()  # stopped: nothing left in hand to keep hidden
         self._running: dict[str, Delivery] = {}  # handle -> delivery being worked on
         self._lock = threading.Lock()
         self._consumers: list[threading.Thread] = []
@@ -94,6 +95,7 @@ class QueueWorker:
             self._running.clear()
         for delivery in left:
             self._hand_back(delivery, 0, "stopping before it finished")
+        self._closed.set()
         for thread in self._consumers:  # those polling return within the long poll; the abandoned never
             thread.join(timeout=0 if left else self.poll + 5)
         self.say(f"memlane worker stopped: {self.progress()}")
@@ -145,10 +147,11 @@ class QueueWorker:
                 f"{self.running} running, {c.receive_errors} receive errors")
 
     def _tick(self) -> None:
-        """Extend the visibility of the jobs in hand (every third of it), and print progress now and then."""
+        """Extend the visibility of the jobs in hand (every third of it; through the grace period of a stop
+        too), and print progress now and then."""
         beat = max(1.0, self.visibility / 3)
         last_report = time.monotonic()
-        while not self._stopping.wait(beat):
+        while not self._closed.wait(beat):
             with self._lock:
                 running = list(self._running.values())
             for delivery in running:

@@ -219,3 +219,27 @@ def test_a_worker_needs_shared_engines(monkeypatch: pytest.MonkeyPatch, tmp_path
 def test_worker_threads_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["worker", "--threads", "0"]) == cli.EXIT_USAGE
     assert "1 to 64" in capsys.readouterr().err
+
+
+def test_a_job_finishing_in_the_stop_grace_period_stays_hidden_from_other_workers(
+        sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = Jobs(monkeypatch)
+    release = threading.Event()
+    ran.behave["r0"] = lambda attempt: release.wait(30) and None if attempt == 1 else None
+    url = make_queue(sqs, "grace", dead_after=3)
+    send(sqs, url, 0)
+    stopping, other = worker(sqs, url, visibility=2, threads=1), worker(sqs, url, visibility=2, threads=1)
+    stopping.start()
+    try:
+        assert wait_for(lambda: ran.ran == ["r0"])
+        other.start()
+        stopper = threading.Thread(target=stopping.stop, kwargs={"grace": 20})
+        stopper.start()
+        time.sleep(5)  # past the visibility timeout, within the grace period: still extended
+        release.set()
+        stopper.join(30)
+        assert stopping.counts.done == 1
+        assert ran.ran == ["r0"]  # the other worker never got it
+    finally:
+        release.set()
+        other.stop()
