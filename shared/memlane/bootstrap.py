@@ -233,9 +233,10 @@ def build_job_source(settings: Settings) -> "JobSource":  # noqa: F821
     missing = not_shared(settings)
     if missing:
         raise Misconfigured("a worker runs over shared engines, and " + "; ".join(missing))
+    client = _sqs_client(settings)  # MissingExtra first, without boto3
     from .adapters.sqs.source import SqsJobSource
 
-    return SqsJobSource(settings.queue_url, client=_sqs_client(settings))
+    return SqsJobSource(settings.queue_url, client=client)
 
 
 def _local(settings: Settings, choice: str) -> bool:

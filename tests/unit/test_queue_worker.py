@@ -243,3 +243,20 @@ def test_a_job_finishing_in_the_stop_grace_period_stays_hidden_from_other_worker
     finally:
         release.set()
         other.stop()
+
+
+def test_a_worker_without_the_aws_extra_names_it(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['boto3'] = sys.modules['botocore'] = None\n"  # as if the aws extra were missing
+            "from memlane import cli\n"
+            f"sys.exit(cli.main(['--data-dir', {str(tmp_path / 'data')!r}, 'worker']))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLANE_")}
+    env.update(MEMLANE_TABLE="dynamodb", MEMLANE_OPENSEARCH_URL="http://127.0.0.1:9", MEMLANE_EMBEDDER="hashing",
+               MEMLANE_QUEUE_URL="http://127.0.0.1:9/123456789012/jobs")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == cli.EXIT_MISSING_EXTRA, done.stderr
+    assert "pip install 'memlane[aws]'" in done.stderr and "Traceback" not in done.stderr
