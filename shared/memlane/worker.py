@@ -143,8 +143,10 @@ class QueueWorker:
 
     def progress(self) -> str:
         c = self.counts
-        return (f"{c.done} done, {c.retried} retried, {c.given_up} given up, {c.handed_back} handed back, "
+        line = (f"{c.done} done, {c.retried} retried, {c.given_up} given up, {c.handed_back} handed back, "
                 f"{self.running} running, {c.receive_errors} receive errors")
+        depth = self.deps.queue.health().depth if self.deps is not None else None  # None: the queue cannot tell
+        return line if depth is None else f"{line}; queue {depth} waiting or in flight"
 
     def _tick(self) -> None:
         """Extend the visibility of the jobs in hand (every third of it; through the grace period of a stop
