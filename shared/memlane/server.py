@@ -1,4 +1,6 @@
-"""`memlane serve`: the API over real HTTP on the embedded adapters, with the extraction worker.
+"""`memlane serve`: the API over real HTTP on the embedded adapters, with the extraction worker — or, over
+shared engines (a DynamoDB-compatible table, OpenSearch, an SQS-compatible queue), one of several servers, with
+or without a worker of its own (memlane/worker.py; docs/deploy.md#scaling-out-without-aws).
 
 Each HTTP request is turned into the API Gateway HTTP API (v2) event the Lambdas receive and
 handed to the same resolver, so local mode runs exactly the routes that AWS runs.
