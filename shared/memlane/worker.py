@@ -137,10 +137,6 @@ class QueueWorker:
         with self._lock:
             return len(self._running)
 
-    @property
-    def alive(self) -> bool:
-        return not self._stopping.is_set() and all(thread.is_alive() for thread in self._consumers)
-
     def progress(self) -> str:
         c = self.counts
         line = (f"{c.done} done, {c.retried} retried, {c.given_up} given up, {c.handed_back} handed back, "
