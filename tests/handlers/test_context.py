@@ -25,7 +25,7 @@ def test_the_search_function_builds_a_threads_card_within_its_budget(aws: Aws, b
 
     assert response["statusCode"] == 200, response
     card = json.loads(response["body"])
-    assert [e["text"].split("] ", 1)[1] for e in card["sections"]["recent"]] == [
+    assert [e["text"] for e in card["sections"]["recent"]] == [
         "Ann: I adopted a beagle named Max last Saturday.", "assistant: Congratulations! Beagles are lovely dogs."]
     # The memory says what the recent turn it came from says: not repeated.
     assert "memories" not in card["sections"]

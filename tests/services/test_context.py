@@ -332,4 +332,12 @@ def test_the_route_says_under_which_date_the_card_lists_each_memory(deps, store)
     out = ContextOut.of(card(deps, store, query="peanut allergy vegetarian pottery")).model_dump()
     day = f"{deps.clock.now():%Y-%m-%d}"
     assert out["sections"]["memories"] and all(e["group"] == day for e in out["sections"]["memories"])
-    assert all(e["group"] is None for e in out["sections"]["recent"])  # a turn carries its date in its line
+    assert out["sections"]["recent"] and all(e["group"] == day for e in out["sections"]["recent"])
+
+
+def test_the_recent_turns_name_their_day_once_not_on_every_line(deps, store) -> None:
+    result = card(deps, store, sections=["recent"])
+    day = f"{deps.clock.now():%Y-%m-%d}"
+    assert len(result.kept["recent"]) == len(SECOND_THREAD)
+    assert result.text.count(day) == 1 and f"\n{day}:\n- user: {SECOND_THREAD[0][1]}" in result.text
+    assert result.text.rstrip().endswith(f"- user: {SECOND_THREAD[-1][1]}")

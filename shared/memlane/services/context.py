@@ -121,8 +121,9 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                                               for i, s in enumerate(summary.sentences))))
     if "recent" in wanted:
         parts.append(Section("recent", tuple(
-            Entry(m.message_id, _turn(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
-                  (m.message_id,)) for age, m in enumerate(reversed(recent))), contiguous=True))
+            Entry(m.message_id, _said(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
+                  (m.message_id,), f"{m.created_at:%Y-%m-%d}") for age, m in enumerate(reversed(recent))),
+            contiguous=True))
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
     if wanted & {"memories", "plans"} and thread.access_policy.recalls:
         ranked = list(enumerate(_relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)))
@@ -204,7 +205,12 @@ def _default_query(turns: list[Message]) -> str:
 
 
 def _turn(m: Message) -> str:
-    return f"[{m.created_at:%Y-%m-%d}] {m.name or m.role}: {m.content}"
+    return f"[{m.created_at:%Y-%m-%d}] {_said(m)}"
+
+
+def _said(m: Message) -> str:
+    """A turn as the card shows it, under its date (a conversation's last turns share one or two)."""
+    return f"{m.name or m.role}: {m.content}"
 
 
 def _lines(name: str, text: str) -> Section:
