@@ -199,15 +199,21 @@ class OpenSearchIndex:
         versions = [v for v in (self._version_of(name) for name in old) if v is not None]
         new = index_name(self.prefix, store, max(versions, default=0) + 1)
         body = index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+        # Filled as a bulk load: no periodic refresh (nothing searches the new index before the swap) and
+        # no write waiting for one; the index's own interval is put back, and one refresh made, at the swap.
+        interval = body["settings"]["index"].get("refresh_interval")
+        body["settings"]["index"]["refresh_interval"] = "-1"
         with boundary("create index"):  # a rebuild racing this one made it already → 400 resource_already_exists
             self._writer.indices.create(index=new, body=body)
         target = copy.copy(self)
         target._root = target
         target._targets = {**self._targets, store: new}
         target._dims = {**self._dims, store: dim}
+        target.refresh = "false"
         try:
             yield target
             with boundary("swap alias"):
+                self._writer.indices.put_settings(index=new, body={"index": {"refresh_interval": interval}})
                 self._writer.indices.refresh(index=new)
                 self._writer.indices.update_aliases(body={"actions": [
                     *({"remove": {"index": name, "alias": alias}} for name in old),
