@@ -173,3 +173,18 @@ def test_a_refused_document_fails_the_load_by_name():
 def test_a_tenant_bound_index_may_not_bulk_load():
     with pytest.raises(Forbidden):
         index(FakeClient()).for_tenant("s1", "app", "t1").bulk_load("s1", docs(1))
+
+
+def test_the_store_index_layout_comes_from_the_settings():
+    """MEMLANE_OPENSEARCH_SHARDS / _REPLICAS reach the index body (one node at 10⁶: 1 shard, 0 replicas)."""
+    from memlane.bootstrap import _index
+    from memlane.config import Settings
+
+    settings = Settings.from_env(env={"MEMLANE_OPENSEARCH_URL": "http://127.0.0.1:9", "MEMLANE_INDEX": "opensearch",
+                                      "MEMLANE_OPENSEARCH_SHARDS": "1", "MEMLANE_OPENSEARCH_REPLICAS": "0",
+                                      "MEMLANE_OPENSEARCH_SIGV4": "false"})
+    idx = _index(settings)
+    try:
+        assert (idx.shards, idx.replicas) == (1, 0)
+    finally:
+        idx.close()
