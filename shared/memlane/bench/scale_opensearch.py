@@ -237,10 +237,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", type=Path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m memlane.bench.scale_opensearch", description=__doc__)
-    add_arguments(p)
-    args = p.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     report = run(args)
     print(format_report(report))
     if args.json_out:
@@ -249,4 +246,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _parser = argparse.ArgumentParser(prog="python -m memlane.bench.scale_opensearch")
+    add_arguments(_parser)
+    raise SystemExit(main(_parser.parse_args()))
