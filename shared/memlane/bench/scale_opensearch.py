@@ -101,6 +101,13 @@ def documents(data: Data, start: np.ndarray, stop: np.ndarray, keep: dict[int, l
             lo[t] = min(stop[t], lo[t] + step)
 
 
+def _shares(final: np.ndarray, total: int, of: int) -> np.ndarray:
+    """Each tenant's part of a store of `total` memories on its way to `final` (the same Zipf shape)."""
+    target = np.minimum(final, np.maximum(1, np.floor(final * total / of))).astype(np.int64)
+    target[0] += total - int(target.sum())
+    return target
+
+
 def node_figures(client: Any, index: str) -> dict[str, Any]:
     stats = client.indices.stats(index=index, metric="store,docs,segments")["_all"]["primaries"]
     nodes = client.nodes.stats(metric="jvm,process,os")["nodes"]
@@ -174,22 +181,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     idx = OpenSearchIndex.from_url(args.url, index_prefix=args.prefix, knn_engine="lucene",
                                    shards=args.shards, replicas=0)
-    idx.drop_store(STORE)
-    idx.ensure_store(STORE, DIM)
     alias = f"{args.prefix}-{STORE}"
-    final = zipf_sizes(totals[-1])
+    final = zipf_sizes(args.final or totals[-1])
     small, median, largest = TENANTS - 1, TENANTS // 2, 0
     keep: dict[int, list[np.ndarray]] = {t: [] for t in (small, median, largest)}
+    loaded = np.zeros(TENANTS, dtype=np.int64)
+    if args.resume:  # the index holds the first `resume` memories, loaded by an earlier run with --keep
+        loaded = _shares(zipf_sizes(args.resume), args.resume, args.resume)  # as that run shaped it
+        for t in keep:
+            keep[t] = [data.memory(t, j)[1] for j in range(int(loaded[t]))]
+    else:
+        idx.drop_store(STORE)
+    idx.ensure_store(STORE, DIM)
     report: dict[str, Any] = {"url_node": args.url.split("@")[-1], "shards": args.shards, "replicas": 0,
                               "engine": "lucene hnsw m 16 ef_construction 128 (memory-index.json)",
                               "in_flight": args.in_flight, "batch_docs": args.batch,
                               "turns": len(turns), "turn_embed_s": round(embed_s, 1),
                               "model": model.name, "queries": args.queries, "blas": blas_kernel(),
                               "tenants": TENANTS, "points": []}
-    loaded = np.zeros(TENANTS, dtype=np.int64)
     for total in totals:
-        target = np.minimum(final, np.maximum(1, np.floor(final * total / totals[-1]))).astype(np.int64)
-        target[0] += total - int(target.sum())
+        target = np.maximum(loaded, _shares(final, total, args.final or totals[-1]))
         t0 = time.perf_counter()
         n = idx.bulk_load(STORE, documents(data, loaded, target, keep), in_flight=args.in_flight,
                           batch_docs=args.batch)
@@ -232,6 +243,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=500)
     p.add_argument("--prefix", default="osscale")
     p.add_argument("--keep", action="store_true", help="leave the index in place")
+    p.add_argument("--final", type=int, help="the store size whose Zipf shape the sizes follow (default: the last)")
+    p.add_argument("--resume", type=int, help="the index holds this many memories from a run with --keep: go on")
     p.add_argument("--locomo", default="/work/shared/data/locomo-dev.json")
     p.add_argument("--turn-cache", help="a .npy file keeping the turns' vectors between runs")
     p.add_argument("--json", dest="json_out", type=Path)
