@@ -14,6 +14,8 @@
   price is latency: a writer waits for the next refresh, about a second per call when calls are
   sequential (measured 1.0 s per single-doc upsert on the test node), on an asynchronous path.
   Batches split into several bulk requests are refreshed once at the end instead.
+  A bulk fill (`bulk_load`, and a rebuild's new index until its swap) pauses the periodic refresh instead
+  and sends with no wait: one refresh at the end (docs/deploy.md, "A large index").
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
 - Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
   reading with that tenant's own credentials when `tenant_clients` is configured (the security
