@@ -334,7 +334,8 @@ def _index(settings: Settings) -> Index:
     elif settings.opensearch_tenant_key:
         tenant_clients = TokenClients(settings.opensearch_url, settings.opensearch_tenant_key)
     return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region, sigv4=sigv4,
-                                    index_prefix=settings.opensearch_index_prefix, tenant_clients=tenant_clients)
+                                    index_prefix=settings.opensearch_index_prefix, tenant_clients=tenant_clients,
+                                    shards=settings.opensearch_shards, replicas=settings.opensearch_replicas)
 
 
 def _sync_deadline(settings: Settings) -> float:

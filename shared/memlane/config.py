@@ -47,6 +47,11 @@ class Settings(BaseModel):
     # tenant's index calls carry a token the engine confines to that tenant (docs/index-confinement.md).
     opensearch_tenant_key: str = ""
     opensearch_index_prefix: str = "memlane"  # every store index is {prefix}-{store}: several deployments share a cluster
+    # A new store index's shards and replicas; unset: memory-index.json's (2 shards, replicas auto-expanding
+    # 0-1). One node holding 10⁶ memories: 1 and 0 (docs/deploy.md, "A large index"). Existing indices keep
+    # theirs: `memlane schema recreate` rebuilds them to a changed layout.
+    opensearch_shards: int | None = Field(default=None, ge=1, le=1024)
+    opensearch_replicas: int | None = Field(default=None, ge=0, le=16)
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
     # Claude Haiku 4.5 through the global cross-Region profile: Anthropic models since 4.5 are invoked

@@ -2,6 +2,7 @@
 
     memlane bench locomo --data PATH [--json OUT] [--backend embedded|opensearch] [--limit-conversations N]
     memlane bench scale  [--large] [--json OUT]
+    memlane bench scale_opensearch --url URL [--sizes 100000,1000000] [--shards 1] [--json OUT]
     memlane bench tokens [--turns 300] [--seed 7] [--budget 1500] [--conversation live|scripted80] [--json OUT] [--png OUT]
     memlane bench soak   --clients N --seconds S [--url URL] [--global-lock] [--json OUT]
     memlane bench updates [--data PATH] [--json OUT] [--failures]
@@ -22,6 +23,8 @@ from typing import Sequence
 
 SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall against BM25 / vector / RRF",
           "scale": "ingest throughput and search latency as memories and tenants grow, beside brute force",
+          "scale_opensearch": "OpenSearch at 10^5-10^6 memories over 1,000 Zipf tenants (LoCoMo turns, MiniLM): "
+                              "bulk-load rate, tenant search latency, k-NN recall@10 vs exact, disk and memory",
           "tokens": "a live 300-turn thread: prompt tokens per turn of the context card (summary refreshing) vs the "
                     "flat full history and the last turns",
           "soak": "mixed add/search/list load from several tenants over HTTP, then every add verified",

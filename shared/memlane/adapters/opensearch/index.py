@@ -14,6 +14,8 @@
   price is latency: a writer waits for the next refresh, about a second per call when calls are
   sequential (measured 1.0 s per single-doc upsert on the test node), on an asynchronous path.
   Batches split into several bulk requests are refreshed once at the end instead.
+  A bulk fill (`bulk_load`, and a rebuild's new index until its swap) pauses the periodic refresh instead
+  and sends with no wait: one refresh at the end (docs/deploy.md, "A large index").
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
 - Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
   reading with that tenant's own credentials when `tenant_clients` is configured (the security
@@ -32,9 +34,10 @@ import json
 import math
 import re
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from opensearchpy import OpenSearch
 
@@ -198,15 +201,21 @@ class OpenSearchIndex:
         versions = [v for v in (self._version_of(name) for name in old) if v is not None]
         new = index_name(self.prefix, store, max(versions, default=0) + 1)
         body = index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+        # Filled as a bulk load: no periodic refresh (nothing searches the new index before the swap) and
+        # no write waiting for one; the index's own interval is put back, and one refresh made, at the swap.
+        interval = body["settings"]["index"].get("refresh_interval")
+        body["settings"]["index"]["refresh_interval"] = "-1"
         with boundary("create index"):  # a rebuild racing this one made it already → 400 resource_already_exists
             self._writer.indices.create(index=new, body=body)
         target = copy.copy(self)
         target._root = target
         target._targets = {**self._targets, store: new}
         target._dims = {**self._dims, store: dim}
+        target.refresh = "false"
         try:
             yield target
             with boundary("swap alias"):
+                self._writer.indices.put_settings(index=new, body={"index": {"refresh_interval": interval}})
                 self._writer.indices.refresh(index=new)
                 self._writer.indices.update_aliases(body={"actions": [
                     *({"remove": {"index": name, "alias": alias}} for name in old),
@@ -263,6 +272,81 @@ class OpenSearchIndex:
                             code="tenant_binding_required")
         binding.check(store)
         self._write(store, binding.app_id, binding.tenant_id, dict.fromkeys(memory_ids))
+
+    def bulk_load(self, store: str, docs: Iterable[tuple[Memory, Sequence[float]]], *, in_flight: int = 2,
+                  batch_docs: int = BULK_MAX_DOCS) -> int:
+        """Fill a store's index with documents it does not hold yet (a benchmark's 10⁶ memories, an
+        import into a new store) as fast as the engine takes them; the number loaded.
+
+        - `create` actions routed by tenant: a document already there (loaded before, or another
+          tenant's under the same id) is never replaced; the ids come back in a Conflict at the end.
+        - No refresh wait per request, and the index's periodic refresh paused meanwhile (restored
+          after, also on failure, with one refresh that makes the load searchable): a refresh a
+          second would cut a small segment a second and merge them again and again under the load.
+        - Back-pressure: at most `in_flight` bulk requests outstanding (one write thread each on the
+          engine; `docs` is read no faster than they finish), each retrying the items answered 429
+          with jittered backoff (`_send`).
+        The service's own index only: tenants' clients may not write.
+        """
+        if self.binding is not None:
+            raise Forbidden("a bulk load is the service's, not a tenant's", code="tenant_bound_bulk_load")
+        dim = self._dim(store)
+        if dim is None:
+            raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
+        address = self._address(store)
+
+        def actions() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+            for memory, values in docs:
+                vector = _unit_vector(values, dim, f"embedding of {memory.memory_id}")
+                if vector is None:
+                    raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
+                s = memory.scope
+                yield memory.memory_id, {"create": {"_index": address, "_id": memory.memory_id,
+                                                    "routing": routing_key(s.app_id, s.tenant_id)}}, \
+                    to_document(store, memory, vector)
+
+        failed: dict[str, str] = {}
+        conflicts: set[str] = set()
+        loaded = 0
+
+        def settle(done: Iterable[Future[tuple[dict[str, str], set[str]]]]) -> None:
+            for future in done:
+                chunk_failed, chunk_conflicts = future.result()  # Retryable: still throttled after the retries
+                failed.update(chunk_failed)
+                conflicts.update(chunk_conflicts)
+
+        with self._refresh_paused(address), ThreadPoolExecutor(max_workers=max(1, in_flight)) as pool:
+            outstanding: set[Future[tuple[dict[str, str], set[str]]]] = set()
+            for chunk in _chunks(actions(), max_docs=batch_docs):
+                if len(outstanding) >= max(1, in_flight):
+                    done, outstanding = wait(outstanding, return_when=FIRST_COMPLETED)
+                    settle(done)
+                outstanding.add(pool.submit(self._send, store, chunk, "false"))
+                loaded += len(chunk)
+            settle(wait(outstanding).done)
+        if failed:
+            sample = "; ".join(f"{mid}: {why}" for mid, why in list(failed.items())[:5])
+            raise DependencyFailed(f"OpenSearch refused {len(failed)} of {loaded} documents of store '{store}': "
+                                   f"{sample}", code="index_partial_failure", failed_ids=sorted(failed))
+        if conflicts:
+            raise Conflict(f"{len(conflicts)} document ids of store '{store}' are in its index already: "
+                           f"{sorted(conflicts)[:5]}", code="index_id_conflict", conflict_ids=sorted(conflicts))
+        return loaded - len(conflicts)
+
+    @contextmanager
+    def _refresh_paused(self, address: str) -> Iterator[None]:
+        """The index's periodic refresh off for the block, then put back as it was and one refresh."""
+        with boundary("pause refresh"):
+            found = self._writer.indices.get_settings(index=address, name="index.refresh_interval")
+            before = {s.get("settings", {}).get("index", {}).get("refresh_interval") for s in found.values()}
+            self._writer.indices.put_settings(index=address, body={"index": {"refresh_interval": "-1"}})
+        try:
+            yield
+        finally:
+            with boundary("restore refresh"):
+                # One value for the alias's index (None: it had none set, and null restores the default).
+                self._writer.indices.put_settings(index=address, body={"index": {"refresh_interval": before.pop()}})
+                self._writer.indices.refresh(index=address)
 
     # -- search --------------------------------------------------------------------------------
     def search(self, store: str, query: IndexQuery) -> IndexResult:
@@ -396,7 +480,7 @@ class OpenSearchIndex:
         """
         if not actions:
             return set()
-        chunks = _chunks(actions)
+        chunks = list(_chunks(actions))
         per_request: Refresh = self.refresh if len(chunks) == 1 else "false"
         failed: dict[str, str] = {}
         conflicts: set[str] = set()
@@ -485,16 +569,19 @@ def _unit_vector(values: Sequence[float], dim: int, what: str) -> list[float] | 
     return [round(v / norm, 8) for v in vec]
 
 
-def _chunks(actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> list[list[tuple[str, bytes]]]:
-    """NDJSON lines per action, grouped into requests of at most BULK_MAX_DOCS / BULK_MAX_BYTES."""
-    chunks: list[list[tuple[str, bytes]]] = [[]]
+def _chunks(actions: Iterable[tuple[str, dict[str, Any], dict[str, Any] | None]], *,
+            max_docs: int = BULK_MAX_DOCS) -> Iterator[list[tuple[str, bytes]]]:
+    """NDJSON lines per action, grouped into requests of at most `max_docs` / BULK_MAX_BYTES (lazily:
+    a bulk load reads its documents no faster than they are sent)."""
+    chunk: list[tuple[str, bytes]] = []
     size = 0
     for mid, header, source in actions:
         lines = (json.dumps(header) + "\n" + ("" if source is None else json.dumps(source, default=str) + "\n"))
         encoded = lines.encode()
-        if chunks[-1] and (len(chunks[-1]) >= BULK_MAX_DOCS or size + len(encoded) > BULK_MAX_BYTES):
-            chunks.append([])
-            size = 0
-        chunks[-1].append((mid, encoded))
+        if chunk and (len(chunk) >= max_docs or size + len(encoded) > BULK_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((mid, encoded))
         size += len(encoded)
-    return chunks
+    if chunk:
+        yield chunk
