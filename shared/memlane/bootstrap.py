@@ -8,17 +8,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .adapters.clock import SystemClock
-from .adapters.embedders.recent import RecentVectors
 from .adapters.local.datadir import DataDirInUse
 from .config import Settings
 from .extractors import Extractor
-from .extractors.llm import LLMExtractor
-from .extractors.rules import RuleExtractor
 from .faults import Faults
 from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
 from .repository import Repository
-from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
+
+# Adapters and services are imported where they are chosen or run, not here: a Lambda function imports
+# only what its settings and events use (each module is part of its cold start: docs/benchmarks.md §9).
 
 log = logging.getLogger("memlane")
 
@@ -61,9 +60,11 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
         check_local_files(settings)
     embedder = embedder or _embedder(settings)
     if settings.embed_cache_size:  # opt-in (shared by the tenants of the process): no wrapper on every call otherwise
+        from .adapters.embedders.recent import RecentVectors
+
         embedder = RecentVectors(embedder, settings.embed_cache_size)
     llm = _llm(settings)
-    extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
+    extractor = _extractor(llm)
     table = table or _table(settings)
     index = _index(settings)
     faults = Faults(settings.faults)
@@ -115,12 +116,12 @@ def _check_schema_once(settings: Settings, deps: Deps) -> None:
 def check_local_files(settings: Settings) -> None:
     """validate in local mode: the files' versions read *before* opening them (opening makes or migrates
     them). In AWS mode an embedded index (tests) is derived scratch data: opening it is enough."""
+    if settings.schema_policy != "validate" or settings.mode != "local":
+        return
     from .adapters.local import index_schema, sqlite_table
     from .adapters.local.database import file_version
     from .domain.schema import SchemaMismatch, diff_version
 
-    if settings.schema_policy != "validate" or settings.mode != "local":
-        return
     found = []
     if settings.table == "sqlite" or _local(settings, settings.table):
         path = settings.data_dir / "table.db"
@@ -143,9 +144,13 @@ class LocalService:
     shutdown_grace: float = 20.0
 
     def _run(self, job: Job) -> None:
+        from .services import jobs
+
         jobs.handle(self.deps, job)
 
     def _dead(self, job: Job, reason: str) -> None:
+        from .services import jobs
+
         jobs.give_up(self.deps, job, reason)
 
     def start_worker(self) -> None:
@@ -155,6 +160,8 @@ class LocalService:
         self.queue.drain(self._run, self._dead, timeout=timeout)
 
     def sweep(self) -> "SweepReport":  # noqa: F821
+        from .services import sweep
+
         return sweep.sweep(self.deps)
 
     def close(self) -> None:
@@ -223,16 +230,9 @@ def _table(settings: Settings) -> Table:
 
 
 def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:
-    """The local files whose deleted bytes linger until compacted: the SQLite table and the embedded index."""
-    from .adapters.local.compaction import SqliteFileCompactor
-    from .adapters.local.sqlite_table import SqliteTable
-
-    found: list[Compactor] = []
-    if isinstance(table, SqliteTable):
-        found.append(SqliteFileCompactor(table.path))
-    if isinstance(index, Compactor):
-        found.append(index)
-    return tuple(found)
+    """The local files whose deleted bytes linger until compacted: the SQLite table and the embedded index.
+    (Asked of the adapters themselves: naming SqliteTable here would import SQLite at every cold start.)"""
+    return tuple(storage for storage in (table, index) if isinstance(storage, Compactor))
 
 
 def _private_dir(settings: Settings) -> None:
@@ -361,6 +361,16 @@ def _llm(settings: Settings) -> LLM | None:
 
         return BedrockLLM(settings.bedrock_llm_model, region=settings.aws_region, limits=_limits(settings))
     return None
+
+
+def _extractor(llm: LLM | None) -> Extractor:
+    if llm:
+        from .extractors.llm import LLMExtractor
+
+        return LLMExtractor(llm)
+    from .extractors.rules import RuleExtractor
+
+    return RuleExtractor()
 
 
 def _reranker(settings: Settings, count: Count) -> Reranker | None:
