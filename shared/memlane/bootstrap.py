@@ -230,9 +230,16 @@ def _table(settings: Settings) -> Table:
 
 
 def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:
-    """The local files whose deleted bytes linger until compacted: the SQLite table and the embedded index.
-    (Asked of the adapters themselves: naming SqliteTable here would import SQLite at every cold start.)"""
-    return tuple(storage for storage in (table, index) if isinstance(storage, Compactor))
+    """The local files whose deleted bytes linger until compacted: the SQLite table and the embedded index."""
+    from .adapters.local.compaction import SqliteFileCompactor
+    from .adapters.local.sqlite_table import SqliteTable
+
+    found: list[Compactor] = []
+    if isinstance(table, SqliteTable):
+        found.append(SqliteFileCompactor(table.path))
+    if isinstance(index, Compactor):
+        found.append(index)
+    return tuple(found)
 
 
 def _private_dir(settings: Settings) -> None:

@@ -17,7 +17,6 @@ from typing import Any
 from ...domain.errors import ConditionFailed, DependencyFailed, InvalidInput
 from ...domain.schema import Described
 from ...ports import MAX_QUERY_LIMIT, MAX_TRANSACT_ITEMS, Check, Delete, Item, Page, Put, Update, Write
-from .compaction import SqliteFileCompactor
 from .database import Database
 
 KEY_ATTRIBUTES = ("pk", "sk")
@@ -59,10 +58,6 @@ class SqliteTable:
 
     def close(self) -> None:
         self.database.close()
-
-    def compact(self) -> None:
-        """ports.Compactor: what was deleted is made unrecoverable from the file (deletion paths call it last)."""
-        SqliteFileCompactor(self.path).compact()
 
     # -- schema (services/schema.py) ---------------------------------------------------------
     def describe(self) -> Described:
