@@ -1,14 +1,14 @@
 """Lambda cold start on this machine (docs/benchmarks.md §9): the init of each built function — `import app`
 with its two layers, which builds its adapters — timed in fresh `python3.13 -B -I` processes (nothing written:
-Lambda's /opt is read-only), under the AWS-mode environment of scripts/check-template.sh's smoke import.
-It builds nothing itself: give it a kept build and the deps layer installed for this machine, e.g.
+Lambda's /opt is read-only), in the environment Lambda gives it (see `environment`; `--smoke`: that of
+scripts/check-template.sh's smoke import). It builds nothing itself: give it a kept build and the deps layer installed for this machine, e.g.
 
   KEEP_BUILD=1 scripts/check-template.sh          # prints "build kept in /tmp/memlane-sam-build.XXXX"
   python bench/cold_start.py --build /tmp/memlane-sam-build.XXXX [--build ANOTHER ...] \
       --deps ~/.cache/memlane-check/deps-<hash>-x86_64 --python ~/.pyenv/versions/3.13.0/bin/python3.13 --runs 7
 
-Prints per function the median (and min/max) of `import app` measured inside the process (wall and CPU seconds),
-the whole process's wall time, and the load average; the row "floor" is what the libraries alone cost (FLOOR).
+Prints per function and build the median (min-max) wall seconds of `import app` measured inside the process,
+its median CPU seconds, and the load average; the row "floor" is what the libraries alone cost (FLOOR).
 `--importtime FUNCTION` prints that function's slowest imports instead.
 """
 
@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Sequence
 
 FUNCTIONS = ("Ingest", "Search", "Tasks", "Extract", "Dream")
 
@@ -75,7 +76,7 @@ def environment(function: str, build: Path, smoke: bool = False) -> dict[str, st
     }
 
 
-def run_once(python: str, build: Path, deps: Path, function: str, extra: list[str] = (),
+def run_once(python: str, build: Path, deps: Path, function: str, extra: Sequence[str] = (),
              smoke: bool = False) -> tuple[float, float, float, str]:
     """One fresh process: (`import app` wall seconds, its CPU seconds, the whole process's wall seconds, stderr).
     `function` "floor": FLOOR as the app module, in the Search function's environment."""
