@@ -4,14 +4,17 @@ stated and distilled); and, from its SQS event source, the adds producers send t
 
 from typing import Any
 
-from memlane.aws_lambda import build_http_handler, build_ingest_queue_handler, runtime
+from memlane.aws_lambda import Handler, build_http_handler, build_ingest_queue_handler, runtime
 
 _rt = runtime()
 http = build_http_handler(["ingest", "stores", "threads", "profiles"], _rt)
-queue = build_ingest_queue_handler(_rt)
+_queue: Handler | None = None
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _queue
     if "Records" in event:  # a batch of the ingestion queue
-        return queue(event, context)
+        # Built on the first batch of this container: an HTTP cold start does not import the batch machinery.
+        _queue = _queue or build_ingest_queue_handler(_rt)
+        return _queue(event, context)
     return http(event, context)  # an HTTP API request

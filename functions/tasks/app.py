@@ -3,14 +3,18 @@ schedule (template.yaml `Sweep`), the sweeper that queues again tasks whose job 
 
 from typing import Any
 
-from memlane.aws_lambda import build_http_handler, build_sweep_handler, runtime
+from memlane.aws_lambda import Handler, build_http_handler, build_sweep_handler, runtime
 
 _rt = runtime()
 http = build_http_handler(["tasks"], _rt)
-sweep = build_sweep_handler(_rt)
+_sweep: Handler | None = None
 
 
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    global _sweep
     if "requestContext" in event:  # an HTTP API request
         return http(event, context)
-    return sweep(event, context)  # the EventBridge schedule
+    # The EventBridge schedule. Built on its first event of this container: the sweeper imports the job
+    # machinery (extraction, dreams, erasure), which no HTTP cold start needs.
+    _sweep = _sweep or build_sweep_handler(_rt)
+    return _sweep(event, context)

@@ -36,18 +36,14 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
-from pydantic import Json
 
 from . import bootstrap
-from .api.adds import add_message
-from .api.app import build_api
 from .config import Settings
-from .domain.models import Task
-from .ports import Job
-from .services import jobs, sweep
 from .services.deps import Deps
+
+# What only one kind of event needs (the extract function's jobs and their record model, the ingestion
+# queue's adds, the sweeper) is imported by its builder, so a function imports only what it handles:
+# each module is part of every cold start that imports it (docs/benchmarks.md §9).
 
 Event = dict[str, Any]
 Handler = Callable[[Event, Any], dict[str, Any]]
@@ -86,6 +82,8 @@ def runtime() -> Runtime:
 def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Handler:
     """The handler of an API function serving the route families `families` (api.app.FAMILIES).
     `rt`: a runtime the function module already built (one that also handles other events)."""
+    from .api.app import build_api
+
     rt = rt or runtime()
     api = build_api(rt.deps, families, auth=bootstrap.auth_mode(rt.settings, rt.deps),
                     audit_retention_days=rt.settings.audit_retention_days)
@@ -110,15 +108,6 @@ def build_http_handler(families: Sequence[str], rt: Runtime | None = None) -> Ha
 # -- the extract function ----------------------------------------------------------------------
 
 
-JobAbandoned = jobs.JobAbandoned  # a job given up on without running: its record fails
-
-
-class JobRecord(SqsRecordModel):
-    """An SQS record whose body is a Job; a body that is not one fails that record alone."""
-
-    body: Json[Job]  # type: ignore[assignment]  # narrows the base model's str
-
-
 def build_sqs_handler() -> Handler:
     """The handler of the extract function: each SQS record is a job; failures are reported per record.
 
@@ -128,6 +117,19 @@ def build_sqs_handler() -> Handler:
     up, so its task says FAILED before SQS moves the message to the dead-letter queue. The deliveries
     before it run the job; a failure on the last of those gives up at once, with its own reason.
     """
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.parser.models import SqsRecordModel
+    from pydantic import Json
+
+    from .domain.models import Task
+    from .ports import Job
+    from .services import jobs
+
+    class JobRecord(SqsRecordModel):
+        """An SQS record whose body is a Job; a body that is not one fails that record alone."""
+
+        body: Json[Job]  # type: ignore[assignment]  # narrows the base model's str
+
     rt = runtime()
     processor = BatchProcessor(event_type=EventType.SQS, model=JobRecord, raise_on_entire_batch_failure=False)
     last_receive = rt.settings.worker_max_attempts
@@ -181,6 +183,10 @@ class AddDeferred(Exception):
 def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
     """The handler of the ingest function's SQS event source: each record is one add (api/adds.add_message),
     validated, grant-checked, written and audited as POST .../memories does; failures reported per record."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from .api.adds import add_message
+
     rt = rt or runtime()
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     retention = rt.settings.audit_retention_days
@@ -219,6 +225,8 @@ def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
 
 def build_sweep_handler(rt: Runtime | None = None) -> Handler:
     """The sweeper's scheduled handler: tasks whose job was lost are queued again (services/sweep.py)."""
+    from .services import sweep
+
     rt = rt or runtime()
 
     @rt.logger.inject_lambda_context

@@ -9,17 +9,16 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .adapters.clock import SystemClock
-from .adapters.embedders.recent import RecentVectors
 from .adapters.local.datadir import DataDirInUse
 from .config import Settings
 from .extractors import Extractor
-from .extractors.llm import LLMExtractor
-from .extractors.rules import RuleExtractor
 from .faults import Faults
 from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
 from .repository import Repository
-from .services import jobs, sweep
 from .services.deps import CoreSettings, Deps
+
+# Adapters and services are imported where they are chosen or run, not here: a Lambda function imports
+# only what its settings and events use (each module is part of its cold start: docs/benchmarks.md §9).
 
 log = logging.getLogger("memlane")
 
@@ -67,9 +66,11 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
         check_local_files(settings)
     embedder = embedder or _embedder(settings)
     if settings.embed_cache_size:  # opt-in (shared by the tenants of the process): no wrapper on every call otherwise
+        from .adapters.embedders.recent import RecentVectors
+
         embedder = RecentVectors(embedder, settings.embed_cache_size)
     llm = _llm(settings)
-    extractor: Extractor = LLMExtractor(llm) if llm else RuleExtractor()
+    extractor = _extractor(llm)
     table = table or _table(settings)
     index = _index(settings)
     faults = Faults(settings.faults)
@@ -121,12 +122,12 @@ def _check_schema_once(settings: Settings, deps: Deps) -> None:
 def check_local_files(settings: Settings) -> None:
     """validate in local mode: the files' versions read *before* opening them (opening makes or migrates
     them). In AWS mode an embedded index (tests) is derived scratch data: opening it is enough."""
+    if settings.schema_policy != "validate" or settings.mode != "local":
+        return
     from .adapters.local import index_schema, sqlite_table
     from .adapters.local.database import file_version
     from .domain.schema import SchemaMismatch, diff_version
 
-    if settings.schema_policy != "validate" or settings.mode != "local":
-        return
     found = []
     if settings.table == "sqlite" or _local(settings, settings.table):
         path = settings.data_dir / "table.db"
@@ -149,9 +150,13 @@ class LocalService:
     shutdown_grace: float = 20.0
 
     def _run(self, job: Job) -> None:
+        from .services import jobs
+
         jobs.handle(self.deps, job)
 
     def _dead(self, job: Job, reason: str) -> None:
+        from .services import jobs
+
         jobs.give_up(self.deps, job, reason)
 
     def start_worker(self) -> None:
@@ -161,6 +166,8 @@ class LocalService:
         self.queue.drain(self._run, self._dead, timeout=timeout)
 
     def sweep(self) -> "SweepReport":  # noqa: F821
+        from .services import sweep
+
         return sweep.sweep(self.deps)
 
     def close(self) -> None:
@@ -406,6 +413,16 @@ def _llm(settings: Settings) -> LLM | None:
 
         return BedrockLLM(settings.bedrock_llm_model, region=settings.aws_region, limits=_limits(settings))
     return None
+
+
+def _extractor(llm: LLM | None) -> Extractor:
+    if llm:
+        from .extractors.llm import LLMExtractor
+
+        return LLMExtractor(llm)
+    from .extractors.rules import RuleExtractor
+
+    return RuleExtractor()
 
 
 def _reranker(settings: Settings, count: Count) -> Reranker | None:

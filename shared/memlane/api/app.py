@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import threading
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from .. import __version__
 from ..domain.errors import MemlaneError
@@ -18,11 +20,16 @@ from . import errors
 from ..services.access import AuthMode
 from .access import Gate
 from .audit import record_request
-from .routes import context, dream, ingest, profiles, search, stores, summaries, tasks, threads
 
-FAMILIES = {"stores": stores.routes, "ingest": ingest.routes, "search": search.routes, "tasks": tasks.routes,
-            "dream": dream.routes, "threads": threads.routes, "profiles": profiles.routes, "context": context.routes,
-            "summaries": summaries.routes}
+# The route families, each a module of api/routes with a `routes(deps, gate)`. A Lambda function imports
+# only the families it serves (their services and models are much of its cold start: docs/benchmarks.md §9).
+FAMILIES = ("stores", "ingest", "search", "tasks", "dream", "threads", "profiles", "context", "summaries")
+
+
+def routes_of(family: str) -> Callable[[Deps, Gate], Router]:
+    if family not in FAMILIES:
+        raise ValueError(f"no route family {family!r} (one of {', '.join(FAMILIES)})")
+    return importlib.import_module(f"{__package__}.routes.{family}").routes
 
 
 class RequestScopedResolver(APIGatewayHttpResolver):
@@ -76,7 +83,7 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: Au
     app = RequestScopedResolver(enable_validation=True, json_body_deserializer=parse_body)
     gate = gate or Gate(deps, auth)
     for family in families:
-        app.include_router(FAMILIES[family](deps, gate))
+        app.include_router(routes_of(family)(deps, gate))
     errors.register(app)
 
     @app.get("/openapi.json", include_in_schema=False)

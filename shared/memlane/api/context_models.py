@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ..domain import limits
 from ..policies.context_card import Card
 from ..services import context
-from .models import Strict
+from .models import ApiModel, Strict
 
 SectionName = Literal["agent_profile", "user_profile", "summary", "memories", "plans", "recent"]
 
@@ -25,27 +25,27 @@ class ContextIn(Strict):
     sections: list[SectionName] | None = Field(default=None, max_length=6)  # default: every section
 
 
-class ContextEntryOut(BaseModel):
+class ContextEntryOut(ApiModel):
     id: str  # message id (recent), memory id (memories, plans), or the entry's place in its section
     text: str
     evidence: list[str] = Field(default_factory=list)  # message ids
     group: str | None = None  # the label `text` lists it under (a memory: its date), said once for its group
 
 
-class ContextTokensOut(BaseModel):
+class ContextTokensOut(ApiModel):
     per_section: dict[str, int]
     total: int  # tokens of `text`, never more than the budget
     budget: int
     tokenizer: str
 
 
-class ContextCutOut(BaseModel):
+class ContextCutOut(ApiModel):
     section: str
     dropped: int  # entries left out for the budget
     truncated: int  # entries shortened to the sentences that fit
 
 
-class ContextOut(BaseModel):
+class ContextOut(ApiModel):
     sections: dict[str, list[ContextEntryOut]]
     text: str
     tokens: ContextTokensOut

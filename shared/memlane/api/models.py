@@ -17,7 +17,14 @@ from ..services.memories import Deleted
 from ..services.search import SearchHit
 
 
-class Strict(BaseModel):
+class ApiModel(BaseModel):
+    """A model of the HTTP API. Its validator is built when first used, not when this module is imported: a
+    Lambda function imports all of them and uses those of its own routes (cold start: docs/benchmarks.md §9)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class Strict(ApiModel):
     """A request body: no unknown field. Numbers and booleans are declared strict field by field
     (`top_k: "5"`, `sync: "yes"` are refused, not coerced); times and enums still parse from JSON strings."""
 
@@ -46,7 +53,7 @@ class ScopeIn(Strict):
     run_id: str | list[str] | None = None
 
 
-class ScopeOut(BaseModel):
+class ScopeOut(ApiModel):
     app_id: str
     tenant_id: str
     agent_id: str
@@ -83,7 +90,7 @@ class UpdateStoreIn(Strict):
     summary_keep_recent: int | None = Field(default=None, strict=True, ge=0, le=limits.MAX_SUMMARY_KEEP_RECENT)
 
 
-class StoreOut(BaseModel):
+class StoreOut(ApiModel):
     name: str
     description: str
     extract_instructions: str
@@ -102,7 +109,7 @@ class StoreOut(BaseModel):
         return cls.model_validate(store.model_dump())
 
 
-class StoreList(BaseModel):
+class StoreList(ApiModel):
     stores: list[StoreOut]
     next_cursor: str | None = None
 
@@ -145,7 +152,7 @@ class AddIn(Strict):
         return self
 
 
-class MessageOut(BaseModel):
+class MessageOut(ApiModel):
     message_id: str
     role: str
     content: str
@@ -157,12 +164,12 @@ class MessageOut(BaseModel):
         return cls(message_id=m.message_id, role=m.role, content=m.content, name=m.name, created_at=m.created_at)
 
 
-class MessageList(BaseModel):
+class MessageList(ApiModel):
     messages: list[MessageOut]
     next_cursor: str | None = None
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(ApiModel):
     memory_id: str
     text: str
     memory_type: MemoryType
@@ -190,7 +197,7 @@ class MemoryOut(BaseModel):
                    valid_to=m.valid_to)
 
 
-class RedactedOut(BaseModel):
+class RedactedOut(ApiModel):
     """Records rewritten so that none keeps a copy of deleted content."""
 
     tasks: int
@@ -198,7 +205,7 @@ class RedactedOut(BaseModel):
     profiles: int
 
 
-class MemoryDeletedOut(BaseModel):
+class MemoryDeletedOut(ApiModel):
     """The receipt of a memory delete: the memory and its text are gone; no tombstone keeps the text."""
 
     memory_id: str
@@ -213,7 +220,7 @@ class MemoryDeletedOut(BaseModel):
                    redacted=RedactedOut(**vars(d.redacted)))
 
 
-class MemoryList(BaseModel):
+class MemoryList(ApiModel):
     memories: list[MemoryOut]
     next_cursor: str | None = None
 
@@ -227,7 +234,7 @@ class UpdateMemoryIn(Strict):
     importance: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
 
 
-class OutcomeOut(BaseModel):
+class OutcomeOut(ApiModel):
     action: str
     memory_id: str
     text: str = ""
@@ -239,7 +246,7 @@ class OutcomeOut(BaseModel):
     superseded: bool = False
 
 
-class TaskOut(BaseModel):
+class TaskOut(ApiModel):
     request_id: str
     kind: str = "extract"  # "extract" (an add) or "summarize" (a forced summary refresh)
     status: str
@@ -261,17 +268,17 @@ class TaskOut(BaseModel):
                    attempts=task.attempts)
 
 
-class TaskList(BaseModel):
+class TaskList(ApiModel):
     tasks: list[TaskOut]
     next_cursor: str | None = None
 
 
-class AddAccepted(BaseModel):
+class AddAccepted(ApiModel):
     request_id: str
     status: str
 
 
-class ExplicitWriteOut(BaseModel):
+class ExplicitWriteOut(ApiModel):
     """Memories written as given (infer: false): 201 when this request wrote any, 200 for a replay."""
 
     memories: list[MemoryOut]
@@ -308,7 +315,7 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-class EvidenceOut(BaseModel):
+class EvidenceOut(ApiModel):
     message_id: str
     role: str
     content: str
@@ -316,7 +323,7 @@ class EvidenceOut(BaseModel):
     created_at: datetime
 
 
-class SearchResultOut(BaseModel):
+class SearchResultOut(ApiModel):
     memory_id: str  # the record's id: a memory's, a message's (its message_id), a summary's
     record_type: RecordType = RecordType.MEMORY
     text: str
@@ -352,11 +359,11 @@ class SearchResultOut(BaseModel):
                    superseded_by=m.superseded_by, metadata=m.metadata, evidence=evidence)
 
 
-class SearchOut(BaseModel):
+class SearchOut(ApiModel):
     results: list[SearchResultOut]
 
 
-class ScopeInfoOut(BaseModel):
+class ScopeInfoOut(ApiModel):
     scope: ScopeOut
     access_policy: AccessPolicy
     first_seen: datetime
@@ -369,7 +376,7 @@ class ScopeInfoOut(BaseModel):
                    first_seen=info.first_seen, last_activity=info.last_activity, message_count=info.message_count)
 
 
-class ScopeList(BaseModel):
+class ScopeList(ApiModel):
     scopes: list[ScopeInfoOut]
     next_cursor: str | None = None
 
@@ -379,7 +386,7 @@ class AccessPolicyIn(Strict):
     access_policy: AccessPolicy
 
 
-class AuditList(BaseModel):
+class AuditList(ApiModel):
     requests: list[AuditRecord]  # the domain record is the public shape: nothing in it is internal
     next_cursor: str | None = None
 
@@ -389,7 +396,7 @@ class EraseTenantIn(Strict):
     tenant_id: str = Field(max_length=256)
 
 
-class ErasureOut(BaseModel):
+class ErasureOut(ApiModel):
     erasure_id: str
     app_id: str
     tenant_id: str
@@ -404,7 +411,7 @@ class ErasureOut(BaseModel):
     error: str | None = None
 
 
-class RunDeleted(BaseModel):
+class RunDeleted(ApiModel):
     messages: int
     memories: int
     summaries: int = 0  # the thread's summary (table item and index document)
@@ -414,12 +421,12 @@ class RunDeleted(BaseModel):
 
 
 # -- thread summaries -------------------------------------------------------------------------
-class SummarySentenceOut(BaseModel):
+class SummarySentenceOut(ApiModel):
     text: str
     evidence: list[str]  # the message ids it comes from
 
 
-class SummaryOut(BaseModel):
+class SummaryOut(ApiModel):
     """A thread's rolling summary, with what it covers: the thread's messages up to `covered_until`
     (`covered_messages` of them); the most recent ones are left out on purpose."""
 
@@ -452,7 +459,7 @@ class SummaryOut(BaseModel):
                    version=summary.version)
 
 
-class SummaryRefreshAccepted(BaseModel):
+class SummaryRefreshAccepted(ApiModel):
     """A forced refresh, queued: poll GET /v1/stores/{store}/tasks/{request_id} like an extraction."""
 
     request_id: str
@@ -479,14 +486,14 @@ class DreamIn(Strict):
     sync: bool = Field(default=False, strict=True)
 
 
-class DreamScopeOut(BaseModel):
+class DreamScopeOut(ApiModel):
     app_id: str
     tenant_id: str
     agent_id: str | None = None
     run_id: str | None = None
 
 
-class MemoryDraftOut(BaseModel):
+class MemoryDraftOut(ApiModel):
     text: str
     memory_type: MemoryType
     scope: ScopeOut
@@ -500,7 +507,7 @@ class MemoryDraftOut(BaseModel):
                    evidence_ids=d.evidence, event_time=d.event_time, metadata=d.metadata)
 
 
-class ProfileEntryOut(BaseModel):
+class ProfileEntryOut(ApiModel):
     name: str
     value: str
     confidence: float
@@ -509,12 +516,12 @@ class ProfileEntryOut(BaseModel):
     previous: list[str] = Field(default_factory=list)
 
 
-class ProfileSkillOut(BaseModel):
+class ProfileSkillOut(ApiModel):
     memory_id: str
     title: str
 
 
-class ProfileOut(BaseModel):
+class ProfileOut(ApiModel):
     app_id: str
     tenant_id: str
     agent_id: str | None = None
@@ -541,7 +548,7 @@ class ProfileOut(BaseModel):
                    action_id=p.action_id)
 
 
-class DreamActionOut(BaseModel):
+class DreamActionOut(ApiModel):
     action_id: str
     task_id: str
     kind: DreamActionKind
@@ -572,12 +579,12 @@ class DreamActionOut(BaseModel):
                    updated_at=a.updated_at, decided_at=a.decided_at, error=a.error)
 
 
-class DreamActionList(BaseModel):
+class DreamActionList(ApiModel):
     actions: list[DreamActionOut]
     next_cursor: str | None = None
 
 
-class DreamTaskOut(BaseModel):
+class DreamTaskOut(ApiModel):
     task_id: str
     status: str
     scope: DreamScopeOut
@@ -603,7 +610,7 @@ class DreamTaskOut(BaseModel):
                    created_at=t.created_at, updated_at=t.updated_at, error=t.error, attempts=t.attempts)
 
 
-class DreamTaskList(BaseModel):
+class DreamTaskList(ApiModel):
     tasks: list[DreamTaskOut]
     next_cursor: str | None = None
 
@@ -624,7 +631,7 @@ class ThreadIn(Strict):
     metadata: dict[str, Any] | None = None
 
 
-class ThreadOut(BaseModel):
+class ThreadOut(ApiModel):
     thread_id: str
     scope: ScopeOut  # run_id = thread_id
     access_policy: AccessPolicy
@@ -644,7 +651,7 @@ class ThreadOut(BaseModel):
                    metadata=info.metadata, summary=SummaryStateOut.of(summary) if summary else None)
 
 
-class SummaryStateOut(BaseModel):
+class SummaryStateOut(ApiModel):
     """How far a thread's summary has got (the summary itself: GET .../threads/{id}/summary)."""
 
     covered_until: str | None
@@ -659,7 +666,7 @@ class SummaryStateOut(BaseModel):
                    tokens=summary.tokens, origin=summary.origin, updated_at=summary.updated_at)
 
 
-class ThreadList(BaseModel):
+class ThreadList(ApiModel):
     threads: list[ThreadOut]
     next_cursor: str | None = None
 
@@ -678,7 +685,7 @@ class AgentProfileIn(TenantProfileIn):
     tenant_id: str = Field(max_length=256)
 
 
-class ProfileFactOut(BaseModel):
+class ProfileFactOut(ApiModel):
     name: str
     value: str
     origin: Literal["explicit", "distilled"]
@@ -692,7 +699,7 @@ class ProfileFactOut(BaseModel):
                    since=f.since)
 
 
-class ActorProfileOut(BaseModel):
+class ActorProfileOut(ApiModel):
     """A tenant's or an agent's profile: explicit merged with distilled (explicit wins), `text` rendered.
     The distilled profile's own fields (subject, summary, version, ...) are kept as they were."""
 
@@ -727,13 +734,13 @@ class ActorProfileOut(BaseModel):
                    action_id=d.action_id if d else None)
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(ApiModel):
     code: str
     message: str
     field: str | None = None
 
 
-class ErrorOut(BaseModel):
+class ErrorOut(ApiModel):
     error: ErrorBody
 
 
@@ -748,7 +755,7 @@ class AddBatchIn(Strict):
                                        description="each an add body (AddIn) of POST /v1/stores/{store}/memories")
 
 
-class AddResult(BaseModel):
+class AddResult(ApiModel):
     """What one add of a batch (or one message of the ingestion queue) came to."""
 
     index: int
@@ -762,7 +769,7 @@ class AddResult(BaseModel):
     error: ErrorBody | None = None
 
 
-class AddBatchOut(BaseModel):
+class AddBatchOut(ApiModel):
     results: list[AddResult]  # in the order of `adds`
     accepted: int
     replayed: int

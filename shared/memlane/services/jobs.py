@@ -14,9 +14,12 @@ from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
 from ..domain.scope import Scope
 from ..ports import Job
-from . import dream, erase, extract, summaries
+from . import erase, extract, summaries
 from .deps import Deps
 from .extract import describe
+
+# services.dream (its engines and prompts) is imported where a dream job runs: the functions that only
+# make jobs (an add queues its extraction) do not load it at their cold start (docs/benchmarks.md §9).
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,8 @@ def _run(deps: Deps, job: Job) -> Task | None:
         erase.run_erasure(deps, job.request_id)
         return None
     if job.kind == "dream":
+        from . import dream
+
         dream.run(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id)
         return None
     raise InvalidInput(f"unknown job kind '{job.kind}'", field="kind")
@@ -105,6 +110,8 @@ def give_up(deps: Deps, job: Job, reason: str) -> None:
         elif job.kind == "erase":
             erase.fail_erasure(deps, job.request_id, reason)
         elif job.kind == "dream":
+            from . import dream
+
             dream.fail(dream.for_task(deps, job.store, job.request_id), job.store, job.request_id, reason)
         elif job.kind == "purge_store":
             erase.fail_purge(deps, job.store, reason)
