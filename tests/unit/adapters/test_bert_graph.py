@@ -16,7 +16,7 @@ import pytest
 
 from memlane.adapters.embedders import minilm_onnx
 from memlane.adapters.embedders.bert_onnx import cached_graph
-from memlane.adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder, available
+from memlane.adapters.embedders.minilm_onnx import PROBE_AGREEMENT, MiniLMOnnxEmbedder, available
 from memlane.adapters.embedders.safetensors import SafetensorsError, read_safetensors
 
 needs_model = pytest.mark.skipif(
@@ -148,11 +148,11 @@ def test_fp32_graph_matches_the_numpy_reference(reference: np.ndarray) -> None:
 
 @needs_model
 def test_int8_graph_is_measured_against_the_same_reference(reference: np.ndarray) -> None:
-    # The shipped int8 graph is an approximation of these weights: close, but not 0.999-exact — which is
-    # why `auto` never picks it on a CPU without int8 dot products (and must pass the probe when it does).
+    # The shipped int8 graph is an approximation of these weights: close (0.996-0.9996 measured), but
+    # not 0.999-exact on short texts — so `auto` keeps fp32 even where int8 is fast (the probe refuses it).
     vecs = np.array(MiniLMOnnxEmbedder(threads=1, precision="int8").embed(SENTENCES))
     cosines = (vecs * reference).sum(axis=1)
-    assert 0.95 < cosines.min() < 0.9999, cosines
+    assert 0.99 < cosines.min() < PROBE_AGREEMENT, cosines
 
 
 @needs_model
