@@ -21,6 +21,7 @@ import numpy as np
 
 from .common import machine, table
 
+PRECISIONS = ("int8", "fp32")
 WORDS = ("she moved to a new city last spring and started painting again because her friend said "
          "the lake looks beautiful at sunrise we talked about adoption agencies support groups pottery "
          "classes camping trips running shoes the concert on friday his sister's wedding a job interview "
@@ -49,29 +50,44 @@ def cpu_facts() -> dict[str, Any]:
             "numpy_blas": blas_kernel(), "note": "onnxruntime multiplies with its own MLAS kernels, not numpy's BLAS"}
 
 
-def measure(precision: str, threads: int, batch: int, texts: list[str], cache: Path) -> dict[str, Any]:
+def _models(threads: int, batch: int, cache: Path) -> dict[str, Any]:
     from ..adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
 
-    model = MiniLMOnnxEmbedder(threads=threads, batch_size=batch, precision=precision, cache_dir=cache)  # type: ignore[arg-type]
-    model.embed(texts[:batch])  # load and warm up
-    started = time.perf_counter()
-    model.embed(texts)
-    return {"precision": precision, "threads": threads, "batch": batch,
-            "texts_per_s": len(texts) / (time.perf_counter() - started)}
+    models = {p: MiniLMOnnxEmbedder(threads=threads, batch_size=batch, precision=p, cache_dir=cache)  # type: ignore[arg-type]
+              for p in PRECISIONS}
+    for model in models.values():
+        model.embed(["warm up", "and load the graph"])
+    return models
 
 
-def query_latency(precision: str, threads: int, queries: list[str], cache: Path) -> dict[str, float]:
-    from ..adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
+def measure(threads: int, batch: int, texts: list[str], cache: Path) -> list[dict[str, Any]]:
+    """Both graphs on the same texts, interleaved a batch at a time (each first in turn), so a
+    machine whose load changes during the run loads both alike."""
+    models = _models(threads, batch, cache)
+    spent = dict.fromkeys(PRECISIONS, 0.0)
+    for n, start in enumerate(range(0, len(texts), batch)):
+        chunk = texts[start:start + batch]
+        for p in (PRECISIONS if n % 2 == 0 else PRECISIONS[::-1]):
+            began = time.perf_counter()
+            models[p].embed(chunk)
+            spent[p] += time.perf_counter() - began
+    return [{"precision": p, "threads": threads, "batch": batch, "texts_per_s": len(texts) / spent[p]}
+            for p in PRECISIONS]
 
-    model = MiniLMOnnxEmbedder(threads=threads, precision=precision, cache_dir=cache)  # type: ignore[arg-type]
-    model.embed(queries[:2])
-    times = []
-    for q in queries:
-        started = time.perf_counter()
-        model.embed([q])
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return {"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+
+def query_latency(threads: int, queries: list[str], cache: Path) -> dict[str, dict[str, float]]:
+    models = _models(threads, 1, cache)
+    times: dict[str, list[float]] = {p: [] for p in PRECISIONS}
+    for n, q in enumerate(queries):
+        for p in (PRECISIONS if n % 2 == 0 else PRECISIONS[::-1]):
+            began = time.perf_counter()
+            models[p].embed([q])
+            times[p].append((time.perf_counter() - began) * 1000)
+    out = {}
+    for p, t in times.items():
+        t.sort()
+        out[f"{p}/{threads}"] = {"p50_ms": statistics.median(t), "p95_ms": t[int(0.95 * (len(t) - 1))]}
+    return out
 
 
 def agreement(cache: Path) -> dict[str, float]:
@@ -91,8 +107,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     threads = [int(t) for t in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp)
-        rows = [measure(p, t, b, texts, cache) for t in threads for b in batches for p in ("int8", "fp32")]
-        latency = {f"{p}/{t}": query_latency(p, t, queries, cache) for t in threads for p in ("int8", "fp32")}
+        rows = [row for t in threads for b in batches for row in measure(t, b, texts, cache)]
+        latency = {k: v for t in threads for k, v in query_latency(t, queries, cache).items()}
         agree = agreement(cache)
     from ..adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
     return {"machine": cpu_facts(), "texts": len(texts), "source": str(args.data or "seeded sentences"),
