@@ -8,7 +8,7 @@
     memlane bench calibrate [--data PATH] [--threshold 0.8] [--json OUT] [--wrong]
     memlane bench context --data PATH [--budgets 500,1000,1500,2000] [--json OUT] [--limit-conversations N]
     memlane bench messages [--adds N] [--per-add 2,20] [--embedder minilm|hashing] [--json OUT]
-    memlane bench embed [--data PATH] [--texts 512] [--batches 32,64,128] [--threads 2,1] [--json OUT]
+    memlane bench embed [--data PATH] [--texts 512] [--batches 1,4,8,16,32,64] [--threads 2,1] [--json OUT]
     memlane bench ingest [--data PATH] [--adds 120] [--tenants 8] [--workers 1,2,4] [--json OUT]
     memlane bench report [--doc docs/benchmarks.md] [--results bench/results] [--check]
 

@@ -60,13 +60,16 @@ def _models(threads: int, batch: int, cache: Path) -> dict[str, Any]:
     return models
 
 
+CALL = 128  # texts per embed call: the embedder sorts them by length and runs them `batch` at a time
+
+
 def measure(threads: int, batch: int, texts: list[str], cache: Path) -> list[dict[str, Any]]:
-    """Both graphs on the same texts, interleaved a batch at a time (each first in turn), so a
+    """Both graphs on the same texts, interleaved a call at a time (each first in turn), so a
     machine whose load changes during the run loads both alike."""
     models = _models(threads, batch, cache)
     spent = dict.fromkeys(PRECISIONS, 0.0)
-    for n, start in enumerate(range(0, len(texts), batch)):
-        chunk = texts[start:start + batch]
+    for n, start in enumerate(range(0, len(texts), CALL)):
+        chunk = texts[start:start + CALL]
         for p in (PRECISIONS if n % 2 == 0 else PRECISIONS[::-1]):
             began = time.perf_counter()
             models[p].embed(chunk)
@@ -140,7 +143,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, help="LoCoMo JSON: embed its turns (default: seeded sentences)")
     p.add_argument("--texts", type=int, default=512)
     p.add_argument("--queries", type=int, default=100)
-    p.add_argument("--batches", default="32,64,128")
+    p.add_argument("--batches", default="1,4,8,16,32,64")
     p.add_argument("--threads", default="2,1")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", type=Path)

