@@ -1,12 +1,14 @@
 """Any embedder, its concurrent calls coalesced: callers that arrive while the model is busy share its
 next call.
 
-Why: a local model embeds 64 texts in one call far faster than in 32 calls of two (one graph run, the
-cores kept busy), while an extraction job or an add has only a few texts of its own. The worker's jobs
-(and the server's adds) embed through one instance of this, so the jobs queued together meet in one
-model call — without any job waiting for another to be ready: a caller that finds the model idle runs
-at once (no timer, no added latency when alone), and whoever arrives meanwhile is served by the next
-call, led by the first of them to find the model free (leader/followers, no thread of its own).
+Why: an extraction job or an add has only a few texts of its own. Run job by job from several worker
+threads, a local model runs several graphs at once, each with its own intra-op threads — more threads
+than cores, fighting over them. Through one instance of this (the worker's jobs and the server's adds
+share it), the model runs one call at a time, and the texts of the jobs queued meanwhile go into that
+call together, sorted by length with the others (less padding) and paying the per-call cost once. No job
+waits for another to be ready: a caller that finds the model idle runs at once (no timer, no added
+latency when alone), and whoever arrives meanwhile is served by the next call, led by the first of them
+to find the model free (leader/followers, no thread of its own).
 
 Each caller still gets exactly its own vectors, or its own error: when a shared call fails, every
 caller's texts are embedded again on their own, so a text the model refuses fails only the job that
