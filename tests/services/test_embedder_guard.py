@@ -117,3 +117,31 @@ def test_a_new_store_records_its_model_and_fingerprint(deps):
     assert (record.embedding_model, record.embedding_dim) == (deps.embedder.name, deps.embedder.dim)
     assert record.embedding_fingerprint and len(record.embedding_probe) == 3
     assert deps.repo.get_store("demo").embedding_fingerprint == record.embedding_fingerprint
+
+
+def test_switching_the_local_model_precision_is_detected_and_pinning_it_keeps_the_store(tmp_path, minilm):
+    """int8 and fp32 MiniLM vectors differ (cosine 0.996-0.9996): a store made under one precision is
+    refused by a process running the other — never silently mixed — until pinned back or reindexed."""
+    data = tmp_path / "data"
+
+    def service(precision):
+        return build_local(Settings.from_env(env={}, data_dir=data, reranker="none", embedder="minilm",
+                                             local_embedder_precision=precision))
+
+    first = service("int8")
+    stores.create(first.deps, name="demo")
+    ingest.add(first.deps, "demo", scope=SCOPE, text="I have a kitten called Miso.", sync=True)
+    first.close()
+
+    second = service("fp32")
+    try:
+        error = refused(lambda: search.search(second.deps, "demo", query="pet cat", scope=WHO))
+        assert "all-MiniLM-L6-v2-int8" in error.message and "all-MiniLM-L6-v2-fp32" in error.message
+    finally:
+        second.close()
+
+    pinned = service("int8")  # MEMLANE_LOCAL_EMBEDDER_PRECISION=int8: the store is served as before
+    try:
+        assert search.search(pinned.deps, "demo", query="pet cat", scope=WHO)
+    finally:
+        pinned.close()

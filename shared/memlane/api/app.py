@@ -97,6 +97,7 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: Au
         q = deps.queue.health()
         ok = q.worker_alive is not False
         body = {"status": "ok" if ok else "worker_dead", "version": __version__,
+                "embedder": {"name": deps.embedder.name, "dim": deps.embedder.dim},
                 "worker": {"alive": q.worker_alive, "queue_depth": q.depth,
                            "oldest_pending_seconds": q.oldest_pending_seconds, "dead_letters": q.dead}}
         return Response(status_code=200 if ok else 503, content_type=content_types.APPLICATION_JSON, body=body)

@@ -9,6 +9,8 @@
     memlane bench calibrate [--data PATH] [--threshold 0.8] [--json OUT] [--wrong]
     memlane bench context --data PATH [--budgets 500,1000,1500,2000] [--json OUT] [--limit-conversations N]
     memlane bench messages [--adds N] [--per-add 2,20] [--embedder minilm|hashing] [--json OUT]
+    memlane bench embed [--data PATH] [--texts 512] [--batches 1,4,8,16,32,64] [--threads 2,1] [--json OUT]
+    memlane bench ingest [--data PATH] [--adds 120] [--tenants 8] [--workers 1,2,4] [--json OUT]
     memlane bench report [--doc docs/benchmarks.md] [--results bench/results] [--check]
 
 See docs/benchmarks.md for what each one measures and the latest figures.
@@ -33,6 +35,9 @@ SUITES = {"locomo": "LoCoMo retrieval quality: turn-level evidence recall agains
                        "dream-only vs write-time",
           "context": "context cards on LoCoMo: prompt recall and tokens under a budget vs last turns and search top-k",
           "messages": "add latency: the share of an add spent making its messages searchable at once",
+          "embed": "the local MiniLM model: int8 vs fp32 graph, texts/s by batch and threads, query latency",
+          "ingest": "extraction throughput with the real model vs the model's own, seeded vectors, lag under a "
+                    "sustained add rate",
           "report": "regenerate the figure tables of docs/benchmarks.md from bench/results/*.json"}
 
 

