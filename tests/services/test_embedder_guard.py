@@ -119,28 +119,33 @@ def test_a_new_store_records_its_model_and_fingerprint(deps):
     assert deps.repo.get_store("demo").embedding_fingerprint == record.embedding_fingerprint
 
 
-def test_switching_the_local_model_precision_is_detected_and_pinning_it_keeps_the_store(tmp_path, minilm):
-    """int8 and fp32 MiniLM vectors differ (cosine 0.996-0.9996): a store made under one precision is
-    refused by a process running the other — never silently mixed — until pinned back or reindexed."""
-    data = tmp_path / "data"
+def _local(data, precision="auto"):
+    return build_local(Settings.from_env(env={}, data_dir=data, reranker="none", embedder="minilm",
+                                         local_embedder_precision=precision))
 
-    def service(precision):
-        return build_local(Settings.from_env(env={}, data_dir=data, reranker="none", embedder="minilm",
-                                             local_embedder_precision=precision))
 
-    first = service("int8")
+def _int8_store(data) -> None:
+    """A data dir whose store "demo" was made under the int8 graph (every local store before fp32)."""
+    first = _local(data, "int8")
     stores.create(first.deps, name="demo")
     ingest.add(first.deps, "demo", scope=SCOPE, text="I have a kitten called Miso.", sync=True)
     first.close()
 
-    second = service("fp32")
+
+def test_switching_the_local_model_precision_is_detected_and_pinning_it_keeps_the_store(tmp_path, minilm):
+    """int8 and fp32 MiniLM vectors differ (cosine 0.996-0.9996): a store made under one precision is
+    refused by a process running the other — never silently mixed — until pinned back or reindexed."""
+    data = tmp_path / "data"
+    _int8_store(data)
+
+    second = _local(data, "fp32")
     try:
         error = refused(lambda: search.search(second.deps, "demo", query="pet cat", scope=WHO))
         assert "all-MiniLM-L6-v2-int8" in error.message and "all-MiniLM-L6-v2-fp32" in error.message
     finally:
         second.close()
 
-    pinned = service("int8")  # MEMLANE_LOCAL_EMBEDDER_PRECISION=int8: the store is served as before
+    pinned = _local(data, "int8")  # MEMLANE_LOCAL_EMBEDDER_PRECISION=int8: the store is served as before
     try:
         assert search.search(pinned.deps, "demo", query="pet cat", scope=WHO)
     finally:
@@ -151,24 +156,16 @@ def test_auto_keeps_the_precision_the_stores_were_made_with(tmp_path, minilm):
     """An upgrade whose CPU choice is another graph (auto: fp32 here) serves the stores made before it under
     the graph they were made with, instead of refusing every one of them."""
     data = tmp_path / "data"
+    _int8_store(data)
 
-    def service(precision):
-        return build_local(Settings.from_env(env={}, data_dir=data, reranker="none", embedder="minilm",
-                                             local_embedder_precision=precision))
-
-    first = service("int8")
-    stores.create(first.deps, name="demo")
-    ingest.add(first.deps, "demo", scope=SCOPE, text="I have a kitten called Miso.", sync=True)
-    first.close()
-
-    upgraded = service("auto")
+    upgraded = _local(data)
     try:
         assert search.search(upgraded.deps, "demo", query="pet cat", scope=WHO)
         assert upgraded.deps.embedder.name == "all-MiniLM-L6-v2-int8"
     finally:
         upgraded.close()
 
-    fresh = build_local(Settings.from_env(env={}, data_dir=tmp_path / "new", reranker="none", embedder="minilm"))
+    fresh = _local(tmp_path / "new")
     try:  # no store yet: the CPU's choice
         assert fresh.deps.embedder.name.startswith("all-MiniLM-L6-v2-")
     finally:
