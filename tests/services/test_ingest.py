@@ -51,7 +51,7 @@ def test_request_id_reused_for_another_scope_is_a_conflict(deps, store):
     with pytest.raises(Conflict) as e:
         ingest.add(deps, store, scope={**SCOPE, "run_id": "r2"}, messages=CONVO, request_id="req-1")
     assert e.value.code == "request_id_reused"
-    assert [i["sk"] for i in all_items(deps, tenant_pk(store, "app", "u1")) if "r2" in i["sk"]] == []
+    assert [i["sk"] for i in all_items(deps, tenant_pk(store, "app", "u1")) if "r2" in i["sk"].split("#")] == []
 
 
 def test_request_ids_are_per_tenant(deps, store):
