@@ -381,7 +381,7 @@ def _recorded_precision(repo: Repository) -> Literal["fp32", "int8"] | None:
             return None
 
 
-def _embedder(settings: Settings, repo: Repository) -> Embedder:
+def _embedder(settings: Settings, repo: Repository | None = None) -> Embedder:
     choice = settings.embedder
     if choice == "auto":
         choice = "bedrock" if settings.mode == "aws" else "minilm"
@@ -394,7 +394,7 @@ def _embedder(settings: Settings, repo: Repository) -> Embedder:
             cache = Path(settings.model_cache_dir) if settings.model_cache_dir else settings.data_dir / "models"
             # One model for the process; the calls of concurrent jobs and adds share its runs.
             precision = settings.local_embedder_precision
-            if precision == "auto":
+            if precision == "auto" and repo is not None:  # keep what the stores were made with
                 precision = _recorded_precision(repo) or precision
             return CoalescingEmbedder(MiniLMOnnxEmbedder(precision=precision, cache_dir=cache))
         if settings.embedder == "minilm":
