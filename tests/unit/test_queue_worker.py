@@ -63,6 +63,15 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
     return False
 
 
+def run_until(w: Any, predicate: Callable[[], bool]) -> None:
+    """Start the worker, wait for `predicate`, stop the worker whatever happened."""
+    w.start()
+    try:
+        assert wait_for(predicate)
+    finally:
+        w.stop()
+
+
 class Jobs:
     """What the worker ran (jobs.handle) and gave up (jobs.give_up), with a behaviour per request id."""
 
@@ -92,11 +101,7 @@ def test_each_job_runs_once_and_its_message_is_deleted(sqs: Any, monkeypatch: py
     url = make_queue(sqs, "jobs", dead_after=3)
     sent = [send(sqs, url, n).request_id for n in range(6)]
     w = worker(sqs, url)
-    w.start()
-    try:
-        assert wait_for(lambda: w.counts.done == 6)
-    finally:
-        w.stop()
+    run_until(w, lambda: w.counts.done == 6)
     assert sorted(ran.ran) == sorted(sent)
     assert waiting(sqs, url) == 0
 
@@ -112,11 +117,7 @@ def test_a_failed_job_is_delivered_again_and_finishes(sqs: Any, monkeypatch: pyt
     url = make_queue(sqs, "retry", dead_after=3)
     send(sqs, url, 0)
     w = worker(sqs, url)
-    w.start()
-    try:
-        assert wait_for(lambda: w.counts.done == 1)
-    finally:
-        w.stop()
+    run_until(w, lambda: w.counts.done == 1)
     assert ran.ran == ["r0", "r0"] and ran.given_up == [] and w.counts.retried == 1
     assert waiting(sqs, url) == 0
 
@@ -132,12 +133,8 @@ def test_a_job_failing_every_delivery_fails_its_task_then_goes_to_the_dead_lette
     url = make_queue(sqs, "poison", dead_after=2)
     send(sqs, url, 0)
     w = worker(sqs, url, max_attempts=2)
-    w.start()
-    try:
-        dlq = sqs.get_queue_url(QueueName="poison-dlq")["QueueUrl"]
-        assert wait_for(lambda: waiting(sqs, dlq) == 1)
-    finally:
-        w.stop()
+    dlq = sqs.get_queue_url(QueueName="poison-dlq")["QueueUrl"]
+    run_until(w, lambda: waiting(sqs, dlq) == 1)
     # delivery 1 is the last that works (max 2): its failure gives the task up with its own reason; delivery 2
     # runs nothing; SQS then moves the message on
     assert ran.ran == ["r0"]
@@ -152,11 +149,7 @@ def test_without_a_dead_letter_queue_a_job_given_up_is_deleted(sqs: Any, monkeyp
     send(sqs, url, 0)
     sqs.send_message(QueueUrl=url, MessageBody="{not a job")
     w = worker(sqs, url, max_attempts=1)
-    w.start()
-    try:
-        assert wait_for(lambda: w.counts.given_up == 2)
-    finally:
-        w.stop()
+    run_until(w, lambda: w.counts.given_up == 2)
     assert waiting(sqs, url) == 0  # not delivered forever
     assert [rid for rid, _ in ran.given_up] == ["r0"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import Any
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,6 +58,21 @@ def exact(x: np.ndarray, q: np.ndarray, k: int, rows: np.ndarray | None = None) 
     scores = x[rows] @ q
     return [f"m{rows[i]:05d}" for i in np.argsort(-scores)[:k]]
 
+
+
+def with_graph(idx: Any, x: Any) -> None:
+    """1,000 rows, and a search that builds (and saves) their graph."""
+    load(idx, x[:1000])
+    vector_search(idx, x[0])
+
+
+def grown_past_its_graph(tmp_path: Path, rows: int) -> tuple[Any, Any]:
+    """An index whose graph holds the first 1,000 of `rows` rows; the rest were written after it."""
+    x = vectors(rows)
+    idx = open_index(tmp_path)
+    with_graph(idx, x)
+    load(idx, x[1000:], start=1000)
+    return x, idx
 
 def test_large_tenant_is_searched_through_its_graph_with_high_recall(tmp_path: Path) -> None:
     x = vectors(2000)
@@ -117,11 +133,7 @@ def test_deleted_and_replaced_documents_never_come_back(tmp_path: Path) -> None:
 
 
 def test_rows_written_after_the_graph_are_found(tmp_path: Path) -> None:
-    x = vectors(1200)
-    idx = open_index(tmp_path)
-    load(idx, x[:1000])
-    vector_search(idx, x[0])
-    load(idx, x[1000:], start=1000)
+    x, idx = grown_past_its_graph(tmp_path, 1200)
     assert vector_search(idx, x[1100])[0][0] == "m01100"
 
 
@@ -159,8 +171,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
     directory, another process's copy): its digest is not the recorded one, so it is ignored."""
     x = vectors(1200)
     idx = open_index(tmp_path)
-    load(idx, x[:1000])
-    vector_search(idx, x[0])
+    with_graph(idx, x)
     idx.close()
     (old,) = (tmp_path / "index.db.ann").glob("*.faiss")
     old_bytes = old.read_bytes()
@@ -179,11 +190,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
 
 
 def test_a_crash_leaves_the_graph_behind_the_table_and_reopening_catches_up(tmp_path: Path) -> None:
-    x = vectors(1300)
-    idx = open_index(tmp_path)
-    load(idx, x[:1000])
-    vector_search(idx, x[0])
-    load(idx, x[1000:], start=1000)
+    x, idx = grown_past_its_graph(tmp_path, 1300)
     idx.delete("s", ["m00002"])
     idx._db.close()  # no close(): the graph file stays at 1,000 rows
     again = open_index(tmp_path)
