@@ -10,9 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from typing import Any
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
