@@ -11,7 +11,9 @@ own service) is built with the question as its query, at each budget. Beside it,
 - ``search_top_k``  memlane's search for the question, its results in rank order while they fit.
 
 Per method, budget and question category: *prompt recall* (the share of the question's evidence turns
-the prompt holds — as a recent turn, a summary sentence's citation or a memory's evidence), tokens of the
+the prompt holds — as a recent turn, a summary sentence's citation or a memory's evidence), *answer words*
+(the share of the gold answer's words the prompt's text holds: recall counts a turn whose memory is in
+the card, so a card that cut a memory's answering sentence would still score; this does not), tokens of the
 prompt against the flat full history (every turn, same line format, same tokenizer), and p50/p95 latency
 of building it (wall and CPU time). Tokens are counted with the service's tokenizer (deps.tokenizer), not
 words. ``--recipes`` builds the card with other recipes of services/context.RECIPES on the same state, side by
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -30,7 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..domain import language
 from . import metrics
+from .answers import normalize_answer
 from .common import CachedEmbedder, Progress, machine, minilm, table
 from .locomo import APP, CATEGORY_NAMES, HEADLINE, STORE, Conversation, Memlane, load
 
@@ -64,8 +69,8 @@ def last_turns(lines: Sequence[str], budget: int, tokenizer: Any,
     return kept, total
 
 
-def top_k(hits: Sequence[tuple[str, Iterable[str]]], budget: int, tokenizer: Any) -> tuple[set[str], int]:
-    """The turns covered by the leading hits (text, turns) that fit in `budget` tokens, and the tokens."""
+def top_k(hits: Sequence[tuple[str, Iterable[str]]], budget: int, tokenizer: Any) -> tuple[set[str], int, str]:
+    """The turns covered by the leading hits (text, turns) that fit in `budget` tokens, the tokens, the text."""
     lines = [f"- {text}" for text, _ in hits]
     counts = tokenizer.count_many(lines) if lines else []
     covered: set[str] = set()
@@ -77,7 +82,8 @@ def top_k(hits: Sequence[tuple[str, Iterable[str]]], budget: int, tokenizer: Any
         used += n
         kept.append(line)
         covered.update(turns)
-    return covered, tokenizer.count("\n".join(kept)) if kept else 0
+    text = "\n".join(kept)
+    return covered, tokenizer.count(text) if kept else 0, text
 
 
 def recall(message_ids: Iterable[str], turn_of: Mapping[str, str], evidence: Sequence[str]) -> float:
@@ -85,16 +91,39 @@ def recall(message_ids: Iterable[str], turn_of: Mapping[str, str], evidence: Seq
     return sum(1 for e in set(evidence) if e in held) / len(set(evidence))
 
 
+# Words an answer shares with any text: out. Month names stay ("7 May 2023" needs its "may").
+_NOT_ANSWER = language.STOP_WORDS - set(language.MONTHS)
+_WORDS = re.compile(r"\w+")
+
+
+def answer_words(gold: str | None, category: int) -> frozenset[str]:
+    """The gold answer's words, normalised as LoCoMo's F1 does; an open-domain answer's first alternative."""
+    if not gold:
+        return frozenset()
+    if category == 3:
+        gold = gold.split(";")[0]
+    return frozenset(w for w in normalize_answer(str(gold)).split() if w not in _NOT_ANSWER)
+
+
+def answer_share(words: frozenset[str], text: str) -> float | None:
+    """The share of `words` the text holds (exact words: no stemming, so "bowls" does not match "bowl"
+    — a floor); None when there is nothing to look for."""
+    if not words:
+        return None
+    return len(words & set(_WORDS.findall(text.lower()))) / len(words)
+
+
 class Tally:
     """Per method, budget and category: recall, tokens, ratio to the full history, latencies."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, int, int, str], list[tuple[float, int, float, float, float]]] = defaultdict(list)
+        self.rows: dict[tuple[str, int, int, str],
+                        list[tuple[float, int, float, float, float, float | None]]] = defaultdict(list)
 
     def add(self, method: str, budget: int, category: int, recall_: float, tokens: int, full: int,
-            ms: float, conversation: str = "", cpu_ms: float | None = None) -> None:
+            ms: float, conversation: str = "", cpu_ms: float | None = None, answer: float | None = None) -> None:
         self.rows[(method, budget, category, conversation)].append(
-            (recall_, tokens, full / max(tokens, 1), ms, ms if cpu_ms is None else cpu_ms))
+            (recall_, tokens, full / max(tokens, 1), ms, ms if cpu_ms is None else cpu_ms, answer))
 
     def methods(self) -> list[str]:
         return list(dict.fromkeys(m for m, _, _, _ in self.rows))
@@ -109,7 +138,9 @@ class Tally:
         tokens = sum(r[1] for r in rows) / n
         full = sum(r[1] * r[2] for r in rows) / n  # mean full-history tokens of these questions
         latencies, cpu = [r[3] for r in rows], [r[4] for r in rows]
+        answered = [r[5] for r in rows if r[5] is not None]
         return {"questions": n, "recall": round(sum(r[0] for r in rows) / n, 4),
+                "answer_words": round(sum(answered) / len(answered), 4) if answered else None,
                 "all_hit": round(sum(1 for r in rows if r[0] >= 1.0) / n, 4),
                 "tokens_mean": round(tokens, 1), "ratio_vs_full": round(full / max(tokens, 1e-9), 2),
                 "latency_ms": {"p50": round(metrics.percentile(latencies, 50), 2),
@@ -169,6 +200,7 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
         if progress:
             progress.update(len(conv.turns), f"{conv.sample_id}: questions")
         for q in conv.questions:
+            wanted = answer_words(q.answer, q.category)
             for budget in budgets:
                 for recipe in recipes:
                     t0, c0 = time.perf_counter(), time.process_time()
@@ -176,14 +208,14 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
                                          query=q.text, budget_tokens=budget, recent_messages=recent, recipe=recipe)
                     ms, cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
                     tally.add(card_method(recipe), budget, q.category, recall(card.evidence, ours.turn_of, q.evidence),
-                              card.total, full, ms, conv.sample_id, cpu)
+                              card.total, full, ms, conv.sample_id, cpu, answer_share(wanted, card.text))
 
                 t0 = time.perf_counter()
                 kept, tokens = last_turns(lines, budget, tokenizer, counts)
                 ms = (time.perf_counter() - t0) * 1000
                 held = {conv.turns[i].dia_id for i in kept}
                 tally.add("last_turns", budget, q.category, sum(e in held for e in set(q.evidence)) / len(set(q.evidence)),
-                          tokens, full, ms, conv.sample_id)
+                          tokens, full, ms, conv.sample_id, answer=answer_share(wanted, "\n".join(lines[i] for i in kept)))
 
             t0 = time.perf_counter()
             hits = search(deps, STORE, query=q.text, scope=ours.scope(conv), top_k=SEARCH_K)
@@ -191,11 +223,11 @@ def evaluate(convs: list[Conversation], ours: Memlane, budgets: Sequence[int], r
             pairs = [(h.memory.text, metrics.map_evidence(h.memory.evidence, ours.turn_of)) for h in hits]
             for budget in budgets:
                 t0 = time.perf_counter()
-                covered, tokens = top_k(pairs, budget, tokenizer)
+                covered, tokens, text = top_k(pairs, budget, tokenizer)
                 ms = search_ms + (time.perf_counter() - t0) * 1000
                 tally.add("search_top_k", budget, q.category,
                           sum(e in covered for e in set(q.evidence)) / len(set(q.evidence)), tokens, full, ms,
-                          conv.sample_id)
+                          conv.sample_id, answer=answer_share(wanted, text))
             if progress:
                 progress.update(1, f"{conv.sample_id}: questions")
     return tally, fulls, summaries
@@ -263,9 +295,10 @@ def format_report(report: dict[str, Any]) -> str:
         for method in methods:
             s = report["methods"][method][str(budget)]["all"]
             cpu = s.get("cpu_ms", {})
-            rows.append([budget, method, s["recall"], s["all_hit"], s["tokens_mean"], f"{s['ratio_vs_full']:.1f}x",
-                         s["latency_ms"]["p50"], s["latency_ms"]["p95"], cpu.get("p50", "-"), cpu.get("p95", "-")])
-    out.append(table(["budget", "method", "prompt recall", "all evidence", "tokens", "fewer than full",
+            rows.append([budget, method, s["recall"], s["all_hit"], s.get("answer_words") or "-", s["tokens_mean"],
+                         f"{s['ratio_vs_full']:.1f}x", s["latency_ms"]["p50"], s["latency_ms"]["p95"],
+                         cpu.get("p50", "-"), cpu.get("p95", "-")])
+    out.append(table(["budget", "method", "prompt recall", "all evidence", "answer words", "tokens", "fewer than full",
                       "p50 ms", "p95 ms", "CPU p50 ms", "CPU p95 ms"], rows))
     cats = [c for c in next(iter(report["methods"]["card"].values())) if c != "all"]
     out += ["", "prompt recall by category:"]

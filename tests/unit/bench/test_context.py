@@ -24,9 +24,9 @@ def test_last_turns_keep_the_newest_that_fit_and_never_exceed_the_budget() -> No
 def test_top_k_keeps_the_leading_hits_that_fit() -> None:
     tok = HFTokenizer()
     hits = [("short one.", ("D1:1",)), ("a much longer memory text " * 20, ("D1:2",)), ("another short.", ("D1:3",))]
-    covered, tokens = bench.top_k(hits, 30, tok)
+    covered, tokens, text = bench.top_k(hits, 30, tok)
     # greedy in rank order: the long one does not fit and stops the list (a prompt keeps its ranking)
-    assert covered == {"D1:1"} and 0 < tokens <= 30
+    assert covered == {"D1:1"} and 0 < tokens <= 30 and text == "- short one."
 
 
 def test_prompt_recall_is_the_share_of_evidence_turns_the_card_holds() -> None:
@@ -35,9 +35,23 @@ def test_prompt_recall_is_the_share_of_evidence_turns_the_card_holds() -> None:
     assert bench.recall([], turn_of, ("D1:1",)) == 0.0
 
 
+def test_answer_words_are_the_gold_answers_content_words_the_prompt_holds() -> None:
+    # LoCoMo's normalisation (case, punctuation, articles), stop words out: "her" is in every card
+    words = bench.answer_words("Her mentors, family, and friends", 1)
+    assert words == {"mentors", "family", "friends"}
+    assert bench.answer_share(words, "- Caroline's family and friends are her rocks.") == 2 / 3
+    # an open-domain answer gives alternatives after ';': the first is the answer, as LoCoMo's F1 takes it
+    assert bench.answer_words("National park; she likes the outdoors", 3) == {"national", "park"}
+    # a date answer keeps its numbers; nothing to look for gives no figure, not a free 1.0
+    assert bench.answer_share(bench.answer_words("7 May 2023", 2), "(2023-05-07) ran a race") == 1 / 3
+    assert bench.answer_words(None, 4) == frozenset() and bench.answer_share(frozenset(), "anything") is None
+
+
 def test_the_report_names_budgets_methods_and_the_tokenizer(tmp_path: Path, minilm) -> None:
     data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(SAMPLE))
+    answered = json.loads(json.dumps(SAMPLE))
+    answered[0]["qa"][0]["answer"], answered[0]["qa"][1]["answer"] = "a beagle named Max", "city hospital"
+    data.write_text(json.dumps(answered))
     args = argparse.Namespace(data=data, limit_conversations=None, budgets="20,40", recent=4, json_out=None,
                               data_dir=str(tmp_path / "data"), embed_cache=None)
     report = bench.run(args)
@@ -47,11 +61,12 @@ def test_the_report_names_budgets_methods_and_the_tokenizer(tmp_path: Path, mini
             row = report["methods"][method][budget]["all"]
             assert 0.0 <= row["recall"] <= 1.0 and 0 <= row["tokens_mean"] <= int(budget)
             assert row["ratio_vs_full"] >= 0 and row["latency_ms"]["p95"] >= row["latency_ms"]["p50"] >= 0
+            assert 0.0 <= row["answer_words"] <= 1.0
     # the question about Ann's dog is asked in session 2: search reaches session 1, the last turns do not
     assert report["methods"]["search_top_k"]["40"]["4"]["recall"] == 1.0
     assert report["methods"]["last_turns"]["40"]["4"]["recall"] == 0.0
     assert report["full_history_tokens_mean"] > 40
-    assert "card" in bench.format_report(report)
+    assert "card" in bench.format_report(report) and "answer words" in bench.format_report(report)
 
 
 def test_one_thread_per_conversation_puts_every_session_in_the_same_thread(tmp_path: Path, minilm) -> None:
