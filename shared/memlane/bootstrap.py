@@ -10,7 +10,7 @@ from typing import Callable, Iterator, Literal
 
 from .adapters.clock import SystemClock
 from .adapters.local.datadir import DataDirInUse
-from .config import Settings
+from .config import Misconfigured, Settings
 from .extractors import Extractor
 from .faults import Faults
 from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
@@ -32,11 +32,6 @@ AWS_EXTRA_HINT = "pip install 'memlane[aws]'"
 
 class MissingExtra(RuntimeError):
     """The settings need a package of an optional extra that is not installed."""
-
-
-class Misconfigured(RuntimeError):
-    """The settings cannot run this command (e.g. a separate worker without a shared queue): the message says
-    which settings to change."""
 
 
 @dataclass(frozen=True)

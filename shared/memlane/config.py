@@ -7,7 +7,12 @@ import os
 from pathlib import Path
 from typing import Literal, Mapping
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+
+class Misconfigured(RuntimeError):
+    """The settings cannot run this command (a value that is not valid, a separate worker without a shared
+    queue, ...): the message says which settings to change."""
 
 
 class Settings(BaseModel):
@@ -145,5 +150,18 @@ class Settings(BaseModel):
                 values[name] = env[key]
         if "aws_region" not in values and env.get("AWS_REGION"):
             values["aws_region"] = env["AWS_REGION"]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as invalid:
+            raise Misconfigured("; ".join(_said(e, given) for e in invalid.errors())) from None
+
+
+def _said(error: object, given: Mapping[str, object]) -> str:
+    """One invalid value as its user wrote it: MEMLANE_X='value' from the environment, x=value as an option."""
+    loc, msg, value = error["loc"], error["msg"], error.get("input")  # type: ignore[index, attr-defined]
+    if not loc:  # a rule over several settings: its message names them
+        return msg.removeprefix("Value error, ")
+    name = str(loc[0])
+    return f"{name}={value!r}: {msg}" if name in given else f"MEMLANE_{name.upper()}={value!r}: {msg}"

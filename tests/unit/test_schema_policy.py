@@ -14,7 +14,7 @@ from memlane import cli
 from memlane.adapters.local import index_schema, sqlite_table
 from memlane.adapters.local.sqlite_table import SqliteTable
 from memlane.bootstrap import build, build_local
-from memlane.config import Settings
+from memlane.config import Misconfigured, Settings
 from memlane.domain.errors import DependencyFailed
 from memlane.domain.schema import SchemaMismatch, differences
 
@@ -34,7 +34,7 @@ def test_the_policy_defaults_to_validate_on_aws_and_create_locally() -> None:
     assert Settings.from_env(env={}).schema_policy == "create"
     assert Settings.from_env(env={"MEMLANE_MODE": "aws"}).schema_policy == "validate"
     assert Settings.from_env(env={"MEMLANE_MODE": "aws", "MEMLANE_SCHEMA_POLICY": "create"}).schema_policy == "create"
-    with pytest.raises(ValueError):
+    with pytest.raises(Misconfigured, match="MEMLANE_SCHEMA_POLICY='drop'"):
         Settings.from_env(env={"MEMLANE_SCHEMA_POLICY": "drop"})
 
 

@@ -162,11 +162,11 @@ def _call(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace) -> Any:
     """--local: the in-process transport on the data dir, or the exit code of why there is none."""
-    from ..bootstrap import DataDirInUse, MissingExtra
+    from ..bootstrap import DataDirInUse, Misconfigured, MissingExtra
 
     try:
         return InProcessTransport(args.data_dir)
-    except MissingExtra as missing:
+    except (MissingExtra, Misconfigured) as missing:
         error(args, str(missing))
         return EXIT_MISSING_EXTRA
     except DataDirInUse as busy:  # a server (or another --local) owns the data dir
