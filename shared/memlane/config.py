@@ -109,6 +109,9 @@ class Settings(BaseModel):
     worker_visibility_seconds: int = Field(default=60, ge=2, le=43_200)
     worker_poll_seconds: int = Field(default=10, ge=0, le=20)  # SQS long poll per receive
     worker_report_seconds: float = Field(default=30.0, ge=0)  # a progress line this often (0 = none)
+    # GET /health of a `memlane worker` for a probe (200 ok / 503 unavailable); None: not served
+    worker_health_port: int | None = Field(default=None, ge=0, le=65535)
+    worker_health_host: str = "127.0.0.1"
     # Back-pressure: past this many queued jobs an add answers 429 queue_full with Retry-After (0 = no limit)
     queue_limit: int = Field(default=10_000, ge=0)
     queue_retry_after_seconds: int = Field(default=5, ge=1, le=3600)

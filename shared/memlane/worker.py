@@ -11,11 +11,13 @@ another worker after at most the visibility timeout.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, Callable
 
 from .domain.errors import MemlaneError
@@ -26,6 +28,8 @@ from .services.deps import Deps
 log = logging.getLogger("memlane.worker")
 
 Say = Callable[[str], None]
+BACKOFF_CAP = 30.0  # seconds between receives while the queue keeps failing
+UNHEALTHY_AFTER = 3  # failed receives in a row before /health says the worker cannot work
 
 
 @dataclass
@@ -65,6 +69,7 @@ class QueueWorker:
         self._running: dict[str, Delivery] = {}  # handle -> delivery being worked on
         self._lock = threading.Lock()
         self._consumers: list[threading.Thread] = []
+        self._failing: dict[str, tuple[int, str]] = {}  # consumer -> failed receives in a row, the last error
         self._ticker: threading.Thread | None = None
         self._idle = threading.Condition(self._lock)
 
@@ -137,6 +142,49 @@ class QueueWorker:
         with self._lock:
             return len(self._running)
 
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Whether the worker can work — every consumer alive, the queue answering (not UNHEALTHY_AFTER failed
+        receives in a row) — and what it did, for a load balancer's or an orchestrator's probe."""
+        alive = sum(t.is_alive() for t in self._consumers)
+        failing = [f for f in list(self._failing.values()) if f[0] >= UNHEALTHY_AFTER]
+        reason = (f"{self.threads - alive} of {self.threads} consumer threads ended" if alive < self.threads
+                  else f"the queue failed {failing[0][0]} receives in a row: {failing[0][1]}" if failing else "")
+        c = self.counts
+        return not reason, {
+            "status": "unavailable" if reason else "ok", **({"reason": reason} if reason else {}),
+            "threads": {"configured": self.threads, "alive": alive}, "running": self.running,
+            "done": c.done, "retried": c.retried, "given_up": c.given_up, "handed_back": c.handed_back,
+            "receive_errors": c.receive_errors}
+
+    def serve_health(self, host: str, port: int) -> HTTPServer:
+        """GET /health on host:port (200 or 503 with health()'s document), served by a thread of its own;
+        `shutdown()` the returned server to stop it."""
+        worker = self
+
+        class Probe(BaseHTTPRequestHandler):
+            timeout = 5  # a client that stalls cannot hold the probe
+
+            def do_GET(self) -> None:  # noqa: N802 — the standard library's name
+                if self.path.split("?")[0] != "/health":
+                    return self._send(404, {"error": {"code": "not_found", "message": "only GET /health"}})
+                ok, document = worker.health()
+                self._send(200 if ok else 503, document)
+
+            def _send(self, status: int, document: dict[str, Any]) -> None:
+                body = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:  # probes every few seconds: not worth a log line
+                pass
+
+        server = HTTPServer((host, port), Probe)
+        threading.Thread(target=server.serve_forever, name="memlane-worker-health", daemon=True).start()
+        return server
+
     def progress(self) -> str:
         c = self.counts
         line = (f"{c.done} done, {c.retried} retried, {c.given_up} given up, {c.handed_back} handed back, "
@@ -164,16 +212,20 @@ class QueueWorker:
     # -- one consumer --------------------------------------------------------------------------------
 
     def _consume(self) -> None:
+        me = threading.current_thread().name
         failures = 0
         while not self._stopping.is_set():
             try:
                 received = self.source.receive(1, wait_seconds=self.poll, visibility_seconds=self.visibility)
                 failures = 0
-            except MemlaneError as error:  # the queue is down or throttling: back off, keep trying
-                failures += 1
+                self._failing.pop(me, None)
+            except Exception as error:  # noqa: BLE001 — the queue is down, throttling, or its client broke:
+                failures += 1           # back off and keep trying; a consumer that died would take no job again
+                why = error.message if isinstance(error, MemlaneError) else f"{type(error).__name__}: {error}"
+                self._failing[me] = (failures, why)
                 self.counts.add("receive_errors")
-                log.warning("receive failed (%s); retrying", error.message)
-                self._stopping.wait(min(30.0, 2.0 ** failures))
+                log.warning("receive failed (%s); retrying", why, exc_info=not isinstance(error, MemlaneError))
+                self._stopping.wait(min(BACKOFF_CAP, 2.0 ** failures))
                 continue
             for delivery in received:
                 if self._stopping.is_set():  # received while stopping: back to the queue untouched
@@ -256,4 +308,12 @@ def work(settings: "Settings") -> None:  # noqa: F821
                          say=lambda line: print(line, flush=True))
     print(f"memlane worker on {settings.queue_url} (table {settings.table_name}, embedder {deps.embedder.name})",
           flush=True)
-    worker.run()
+    probe = None
+    if settings.worker_health_port is not None:
+        probe = worker.serve_health(settings.worker_health_host, settings.worker_health_port)
+        print(f"health on http://{settings.worker_health_host}:{probe.server_address[1]}/health", flush=True)
+    try:
+        worker.run()
+    finally:
+        if probe is not None:
+            probe.shutdown()

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 from .conftest import drop_prefix
@@ -126,13 +127,16 @@ def cluster(engines: dict[str, str], tmp_path: Path) -> Iterator[dict[str, Any]]
     ports = [free_port(), free_port()]
     servers = [Process(["serve", "--no-worker", "--port", str(p)], engines, tmp_path / f"server{n}.log")
                for n, p in enumerate(ports)]
-    workers = [Process(["worker", "--threads", "2"], engines, tmp_path / f"worker{n}.log") for n in range(2)]
+    probes = [free_port(), free_port()]
+    workers = [Process(["worker", "--threads", "2", "--health-port", str(p)], engines, tmp_path / f"worker{n}.log")
+               for n, p in enumerate(probes)]
     try:
         for process in servers + workers:
             wait_until(lambda: process.proc.poll() is not None or "memlane worker:" in process.text()
                        or "memlane http://" in process.text(), 90, f"{process.log.name} to start")
             assert process.proc.poll() is None, process.text()
         yield {"urls": [f"http://127.0.0.1:{p}" for p in ports], "servers": servers, "workers": workers,
+               "probes": [f"http://127.0.0.1:{p}/health" for p in probes],
                "data_dir": Path(engines["MEMLANE_DATA_DIR"])}
     finally:
         for process in servers + workers:
@@ -190,6 +194,9 @@ def test_two_servers_and_two_workers_lose_nothing_duplicate_nothing_cross_no_ten
     from memlane.sdk import Memlane
 
     clients = [Memlane(url) for url in cluster["urls"]]
+    for probe in cluster["probes"]:  # what a load balancer or an orchestrator asks each worker
+        answer = httpx.get(probe, timeout=10)
+        assert answer.status_code == 200 and answer.json()["threads"] == {"configured": 2, "alive": 2}
     clients[0].stores.create(STORE)
     crossings: list[str] = []
     accepted: dict[str, dict[int, str]] = {t: {} for t in TENANTS}  # tenant -> add number -> request id

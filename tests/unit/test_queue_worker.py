@@ -253,3 +253,68 @@ def test_a_worker_without_the_aws_extra_names_it(tmp_path: Any) -> None:
                           cwd=tmp_path)
     assert done.returncode == cli.EXIT_MISSING_EXTRA, done.stderr
     assert "pip install 'memlane[aws]'" in done.stderr and "Traceback" not in done.stderr
+
+
+class Flaky:
+    """A job source whose receive raises what `fail` says while it says so (then works as `source`)."""
+
+    def __init__(self, source: SqsJobSource):
+        self.source, self.fail = source, None
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.source, name)
+
+    def receive(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.fail is not None:
+            raise self.fail
+        return self.source.receive(*args, **kwargs)
+
+
+def test_a_consumer_outlives_an_error_the_queue_client_did_not_expect(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = Jobs(monkeypatch)
+    url = make_queue(sqs, "odd", dead_after=3)
+    source = Flaky(SqsJobSource(url, sqs))
+    source.fail = KeyError("Messages")  # a client library's bug, not a MemlaneError
+    w = QueueWorker(deps=None, source=source, threads=2, visibility=30, poll=1, max_attempts=3,  # type: ignore[arg-type]
+                    grace=5.0, report_every=0, say=lambda line: None)
+    w.start()
+    try:
+        assert wait_for(lambda: source.calls >= 2)
+        source.fail = None
+        sent = [send(sqs, url, n).request_id for n in range(3)]
+        assert wait_for(lambda: w.counts.done == 3)  # both consumers survived and took jobs
+    finally:
+        w.stop()
+    assert sorted(ran.ran) == sorted(sent) and w.counts.receive_errors >= 2
+
+
+def test_the_health_endpoint_says_when_the_worker_cannot_reach_its_queue(sqs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from memlane.domain.errors import DependencyFailed
+
+    Jobs(monkeypatch)
+    url = make_queue(sqs, "health", dead_after=3)
+    source = Flaky(SqsJobSource(url, sqs))
+    w = QueueWorker(deps=None, source=source, threads=2, visibility=30, poll=0, max_attempts=3,  # type: ignore[arg-type]
+                    grace=5.0, report_every=0, say=lambda line: None)
+    monkeypatch.setattr("memlane.worker.BACKOFF_CAP", 0.05)  # the test need not wait out a real back-off
+    w.start()
+    health = w.serve_health("127.0.0.1", 0)
+    address = f"http://127.0.0.1:{health.server_address[1]}/health"
+    try:
+        first = httpx.get(address, timeout=5)
+        assert first.status_code == 200 and first.json()["status"] == "ok"
+        assert first.json()["threads"] == {"configured": 2, "alive": 2}
+        source.fail = DependencyFailed("queue unreachable")
+        assert wait_for(lambda: httpx.get(address, timeout=5).status_code == 503)
+        down = httpx.get(address, timeout=5).json()
+        assert down["status"] == "unavailable" and "queue unreachable" in down["reason"]
+        source.fail = None
+        assert wait_for(lambda: httpx.get(address, timeout=5).status_code == 200)
+        assert httpx.get(address.replace("/health", "/other"), timeout=5).status_code == 404
+    finally:
+        health.shutdown()
+        w.stop()

@@ -27,6 +27,9 @@ def register(c: Commands) -> None:
                             "`memlane serve --no-worker` processes", worker, api=False)
     s.add_argument("--threads", type=_threads, default=None, help="jobs at once, 1..64 (MEMLANE_WORKER_THREADS, "
                                                                   "default 2)")
+    s.add_argument("--health-port", type=int, default=None,
+                   help="serve GET /health on this port for a probe (MEMLANE_WORKER_HEALTH_PORT; address "
+                        "MEMLANE_WORKER_HEALTH_HOST, default 127.0.0.1); off by default")
 
     for name, action, text in (("keys", "create", "create an API key (local mode) with its grant"),
                                ("grants", "put", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
@@ -72,7 +75,7 @@ def worker(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    work(Settings.from_env(data_dir=args.data_dir, worker_threads=args.threads))
+    work(Settings.from_env(data_dir=args.data_dir, worker_threads=args.threads, worker_health_port=args.health_port))
     return 0
 
 
