@@ -834,8 +834,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
+    recipe = _pool_recipe(args.similarity_pool)
     ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
-                    backend=args.backend, ingest=mode)
+                    backend=args.backend, ingest=mode, recipe=recipe)
             for mode in _ingests(args.ingest)]
     wanted = set(args.methods.split(",")) if args.methods else None
     methods: list[Method] = [m for m in (*ours, bm25, vector) if wanted is None or m.name in wanted]
@@ -881,6 +882,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "token_counting": {"hf": counter.name, "tok": f"ceil({metrics.TOKENS_PER_WORD} x whitespace words)"},
         "fetch_k": FETCH_K,
+        "recipe": recipe or "shipped",
         "rows": {"baselines index": "Speaker (D Month YYYY): text", "baselines return": "Speaker: text",
                  "memlane returns": "the memory's text (speaker, date and context words in hidden keywords)"},
         **summary,
@@ -908,8 +910,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reply, method memlane-exchange); 'session,exchange' measures both in one run")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (recorded in the JSON)")
+    p.add_argument("--similarity-pool", type=int, default=None,
+                   help="the recipe's vector hits per result asked (similarity_pool_per_result) instead of the shipped one")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
     answers.add_arguments(p)
+
+
+def _pool_recipe(pool: int | None) -> str | None:
+    """The shipped recipe with another similarity_pool_per_result (what a smaller vector k costs),
+    registered for this process only; None: the shipped recipe as it is."""
+    from ..policies.ranking import DEFAULT_RECIPE, RECIPES
+
+    if pool is None:
+        return None
+    base = DEFAULT_RECIPE
+    name = f"{base}-bench-pool{pool}"
+    RECIPES.setdefault(name, replace(RECIPES[base], name=name, similarity_pool_per_result=pool))
+    return name
 
 
 def _ingests(value: str) -> list[str]:
