@@ -155,6 +155,7 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
     for text, vec in zip(questions[:10], qvecs[:10]):  # warm: the first searches page the graph in
         idx.search(STORE, q(text, vec.tolist()))
     bare, embedded, recall = [], [], []
+    foreign = short = 0
     for text, vec in zip(questions, qvecs):
         t0 = time.perf_counter()
         idx.search(STORE, q(text, vec.tolist()))
@@ -162,13 +163,18 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
         t0 = time.perf_counter()
         idx.search(STORE, q(text, model.embed([text])[0]))
         embedded.append((time.perf_counter() - t0) * 1000)
-        found = [h.memory_id for h in idx.search(STORE, q("", vec.tolist())).vector[:10]]
+        hits = idx.search(STORE, q("", vec.tolist())).vector
+        # The filter is inside the k-NN clause: every hit is the tenant's, and k come back when it has k.
+        foreign += sum(1 for h in hits if not h.memory_id.startswith(f"t{tenant:04d}-"))
+        short += len(hits) < min(k, len(ids))
+        found = [h.memory_id for h in hits[:10]]
         scores = vectors @ vec
         top = np.argsort(-scores, kind="stable")[:10]
         recall.append(len(set(found) & {ids[i] for i in top}) / max(1, min(10, len(ids))))
     return {"tenant": f"t{tenant:04d}", "memories": len(vectors), "k": k, "keyword_k": keyword_k,
             "search_ms": summary(bare),
-            "with_embedding_ms": summary(embedded), "recall_at_10": round(float(np.mean(recall)), 4)}
+            "with_embedding_ms": summary(embedded), "recall_at_10": round(float(np.mean(recall)), 4),
+            "foreign_hits": foreign, "short_answers": short}
 
 
 def measure(idx: Any, alias: str, tenants: tuple[int, ...], keep: dict[int, list[np.ndarray]], questions: list[str],
