@@ -834,7 +834,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
-    recipe = _pool_recipe(args.similarity_pool)
+    recipe = _pool_recipe(args.similarity_pool, args.candidates)
     ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
                     backend=args.backend, ingest=mode, recipe=recipe)
             for mode in _ingests(args.ingest)]
@@ -912,20 +912,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (recorded in the JSON)")
     p.add_argument("--similarity-pool", type=int, default=None,
                    help="the recipe's vector hits per result asked (similarity_pool_per_result) instead of the shipped one")
+    p.add_argument("--candidates", type=int, default=None,
+                   help="the recipe's hits per signal into fusion instead of the shipped one")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
     answers.add_arguments(p)
 
 
-def _pool_recipe(pool: int | None) -> str | None:
-    """The shipped recipe with another similarity_pool_per_result (what a smaller vector k costs),
-    registered for this process only; None: the shipped recipe as it is."""
+def _pool_recipe(pool: int | None, candidates: int | None = None) -> str | None:
+    """The shipped recipe with another similarity_pool_per_result and/or candidates per signal (what a
+    smaller vector k costs: k = max(candidates, pool x top_k)), registered for this process only;
+    None: the shipped recipe as it is."""
     from ..policies.ranking import DEFAULT_RECIPE, RECIPES
 
-    if pool is None:
+    if pool is None and candidates is None:
         return None
-    base = DEFAULT_RECIPE
-    name = f"{base}-bench-pool{pool}"
-    RECIPES.setdefault(name, replace(RECIPES[base], name=name, similarity_pool_per_result=pool))
+    base = RECIPES[DEFAULT_RECIPE]
+    pool = base.similarity_pool_per_result if pool is None else pool
+    candidates = base.candidates if candidates is None else candidates
+    name = f"{base.name}-bench-pool{pool}-candidates{candidates}"
+    RECIPES.setdefault(name, replace(base, name=name, similarity_pool_per_result=pool, candidates=candidates))
     return name
 
 
