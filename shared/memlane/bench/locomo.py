@@ -373,7 +373,7 @@ class Memlane:
 
         env = {k: v for k, v in os.environ.items()
                if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "MEMLANE_OPENSEARCH_INDEX_PREFIX",
-                      "AWS_REGION")} \
+                      "MEMLANE_OPENSEARCH_KNN_ENGINE", "AWS_REGION")} \
             if backend == "opensearch" else {}
         settings = Settings.from_env(env=env, data_dir=data_dir, index=backend, table="sqlite")
         if ingest not in INGESTS:
