@@ -337,7 +337,8 @@ def _index(settings: Settings) -> Index:
         tenant_clients = TokenClients(settings.opensearch_url, settings.opensearch_tenant_key)
     return OpenSearchIndex.from_url(settings.opensearch_url, region=settings.aws_region, sigv4=sigv4,
                                     index_prefix=settings.opensearch_index_prefix, tenant_clients=tenant_clients,
-                                    shards=settings.opensearch_shards, replicas=settings.opensearch_replicas)
+                                    shards=settings.opensearch_shards, replicas=settings.opensearch_replicas,
+                                    knn_engine=settings.opensearch_knn_engine)
 
 
 def _sync_deadline(settings: Settings) -> float:

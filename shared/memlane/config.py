@@ -62,6 +62,11 @@ class Settings(BaseModel):
     # theirs: `memlane schema recreate` rebuilds them to a changed layout.
     opensearch_shards: int | None = Field(default=None, ge=1, le=1024)
     opensearch_replicas: int | None = Field(default=None, ge=0, le=16)
+    # A new store index's k-NN engine. lucene (pure Java) runs on every install; faiss needs the k-NN
+    # plugin's native libraries (the distribution tarball and Amazon OpenSearch Service have them, the
+    # Maven Central zip of scripts/engines.sh does not: there a faiss index's first write kills the
+    # node). Existing indices keep theirs: `memlane schema recreate` rebuilds them (docs/deploy.md).
+    opensearch_knn_engine: Literal["lucene", "faiss"] = "lucene"
     aws_region: str = "us-east-1"
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
     # Claude Haiku 4.5 through the global cross-Region profile: Anthropic models since 4.5 are invoked

@@ -41,6 +41,24 @@ def test_another_analyzer_and_knn_space_are_named(os_index: OpenSearchIndex) -> 
     assert os_index.create_missing() == []  # create never touches what differs
 
 
+def test_a_store_index_of_another_knn_engine_is_named(os_index: OpenSearchIndex, opensearch_url: str) -> None:
+    """MEMLANE_OPENSEARCH_KNN_ENGINE changed after stores were made: their lucene indices are named, not
+    silently searched as if they were the engine configured (nothing is written to a faiss index here:
+    this node has no faiss libraries, docs/engines.md)."""
+    from memlane.bootstrap import _index
+    from memlane.config import Settings
+
+    os_index.ensure_store("s1", DIM)  # lucene, as shipped
+    faiss = _index(Settings.from_env(env={"MEMLANE_OPENSEARCH_URL": opensearch_url, "MEMLANE_INDEX": "opensearch",
+                                          "MEMLANE_OPENSEARCH_INDEX_PREFIX": os_index.prefix,
+                                          "MEMLANE_OPENSEARCH_KNN_ENGINE": "faiss", "MEMLANE_OPENSEARCH_SIGV4": "false"}))
+    try:
+        assert [str(d) for d in differences(faiss.describe())] == [
+            f"index {index_name(os_index.prefix, 's1')}: field embedding: method.engine faiss expected, lucene found"]
+    finally:
+        faiss.close()
+
+
 def test_an_index_of_the_english_analyzer_layout_is_named(os_index: OpenSearchIndex) -> None:
     """Before backend parity, text and keywords were searched themselves with the `english` analyzer; now
     one `content` field is, scored like the embedded index. `schema validate` must name such an index

@@ -128,3 +128,14 @@ def test_the_index_is_asked_for_fusions_keyword_share_only(deps, store, monkeypa
     plan = RECIPES[deps.settings.default_recipe]
     assert asked[0].keyword_k == plan.candidates
     assert asked[0].k == plan.similarity_pool_per_result * 50
+
+
+def test_the_vector_half_asks_no_more_hits_than_fusion_takes_at_top_k_10(deps, store, monkeypatch):
+    """The k-NN half is the cost of an OpenSearch search and grows with k (docs/benchmarks.md, "OpenSearch at
+    10⁵ and 10⁶"): at the default top_k it asks what fusion uses (the recipe's candidates), no more —
+    k 200 bought cosines for hits ranked past fusion and did not move LoCoMo R@10 on either backend."""
+    asked = []
+    real = deps.index.search
+    monkeypatch.setattr(deps.index, "search", lambda store_, q: asked.append((q.k, q.keyword_k)) or real(store_, q))
+    search.search(deps, store, query="Ann's dog", scope=BASE, top_k=10)
+    assert asked == [(100, 100)]

@@ -373,7 +373,7 @@ class Memlane:
 
         env = {k: v for k, v in os.environ.items()
                if k in ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_SIGV4", "MEMLANE_OPENSEARCH_INDEX_PREFIX",
-                      "AWS_REGION")} \
+                      "MEMLANE_OPENSEARCH_KNN_ENGINE", "AWS_REGION")} \
             if backend == "opensearch" else {}
         settings = Settings.from_env(env=env, data_dir=data_dir, index=backend, table="sqlite")
         if ingest not in INGESTS:
@@ -834,8 +834,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
+    recipe = _pool_recipe(args.similarity_pool, args.candidates)
     ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
-                    backend=args.backend, ingest=mode)
+                    backend=args.backend, ingest=mode, recipe=recipe)
             for mode in _ingests(args.ingest)]
     wanted = set(args.methods.split(",")) if args.methods else None
     methods: list[Method] = [m for m in (*ours, bm25, vector) if wanted is None or m.name in wanted]
@@ -881,6 +882,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "token_counting": {"hf": counter.name, "tok": f"ceil({metrics.TOKENS_PER_WORD} x whitespace words)"},
         "fetch_k": FETCH_K,
+        "recipe": recipe or "shipped",
         "rows": {"baselines index": "Speaker (D Month YYYY): text", "baselines return": "Speaker: text",
                  "memlane returns": "the memory's text (speaker, date and context words in hidden keywords)"},
         **summary,
@@ -908,8 +910,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reply, method memlane-exchange); 'session,exchange' measures both in one run")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (recorded in the JSON)")
+    p.add_argument("--similarity-pool", type=int, default=None,
+                   help="the recipe's vector hits per result asked (similarity_pool_per_result) instead of the shipped one")
+    p.add_argument("--candidates", type=int, default=None,
+                   help="the recipe's hits per signal into fusion instead of the shipped one")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
     answers.add_arguments(p)
+
+
+def _pool_recipe(pool: int | None, candidates: int | None = None) -> str | None:
+    """The shipped recipe with another similarity_pool_per_result and/or candidates per signal (what a
+    smaller vector k costs: k = max(candidates, pool x top_k)), registered for this process only;
+    None: the shipped recipe as it is."""
+    from ..policies.ranking import DEFAULT_RECIPE, RECIPES
+
+    if pool is None and candidates is None:
+        return None
+    base = RECIPES[DEFAULT_RECIPE]
+    pool = base.similarity_pool_per_result if pool is None else pool
+    candidates = base.candidates if candidates is None else candidates
+    name = f"{base.name}-bench-pool{pool}-candidates{candidates}"
+    RECIPES.setdefault(name, replace(base, name=name, similarity_pool_per_result=pool, candidates=candidates))
+    return name
 
 
 def _ingests(value: str) -> list[str]:

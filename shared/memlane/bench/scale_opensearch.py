@@ -11,8 +11,12 @@ What is real and what is synthetic:
   vectors for the rest — 10⁶ texts through the model would take hours on this machine.
 - Queries: LoCoMo questions (real text, real model vectors), searched in a small, the median and
   the largest tenant. Latency is the `Index.search` call the service makes for top_k 10 (BM25 and
-  filtered k-NN in one `_msearch`, k 200 and 100 as services/search.py asks), without the query
-  embedding, and with it (the model embedding the question in the same loop).
+  filtered k-NN in one `_msearch`: vector k = max(candidates, similarity_pool_per_result × top_k) and
+  keyword k = candidates, as services/search.py asks with the shipped recipe), without the query
+  embedding, and with it (the model embedding the question in the same loop). `--vector-k` measures
+  other vector k's beside it (keyword k = min(k, candidates)): what a smaller pool would gain.
+- `--force-merge`: after a size is measured, its index is merged to one segment (timed) and measured
+  again — a search walks one HNSW graph per segment.
 - Recall@10 of the k-NN half: its top 10 against the exact top 10 of the tenant (numpy matmul over
   the tenant's vectors, float32; BLAS kernel named in the report).
 - The load: `OpenSearchIndex.bulk_load` (create-only, routed by tenant, refresh paused, bounded
@@ -129,20 +133,29 @@ def node_figures(client: Any, index: str) -> dict[str, Any]:
             "process_rss_mb": rss}
 
 
+def shipped_k(top_k: int = 10) -> tuple[int, int]:
+    """The vector and keyword k the service asks for top_k with the shipped recipe (services/search.py)."""
+    from ..policies.ranking import DEFAULT_RECIPE, RECIPES
+
+    plan = RECIPES[DEFAULT_RECIPE]
+    return max(plan.candidates, plan.similarity_pool_per_result * top_k), plan.candidates
+
+
 def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[str], qvecs: np.ndarray,
-                   model: Any) -> dict[str, Any]:
+                   model: Any, k: int, keyword_k: int) -> dict[str, Any]:
     from ..domain.scope import ScopeFilter
     from ..ports import IndexQuery
 
     scope = ScopeFilter(app_id=APP, tenant_id=f"t{tenant:04d}")
     ids = [f"t{tenant:04d}-{j:07d}" for j in range(len(vectors))]
 
-    def q(text: str, vec: Any, k: int = 200, keyword_k: int = 100) -> Any:
+    def q(text: str, vec: Any) -> Any:
         return IndexQuery(scope=scope, text=text, vector=vec, k=k, keyword_k=keyword_k)
 
     for text, vec in zip(questions[:10], qvecs[:10]):  # warm: the first searches page the graph in
         idx.search(STORE, q(text, vec.tolist()))
     bare, embedded, recall = [], [], []
+    foreign = short = 0
     for text, vec in zip(questions, qvecs):
         t0 = time.perf_counter()
         idx.search(STORE, q(text, vec.tolist()))
@@ -150,12 +163,27 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
         t0 = time.perf_counter()
         idx.search(STORE, q(text, model.embed([text])[0]))
         embedded.append((time.perf_counter() - t0) * 1000)
-        found = [h.memory_id for h in idx.search(STORE, q("", vec.tolist())).vector[:10]]
+        hits = idx.search(STORE, q("", vec.tolist())).vector
+        # The filter is inside the k-NN clause: every hit is the tenant's, and k come back when it has k.
+        foreign += sum(1 for h in hits if not h.memory_id.startswith(f"t{tenant:04d}-"))
+        short += len(hits) < min(k, len(ids))
+        found = [h.memory_id for h in hits[:10]]
         scores = vectors @ vec
         top = np.argsort(-scores, kind="stable")[:10]
         recall.append(len(set(found) & {ids[i] for i in top}) / max(1, min(10, len(ids))))
-    return {"tenant": f"t{tenant:04d}", "memories": len(vectors), "search_ms": summary(bare),
-            "with_embedding_ms": summary(embedded), "recall_at_10": round(float(np.mean(recall)), 4)}
+    return {"tenant": f"t{tenant:04d}", "memories": len(vectors), "k": k, "keyword_k": keyword_k,
+            "search_ms": summary(bare),
+            "with_embedding_ms": summary(embedded), "recall_at_10": round(float(np.mean(recall)), 4),
+            "foreign_hits": foreign, "short_answers": short}
+
+
+def measure(idx: Any, alias: str, tenants: tuple[int, ...], keep: dict[int, list[np.ndarray]], questions: list[str],
+            qvecs: np.ndarray, model: Any, ks: list[tuple[int, int]]) -> dict[str, Any]:
+    """The node's figures, then each tenant searched at each (vector k, keyword k), the shipped one first."""
+    figures = node_figures(idx.client, alias)
+    rows = [measure_tenant(idx, t, np.vstack(keep[t]), questions, qvecs, model, k, kk)
+            for k, kk in ks for t in tenants]
+    return {**figures, "tenants_measured": rows, "loadavg_1m": round(os.getloadavg()[0], 2)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -179,11 +207,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     qvecs = np.asarray(model.embed(questions), dtype=np.float32)
     data = Data(turns, turn_vectors)
 
-    idx = OpenSearchIndex.from_url(args.url, index_prefix=args.prefix, knn_engine="lucene",
+    idx = OpenSearchIndex.from_url(args.url, index_prefix=args.prefix, knn_engine=args.engine,
                                    shards=args.shards, replicas=0)
     alias = f"{args.prefix}-{STORE}"
     final = zipf_sizes(args.final or totals[-1])
     small, median, largest = TENANTS - 1, TENANTS // 2, 0
+    tenants = (small, median, largest)
+    shipped, candidates = shipped_k()
+    ks = [(shipped, candidates)] + [(k, min(k, candidates)) for k in args.vector_k if k != shipped]
     keep: dict[int, list[np.ndarray]] = {t: [] for t in (small, median, largest)}
     loaded = np.zeros(TENANTS, dtype=np.int64)
     if args.resume:  # the index holds the first `resume` memories, loaded by an earlier run with --keep
@@ -194,10 +225,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         idx.drop_store(STORE)
     idx.ensure_store(STORE, DIM)
     report: dict[str, Any] = {"url_node": args.url.split("@")[-1], "shards": args.shards, "replicas": 0,
-                              "engine": "lucene hnsw m 16 ef_construction 128 (memory-index.json)",
+                              "engine": f"{args.engine} hnsw m 16 ef_construction 128 (memory-index.json)",
                               "in_flight": args.in_flight, "batch_docs": args.batch,
                               "turns": len(turns), "turn_embed_s": round(embed_s, 1),
                               "model": model.name, "queries": args.queries, "blas": blas_kernel(),
+                              "shipped_k": shipped, "keyword_k": candidates,
                               "tenants": TENANTS, "points": []}
     for total in totals:
         target = np.maximum(loaded, _shares(final, total, args.final or totals[-1]))
@@ -206,13 +238,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           batch_docs=args.batch)
         load_s = time.perf_counter() - t0
         loaded = target
-        figures = node_figures(idx.client, alias)
-        rows = [measure_tenant(idx, t, np.vstack(keep[t]), questions, qvecs, model)
-                for t in (small, median, largest)]
-        report["points"].append({"memories": int(loaded.sum()), "loaded_now": n, "load_s": round(load_s, 1),
-                                 "docs_per_s": round(n / load_s, 1), **figures, "tenants_measured": rows,
-                                 "loadavg_1m": round(os.getloadavg()[0], 2)})
-        print(json.dumps(report["points"][-1]), flush=True)
+        point: dict[str, Any] = {"memories": int(loaded.sum()), "loaded_now": n, "load_s": round(load_s, 1),
+                                 "docs_per_s": round(n / load_s, 1) if n else None,
+                                 "loadavg_1m_start": round(os.getloadavg()[0], 2)}
+        point.update(measure(idx, alias, tenants, keep, questions, qvecs, model, ks))
+        if args.force_merge:
+            t0 = time.perf_counter()
+            idx.client.indices.forcemerge(index=alias, max_num_segments=1, request_timeout=4 * 3600)
+            point["force_merge_s"] = round(time.perf_counter() - t0, 1)
+            point["merged"] = measure(idx, alias, tenants, keep, questions, qvecs, model, ks)
+        report["points"].append(point)
+        print(json.dumps(point), flush=True)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
     if not args.keep:
         idx.drop_store(STORE)
@@ -221,16 +257,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def format_report(r: dict[str, Any]) -> str:
+    states = [(p, "loaded", p) for p in r["points"]] + [(p, "merged", p["merged"]) for p in r["points"] if "merged" in p]
     out = [f"OpenSearch {r['shards']} shard, 0 replicas, {r['engine']}; {r['tenants']} tenants (Zipf); "
            f"{r['queries']} LoCoMo questions per tenant; model {r['model']}; exact recall: numpy, {r['blas']}",
-           table(["memories", "load s", "docs/s", "disk MB", "heap MB", "RSS MB", "segments"],
-                 [[f"{p['memories']:,}", p["load_s"], p["docs_per_s"], p["disk_mb"],
-                   f"{p['heap_used_mb']}/{p['heap_max_mb']}", p["process_rss_mb"], p["segments"]]
-                  for p in r["points"]]),
-           table(["memories", "tenant", "its memories", "p50 ms", "p95 ms", "+embed p50", "+embed p95", "recall@10"],
-                 [[f"{p['memories']:,}", x["tenant"], f"{x['memories']:,}", x["search_ms"]["p50"],
-                   x["search_ms"]["p95"], x["with_embedding_ms"]["p50"], x["with_embedding_ms"]["p95"],
-                   x["recall_at_10"]] for p in r["points"] for x in p["tenants_measured"]])]
+           table(["memories", "load s", "docs/s", "force merge s"],
+                 [[f"{p['memories']:,}", p["load_s"], p["docs_per_s"], p.get("force_merge_s", "-")] for p in r["points"]]),
+           table(["memories", "index", "disk MB", "heap MB", "RSS MB", "segments"],
+                 [[f"{p['memories']:,}", state, m["disk_mb"], f"{m['heap_used_mb']}/{m['heap_max_mb']}",
+                   m["process_rss_mb"], m["segments"]] for p, state, m in states]),
+           table(["memories", "index", "tenant", "its memories", "k", "p50 ms", "p95 ms", "+embed p50", "+embed p95",
+                  "recall@10"],
+                 [[f"{p['memories']:,}", state, x["tenant"], f"{x['memories']:,}", f"{x['k']}/{x['keyword_k']}",
+                   x["search_ms"]["p50"], x["search_ms"]["p95"], x["with_embedding_ms"]["p50"],
+                   x["with_embedding_ms"]["p95"], x["recall_at_10"]]
+                  for p, state, m in states for x in m["tenants_measured"]])]
     return "\n".join(out)
 
 
@@ -248,6 +288,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--locomo", default="/work/shared/data/locomo-dev.json")
     p.add_argument("--turn-cache", help="a .npy file keeping the turns' vectors between runs")
     p.add_argument("--json", dest="json_out", type=Path)
+    p.add_argument("--engine", choices=["lucene", "faiss"], default="lucene",
+                   help="the k-NN engine of the index (faiss needs the k-NN plugin's native libraries)")
+    p.add_argument("--vector-k", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                   help="vector k's measured beside the shipped one, e.g. 100,50")
+    p.add_argument("--force-merge", action="store_true", help="merge to one segment after each size, measure again")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -22,8 +22,11 @@ class SearchRecipe:
     rrf_k: int = 10
     candidates: int = 100  # per signal, into fusion
     # Vector hits fetched per result asked for, for their cosines: a result the vector list misses has
-    # its similarity measured by embedding its text again (~5-10 ms on 2 cores); a longer list is cheaper.
-    similarity_pool_per_result: int = 20
+    # its similarity measured by embedding its text again (~5-10 ms on 2 cores). The vector k is
+    # max(candidates, this × top_k): 10 makes it what fusion takes at the default top_k (100 for 10).
+    # 20 (k 200) cost OpenSearch's k-NN half ~1.2-1.9× the time at 10⁵ memories and left LoCoMo R@10
+    # unchanged on both backends (docs/benchmarks.md, "OpenSearch at 10⁵: engine, vector k, segments").
+    similarity_pool_per_result: int = 10
     rerank: bool = True
     rerank_depth: int = 30  # how many fused candidates the reranker sees
     rerank_weight: float = 0.5  # blend of reranker score vs fused score, both min-max normalised

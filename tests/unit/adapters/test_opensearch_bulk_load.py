@@ -188,3 +188,29 @@ def test_the_store_index_layout_comes_from_the_settings():
         assert (idx.shards, idx.replicas) == (1, 0)
     finally:
         idx.close()
+
+
+def test_the_knn_engine_comes_from_the_settings():
+    """MEMLANE_OPENSEARCH_KNN_ENGINE reaches the adapter and the mapping it creates and checks stores against
+    (scripts/engines.sh writes it for the install it started: lucene where faiss's native library is missing)."""
+    from memlane.bootstrap import _index
+    from memlane.config import Settings
+
+    settings = Settings.from_env(env={"MEMLANE_OPENSEARCH_URL": "http://127.0.0.1:9", "MEMLANE_INDEX": "opensearch",
+                                      "MEMLANE_OPENSEARCH_KNN_ENGINE": "faiss", "MEMLANE_OPENSEARCH_SIGV4": "false"})
+    idx = _index(settings)
+    real, idx.client = idx.client, FakeClient()  # type: ignore[assignment]
+    try:
+        described = idx.describe()  # what `memlane schema validate` holds every store index to
+        assert described.expected.mappings["properties"]["embedding"]["method"]["engine"] == "faiss"
+    finally:
+        real.close()
+
+
+def test_an_unknown_knn_engine_is_refused_at_start_up():
+    from pydantic import ValidationError
+
+    from memlane.config import Settings
+
+    with pytest.raises(ValidationError, match="opensearch_knn_engine"):
+        Settings.from_env(env={"MEMLANE_OPENSEARCH_KNN_ENGINE": "nmslib"})

@@ -27,3 +27,23 @@ def test_a_memory_is_the_same_whenever_it_is_made_and_its_vector_has_unit_length
     assert (text, vec.tolist()) == (b.memory(7, 123)[0], b.memory(7, 123)[1].tolist())
     assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-5 and text.startswith("turn ")
     assert a.memory(7, 124)[0] != text or not np.allclose(a.memory(7, 124)[1], vec)
+
+
+def test_the_report_shows_each_vector_k_before_and_after_the_merge():
+    from memlane.bench.scale_opensearch import format_report
+
+    def measured(segments: int, p95: float) -> dict:
+        row = {"tenant": "t0000", "memories": 13861, "search_ms": {"p50": 1.0, "p95": p95},
+               "with_embedding_ms": {"p50": 2.0, "p95": 3.0}, "recall_at_10": 1.0, "foreign_hits": 0}
+        return {"disk_mb": 650.0, "heap_used_mb": 1000, "heap_max_mb": 3072, "process_rss_mb": 3400,
+                "segments": segments, "tenants_measured": [{**row, "k": 200, "keyword_k": 100},
+                                                           {**row, "k": 50, "keyword_k": 50}]}
+
+    report = {"shards": 1, "engine": "lucene", "tenants": 1000, "queries": 5, "model": "m", "blas": "b",
+              "points": [{"memories": 100000, "load_s": 10.0, "docs_per_s": 10000.0, "force_merge_s": 5.0,
+                          **measured(7, 300.0), "merged": measured(1, 100.0)}]}
+    lines = format_report(report).splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if "t0000" in line]
+    assert [(r[1], r[4], r[6]) for r in rows] == [("loaded", "200/100", "300"), ("loaded", "50/50", "300"),
+                                                 ("merged", "200/100", "100"), ("merged", "50/50", "100")]
+    assert any("| 7 " in line for line in lines) and any("| 1 " in line for line in lines)  # segments each state
