@@ -408,14 +408,19 @@ def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarr
 
 
 def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Progress,
-               tenants: int = 1, kind: str = "clustered") -> list[dict[str, Any]]:
+               tenants: int = 1, kind: str = "clustered", hybrid_queries: int | None = None) -> list[dict[str, Any]]:
     """The embedded index's vector search with its ANN graph beside the exact scan, on the same
     file (a second connection with `ann=False`), per tenant size: latency of the index call (no
     query embedding), recall@10 of the graph against the exact answer, the graph's build time and
     file size, and a bare numpy scan of the same matrix. `tenants` > 1 fills the store with that
     many tenants of each size and searches the first (sizes are per tenant). Vectors are
     `clustered` (2,000 topics) or i.i.d. `random`; queries are stored vectors of the searched
-    tenant plus noise, as real queries land near what was said."""
+    tenant plus noise, as real queries land near what was said. The hybrid half (FTS5 over a word
+    every document holds: seconds a query at 10⁶) runs on the first `hybrid_queries` only.
+
+    A size loaded from empty is timed by the build the index does anyway; a grown one (caught up,
+    not rebuilt) by a fresh build of the same matrix beside it — never both: at 10⁶ one build is
+    tens of minutes on this machine."""
     from ..adapters.local.embedded_index import EmbeddedIndex
     from ..adapters.local.index_ann import Graph
     from ..domain.models import Memory
@@ -435,6 +440,7 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
     matrix = np.empty((0, DIM), dtype=np.float32)
     try:
         for size in sizes:
+            from_empty = loaded == 0
             for t in range(tenants):
                 tenant = f"t{t:04d}"
                 if kind == "clustered":
@@ -452,13 +458,15 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
                     progress.update(min(2000, len(x) - i), f"ann: load {tenant} to {size:,}")
             loaded = size
             progress.update(0, f"ann: graphs at {size:,}")
+            t0 = time.perf_counter()
             graphs.build_graphs(STORE)  # a new tenant's from scratch, a grown one's caught up
+            graphs_s = time.perf_counter() - t0
             qs = matrix[rng.integers(0, len(matrix), queries)] + rng.standard_normal((queries, DIM), dtype=np.float32) * 0.05
             qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
-            def timed(idx: EmbeddedIndex, text: str) -> tuple[list[float], list[list[str]]]:
+            def timed(idx: EmbeddedIndex, text: str, n: int = queries) -> tuple[list[float], list[list[str]]]:
                 lat, found = [], []
-                for q in qs:
+                for q in qs[:n]:
                     query = IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id="t0000"), text=text,
                                        vector=q.tolist(), k=10)
                     t1 = time.perf_counter()
@@ -471,20 +479,25 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
             timed(exact, "")  # warm: the exact side reads the tenant's matrix once
             exact_lat, truth = timed(exact, "")
             ann_lat, found = timed(graphs, "")
-            hybrid_exact, _ = timed(exact, "ann memory")
-            hybrid_ann, _ = timed(graphs, "ann memory")
+            n_hybrid = min(hybrid_queries or queries, queries)
+            hybrid_exact, _ = timed(exact, "ann memory", n_hybrid)
+            hybrid_ann, _ = timed(graphs, "ann memory", n_hybrid)
             numpy_lat = []
             for q in qs:
                 t1 = time.perf_counter()
                 scores = matrix @ q
                 np.argpartition(-scores, 10)[:10]
                 numpy_lat.append((time.perf_counter() - t1) * 1000)
-            progress.update(0, f"ann: time a fresh build at {size:,}")
-            t0 = time.perf_counter()
-            fresh = Graph.build(np.arange(len(matrix), dtype=np.int64), matrix)
-            build_s = time.perf_counter() - t0
-            graph_mb = len(fresh.to_bytes()) / 2**20
-            del fresh
+            if from_empty:  # every tenant's graph was just built from scratch, each the same size
+                build_s = graphs_s / tenants
+                graph_mb = _size_mb(Path(f"{path}.ann")) / tenants
+            else:
+                progress.update(0, f"ann: time a fresh build at {size:,}")
+                t0 = time.perf_counter()
+                fresh = Graph.build(np.arange(len(matrix), dtype=np.int64), matrix)
+                build_s = time.perf_counter() - t0
+                graph_mb = len(fresh.to_bytes()) / 2**20
+                del fresh
             recall = float(np.mean([len(set(f) & set(t)) / max(len(t), 1) for f, t in zip(found, truth)]))
             rows.append({"memories_per_tenant": size, "tenants": tenants, "recall_at_10": round(recall, 4),
                          "ann_ms": summary(ann_lat), "exact_ms": summary(exact_lat),
@@ -492,11 +505,33 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
                          "numpy_scan_ms": summary(numpy_lat),
                          "ratio_ann_to_exact_p50": round(summary(ann_lat)["p50"] / summary(exact_lat)["p50"], 3),
                          "graph_build_s": round(build_s, 1),
-                         "graph_mb": round(graph_mb, 1)})
+                         "graph_mb": round(graph_mb, 1), "queries": queries, "hybrid_queries": n_hybrid,
+                         "disk_mb": round(_size_mb(data_dir), 1), **rss_mb()})
     finally:
         graphs.close()
         exact.close()
     return rows
+
+
+def _size_mb(root: Path) -> float:
+    """Bytes on disk under `root` (the index file, its WAL and graph files), in MiB."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 2**20 if root.exists() else 0.0
+
+
+def rss_mb() -> dict[str, float]:
+    """This process's resident memory now and at its peak (Linux: /proc and getrusage, in MiB).
+    It holds the bench's own copies too (its matrix, the exact side's cache), so it is an upper bound."""
+    import resource
+
+    rss = 0.0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"rss_mb": round(rss, 1), "peak_rss_mb": round(max(peak, rss), 1)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -525,7 +560,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ann_sizes = [int(x) for x in args.ann_sizes.split(",")]
                 progress.total = sum(ann_sizes[-1:]) * args.ann_tenants
                 report["ann"] = ann_series(root / "ann", ann_sizes, args.queries, progress, args.ann_tenants,
-                                           args.ann_vectors)
+                                           args.ann_vectors, args.hybrid_queries)
                 report["ann_vectors"] = args.ann_vectors
             if args.ann_only:
                 return _finish(report, started)
@@ -566,11 +601,13 @@ def format_report(r: dict[str, Any]) -> str:
         out += ["", f"[embedded] vector search, ANN graph vs exact scan ({r['ann_vectors']} vectors; index call only, "
                     "no embedding; ms)",
                 table(["memories/tenant", "tenants", "recall@10", "ann p50", "p95", "exact p50", "p95",
-                       "hybrid ann p50", "p95", "hybrid exact p50", "p95", "numpy p50", "ann/exact", "build s", "graph MB"],
+                       "hybrid ann p50", "p95", "hybrid exact p50", "p95", "numpy p50", "ann/exact", "build s", "graph MB",
+                       "disk MB", "RSS MB", "peak RSS MB"],
                       [[f"{x['memories_per_tenant']:,}", x["tenants"], x["recall_at_10"], x["ann_ms"]["p50"],
                         x["ann_ms"]["p95"], x["exact_ms"]["p50"], x["exact_ms"]["p95"], x["hybrid_ann_ms"]["p50"],
                         x["hybrid_ann_ms"]["p95"], x["hybrid_exact_ms"]["p50"], x["hybrid_exact_ms"]["p95"],
-                        x["numpy_scan_ms"]["p50"], x["ratio_ann_to_exact_p50"], x["graph_build_s"], x["graph_mb"]]
+                        x["numpy_scan_ms"]["p50"], x["ratio_ann_to_exact_p50"], x["graph_build_s"], x["graph_mb"],
+                        x.get("disk_mb"), x.get("rss_mb"), x.get("peak_rss_mb")]
                        for x in r["ann"]])]
     if "ingest" not in r:
         return "\n".join(out)
@@ -614,6 +651,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ann-only", action="store_true", help="run only the ANN-vs-exact series")
     p.add_argument("--ann-vectors", choices=["clustered", "random"], default="clustered",
                    help="the ANN series' vectors: topic clusters (like embeddings) or i.i.d. random (worst case)")
+    p.add_argument("--hybrid-queries", type=int, help="of the ANN series' queries, how many also time the hybrid "
+                   "half (default all; at 10⁶ one takes seconds)")
     p.add_argument("--json", dest="json_out", type=Path)
 
 
