@@ -43,3 +43,29 @@ def test_each_row_reports_disk_and_memory_and_times_the_hybrid_half_on_fewer_que
     assert row["hybrid_queries"] == 2 and row["queries"] == 6
     assert row["disk_mb"] > row["graph_mb"] > 0  # the index file and its WAL beside the graph file
     assert row["rss_mb"] > 0 and row["peak_rss_mb"] >= row["rss_mb"]
+
+
+class CountingModel:
+    """Stands in for MiniLM: its cost is whatever it takes; the test counts the calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return [[0.0] * 384 for _ in texts]
+
+
+def test_the_tenant_series_reports_search_with_the_query_embedding_and_the_footprint(tmp_path: Path) -> None:
+    """"p50/p95 before and with the query embedding": the model embeds each timed query once, in the
+    same loop as the search it precedes; each row also says what the store weighs on disk and in memory."""
+    model = CountingModel()
+    rows = scale.tenant_count_series("embedded", tmp_path, [1, 3], per_tenant=40, queries=4,
+                                     progress=Progress(0, stream=io.StringIO()), query_model=model)
+    assert [r["tenants"] for r in rows] == [1, 3]
+    assert len(model.calls) == 2 * 4 and all(len(c) == 1 for c in model.calls)
+    for row in rows:
+        assert row["memlane_with_embedding_ms"]["p50"] >= row["memlane_ms"]["p50"]
+        assert row["memlane_with_embedding_ms"]["p95"] >= row["memlane_ms"]["p95"]
+        assert row["disk_mb"] > 0 and row["rss_mb"] > 0
+    assert rows[1]["disk_mb"] > rows[0]["disk_mb"]
