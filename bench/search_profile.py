@@ -4,7 +4,10 @@ depend on the others: docs/benchmarks.md §2), the scale bench's embedder and co
 
   python bench/search_profile.py
 """
-import cProfile, pstats, sys, tempfile, time
+import cProfile
+import pstats
+import tempfile
+import time
 from pathlib import Path
 import numpy as np
 from memlane.bench import scale, metrics
