@@ -1,8 +1,6 @@
 """One settings object, read from the environment once at start-up. Nothing below the
 composition root (bootstrap.py) reads the environment."""
 
-from __future__ import annotations
-
 import os
 from pathlib import Path
 from typing import Literal, Mapping

@@ -5,8 +5,6 @@ cloud one (adapters/dynamodb, sqs, opensearch, bedrock, openai). The same contra
 tests run against every implementation (tests/contract).
 """
 
-from __future__ import annotations
-
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime

@@ -70,3 +70,19 @@ def test_the_extract_function_imports_no_routes_and_no_numpy() -> None:
     modules = imported_by("extract")
     assert prefixed(modules, ROUTES | {"numpy", "memlane.api.app"}) == []
     assert "aws_lambda_powertools.utilities.parser.models" in modules  # its records are validated with them
+
+
+@pytest.mark.parametrize("function", ["search", "ingest", "tasks"])
+def test_the_models_an_api_function_builds_at_init_have_no_string_annotations(function: str) -> None:
+    """pydantic turns each string annotation (`from __future__ import annotations`) into a ForwardRef, which
+    compiles it, for every field of every model built at import: ≈ 600 compiles on an API function's path,
+    ≈ 0.04 s of its init (docs/benchmarks.md §9). The modules that define those models keep real annotations."""
+    probe = (f"import sys, json; sys.path[:0] = [{str(ROOT / 'functions' / function)!r}, {str(ROOT / 'shared')!r}]; "
+             "import app, pydantic\n"
+             "found = sorted({m.__name__ for m in list(sys.modules.values()) if (m.__name__ or '').startswith('memlane.')"
+             " for c in vars(m).values() if isinstance(c, type) and issubclass(c, pydantic.BaseModel)"
+             " and c.__module__ == m.__name__ and any(isinstance(a, str) for a in vars(c).get('__annotations__', {}).values())})\n"
+             "print(json.dumps(found))")
+    done = subprocess.run([sys.executable, "-c", probe], env=LAMBDA_ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == []

@@ -1,7 +1,5 @@
 """Request and response models of the context card route (api/routes/context.py)."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

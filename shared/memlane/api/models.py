@@ -1,7 +1,5 @@
 """Request and response models of the public HTTP API (they also make /openapi.json)."""
 
-from __future__ import annotations
-
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
@@ -631,26 +629,6 @@ class ThreadIn(Strict):
     metadata: dict[str, Any] | None = None
 
 
-class ThreadOut(ApiModel):
-    thread_id: str
-    scope: ScopeOut  # run_id = thread_id
-    access_policy: AccessPolicy
-    message_count: int
-    token_count: int  # tokens of its messages, by the service's tokenizer
-    tokenizer: str | None = None
-    created_at: datetime
-    last_activity: datetime
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    summary: "SummaryStateOut | None" = None  # None until the thread's first summary
-
-    @classmethod
-    def of(cls, info: ScopeInfo, tokenizer: str | None = None, summary: ThreadSummary | None = None) -> "ThreadOut":
-        return cls(thread_id=info.scope.run_id, scope=ScopeOut(**info.scope.as_dict()),
-                   access_policy=info.access_policy, message_count=info.message_count, token_count=info.token_count,
-                   tokenizer=tokenizer, created_at=info.first_seen, last_activity=info.last_activity,
-                   metadata=info.metadata, summary=SummaryStateOut.of(summary) if summary else None)
-
-
 class SummaryStateOut(ApiModel):
     """How far a thread's summary has got (the summary itself: GET .../threads/{id}/summary)."""
 
@@ -666,12 +644,30 @@ class SummaryStateOut(ApiModel):
                    tokens=summary.tokens, origin=summary.origin, updated_at=summary.updated_at)
 
 
+class ThreadOut(ApiModel):
+    thread_id: str
+    scope: ScopeOut  # run_id = thread_id
+    access_policy: AccessPolicy
+    message_count: int
+    token_count: int  # tokens of its messages, by the service's tokenizer
+    tokenizer: str | None = None
+    created_at: datetime
+    last_activity: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    summary: SummaryStateOut | None = None  # None until the thread's first summary
+
+    @classmethod
+    def of(cls, info: ScopeInfo, tokenizer: str | None = None, summary: ThreadSummary | None = None) -> "ThreadOut":
+        return cls(thread_id=info.scope.run_id, scope=ScopeOut(**info.scope.as_dict()),
+                   access_policy=info.access_policy, message_count=info.message_count, token_count=info.token_count,
+                   tokenizer=tokenizer, created_at=info.first_seen, last_activity=info.last_activity,
+                   metadata=info.metadata, summary=SummaryStateOut.of(summary) if summary else None)
+
+
 class ThreadList(ApiModel):
     threads: list[ThreadOut]
     next_cursor: str | None = None
 
-
-ThreadOut.model_rebuild()
 
 
 # -- actor profiles ---------------------------------------------------------------------------

@@ -191,14 +191,27 @@ def bulk_load(b: Bench, tenant: str, texts: Sequence[str], vectors: np.ndarray, 
 
 
 def time_searches(b: Bench, tenant: str, queries: Sequence[str], top_k: int = 10) -> list[float]:
+    return time_searches_with(b, tenant, queries, None, top_k)[0]
+
+
+def time_searches_with(b: Bench, tenant: str, queries: Sequence[str], model: Any,
+                       top_k: int = 10) -> tuple[list[float], list[float]]:
+    """Each query's search (ms), and — with `model` — the same plus the model embedding that query
+    first, as a service with that model pays it (the search itself keeps the bench's embedder: the
+    index does the same work whatever the vector's values)."""
     from ..services.search import search
 
-    out = []
+    before, with_model = [], []
     for q in queries:
         t0 = time.perf_counter()
+        if model is not None:
+            model.embed([q])
+        t1 = time.perf_counter()
         search(b.deps, STORE, query=q, scope={"app_id": APP, "tenant_id": tenant}, top_k=top_k)
-        out.append((time.perf_counter() - t0) * 1000)
-    return out
+        t2 = time.perf_counter()
+        before.append((t2 - t1) * 1000)
+        with_model.append((t2 - t0) * 1000)
+    return before, with_model
 
 
 def time_brute(brute: BruteForce, embedder: RandomEmbedder, queries: Sequence[str]) -> list[float]:
@@ -323,8 +336,9 @@ def tenant_size_series(backend: str, data_dir: Path, sizes: Sequence[int], queri
 
 
 def tenant_count_series(backend: str, data_dir: Path, counts: Sequence[int], per_tenant: int, queries: int,
-                        progress: Progress) -> list[dict[str, Any]]:
-    """Search one tenant while the store holds more and more other tenants of the same size."""
+                        progress: Progress, query_model: Any = None) -> list[dict[str, Any]]:
+    """Search one tenant while the store holds more and more other tenants of the same size; with
+    `query_model`, also with that model embedding each query (`memlane_with_embedding_ms`)."""
     embedder = RandomEmbedder()
     b = build(backend, data_dir, embedder)
     corpus = Corpus(seed=5)
@@ -347,12 +361,15 @@ def tenant_count_series(backend: str, data_dir: Path, counts: Sequence[int], per
                 made += 1
             qs = corpus.queries(target_texts, queries)
             time_searches(b, "t00000", qs[:5])
-            ours = summary(time_searches(b, "t00000", qs))
+            before, with_model = time_searches_with(b, "t00000", qs, query_model)
+            ours = summary(before)
             mask = np.array([o == "t00000" for o in owner])
             base = summary(_time_filtered_brute(everyone, mask, embedder, qs))
             rows.append({"tenants": count, "memories_in_store": count * per_tenant, "memlane_ms": ours,
                          "brute_ms": base, "ratio_p50": round(ours["p50"] / base["p50"], 3) if base["p50"] else None,
-                         "ratio_p95": round(ours["p95"] / base["p95"], 3) if base["p95"] else None})
+                         "ratio_p95": round(ours["p95"] / base["p95"], 3) if base["p95"] else None,
+                         **({"memlane_with_embedding_ms": summary(with_model)} if query_model is not None else {}),
+                         "disk_mb": round(_size_mb(data_dir), 1), **rss_mb()})
     finally:
         b.service.close()
     return rows
@@ -370,7 +387,7 @@ def _time_filtered_brute(brute: BruteForce, mask: np.ndarray, embedder: RandomEm
         kw = sorted(((sum(1 for t in terms if t in text), i) for i, text in enumerate(brute.texts)
                      if mask[i]), reverse=True)[:100]
         scores = np.where(mask, matrix @ vec, -np.inf)
-        top = np.argpartition(-scores, 100)[:100]
+        top = np.argpartition(-scores, min(100, scores.size - 1))[:100]
         fused: dict[int, float] = {}
         for ranked in ([i for c, i in kw if c > 0], sorted(top.tolist(), key=lambda i: -scores[i])):
             for rank, i in enumerate(ranked, start=1):
@@ -408,14 +425,19 @@ def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarr
 
 
 def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Progress,
-               tenants: int = 1, kind: str = "clustered") -> list[dict[str, Any]]:
+               tenants: int = 1, kind: str = "clustered", hybrid_queries: int | None = None) -> list[dict[str, Any]]:
     """The embedded index's vector search with its ANN graph beside the exact scan, on the same
     file (a second connection with `ann=False`), per tenant size: latency of the index call (no
     query embedding), recall@10 of the graph against the exact answer, the graph's build time and
     file size, and a bare numpy scan of the same matrix. `tenants` > 1 fills the store with that
     many tenants of each size and searches the first (sizes are per tenant). Vectors are
     `clustered` (2,000 topics) or i.i.d. `random`; queries are stored vectors of the searched
-    tenant plus noise, as real queries land near what was said."""
+    tenant plus noise, as real queries land near what was said. The hybrid half (FTS5 over a word
+    every document holds: seconds a query at 10⁶) runs on the first `hybrid_queries` only.
+
+    A size loaded from empty is timed by the build the index does anyway; a grown one (caught up,
+    not rebuilt) by a fresh build of the same matrix beside it — never both: at 10⁶ one build is
+    tens of minutes on this machine."""
     from ..adapters.local.embedded_index import EmbeddedIndex
     from ..adapters.local.index_ann import Graph
     from ..domain.models import Memory
@@ -435,6 +457,7 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
     matrix = np.empty((0, DIM), dtype=np.float32)
     try:
         for size in sizes:
+            from_empty = loaded == 0
             for t in range(tenants):
                 tenant = f"t{t:04d}"
                 if kind == "clustered":
@@ -452,13 +475,15 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
                     progress.update(min(2000, len(x) - i), f"ann: load {tenant} to {size:,}")
             loaded = size
             progress.update(0, f"ann: graphs at {size:,}")
+            t0 = time.perf_counter()
             graphs.build_graphs(STORE)  # a new tenant's from scratch, a grown one's caught up
+            graphs_s = time.perf_counter() - t0
             qs = matrix[rng.integers(0, len(matrix), queries)] + rng.standard_normal((queries, DIM), dtype=np.float32) * 0.05
             qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
-            def timed(idx: EmbeddedIndex, text: str) -> tuple[list[float], list[list[str]]]:
+            def timed(idx: EmbeddedIndex, text: str, n: int = queries) -> tuple[list[float], list[list[str]]]:
                 lat, found = [], []
-                for q in qs:
+                for q in qs[:n]:
                     query = IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id="t0000"), text=text,
                                        vector=q.tolist(), k=10)
                     t1 = time.perf_counter()
@@ -471,20 +496,25 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
             timed(exact, "")  # warm: the exact side reads the tenant's matrix once
             exact_lat, truth = timed(exact, "")
             ann_lat, found = timed(graphs, "")
-            hybrid_exact, _ = timed(exact, "ann memory")
-            hybrid_ann, _ = timed(graphs, "ann memory")
+            n_hybrid = min(hybrid_queries or queries, queries)
+            hybrid_exact, _ = timed(exact, "ann memory", n_hybrid)
+            hybrid_ann, _ = timed(graphs, "ann memory", n_hybrid)
             numpy_lat = []
             for q in qs:
                 t1 = time.perf_counter()
                 scores = matrix @ q
                 np.argpartition(-scores, 10)[:10]
                 numpy_lat.append((time.perf_counter() - t1) * 1000)
-            progress.update(0, f"ann: time a fresh build at {size:,}")
-            t0 = time.perf_counter()
-            fresh = Graph.build(np.arange(len(matrix), dtype=np.int64), matrix)
-            build_s = time.perf_counter() - t0
-            graph_mb = len(fresh.to_bytes()) / 2**20
-            del fresh
+            if from_empty:  # every tenant's graph was just built from scratch, each the same size
+                build_s = graphs_s / tenants
+                graph_mb = _size_mb(Path(f"{path}.ann")) / tenants
+            else:
+                progress.update(0, f"ann: time a fresh build at {size:,}")
+                t0 = time.perf_counter()
+                fresh = Graph.build(np.arange(len(matrix), dtype=np.int64), matrix)
+                build_s = time.perf_counter() - t0
+                graph_mb = len(fresh.to_bytes()) / 2**20
+                del fresh
             recall = float(np.mean([len(set(f) & set(t)) / max(len(t), 1) for f, t in zip(found, truth)]))
             rows.append({"memories_per_tenant": size, "tenants": tenants, "recall_at_10": round(recall, 4),
                          "ann_ms": summary(ann_lat), "exact_ms": summary(exact_lat),
@@ -492,11 +522,33 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
                          "numpy_scan_ms": summary(numpy_lat),
                          "ratio_ann_to_exact_p50": round(summary(ann_lat)["p50"] / summary(exact_lat)["p50"], 3),
                          "graph_build_s": round(build_s, 1),
-                         "graph_mb": round(graph_mb, 1)})
+                         "graph_mb": round(graph_mb, 1), "queries": queries, "hybrid_queries": n_hybrid,
+                         "disk_mb": round(_size_mb(data_dir), 1), **rss_mb()})
     finally:
         graphs.close()
         exact.close()
     return rows
+
+
+def _size_mb(root: Path) -> float:
+    """Bytes on disk under `root` (the index file, its WAL and graph files), in MiB."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 2**20 if root.exists() else 0.0
+
+
+def rss_mb() -> dict[str, float]:
+    """This process's resident memory now and at its peak (Linux: /proc and getrusage, in MiB).
+    It holds the bench's own copies too (its matrix, the exact side's cache), so it is an upper bound."""
+    import resource
+
+    rss = 0.0
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"rss_mb": round(rss, 1), "peak_rss_mb": round(max(peak, rss), 1)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -518,6 +570,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "top_k": 10, "machine": machine(), "blas": blas_kernel(), "backends": {}}
     if args.ann_only:
         backends = []
+    query_model = None
+    if args.query_model == "minilm" and backends:
+        from .common import minilm
+
+        query_model = minilm()
+        query_model.embed(["warm up"])
+        report["query_model"] = query_model.name
     with tempfile.TemporaryDirectory(prefix="memlane-scale-") as tmp:
         root = Path(tmp)
         try:
@@ -525,7 +584,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ann_sizes = [int(x) for x in args.ann_sizes.split(",")]
                 progress.total = sum(ann_sizes[-1:]) * args.ann_tenants
                 report["ann"] = ann_series(root / "ann", ann_sizes, args.queries, progress, args.ann_tenants,
-                                           args.ann_vectors)
+                                           args.ann_vectors, args.hybrid_queries)
                 report["ann_vectors"] = args.ann_vectors
             if args.ann_only:
                 return _finish(report, started)
@@ -540,7 +599,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "tenant_size": tenant_size_series(backend, root / f"{backend}-size", b_sizes, args.queries,
                                                       progress),
                     "tenant_count": tenant_count_series(backend, root / f"{backend}-count", b_counts,
-                                                        args.per_tenant, args.queries, progress),
+                                                        args.per_tenant, args.queries, progress, query_model),
                 }
             progress.update(0, "ingest throughput")
             report["ingest"] = ingest_throughput(root / "ingest", args.ingest_messages)
@@ -566,11 +625,13 @@ def format_report(r: dict[str, Any]) -> str:
         out += ["", f"[embedded] vector search, ANN graph vs exact scan ({r['ann_vectors']} vectors; index call only, "
                     "no embedding; ms)",
                 table(["memories/tenant", "tenants", "recall@10", "ann p50", "p95", "exact p50", "p95",
-                       "hybrid ann p50", "p95", "hybrid exact p50", "p95", "numpy p50", "ann/exact", "build s", "graph MB"],
+                       "hybrid ann p50", "p95", "hybrid exact p50", "p95", "numpy p50", "ann/exact", "build s", "graph MB",
+                       "disk MB", "RSS MB", "peak RSS MB"],
                       [[f"{x['memories_per_tenant']:,}", x["tenants"], x["recall_at_10"], x["ann_ms"]["p50"],
                         x["ann_ms"]["p95"], x["exact_ms"]["p50"], x["exact_ms"]["p95"], x["hybrid_ann_ms"]["p50"],
                         x["hybrid_ann_ms"]["p95"], x["hybrid_exact_ms"]["p50"], x["hybrid_exact_ms"]["p95"],
-                        x["numpy_scan_ms"]["p50"], x["ratio_ann_to_exact_p50"], x["graph_build_s"], x["graph_mb"]]
+                        x["numpy_scan_ms"]["p50"], x["ratio_ann_to_exact_p50"], x["graph_build_s"], x["graph_mb"],
+                        x.get("disk_mb"), x.get("rss_mb"), x.get("peak_rss_mb")]
                        for x in r["ann"]])]
     if "ingest" not in r:
         return "\n".join(out)
@@ -580,10 +641,14 @@ def format_report(r: dict[str, Any]) -> str:
                       [[f"{x['memories']:,}", x["memlane_ms"]["p50"], x["memlane_ms"]["p95"], x["brute_ms"]["p50"],
                         x["brute_ms"]["p95"], x["ratio_p50"], x["ratio_p95"], x["bulk_load_per_s"]]
                        for x in series["tenant_size"]]),
-                "", f"[{backend}] search latency of one tenant as tenants grow",
-                table(["tenants", "memories", "memlane p50", "p95", "brute p50", "p95", "ratio p50", "ratio p95"],
+                "", f"[{backend}] search latency of one tenant as tenants grow"
+                    + (f" (with: {r['query_model']} embedding the query first)" if r.get("query_model") else ""),
+                table(["tenants", "memories", "memlane p50", "p95", "with embedding p50", "p95", "brute p50", "p95",
+                       "ratio p50", "ratio p95", "disk MB", "RSS MB"],
                       [[x["tenants"], f"{x['memories_in_store']:,}", x["memlane_ms"]["p50"], x["memlane_ms"]["p95"],
-                        x["brute_ms"]["p50"], x["brute_ms"]["p95"], x["ratio_p50"], x["ratio_p95"]]
+                        x.get("memlane_with_embedding_ms", {}).get("p50"), x.get("memlane_with_embedding_ms", {}).get("p95"),
+                        x["brute_ms"]["p50"], x["brute_ms"]["p95"], x["ratio_p50"], x["ratio_p95"],
+                        x.get("disk_mb"), x.get("rss_mb")]
                        for x in series["tenant_count"]])]
     i = r["ingest"]
     out += ["", f"ingest (service path, {i['messages']} messages in adds of {i['messages_per_add']}): "
@@ -614,6 +679,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ann-only", action="store_true", help="run only the ANN-vs-exact series")
     p.add_argument("--ann-vectors", choices=["clustered", "random"], default="clustered",
                    help="the ANN series' vectors: topic clusters (like embeddings) or i.i.d. random (worst case)")
+    p.add_argument("--query-model", choices=["none", "minilm"], default="none",
+                   help="minilm: the tenant series also times each search with the local model embedding its query")
+    p.add_argument("--hybrid-queries", type=int, help="of the ANN series' queries, how many also time the hybrid "
+                   "half (default all; at 10⁶ one takes seconds)")
     p.add_argument("--json", dest="json_out", type=Path)
 
 

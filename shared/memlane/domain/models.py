@@ -1,7 +1,5 @@
 """Domain models. Plain pydantic v2; no I/O."""
 
-from __future__ import annotations
-
 import re
 from datetime import datetime
 from enum import StrEnum

@@ -7,8 +7,6 @@
 - Ids are 1–128 chars of ``[A-Za-z0-9_.:@+-]`` — the key delimiter ``#`` can never appear.
 """
 
-from __future__ import annotations
-
 import re
 from typing import Any, Mapping
 

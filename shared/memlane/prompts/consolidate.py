@@ -6,8 +6,6 @@ never with ids; `resolve` keeps only a decision that names a candidate once and 
 under that candidate, and says what is wrong otherwise (for the one repair turn).
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -1,7 +1,5 @@
 """Extraction prompt and its response model."""
 
-from __future__ import annotations
-
 from typing import Collection
 
 from pydantic import BaseModel, Field

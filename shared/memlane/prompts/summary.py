@@ -7,8 +7,6 @@ cites the messages it comes from (`messages`) and/or the previous sentences it k
 something, and says what is wrong otherwise (for the one repair turn).
 """
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field
 
 SYSTEM = """You maintain the rolling summary of one conversation between a user and an AI assistant.

@@ -249,9 +249,11 @@ def test_kill_9_during_a_bulk_write_loses_nothing_from_search(tmp_path: Path) ->
     assert committed >= 3000
     x = vectors(20000)
     again = open_index(tmp_path)
-    for i in [0, 999, 1000, 2000, *range(committed - 100, committed)]:
-        assert vector_search(again, x[i])[0][0] == f"m{i:05d}"
-    assert KEY in again._graphs
+    # Every acknowledged memory (its batch's upsert returned before its count was printed) is found, first,
+    # through the graph: the one on disk (1,000 rows) caught up from the table on reopening.
+    lost = [i for i in range(committed) if vector_search(again, x[i], k=1)[0][0] != f"m{i:05d}"]
+    assert lost == []
+    assert KEY in again._graphs and again._graphs[KEY].size >= committed
 
 
 def test_candidates_are_checked_by_id_not_by_scanning_the_tenant(tmp_path: Path) -> None:
