@@ -146,7 +146,8 @@ class QueueWorker:
         """Whether the worker can work — every consumer alive, the queue answering (not UNHEALTHY_AFTER failed
         receives in a row) — and what it did, for a load balancer's or an orchestrator's probe."""
         alive = sum(t.is_alive() for t in self._consumers)
-        failing = [f for f in list(self._failing.values()) if f[0] >= UNHEALTHY_AFTER]
+        with self._lock:
+            failing = [f for f in self._failing.values() if f[0] >= UNHEALTHY_AFTER]
         reason = (f"{self.threads - alive} of {self.threads} consumer threads ended" if alive < self.threads
                   else f"the queue failed {failing[0][0]} receives in a row: {failing[0][1]}" if failing else "")
         c = self.counts
@@ -218,11 +219,13 @@ class QueueWorker:
             try:
                 received = self.source.receive(1, wait_seconds=self.poll, visibility_seconds=self.visibility)
                 failures = 0
-                self._failing.pop(me, None)
+                with self._lock:
+                    self._failing.pop(me, None)
             except Exception as error:  # noqa: BLE001 — the queue is down, throttling, or its client broke:
                 failures += 1           # back off and keep trying; a consumer that died would take no job again
                 why = error.message if isinstance(error, MemlaneError) else f"{type(error).__name__}: {error}"
-                self._failing[me] = (failures, why)
+                with self._lock:
+                    self._failing[me] = (failures, why)
                 self.counts.add("receive_errors")
                 log.warning("receive failed (%s); retrying", why, exc_info=not isinstance(error, MemlaneError))
                 self._stopping.wait(min(BACKOFF_CAP, 2.0 ** failures))

@@ -18,6 +18,7 @@ from memlane.config import Settings
 from memlane.ports import Job
 from memlane.services import jobs
 from memlane.worker import QueueWorker
+from tests.unit.test_worker import wait_for
 
 REGION = "us-east-1"
 
@@ -52,15 +53,6 @@ def waiting(client: Any, url: str) -> int:
     attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages",
                                                                       "ApproximateNumberOfMessagesNotVisible"])
     return sum(int(v) for v in attrs["Attributes"].values())
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def run_until(w: Any, predicate: Callable[[], bool]) -> None:

@@ -25,7 +25,7 @@ def job(n, group=""):
     return Job(kind="extract", store="s", request_id=f"r{n}", group=group)
 
 
-def wait_for(predicate, timeout=20.0):
+def wait_for(predicate, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
