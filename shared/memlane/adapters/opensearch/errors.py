@@ -1,6 +1,7 @@
 """opensearch-py errors → domain errors, decided here once, by HTTP status and error type.
 
 - unreachable, timed out, 429, 502/503/504 → Retryable (the same call may succeed later)
+- the security plugin's DLS race (below)   → Retryable, code index_dls_race
 - 400 (mapping / parsing / query errors)   → InvalidInput
 - anything else (401/403, 5xx, bad config)  → DependencyFailed
 """
@@ -17,6 +18,11 @@ from ...domain.errors import DependencyFailed, InvalidInput, MemlaneError, Retry
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 INDEX_NOT_FOUND = "index_not_found_exception"
+# The security plugin of OpenSearch 2.x renders a tenant's document-level-security query for every index
+# of the cluster, once for a request and again for its parts: an index created or dropped in between (any
+# store's, any prefix's) makes the two differ, and the engine fails the read with 500 "dls_query does not
+# match (SG 900D)" (opensearch-project/security#5997). The same read sent again succeeds.
+DLS_RACE = "index_dls_race"
 
 
 def error_type(error: Any) -> str:
@@ -43,6 +49,8 @@ def from_status(status: int | None, error: Any, what: str, **details: Any) -> Me
     """The domain error for a failed request (or one item of a bulk / msearch) with `status`."""
     kind, reason = error_type(error), _reason(error)
     message = f"OpenSearch {what} failed ({status} {kind}): {reason}"
+    if kind == "security_exception" and "dls_query does not match" in reason:
+        return Retryable(message, code=DLS_RACE, status=status, error_type=kind, **details)
     if status is None or status in RETRYABLE_STATUSES:
         return Retryable(message, code="index_unavailable", status=status, error_type=kind, **details)
     if status == 400:

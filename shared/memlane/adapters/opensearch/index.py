@@ -37,7 +37,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence, TypeVar
 
 from opensearchpy import OpenSearch
 
@@ -49,18 +49,20 @@ from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
 from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
-from .errors import INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
+from .errors import DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
 from .queries import MAX_K, search_lines, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
 KnnEngine = Literal["lucene", "faiss"]
+T = TypeVar("T")
 
 BULK_MAX_DOCS = 500
 BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
 BULK_ATTEMPTS = 6  # first try + retries of the items OpenSearch answered 429
 LOOKUP_CHUNK = 1000  # ids per version lookup
 WRITE_ATTEMPTS = 3  # a write whose condition failed is looked up and tried again
+DLS_RACE_ATTEMPTS = 5  # a tenant's read that lost the security plugin's race (errors.DLS_RACE) is sent again
 _SEARCH_FIELDS = ",".join(f"responses.{f}" for f in ("hits.hits._id", "hits.hits._score", "hits.hits._source",
                                                     "error", "status"))
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
@@ -364,6 +366,9 @@ class OpenSearchIndex:
         lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector)
         if not lines:
             return IndexResult(keyword=[], vector=[])
+        return self._read(lambda: self._msearch(store, lines, signals))
+
+    def _msearch(self, store: str, lines: list[Any], signals: list[str]) -> IndexResult:
         with boundary("search"):
             # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
             # (a search of top_k 100 gets up to 2,000 vector hits, and parsing them is the client's time).
@@ -461,14 +466,29 @@ class OpenSearchIndex:
         found: dict[str, tuple[int, int]] = {}
         for i in range(0, len(ids), LOOKUP_CHUNK):
             chunk = ids[i:i + LOOKUP_CHUNK]
-            with boundary("lookup"):
-                resp = self.client.search(index=alias, routing=routing_key(app_id, tenant_id), ignore=404, body={
-                    "size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
-                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)})
+            body = {"size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
+                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)}
+            resp = self._read(lambda: self._lookup(alias, routing_key(app_id, tenant_id), body))
             if _missing(resp):
                 return None
             found.update({h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
         return found
+
+    def _lookup(self, alias: str, routing: str, body: dict[str, Any]) -> Any:
+        with boundary("lookup"):
+            return self.client.search(index=alias, routing=routing, ignore=404, body=body)
+
+    def _read(self, call: Callable[[], T]) -> T:
+        """A read, sent again when it lost the security plugin's race with an index created or dropped
+        meanwhile (errors.DLS_RACE); any other error, or the race lost DLS_RACE_ATTEMPTS times, raises."""
+        for attempt in range(DLS_RACE_ATTEMPTS - 1):
+            try:
+                return call()
+            except Retryable as exc:
+                if exc.code != DLS_RACE:
+                    raise
+            self._sleep(backoff_delay(attempt, base=0.01))
+        return call()
 
     def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> set[str]:
         """Send write actions in size-bounded requests, retrying the items answered 429; return the
