@@ -277,3 +277,48 @@ def test_newer_first_reads_no_pair_that_cannot_replace_the_other(monkeypatch):
             memory("User: Thanks so much, you're the best!", day=10, mid="thanks")]
     assert [m.memory_id for m in newer_first(hits)] == ["remark", "passage", "ben", "new", "old", "thanks"]
     assert len(read) == len(set(read)) == 1  # only Queens against Brooklyn
+
+
+# -- the shortcut: pairs that share no word and carry no cue are not read word by word -----------
+
+def _history_texts():
+    """Every user message of the knowledge-update cases, as a speaker's line and as a third-person memory."""
+    import json
+    from pathlib import Path
+
+    texts = []
+    for line in (Path(__file__).parents[1] / "data" / "knowledge_updates.jsonl").read_text().splitlines():
+        for step in json.loads(line)["steps"]:
+            for m in step["messages"]:
+                if m["role"] == "user":
+                    texts += [f"User: {m['content']}", m["content"].replace("I ", "User ").replace("My ", "User's ")]
+    return texts
+
+
+def test_the_shortcut_never_hides_a_change_the_full_reading_finds():
+    """`relate` skips the word-by-word reading of two facts that share no content word and whose newer one
+    has no change cue or verb. Over every pair of the knowledge-update histories' statements, the full
+    reading finds nothing (no change, no "nothing new") in a pair the shortcut skips, at any similarity:
+    similarity only ever opens a reading (`similarity >= threshold`), so none found at 1.0 is none at all."""
+    from memlane.policies.consolidation import _comparable, _facts, _read_change, _share_words, statement
+
+    said = [statement(t) for t in _history_texts()]
+    pairs = [(n, o) for n in said for o in said if n is not o and _comparable(n, o) and _facts(n, o)]
+    skipped = [(n, o) for n, o in pairs if not (n.reported_change or n.moves or _share_words(n, o))]
+    assert len(pairs) > 10_000 and len(skipped) > len(pairs) / 4  # the shortcut is taken, and often
+    for new, old in skipped:
+        assert _read_change(new, old, 1.0) is None, (new.text, old.text)
+
+
+def test_two_facts_with_nothing_in_common_are_not_aligned(monkeypatch):
+    import memlane.policies.consolidation as consolidation
+
+    aligned = []
+    real = consolidation._align
+    monkeypatch.setattr(consolidation, "_align", lambda old, new: aligned.append(1) or real(old, new))
+    assert relate(Statement("Ann plays the cello."), Statement("Ann owns a red bicycle."), 0.9) is None
+    assert aligned == []
+    # A change verb needs no shared word, a shared word no cue: both are still read.
+    assert action("User works at Shopify.", "User joined Notion in October.") == ExtractAction.UPDATE
+    assert action("User's apartment is in Brooklyn.", "User's apartment is in Queens.") == ExtractAction.UPDATE
+    assert len(aligned) >= 2

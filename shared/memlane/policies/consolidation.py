@@ -236,6 +236,12 @@ class Statement:
         return lang.stop_cue(*self._plain)
 
     @cached_property
+    def moves(self) -> bool:
+        """A change verb ("moved", "joined"): it reports a change of another statement's state without
+        sharing a word with it ("joined Notion" / "works at Shopify": `_changes_state_of`)."""
+        return any(lang.stem(w) in lang.CHANGE_VERBS for w in self.words)
+
+    @cached_property
     def additive(self) -> bool:
         return lang.additive_cue(self.words, self.text)
 
@@ -304,15 +310,34 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
     if not _comparable(new, old):
         return None
-    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
-    one_holder = new.owner == old.owner
     if not _facts(new, old):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
         al = _align(old.tokens, new.tokens)
         if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
-                and _closest_clause(new, old).negated == old.negated and one_holder):
+                and _closest_clause(new, old).negated == old.negated and _one_holder(new, old)):
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
+    if not (new.reported_change or new.moves or _share_words(new, old)):
+        return None  # no reading below can find a change (or "nothing new") without either: skip aligning
+    return _read_change(new, old, similarity)
+
+
+def _one_holder(new: Statement, old: Statement) -> bool:
+    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
+    return new.owner == old.owner
+
+
+def _share_words(new: Statement, old: Statement) -> bool:
+    """Whether `new`, or a clause of it, shares a content word with `old`: what a denial (its content
+    stems), a restatement and another value (their aligned tokens) each need first. Set operations
+    only: a search compares each pair of its first ten hits, and most pairs share nothing."""
+    return any(c.content & old.content or _content(list(set(c.tokens) & set(old.tokens)), new.subject)
+               for c in (new, *new.clauses()))
+
+
+def _read_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """`relate` for two statements of fact, word by word."""
+    one_holder = _one_holder(new, old)
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
         return retraction
