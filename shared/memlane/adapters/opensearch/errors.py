@@ -45,11 +45,16 @@ def _reason(error: Any) -> str:
     return str(error)[:500]
 
 
+def lost_dls_race(error: Any) -> bool:
+    """Whether an error body (or None) is the security plugin's DLS race (DLS_RACE above)."""
+    return error is not None and error_type(error) == "security_exception" and "dls_query does not match" in _reason(error)
+
+
 def from_status(status: int | None, error: Any, what: str, **details: Any) -> MemlaneError:
     """The domain error for a failed request (or one item of a bulk / msearch) with `status`."""
     kind, reason = error_type(error), _reason(error)
     message = f"OpenSearch {what} failed ({status} {kind}): {reason}"
-    if kind == "security_exception" and "dls_query does not match" in reason:
+    if lost_dls_race(error):
         return Retryable(message, code=DLS_RACE, status=status, error_type=kind, **details)
     if status is None or status in RETRYABLE_STATUSES:
         return Retryable(message, code="index_unavailable", status=status, error_type=kind, **details)

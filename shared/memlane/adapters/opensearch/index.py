@@ -37,7 +37,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from importlib import resources
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from opensearchpy import OpenSearch
 
@@ -49,13 +49,13 @@ from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
 from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
-from .errors import DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status
+from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
+                     lost_dls_race)
 from .queries import MAX_K, search_lines, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
 KnnEngine = Literal["lucene", "faiss"]
-T = TypeVar("T")
 
 BULK_MAX_DOCS = 500
 BULK_MAX_BYTES = 5 * 1024 * 1024  # well under http.max_content_length (10 MB on small AWS instances)
@@ -366,13 +366,10 @@ class OpenSearchIndex:
         lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector)
         if not lines:
             return IndexResult(keyword=[], vector=[])
-        return self._read(lambda: self._msearch(store, lines, signals))
-
-    def _msearch(self, store: str, lines: list[Any], signals: list[str]) -> IndexResult:
-        with boundary("search"):
-            # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
-            # (a search of top_k 100 gets up to 2,000 vector hits, and parsing them is the client's time).
-            responses = self.client.msearch(body=lines, params={"filter_path": _SEARCH_FIELDS})["responses"]
+        # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
+        # (a search of top_k 100 gets up to 2,000 vector hits, and parsing them is the client's time).
+        responses = self._read("search", lambda: self.client.msearch(
+            body=lines, params={"filter_path": _SEARCH_FIELDS}))["responses"]
         hits: dict[str, list[Hit]] = {"keyword": [], "vector": []}
         for signal, response in zip(signals, responses):
             if "error" in response:
@@ -466,29 +463,32 @@ class OpenSearchIndex:
         found: dict[str, tuple[int, int]] = {}
         for i in range(0, len(ids), LOOKUP_CHUNK):
             chunk = ids[i:i + LOOKUP_CHUNK]
-            body = {"size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
-                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)}
-            resp = self._read(lambda: self._lookup(alias, routing_key(app_id, tenant_id), body))
+            resp = self._read("lookup", lambda: self.client.search(
+                index=alias, routing=routing_key(app_id, tenant_id), ignore=404, body={
+                    "size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
+                    "query": tenant_ids_query(store, app_id, tenant_id, chunk)}))
             if _missing(resp):
                 return None
             found.update({h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
         return found
 
-    def _lookup(self, alias: str, routing: str, body: dict[str, Any]) -> Any:
-        with boundary("lookup"):
-            return self.client.search(index=alias, routing=routing, ignore=404, body=body)
-
-    def _read(self, call: Callable[[], T]) -> T:
-        """A read, sent again when it lost the security plugin's race with an index created or dropped
-        meanwhile (errors.DLS_RACE); any other error, or the race lost DLS_RACE_ATTEMPTS times, raises."""
+    def _read(self, what: str, call: Callable[[], Any]) -> Any:
+        """A read (a search's _msearch, a write's lookup), sent again when it lost the security plugin's
+        race with an index created or dropped meanwhile (errors.DLS_RACE: a raised error, or a part of an
+        _msearch answer); the last attempt's answer or error is the caller's."""
         for attempt in range(DLS_RACE_ATTEMPTS - 1):
             try:
-                return call()
+                with boundary(what):
+                    answer = call()
             except Retryable as exc:
                 if exc.code != DLS_RACE:
                     raise
+            else:
+                if not any(lost_dls_race(part.get("error")) for part in answer.get("responses", ())):
+                    return answer
             self._sleep(backoff_delay(attempt, base=0.01))
-        return call()
+        with boundary(what):
+            return call()
 
     def _bulk(self, store: str, actions: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> set[str]:
         """Send write actions in size-bounded requests, retrying the items answered 429; return the
