@@ -33,7 +33,7 @@ EF_CONSTRUCTION = 128
 # round a query, and a short walk stops before it has met its true top k (recall@10 0.89 at 10⁶ with
 # ef 128). Each ef gave recall@10 ≥ 0.98 with margin at its step's largest size, measured on one graph
 # per size (docs/benchmarks.md §2, "efSearch by graph size"); past 10⁶, one more doubling, not measured.
-EF_SEARCH_BY_ROWS = ((100_000, 128), (300_000, 256), (1_000_000, 512))
+EF_SEARCH_BY_ROWS = ((100_000, 128), (500_000, 256), (1_000_000, 512))
 EF_SEARCH_PAST = 1024
 MIN_ROWS = 20_000      # tenants smaller than this are searched exactly: faster there (ADR 0002)
 DEAD_FRACTION = 0.25   # rebuild a graph once this share of its nodes are tombstones
