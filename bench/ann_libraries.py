@@ -9,13 +9,26 @@ predicate); usearch 2.26's Python API has no predicate, so its filtered figure i
 an over-fetch (what the ADR rules out) and is shown only for completeness.
 
   nice -n 5 python bench/ann_libraries.py --n 100000 --queries 200
+
+`--ef-sweep SIZES` measures one thing instead: for each graph size, ONE faiss HNSW graph (the
+index's M and efConstruction, 2 build threads) searched at every `--ef` (efSearch set per query,
+no rebuild), recall@10 against the exact answer and p50/p95 per query, unfiltered and with the
+`--keep` filters inside the walk (IDSelectorBatch, as the index passes a scope); the rows go to
+`--json`. `--graph-dir` keeps each built graph on disk and reuses it, so a second sweep of 10⁶
+does not pay the half-hour build again (docs/benchmarks.md §2, "efSearch by graph size"):
+
+  nice -n 10 python bench/ann_libraries.py --ef-sweep 1000000,100000,300000 --queries 200 \
+      --ef 128,192,256,384,512,768 --keep 0.3 --json bench/results/ann-ef-sweep.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,6 +65,95 @@ def pct(lat: list[float]) -> str:
     return f"p50 {np.percentile(lat, 50):6.2f} p95 {np.percentile(lat, 95):6.2f}"
 
 
+def batched_truth(x: np.ndarray, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[np.ndarray]:
+    """The exact top k of every query, a matmul of many queries at a time (10⁶ rows: seconds, not minutes)."""
+    out: list[np.ndarray] = []
+    for i in range(0, len(q), 50):
+        s = x @ q[i:i + 50].T
+        if allowed is not None:
+            s[~allowed] = -np.inf
+        out.extend(np.argpartition(-s, k, axis=0)[:k].T)
+    return out
+
+
+def faiss_graph(x: np.ndarray, m: int, ef_construction: int, cache: Path | None) -> tuple[object, float | None]:
+    """A faiss HNSW graph of x as the index builds it (2 threads), and its build seconds (None if read from cache)."""
+    import faiss
+
+    if cache is not None and cache.exists():
+        print(f"  graph read from {cache}", flush=True)
+        return faiss.read_index(str(cache)), None
+    faiss.omp_set_num_threads(2)
+    idx = faiss.IndexHNSWFlat(x.shape[1], m, faiss.METRIC_INNER_PRODUCT)
+    idx.hnsw.efConstruction = ef_construction
+    t0 = time.perf_counter()
+    step = 50_000  # added in steps only to show progress: a build of 10⁶ takes half an hour here
+    for i in range(0, len(x), step):
+        idx.add(x[i:i + step])
+        done = min(i + step, len(x))
+        el = time.perf_counter() - t0
+        print(f"  build {done:,}/{len(x):,} {el:7.0f} s ({done / el:.0f} vectors/s) load {os.getloadavg()[0]:.1f}",
+              flush=True)
+    build = time.perf_counter() - t0
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        faiss.write_index(idx, str(cache))
+    return idx, build
+
+
+def ef_sweep(a: argparse.Namespace) -> None:
+    """Recall@10 and latency against efSearch on one graph per size (see the module docstring)."""
+    import faiss
+
+    k = 10
+    efs = [int(e) for e in a.ef.split(",")]
+    keeps = [float(v) for v in a.keep.split(",")] if a.keep else []
+    out: dict = {"command": " ".join(sys.argv), "m": a.m, "ef_construction": a.ef_construction, "kind": a.kind,
+                 "queries": a.queries, "faiss": faiss.__version__, "load_start": os.getloadavg()[0], "sizes": []}
+    for n in [int(v) for v in a.ef_sweep.split(",")]:
+        print(f"n {n:,} dim {a.dim} kind {a.kind} M {a.m} efC {a.ef_construction} load {os.getloadavg()[0]:.1f}",
+              flush=True)
+        x = vectors(n, a.dim, a.kind)
+        qi = np.random.default_rng(2).integers(0, n, a.queries)
+        q = x[qi] + np.random.default_rng(3).standard_normal((a.queries, a.dim), dtype=np.float32) * 0.05
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        truth = batched_truth(x, q, k)
+        masks = {keep: np.random.default_rng(4).random(n) < keep for keep in keeps}
+        ftruths = {keep: batched_truth(x, q, k, allowed) for keep, allowed in masks.items()}
+        cache = Path(a.graph_dir) / f"hnsw-{a.kind}-{n}-M{a.m}-efc{a.ef_construction}.faiss" if a.graph_dir else None
+        idx, build = faiss_graph(x, a.m, a.ef_construction, cache)
+        del x
+        faiss.omp_set_num_threads(1)  # one query is one walk, as in the index
+        size: dict = {"n": n, "build_s": build, "rows": []}
+        for ef in efs:
+            for keep in [None, *keeps]:
+                sel_ids = np.flatnonzero(masks[keep]).astype(np.int64) if keep is not None else None
+                found, lat = [], []
+                for v in q:
+                    t1 = time.perf_counter()
+                    params = faiss.SearchParametersHNSW(efSearch=ef)
+                    if sel_ids is not None:  # built per query, as the index does
+                        params.sel = faiss.IDSelectorBatch(sel_ids)
+                    _, ids = idx.search(v[None, :], k, params=params)
+                    lat.append((time.perf_counter() - t1) * 1000)
+                    found.append(ids[0])
+                r = recall(found, ftruths[keep] if keep is not None else truth, k)
+                short = sum(1 for f in found if (f >= 0).sum() < k)
+                row = {"ef": ef, "keep": keep, "recall_at_10": round(r, 4),
+                       "p50_ms": round(float(np.percentile(lat, 50)), 3),
+                       "p95_ms": round(float(np.percentile(lat, 95)), 3), "short_of_k": short,
+                       "load": round(os.getloadavg()[0], 1)}
+                size["rows"].append(row)
+                label = "all" if keep is None else f"{keep:.2f}"
+                print(f"  n {n:>9,} ef {ef:4d} {label:>4s}  {pct(lat)} recall@10 {r:.4f} short of k {short}",
+                      flush=True)
+        out["sizes"].append(size)
+        out["load_end"] = os.getloadavg()[0]
+        if a.json:  # after every size, so a long run keeps what it has measured
+            Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+        del idx
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=100_000)
@@ -64,7 +166,13 @@ def main() -> None:
     p.add_argument("--ef", default="64,128,256")
     p.add_argument("--libs", default="faiss,hnswlib,usearch")
     p.add_argument("--search-threads", type=int, default=1, help="faiss OpenMP threads while searching")
+    p.add_argument("--ef-sweep", metavar="SIZES", help="faiss only: recall and latency against --ef per graph size")
+    p.add_argument("--graph-dir", help="with --ef-sweep: keep built graphs here and reuse them")
+    p.add_argument("--json", help="with --ef-sweep: write the rows here")
     a = p.parse_args()
+    if a.ef_sweep:
+        ef_sweep(a)
+        return
     k = 10
     import numpy as _np
     blas = _np.show_config(mode="dicts")["Build Dependencies"]["blas"]

@@ -29,12 +29,22 @@ import numpy as np
 
 M = 16                 # graph degree: recall 0.98+ at 10⁵ with ef 128 (ADR 0002)
 EF_CONSTRUCTION = 128
-EF_SEARCH = 128
+# efSearch by the graph's size, (up to rows, ef): a larger graph packs more near-identical neighbours
+# round a query, and a short walk stops before it has met its true top k (recall@10 0.89 at 10⁶ with
+# ef 128). Each ef gave recall@10 ≥ 0.98 with margin at its step's largest size, measured on one graph
+# per size (docs/benchmarks.md §2, "efSearch by graph size"); past 10⁶, one more doubling, not measured.
+EF_SEARCH_BY_ROWS = ((100_000, 128), (500_000, 256), (1_000_000, 512))
+EF_SEARCH_PAST = 1024
 MIN_ROWS = 20_000      # tenants smaller than this are searched exactly: faster there (ADR 0002)
 DEAD_FRACTION = 0.25   # rebuild a graph once this share of its nodes are tombstones
 EXACT_FRACTION = 0.3  # a filter allowing less of the tenant than this is scored exactly: faiss filtered recall 0.97 at 20 %, 0.82 at 10 % (ADR 0002)
 
 TenantKey = tuple[str, str, str]
+
+
+def ef_search(rows: int, k: int) -> int:
+    """The walk's candidate list for a graph of `rows` nodes asked for k: never shorter than k."""
+    return max(next((ef for up_to, ef in EF_SEARCH_BY_ROWS if rows <= up_to), EF_SEARCH_PAST), k)
 
 
 def available() -> bool:
@@ -82,7 +92,7 @@ class Graph:
         k = min(k, self.size)
         if k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        params = faiss.SearchParametersHNSW(efSearch=max(EF_SEARCH, k))
+        params = faiss.SearchParametersHNSW(efSearch=ef_search(self.size, k))
         if allowed is not None:
             params.sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
         scores, ids = self.index.search(qvec[None, :].astype(np.float32), k, params=params)
