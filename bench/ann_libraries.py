@@ -13,7 +13,8 @@ an over-fetch (what the ADR rules out) and is shown only for completeness.
 `--ef-sweep SIZES` measures one thing instead: for each graph size, ONE faiss HNSW graph (the
 index's M and efConstruction, 2 build threads) searched at every `--ef` (efSearch set per query,
 no rebuild), recall@10 against the exact answer and p50/p95 per query, unfiltered and with the
-`--keep` filters inside the walk (IDSelectorBatch, as the index passes a scope); the rows go to
+`--keep` filters inside the walk (`--selectors`: the index's bitmap, and/or faiss's IDSelectorBatch,
+which the index used before); the rows go to
 `--json`. `--graph-dir` keeps each built graph on disk and reuses it, so a second sweep of 10⁶
 does not pay the half-hour build again (docs/benchmarks.md §2, "efSearch by graph size"):
 
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from memlane.adapters.local import index_ann
 
 
 def vectors(n: int, dim: int, kind: str, seed: int = 1) -> np.ndarray:
@@ -108,6 +111,7 @@ def ef_sweep(a: argparse.Namespace) -> None:
     k = 10
     efs = [int(e) for e in a.ef.split(",")]
     keeps = [float(v) for v in a.keep.split(",")] if a.keep else []
+    selectors = a.selectors.split(",")
     out: dict = {"command": " ".join(sys.argv), "m": a.m, "ef_construction": a.ef_construction, "kind": a.kind,
                  "queries": a.queries, "faiss": faiss.__version__, "load_start": os.getloadavg()[0], "sizes": []}
     for n in [int(v) for v in a.ef_sweep.split(",")]:
@@ -126,25 +130,29 @@ def ef_sweep(a: argparse.Namespace) -> None:
         faiss.omp_set_num_threads(1)  # one query is one walk, as in the index
         size: dict = {"n": n, "build_s": build, "rows": []}
         for ef in efs:
-            for keep in [None, *keeps]:
+            for keep, selector in [(None, None), *((keep, sel) for keep in keeps for sel in selectors)]:
                 sel_ids = np.flatnonzero(masks[keep]).astype(np.int64) if keep is not None else None
                 found, lat = [], []
                 for v in q:
                     t1 = time.perf_counter()
                     params = faiss.SearchParametersHNSW(efSearch=ef)
                     if sel_ids is not None:  # built per query, as the index does
-                        params.sel = faiss.IDSelectorBatch(sel_ids)
+                        if selector == "bitmap":
+                            bits = index_ann.id_bitmap(sel_ids)
+                            params.sel = faiss.IDSelectorBitmap(bits.size, faiss.swig_ptr(bits))
+                        else:
+                            params.sel = faiss.IDSelectorBatch(sel_ids)
                     _, ids = idx.search(v[None, :], k, params=params)
                     lat.append((time.perf_counter() - t1) * 1000)
                     found.append(ids[0])
                 r = recall(found, ftruths[keep] if keep is not None else truth, k)
                 short = sum(1 for f in found if (f >= 0).sum() < k)
-                row = {"ef": ef, "keep": keep, "recall_at_10": round(r, 4),
+                row = {"ef": ef, "keep": keep, "selector": selector, "recall_at_10": round(r, 4),
                        "p50_ms": round(float(np.percentile(lat, 50)), 3),
                        "p95_ms": round(float(np.percentile(lat, 95)), 3), "short_of_k": short,
                        "load": round(os.getloadavg()[0], 1)}
                 size["rows"].append(row)
-                label = "all" if keep is None else f"{keep:.2f}"
+                label = "all" if keep is None else f"{keep:.2f} {selector}"
                 print(f"  n {n:>9,} ef {ef:4d} {label:>4s}  {pct(lat)} recall@10 {r:.4f} short of k {short}",
                       flush=True)
         out["sizes"].append(size)
@@ -169,6 +177,8 @@ def main() -> None:
     p.add_argument("--ef-sweep", metavar="SIZES", help="faiss only: recall and latency against --ef per graph size")
     p.add_argument("--graph-dir", help="with --ef-sweep: keep built graphs here and reuse them")
     p.add_argument("--json", help="with --ef-sweep: write the rows here")
+    p.add_argument("--selectors", default="bitmap", help="with --ef-sweep and --keep: how the filter reaches the walk, "
+                   "comma-separated: bitmap (the index's: index_ann.id_bitmap), batch (faiss IDSelectorBatch)")
     a = p.parse_args()
     if a.ef_sweep:
         ef_sweep(a)

@@ -326,3 +326,30 @@ def test_ef_search_grows_with_the_graph_as_measured(rows: int, ef: int) -> None:
 
 def test_ef_search_is_never_shorter_than_k() -> None:
     assert index_ann.ef_search(20_000, 700) == 700
+
+
+def test_a_filtered_walk_returns_only_allowed_ids_whatever_their_range() -> None:
+    """The filter inside the walk is a bitmap of the allowed doc ids (`index_ann.id_bitmap`): every id the
+    graph returns is allowed, ids far past the graph's and none at all are handled, and the answer is the
+    exact filtered top k on these well-separated vectors."""
+    x = vectors(3000)
+    ids = np.arange(1, 3001, dtype=np.int64) * 7  # doc ids are sparse: rows of other tenants between them
+    graph = index_ann.Graph.build(ids, x)
+    rng = np.random.default_rng(5)
+    allowed = np.concatenate([rng.choice(ids, 900, replace=False), [10**7]])  # one id no node has
+    for q in x[:20]:
+        found, _ = graph.search(q, 10, allowed=allowed)
+        member = np.isin(ids, allowed)
+        exact = ids[member][np.argsort(-(x[member] @ q))[:10]]
+        assert set(found.tolist()) <= set(allowed.tolist()) and len(found) == 10
+        assert len(set(found.tolist()) & set(exact.tolist())) >= 9
+    found, _ = graph.search(x[0], 10, allowed=np.empty(0, dtype=np.int64))
+    assert found.size == 0
+
+
+def test_the_id_bitmap_holds_exactly_the_ids_it_was_given() -> None:
+    ids = np.array([0, 1, 8, 9, 63, 64, 1000], dtype=np.int64)
+    bits = index_ann.id_bitmap(ids)
+    members = {i for i in range(1100) if i // 8 < bits.size and bits[i // 8] >> (i % 8) & 1}
+    assert members == set(ids.tolist())
+    assert index_ann.id_bitmap(np.empty(0, dtype=np.int64)).size == 0

