@@ -47,7 +47,8 @@ def _reason(error: Any) -> str:
 
 def lost_dls_race(error: Any) -> bool:
     """Whether an error body (or None) is the security plugin's DLS race (DLS_RACE above)."""
-    return error is not None and error_type(error) == "security_exception" and "dls_query does not match" in _reason(error)
+    return (error is not None and error_type(error) == "security_exception"
+            and "dls_query does not match" in _reason(error))
 
 
 def from_status(status: int | None, error: Any, what: str, **details: Any) -> MemlaneError:
