@@ -246,6 +246,11 @@ class Statement:
         return lang.additive_cue(self.words, self.text)
 
     def clauses(self) -> list["Statement"]:
+        return self._clauses
+
+    @cached_property
+    def _clauses(self) -> list["Statement"]:
+        # Read once: every pair a search or a write compares asks for the newer statement's clauses.
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
         return [statement(p) for p in parts] if len(parts) > 1 else [self]
 
