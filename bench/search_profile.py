@@ -1,42 +1,92 @@
-"""Where one search's time goes on the embedded store: one 1,000-memory tenant among 20 (a tenant's search does not
-depend on the others: docs/benchmarks.md §2), the scale bench's embedder and corpus; wall and CPU ms per search
-(CPU time: what a loaded machine inflates least), then cProfile of 100 searches.
+"""Where one search's time goes on the embedded store: one tenant of `--per-tenant` memories among `--tenants`
+(by default one of 1,000 among 20: a tenant's search does not depend on the others, docs/benchmarks.md §2), the
+scale bench's embedder and corpus; wall and CPU ms per search (CPU time: what a loaded machine inflates least),
+then cProfile of the searches.
+
+`--plans` times the keyword half's two plans side by side instead, interleaved query by query on the same store
+(adapters/local/embedded_index.py `_narrows`): the shipped choice, and the FTS5 scan always narrowed by the tenant
+token (the plan before it).
 
   python bench/search_profile.py
+  python bench/search_profile.py --tenants 1 --per-tenant 100000 --plans
 """
+import argparse
 import cProfile
 import pstats
 import tempfile
 import time
 from pathlib import Path
+
 import numpy as np
-from memlane.bench import scale, metrics
+
+from memlane.adapters.local import embedded_index
+from memlane.bench import metrics, scale
 from memlane.services.search import search
 
-with tempfile.TemporaryDirectory() as tmp:
-    emb = scale.RandomEmbedder()
-    b = scale.build("embedded", Path(tmp), emb)
-    corpus = scale.Corpus(seed=5)
-    target = None
-    for t in range(20):
-        texts = corpus.texts(1000)
-        scale.bulk_load(b, f"t{t:05d}", texts, np.asarray(emb.embed(texts), dtype=np.float32), t * 1000)
-        target = target or texts
-    qs = corpus.queries(target, 100)
-    scope = {"app_id": scale.APP, "tenant_id": "t00000"}
-    for q in qs[:5]:
-        search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
-    wall, cpu = [], []
-    for q in qs:
-        t0, c0 = time.perf_counter(), time.process_time()
-        search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
-        wall.append((time.perf_counter() - t0) * 1000); cpu.append((time.process_time() - c0) * 1000)
-    print("wall ms p50/p95", round(metrics.percentile(wall, 50), 2), round(metrics.percentile(wall, 95), 2),
-          "| CPU ms p50/p95", round(metrics.percentile(cpu, 50), 2), round(metrics.percentile(cpu, 95), 2))
-    pr = cProfile.Profile(); pr.enable()
-    for q in qs:
-        search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
-    pr.disable()
-    st = pstats.Stats(pr); st.sort_stats("cumulative"); st.print_stats("memlane", 25)
-    st.sort_stats("tottime"); st.print_stats(12)
-    b.service.close()
+
+def timed(deps, query, scope) -> tuple[float, float]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    search(deps, scale.STORE, query=query, scope=scope, top_k=10)
+    return (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+
+
+def line(label: str, wall: list[float], cpu: list[float]) -> str:
+    p = metrics.percentile
+    return (f"{label}: wall ms p50/p95 {p(wall, 50):.2f} / {p(wall, 95):.2f} | "
+            f"CPU ms p50/p95 {p(cpu, 50):.2f} / {p(cpu, 95):.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tenants", type=int, default=20)
+    ap.add_argument("--per-tenant", type=int, default=1000)
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--plans", action="store_true", help="the keyword half's two plans side by side, no profile")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        emb = scale.RandomEmbedder()
+        b = scale.build("embedded", Path(tmp), emb)
+        corpus = scale.Corpus(seed=5)
+        target = None
+        for t in range(args.tenants):
+            texts = corpus.texts(args.per_tenant)
+            scale.bulk_load(b, f"t{t:05d}", texts, np.asarray(emb.embed(texts), dtype=np.float32), t * args.per_tenant)
+            target = target or texts
+        t0 = time.perf_counter()
+        built = b.deps.index.build_graphs(scale.STORE)
+        print(f"{args.tenants} x {args.per_tenant:,} memories; {built} graph(s) built in {time.perf_counter() - t0:.1f} s")
+        qs = corpus.queries(target, args.queries)
+        scope = {"app_id": scale.APP, "tenant_id": "t00000"}
+        for q in qs[:5]:
+            timed(b.deps, q, scope)
+        if args.plans:
+            shipped, narrowed = embedded_index.TOKEN_MAX_SHARE, float("inf")
+            runs: dict[str, tuple[list[float], list[float]]] = {"shipped": ([], []), "always narrowed": ([], [])}
+            for i, q in enumerate(qs):
+                order = [("shipped", shipped), ("always narrowed", narrowed)]
+                for label, share in order if i % 2 else order[::-1]:
+                    embedded_index.TOKEN_MAX_SHARE = share
+                    wall, cpu = timed(b.deps, q, scope)
+                    runs[label][0].append(wall)
+                    runs[label][1].append(cpu)
+            embedded_index.TOKEN_MAX_SHARE = shipped
+            for label, (wall, cpu) in runs.items():
+                print(line(label, wall, cpu))
+            p = metrics.percentile
+            print(f"shipped / always narrowed, CPU p50 {p(runs['shipped'][1], 50) / p(runs['always narrowed'][1], 50):.2f}"
+                  f", p95 {p(runs['shipped'][1], 95) / p(runs['always narrowed'][1], 95):.2f}")
+            return
+        wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
+        print(line("search", list(wall), list(cpu)))
+        pr = cProfile.Profile()
+        pr.enable()
+        for q in qs:
+            search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
+        pr.disable()
+        st = pstats.Stats(pr)
+        st.sort_stats("cumulative")
+        st.print_stats("memlane", 25)
+
+
+if __name__ == "__main__":
+    main()
