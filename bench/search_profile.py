@@ -59,33 +59,40 @@ def main() -> None:
         scope = {"app_id": scale.APP, "tenant_id": "t00000"}
         for q in qs[:5]:
             timed(b.deps, q, scope)
-        if args.plans:
-            shipped, narrowed = embedded_index.TOKEN_MAX_SHARE, float("inf")
-            runs: dict[str, tuple[list[float], list[float]]] = {"shipped": ([], []), "always narrowed": ([], [])}
-            for i, q in enumerate(qs):
-                order = [("shipped", shipped), ("always narrowed", narrowed)]
-                for label, share in order if i % 2 else order[::-1]:
-                    embedded_index.TOKEN_MAX_SHARE = share
-                    wall, cpu = timed(b.deps, q, scope)
-                    runs[label][0].append(wall)
-                    runs[label][1].append(cpu)
-            embedded_index.TOKEN_MAX_SHARE = shipped
-            for label, (wall, cpu) in runs.items():
-                print(line(label, wall, cpu))
-            p = metrics.percentile
-            print(f"shipped / always narrowed, CPU p50 {p(runs['shipped'][1], 50) / p(runs['always narrowed'][1], 50):.2f}"
-                  f", p95 {p(runs['shipped'][1], 95) / p(runs['always narrowed'][1], 95):.2f}")
-            return
-        wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
-        print(line("search", list(wall), list(cpu)))
-        pr = cProfile.Profile()
-        pr.enable()
-        for q in qs:
-            search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
-        pr.disable()
-        st = pstats.Stats(pr)
-        st.sort_stats("cumulative")
-        st.print_stats("memlane", 25)
+        try:
+            report(b, qs, scope, args.plans)
+        finally:
+            b.service.close()
+
+
+def report(b, qs, scope, plans: bool) -> None:
+    if plans:
+        shipped, narrowed = embedded_index.TOKEN_MAX_SHARE, float("inf")
+        runs: dict[str, tuple[list[float], list[float]]] = {"shipped": ([], []), "always narrowed": ([], [])}
+        for i, q in enumerate(qs):
+            order = [("shipped", shipped), ("always narrowed", narrowed)]
+            for label, share in order if i % 2 else order[::-1]:
+                embedded_index.TOKEN_MAX_SHARE = share
+                wall, cpu = timed(b.deps, q, scope)
+                runs[label][0].append(wall)
+                runs[label][1].append(cpu)
+        embedded_index.TOKEN_MAX_SHARE = shipped
+        for label, (wall, cpu) in runs.items():
+            print(line(label, wall, cpu))
+        p = metrics.percentile
+        print(f"shipped / always narrowed, CPU p50 {p(runs['shipped'][1], 50) / p(runs['always narrowed'][1], 50):.2f}"
+              f", p95 {p(runs['shipped'][1], 95) / p(runs['always narrowed'][1], 95):.2f}")
+        return
+    wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
+    print(line("search", list(wall), list(cpu)))
+    pr = cProfile.Profile()
+    pr.enable()
+    for q in qs:
+        search(b.deps, scale.STORE, query=q, scope=scope, top_k=10)
+    pr.disable()
+    st = pstats.Stats(pr)
+    st.sort_stats("cumulative")
+    st.print_stats("memlane", 25)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class EmbeddedIndex:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
         self._db.execute("PRAGMA busy_timeout=5000")
+        # Up to 64 MiB of pages kept in the process (SQLite's default is 2 MiB, filled only as pages are read): a
+        # large tenant's search reads FTS5 segments and docs rows well past 2 MiB (docs/benchmarks.md §2).
+        self._db.execute("PRAGMA cache_size=-65536")
         # Deleted rows are overwritten with zeros, not left in free space (erasure leaves nothing).
         self._db.execute("PRAGMA secure_delete=ON")
         open_schema(self._db, path)
