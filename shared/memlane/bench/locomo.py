@@ -636,12 +636,8 @@ def summarize(collected: Collected, seed: int = SEED, counter: TokenCounter | No
                              for p, vs in values[name].objectives().items()
                              if not p.startswith("fold")]}  # rrf's per-fold copies are not grid points
         lat = collected.latencies.get(name, [])
-        rep["latency_ms"] = {"p50": round(metrics.percentile(lat, 50), 2),
-                             "p95": round(metrics.percentile(lat, 95), 2),
-                             "mean": round(sum(lat) / max(len(lat), 1), 2)}
-        lat = collected.latencies_default_k.get(name, [])
-        rep[f"latency_top{LATENCY_K}_ms"] = {"p50": round(metrics.percentile(lat, 50), 2),
-                                             "p95": round(metrics.percentile(lat, 95), 2)}
+        rep["latency_ms"] = {**metrics.p50_p95(lat), "mean": round(sum(lat) / max(len(lat), 1), 2)}
+        rep[f"latency_top{LATENCY_K}_ms"] = metrics.p50_p95(collected.latencies_default_k.get(name, []))
         methods[name] = rep
     ours = [n for n in methods if n.startswith("memlane")]
     baselines = [n for n in methods if not n.startswith("memlane")]

@@ -158,3 +158,8 @@ class Accumulator:
 
     def means(self) -> dict[str, float]:
         return {k: round(v / self.n, 4) for k, v in (self.sums or {}).items()} if self.n else {}
+
+
+def p50_p95(values: Sequence[float]) -> dict[str, float]:
+    """The median and the 95th percentile, rounded to 0.01: how every bench reports a latency."""
+    return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}

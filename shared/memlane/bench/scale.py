@@ -226,7 +226,7 @@ def time_brute(brute: BruteForce, embedder: RandomEmbedder, queries: Sequence[st
 
 
 def summary(lat: Sequence[float]) -> dict[str, float]:
-    return {"p50": round(metrics.percentile(lat, 50), 2), "p95": round(metrics.percentile(lat, 95), 2)}
+    return metrics.p50_p95(lat)
 
 
 def ingest_throughput(data_dir: Path, messages: int, per_add: int = 20) -> dict[str, Any]:

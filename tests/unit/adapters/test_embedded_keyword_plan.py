@@ -80,3 +80,21 @@ def test_both_plans_give_the_same_hits_and_only_the_tenants(tmp_path: Path, tena
         plans[token] = hits
     assert plans[True] == plans[False] and len(plans[True]) == 20
     assert all(mid.startswith(f"{tenant}-") for mid, _ in plans[True])
+
+
+def test_concurrent_searches_of_both_plans_each_get_only_their_tenants_hits(tmp_path: Path) -> None:
+    """The plan is chosen per search from shared state (the tenant's cached matrix): two tenants searched at
+    once from several threads, one on each plan, each gets exactly its own hits, as when searched alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    idx = store(tmp_path)
+    alone = {t: search(idx, t)[0] for t in ("big", "small")}  # also loads each tenant's matrix
+
+    def one(tenant: str) -> tuple[str, list]:
+        q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id=tenant), text="apple violin meadow",
+                       vector=[1.0] + [0.0] * (DIM - 1), k=20)
+        return tenant, [(h.memory_id, round(h.score, 9)) for h in idx.search("s", q).keyword]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(one, ["big", "small"] * 40))
+    assert all(hits == alone[tenant] for tenant, hits in results)
