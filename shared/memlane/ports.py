@@ -272,6 +272,12 @@ class Index(Protocol):
         """Both ranked lists in one round trip, each already limited to the query's scope."""
         ...
 
+    def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
+                     ids: Sequence[str]) -> dict[str, float]:
+        """The cosine of `vector` with each of these documents that the scope holds (any other id is
+        left out): what a search reports for a hit that its vector list did not reach."""
+        ...
+
     def for_tenant(self, store: str, app_id: str, tenant_id: str) -> "Index":
         """This index as one authorized tenant uses it: it writes, finds and deletes only that tenant's
         documents of that store, and refuses calls naming another (on OpenSearch, with the tenant's

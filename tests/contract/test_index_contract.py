@@ -194,6 +194,18 @@ def test_vector_score_is_cosine(ready: Index) -> None:
     assert_ranked(result)
 
 
+def test_similarities_are_the_cosines_a_vector_search_reports(ready: Index) -> None:
+    """What a search reports for a hit its vector list did not reach: the same cosine, read by id."""
+    put(ready, "s1", *CORPUS)
+    query = "Bob adopted a puppy last spring"
+    result = search(ready, "s1", query)
+    scope = ScopeFilter(app_id="app", tenant_id="t1")
+    got = ready.similarities("s1", scope, embed(query), ids(result.vector))
+    assert got == pytest.approx({h.memory_id: h.score for h in result.vector}, abs=1e-4)
+    assert ready.similarities("s1", scope, embed(query), []) == {}
+    assert ready.similarities("s1", scope, embed(query), ["no-such-id"]) == {}
+
+
 def test_no_query_vector_means_no_vector_hits(ready: Index) -> None:
     put(ready, "s1", *CORPUS)
     result = search(ready, "s1", "guitar", with_vector=False)
@@ -305,6 +317,20 @@ def test_unknown_tenant_app_or_store_sees_nothing(placed: Index) -> None:
     assert search(placed, "s3", "zebra", k=100) == IndexResult(keyword=[], vector=[])
 
 
+@pytest.mark.parametrize(("agents", "runs", "expected"), [
+    (None, None, T1),
+    (("a1",), ("r1",), {"t1-a1-r1"}),
+    (("a1",), ("r10",), set()),
+])
+def test_similarities_are_read_in_the_scope_only(placed: Index, agents: tuple[str, ...] | None,
+                                                 runs: tuple[str, ...] | None, expected: set[str]) -> None:
+    """Every neighbour's id asked for by name (other tenants, apps, stores, prefix ids): only the scope's answer."""
+    scope = ScopeFilter(app_id="app", tenant_id="t1", agent_ids=agents, run_ids=runs)
+    got = placed.similarities("s1", scope, embed("zebra"), [*sorted(PLACES), "no-such-id"])
+    assert set(got) == expected
+    assert all(-1.0 - 1e-5 <= v <= 1.0 + 1e-5 for v in got.values())
+
+
 def test_a_tenants_delete_naming_every_neighbours_id_removes_only_its_own(placed: Index) -> None:
     placed.for_tenant("s1", "app", "t1").delete("s1", sorted(PLACES))  # prefix tenants, apps, stores too
     for memory_id, (store, app, tenant, agent, run) in PLACES.items():
@@ -324,7 +350,10 @@ def test_a_tenant_bound_index_refuses_calls_naming_another_tenant_or_store(place
         t1.delete("s2", ["s2-t1-a1-r1"])
     with pytest.raises(Forbidden):
         t1.drop_store("s1")
+    with pytest.raises(Forbidden):
+        t1.similarities("s1", ScopeFilter(app_id="app", tenant_id="t2"), embed("zebra"), ["t2-a1-r1"])
     assert both(search(t1, "s1", "zebra", k=100)) == T1  # its own scope still works
+    assert set(t1.similarities("s1", ScopeFilter(app_id="app", tenant_id="t1"), embed("zebra"), sorted(PLACES))) == T1
     assert both(search(placed, "s1", "zebra", tenant="t2", k=100)) == {"t2-a1-r1"}
     assert both(search(placed, "s2", "zebra", k=100)) == {"s2-t1-a1-r1"}
     assert ids(search(placed, "s1", "new").keyword) == []

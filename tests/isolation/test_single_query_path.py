@@ -8,7 +8,7 @@ import ast
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memlane.adapters.opensearch.queries import search_lines, tenant_ids_query
+from memlane.adapters.opensearch.queries import search_lines, similarities_body, tenant_ids_query
 from memlane.domain.scope import search_scope
 from memlane.ports import IndexQuery
 
@@ -61,13 +61,17 @@ def test_opensearch_adapter_sends_searches_only_from_the_scoped_builder():
     calls = functions_with(ROOT / "adapters/opensearch/index.py",
                            lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                            and n.func.attr in ENGINE_READS)
-    # `search` sends search_lines' body; `_versions` is the lookup before a by-id write (no content),
-    # and it too carries the tenant: its body is tenant_ids_query's, sent with the tenant's routing
-    assert calls == {"search": 1, "_versions": 1}, calls
+    # `search` sends search_lines' body and `similarities` its follow-up's (cosines by id, under the scope);
+    # `_versions` is the lookup before a by-id write (no content), and it too carries the tenant: its
+    # body is tenant_ids_query's. Each is sent with the tenant's routing.
+    assert calls == {"search": 1, "similarities": 1, "_versions": 1}, calls
     source = (ROOT / "adapters/opensearch/index.py").read_text()
     versions = source[source.index("    def _versions("):source.index("    def _bulk(")]
     assert "tenant_ids_query(store, app_id, tenant_id, chunk)" in versions
     assert "routing=routing_key(app_id, tenant_id)" in versions
+    similarities = source[source.index("    def similarities("):source.index("    # -- internals")]
+    assert "similarities_body(store, scope, wanted, unit)" in similarities
+    assert "routing=routing_key(scope.app_id, scope.tenant_id)" in similarities
     for module in (ROOT / "adapters/opensearch").glob("*.py"):
         if module.name not in ("index.py",):
             assert not functions_with(module, lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
@@ -92,4 +96,12 @@ def test_every_opensearch_query_line_carries_the_scope_filter():
 def test_the_lookup_before_a_by_id_write_carries_the_tenant():
     query = repr(tenant_ids_query("demo", "app", "ann", ["m1", "m2"]))
     for term in ("{'ids': {'values': ['m1', 'm2']}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}"):
+        assert term in query, term
+
+
+def test_the_cosines_read_by_id_carry_the_scope():
+    scope = search_scope({"app_id": "app", "tenant_id": "ann", "agent_id": "a1", "run_id": ["r1", "r2"]})
+    query = repr(similarities_body("demo", scope, ["m1", "m2"], [0.1] * 8))
+    for term in ("{'ids': {'values': ['m1', 'm2']}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}",
+                 "'agent_id': ['a1']", "'run_id': ['r1', 'r2']"):
         assert term in query, term

@@ -116,26 +116,40 @@ def test_later_conversation_recalls_earlier_fact(service, deps, store):
     assert "nurse" in hits[0].memory.text and hits[0].evidence[0].role == "user"
 
 
-def test_the_index_is_asked_for_fusions_keyword_share_only(deps, store, monkeypatch):
-    """Fusion reads `candidates` keyword hits; the longer vector list (top_k x the pool) is for cosines.
-    Asking the keyword signal for the pool too made OpenSearch fetch up to 2,000 hits it never used."""
+@pytest.mark.parametrize("top_k", [10, 100])
+def test_the_index_is_asked_for_what_fusion_takes_whatever_top_k(deps, store, monkeypatch, top_k):
+    """The k-NN half is the cost of an OpenSearch search and grows with k (docs/benchmarks.md, "OpenSearch at
+    10⁵ and 10⁶"): each signal is asked for the recipe's candidates, no more. A vector k grown with top_k
+    (10 × top_k) only bought cosines for hits fusion had found anyway."""
     from memlane.policies.ranking import RECIPES
 
     asked = []
     real = deps.index.search
-    monkeypatch.setattr(deps.index, "search", lambda s, q: asked.append(q) or real(s, q))
-    search.search(deps, store, query="Ann's dog", scope=BASE, top_k=50)
-    plan = RECIPES[deps.settings.default_recipe]
-    assert asked[0].keyword_k == plan.candidates
-    assert asked[0].k == plan.similarity_pool_per_result * 50
-
-
-def test_the_vector_half_asks_no_more_hits_than_fusion_takes_at_top_k_10(deps, store, monkeypatch):
-    """The k-NN half is the cost of an OpenSearch search and grows with k (docs/benchmarks.md, "OpenSearch at
-    10⁵ and 10⁶"): at the default top_k it asks what fusion uses (the recipe's candidates), no more —
-    k 200 bought cosines for hits ranked past fusion and did not move LoCoMo R@10 on either backend."""
-    asked = []
-    real = deps.index.search
     monkeypatch.setattr(deps.index, "search", lambda store_, q: asked.append((q.k, q.keyword_k)) or real(store_, q))
-    search.search(deps, store, query="Ann's dog", scope=BASE, top_k=10)
-    assert asked == [(100, 100)]
+    search.search(deps, store, query="Ann's dog", scope=BASE, top_k=top_k)
+    assert asked == [(RECIPES[deps.settings.default_recipe].candidates, None)]
+
+
+def test_a_hit_past_the_vector_list_has_its_cosine_read_from_the_index(deps, store, monkeypatch):
+    """A keyword hit the vector list did not reach still reports its real similarity: the cosine of the
+    query with the vector the index holds, read from the index (one more index read), never by running
+    the model on its text again (which cost a top_k 10 search ~30-60 ms on 2 cores)."""
+    import dataclasses
+
+    from memlane.policies.ranking import RECIPES
+
+    plan = RECIPES[deps.settings.default_recipe]
+    monkeypatch.setitem(RECIPES, plan.name, dataclasses.replace(plan, candidates=2, rerank=False))
+    embedded, read = [], []
+    embed, similarities = deps.embedder.embed, deps.index.similarities
+    monkeypatch.setattr(deps.embedder, "embed", lambda texts: embedded.append(list(texts)) or embed(texts))
+    monkeypatch.setattr(deps.index, "similarities",
+                        lambda *a: read.append(list(a[3])) or similarities(*a))
+    query = "Saturday"  # keyword hits: two memories; vector hits: one of them and a third
+    hits = search.search(deps, store, query=query, scope=BASE, top_k=3)
+    assert embedded == [[query]]  # the query alone
+    assert len(hits) == 3 and len(read) == 1 and len(read[0]) == 1
+    (qvec,) = embed([query])
+    for hit in hits:
+        (vec,) = embed([hit.memory.text])
+        assert hit.similarity == pytest.approx(max(0.0, sum(a * b for a, b in zip(qvec, vec))), abs=1e-4)

@@ -56,7 +56,7 @@ STORE = "locomo"
 APP = "locomo"
 FETCH_K = 100  # results asked per question (search's maximum): enough for 2,000 tokens of turns
 # The API's default top_k: each question's search is timed a second time at it, as most callers ask — a search of
-# FETCH_K asks the index for many more candidates (the vector pool grows with top_k).
+# FETCH_K reranks and returns more, and reads more cosines by id (those the vector list did not reach).
 LATENCY_K = 10
 BUDGET = 1000
 KS = (1, 5, 10, 20)
@@ -842,7 +842,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="memlane-bench-") if not args.data_dir else None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tmp.name)  # type: ignore[union-attr]
     bm25, vector = BM25Turns(), VectorTurns(embedder)
-    recipe = _pool_recipe(args.similarity_pool, args.candidates)
+    recipe = _candidates_recipe(args.candidates)
     ours = [Memlane(embedder, data_dir / ("memlane" if mode == "session" else f"memlane-{mode}"),
                     backend=args.backend, ingest=mode, recipe=recipe)
             for mode in _ingests(args.ingest)]
@@ -918,27 +918,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "reply, method memlane-exchange); 'session,exchange' measures both in one run")
     p.add_argument("--data-dir", help="keep memlane's data here instead of a temporary directory")
     p.add_argument("--seed", type=int, default=SEED, help="bootstrap seed (recorded in the JSON)")
-    p.add_argument("--similarity-pool", type=int, default=None,
-                   help="the recipe's vector hits per result asked (similarity_pool_per_result) instead of the shipped one")
     p.add_argument("--candidates", type=int, default=None,
                    help="the recipe's hits per signal into fusion instead of the shipped one")
     p.add_argument("--embed-cache", help=argparse.SUPPRESS)  # development aid; never for published latency
     answers.add_arguments(p)
 
 
-def _pool_recipe(pool: int | None, candidates: int | None = None) -> str | None:
-    """The shipped recipe with another similarity_pool_per_result and/or candidates per signal (what a
-    smaller vector k costs: k = max(candidates, pool x top_k)), registered for this process only;
-    None: the shipped recipe as it is."""
+def _candidates_recipe(candidates: int | None) -> str | None:
+    """The shipped recipe with another number of candidates per signal (what a smaller k costs),
+    registered for this process only; None: the shipped recipe as it is."""
     from ..policies.ranking import DEFAULT_RECIPE, RECIPES
 
-    if pool is None and candidates is None:
+    if candidates is None:
         return None
     base = RECIPES[DEFAULT_RECIPE]
-    pool = base.similarity_pool_per_result if pool is None else pool
-    candidates = base.candidates if candidates is None else candidates
-    name = f"{base.name}-bench-pool{pool}-candidates{candidates}"
-    RECIPES.setdefault(name, replace(base, name=name, similarity_pool_per_result=pool, candidates=candidates))
+    name = f"{base.name}-bench-candidates{candidates}"
+    RECIPES.setdefault(name, replace(base, name=name, candidates=candidates))
     return name
 
 

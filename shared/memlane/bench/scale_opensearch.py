@@ -11,8 +11,8 @@ What is real and what is synthetic:
   vectors for the rest — 10⁶ texts through the model would take hours on this machine.
 - Queries: LoCoMo questions (real text, real model vectors), searched in a small, the median and
   the largest tenant. Latency is the `Index.search` call the service makes for top_k 10 (BM25 and
-  filtered k-NN in one `_msearch`: vector k = max(candidates, similarity_pool_per_result × top_k) and
-  keyword k = candidates, as services/search.py asks with the shipped recipe), without the query
+  filtered k-NN in one `_msearch`: vector k = keyword k = candidates, as services/search.py asks with
+  the shipped recipe), without the query
   embedding, and with it (the model embedding the question in the same loop). `--vector-k` measures
   other vector k's beside it (keyword k = min(k, candidates)): what a smaller pool would gain.
 - `--force-merge`: after a size is measured, its index is merged to one segment (timed) and measured
@@ -133,12 +133,13 @@ def node_figures(client: Any, index: str) -> dict[str, Any]:
             "process_rss_mb": rss}
 
 
-def shipped_k(top_k: int = 10) -> tuple[int, int]:
-    """The vector and keyword k the service asks for top_k with the shipped recipe (services/search.py)."""
+def shipped_k() -> tuple[int, int]:
+    """The vector and keyword k the service asks for with the shipped recipe, whatever the top_k
+    (services/search.py)."""
     from ..policies.ranking import DEFAULT_RECIPE, RECIPES
 
     plan = RECIPES[DEFAULT_RECIPE]
-    return max(plan.candidates, plan.similarity_pool_per_result * top_k), plan.candidates
+    return plan.candidates, plan.candidates
 
 
 def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[str], qvecs: np.ndarray,

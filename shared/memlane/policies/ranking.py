@@ -20,13 +20,9 @@ class SearchRecipe:
     # 10, not the textbook 60: a smaller k lets each signal's first hits count for more, which won
     # +0.02 recall@10 on LoCoMo (docs/benchmarks.md; 60 → 30 → 20 → 10 each a little better).
     rrf_k: int = 10
-    candidates: int = 100  # per signal, into fusion
-    # Vector hits fetched per result asked for, for their cosines: a result the vector list misses has
-    # its similarity measured by embedding its text again (~5-10 ms on 2 cores). The vector k is
-    # max(candidates, this × top_k): 10 makes it what fusion takes at the default top_k (100 for 10).
-    # 20 (k 200) cost OpenSearch's k-NN half ~1.2-1.9× the time at 10⁵ memories and left LoCoMo R@10
-    # unchanged on both backends (docs/benchmarks.md, "OpenSearch at 10⁵: engine, vector k, segments").
-    similarity_pool_per_result: int = 10
+    # Hits per signal, into fusion. A result the vector list did not reach has its cosine read from
+    # the index (`Index.similarities`), so the vector k need not grow with top_k.
+    candidates: int = 100
     rerank: bool = True
     rerank_depth: int = 30  # how many fused candidates the reranker sees
     rerank_weight: float = 0.5  # blend of reranker score vs fused score, both min-max normalised

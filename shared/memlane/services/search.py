@@ -78,16 +78,13 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     # another agent or in another thread): it keeps the value it was told, so it fetches the superseded too.
     narrowed = not history and (where.agent_ids is not None or where.run_ids is not None)
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
-    pool = plan.similarity_pool_per_result * top_k if vector is not None else 0
     result = deps.index.search(store, IndexQuery(
-        scope=where, text=query, vector=vector, k=max(plan.candidates, pool), keyword_k=plan.candidates,
+        scope=where, text=query, vector=vector, k=plan.candidates,
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
-    # Fusion sees `candidates` per signal; the longer vector list only supplies measured cosines.
-    lists = [(plan.keyword_weight, result.keyword[:plan.candidates]),
-             (plan.vector_weight, result.vector[:plan.candidates])]
-    fused = reciprocal_rank_fusion(lists, plan.rrf_k)
+    fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
+                                   plan.rrf_k)
     cosines = {h.memory_id: h.score for h in result.vector}
     # Equal scores are common (one memory tops the keyword list, another the vector list): the one
     # closer in meaning first, then the id, so the order never depends on how ids were drawn.
@@ -113,20 +110,20 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         scores = {**{mid: floor - (i + 1) * 1e-6 for i, mid in enumerate(candidates[len(head):])}, **reranked}
         candidates = head + candidates[len(head):]
 
-    missing = [mid for mid in candidates[:top_k] if mid not in cosines]
-    if missing and vector is not None:
-        # Keyword-only hits: measure their similarity instead of guessing it.
-        for mid, v in zip(missing, deps.embedder.embed([memories[m].text for m in missing])):
-            cosines[mid] = sum(a * b for a, b in zip(vector, v))
-    hits = []
-    for mid in candidates:
-        similarity = similarity_from_cosine(cosines.get(mid, 0.0))
-        if similarity < min_similarity:
-            continue
-        hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6), similarity=round(similarity, 6),
-                              message=messages.get(mid)))
-        if len(hits) == top_k:
-            break
+    hits: list[SearchHit] = []
+    seen = 0
+    while len(hits) < top_k and seen < len(candidates):
+        batch = candidates[seen:seen + top_k - len(hits)]
+        seen += len(batch)
+        missing = [mid for mid in batch if mid not in cosines]
+        if missing and vector is not None:
+            # Hits the vector list did not reach (keyword-only): their cosines, read from the index.
+            cosines.update(deps.index.similarities(store, where, vector, missing))
+        for mid in batch:
+            similarity = similarity_from_cosine(cosines.get(mid, 0.0))
+            if similarity >= min_similarity:
+                hits.append(SearchHit(memory=memories[mid], score=round(scores[mid], 6),
+                                      similarity=round(similarity, 6), message=messages.get(mid)))
     if not history:
         # Two active memories that conflict anyway (written before write-time consolidation, or
         # beyond what it could tell): the newer first. Scores stay as they were.

@@ -180,15 +180,12 @@ def test_a_run_without_memlane_says_so_instead_of_empty_parentheses(data, minilm
     assert last.startswith("5 turns, ") and "()" not in last
 
 
-def test_a_pool_recipe_changes_only_the_pool_and_candidates_asked_for():
+def test_a_candidates_recipe_changes_only_the_candidates_asked_for():
     from dataclasses import replace
 
-    from memlane.bench.locomo import _pool_recipe
+    from memlane.bench.locomo import _candidates_recipe
     from memlane.policies.ranking import DEFAULT_RECIPE, RECIPES
 
-    assert _pool_recipe(None) is None  # the shipped recipe as it is
-    shipped = RECIPES[DEFAULT_RECIPE]
-    name = _pool_recipe(5, 50)
-    assert RECIPES[name] == replace(shipped, name=name, similarity_pool_per_result=5, candidates=50)
-    only_pool = _pool_recipe(7)
-    assert RECIPES[only_pool].candidates == shipped.candidates and RECIPES[only_pool].similarity_pool_per_result == 7
+    assert _candidates_recipe(None) is None  # the shipped recipe as it is
+    name = _candidates_recipe(50)
+    assert RECIPES[name] == replace(RECIPES[DEFAULT_RECIPE], name=name, candidates=50)

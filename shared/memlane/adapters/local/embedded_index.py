@@ -32,7 +32,7 @@ from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
-from .index_filter import Filter, candidates, match_expression, tenant_key, utc_iso, where
+from .index_filter import Filter, candidates, match_expression, named_documents, tenant_key, utc_iso, where
 from . import index_ann
 from .index_ann import Graph, GraphFiles
 from .index_schema import INSERT, INSERT_VECTOR, SCHEMA_VERSION, open_schema
@@ -192,6 +192,19 @@ class EmbeddedIndex:
             vector = [] if qvec is None else self._vector(store, f, qvec, k)
             keyword = self._keyword(store, f, query.text, keyword_limit(query, k))
         return IndexResult(keyword=keyword, vector=vector)
+
+    def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
+                     ids: Sequence[str]) -> dict[str, float]:
+        if not ids:
+            return {}
+        with self._lock:
+            dim = self._dim(store)
+            if dim is None:
+                return {}
+            qvec = unit_vector(vector, dim, "query vector")
+            rows = self._select(store, Filter(scope=scope), "d.memory_id, v.embedding", with_vectors=True,
+                                named=list(ids))
+        return {mid: float(np.frombuffer(blob, dtype=np.float32) @ qvec) for mid, blob in rows}
 
     def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
         match = match_expression(text)
@@ -412,7 +425,7 @@ class EmbeddedIndex:
 
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: Filter, columns: str, *, match: str | None = None,
-                within: list[int] | None = None, with_vectors: bool = False,
+                within: list[int] | None = None, named: list[str] | None = None, with_vectors: bool = False,
                 limit: int | None = None, after: int | None = None,
                 tenant_token: bool = True) -> list[tuple[Any, ...]]:
         """Read `docs` (alias d) under the store + scope filter and the query's filters.
@@ -425,11 +438,11 @@ class EmbeddedIndex:
             clauses.append("d.id > ?")
             params.append(after)
         source = "docs AS d"
-        if within is not None:
+        if within is not None or named is not None:
             # Candidates first, each looked up by id (CROSS JOIN fixes the order): through the
             # scope index instead SQLite would read every row of the tenant to check a few.
             assert match is None, "candidates are checked by id, never matched"
-            source, values = candidates(within)
+            source, values = candidates(within) if within is not None else named_documents(named or [])
             params[:0] = values
         if match is None:
             join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
@@ -546,6 +559,11 @@ class TenantEmbeddedIndex:
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         self.binding.check(store, query.scope.app_id, query.scope.tenant_id)
         return self._index.search(store, query)
+
+    def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
+                     ids: Sequence[str]) -> dict[str, float]:
+        self.binding.check(store, scope.app_id, scope.tenant_id)
+        return self._index.similarities(store, scope, vector, ids)
 
     def for_tenant(self, store: str, app_id: str, tenant_id: str) -> TenantEmbeddedIndex:
         return self._index.for_tenant(store, app_id, tenant_id)

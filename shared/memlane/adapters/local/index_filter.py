@@ -107,6 +107,12 @@ def candidates(doc_ids: list[int]) -> tuple[str, list[Any]]:
     return "json_each(?) AS c CROSS JOIN docs AS d ON d.id = c.value", [json.dumps(doc_ids)]
 
 
+def named_documents(memory_ids: list[str]) -> tuple[str, list[Any]]:
+    """The FROM of a read of documents by their memory ids, each found through the store's unique
+    (store, memory_id) index; the filter's conditions then apply to those rows only."""
+    return "json_each(?) AS c CROSS JOIN docs AS d ON d.memory_id = c.value", [json.dumps(memory_ids)]
+
+
 def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     # An empty selector selects nothing (SQLite accepts "IN ()").
     return f"{column} IN ({', '.join('?' * len(values))})", list(values)

@@ -44,6 +44,7 @@ from opensearchpy import OpenSearch
 from ...domain.errors import Conflict, DependencyFailed, Forbidden, InvalidInput, NotFound, Retryable
 from ...domain.models import Memory, RecordType, validate_store_name
 from ...domain.schema import PER_STORE, Described, IndexDefinition
+from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
@@ -51,7 +52,7 @@ from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
 from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
                      lost_dls_race)
-from .queries import MAX_K, search_lines, tenant_ids_query
+from .queries import MAX_K, search_lines, similarities_body, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
@@ -383,6 +384,21 @@ class OpenSearchIndex:
             else:
                 hits[signal] = [_hit(h, float(h["_score"])) for h in raw]
         return IndexResult(keyword=hits["keyword"], vector=hits["vector"])
+
+    def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
+                     ids: Sequence[str]) -> dict[str, float]:
+        if self.binding is not None:
+            self.binding.check(store, scope.app_id, scope.tenant_id)
+        wanted = list(dict.fromkeys(ids))[:MAX_K]
+        dim = self._dim(store)
+        unit = None if dim is None or not wanted else _unit_vector(vector, dim, "query vector")
+        if unit is None:  # no index, nothing asked, or a zero vector (similar to nothing)
+            return {}
+        answer = self._read("similarities", lambda: self.client.search(
+            index=self._address(store), routing=routing_key(scope.app_id, scope.tenant_id), ignore=404,
+            body=similarities_body(store, scope, wanted, unit), params={"filter_path": "hits.hits._id,hits.hits._score"}))
+        raw = answer.get("hits", {}).get("hits", [])  # no index, or no hit: filter_path leaves nothing
+        return {h["_id"]: max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
 
     # -- internals -----------------------------------------------------------------------------
     def _dim(self, store: str) -> int | None:

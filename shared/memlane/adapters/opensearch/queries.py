@@ -1,4 +1,5 @@
-"""The one place a query is built. Every search goes through `search_lines`, and the lookup
+"""The one place a query is built. Every search goes through `search_lines` (and its follow-up,
+`similarities_body`), and the lookup
 before every by-id write through `tenant_ids_query`: both always carry the store, app and tenant
 terms (and are sent with the tenant's routing); nothing else builds a query over memory content.
 """
@@ -9,6 +10,7 @@ from typing import Any
 
 from ...domain.language import search_words
 from ...domain.models import RecordType
+from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery, keyword_limit
 from .documents import metadata_filter_terms, routing_key, utc_iso
 
@@ -40,16 +42,18 @@ def tenant_ids_query(store: str, app_id: str, tenant_id: str, ids: list[str]) ->
     return {"bool": {"filter": [{"ids": {"values": ids}}, *tenant_terms(store, app_id, tenant_id)]}}
 
 
-def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
-    scope = q.scope
-    filters: list[dict[str, Any]] = [
-        *tenant_terms(store, scope.app_id, scope.tenant_id),
-        {"terms": {"status": [str(s) for s in q.statuses]}},  # empty: matches nothing, as it should
-    ]
+def _scope_filters(store: str, scope: ScopeFilter) -> list[dict[str, Any]]:
+    filters = tenant_terms(store, scope.app_id, scope.tenant_id)
     if scope.agent_ids is not None:
         filters.append({"terms": {"agent_id": list(scope.agent_ids)}})
     if scope.run_ids is not None:
         filters.append({"terms": {"run_id": list(scope.run_ids)}})
+    return filters
+
+
+def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
+    filters = _scope_filters(store, q.scope)
+    filters.append({"terms": {"status": [str(s) for s in q.statuses]}})  # empty: matches nothing, as it should
     filters.append(_record_types(q.record_types))
     if q.memory_types is not None:  # narrows memories only: messages and summaries have no type
         filters.append({"bool": {"should": [{"terms": {"memory_type": [str(t) for t in q.memory_types]}},
@@ -102,3 +106,15 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
         lines += [header, {**common, "query": {"knn": {"embedding": knn}}}]
         signals.append("vector")
     return lines, signals
+
+
+def similarities_body(store: str, scope: ScopeFilter, ids: list[str], vector: list[float]) -> dict[str, Any]:
+    """The exact cosine of `vector` with each of these documents of the scope: a script score over
+    them alone (`knn_score` on cosinesimil scores (1 + cos) / 2, as the k-NN query does)."""
+    return {
+        "size": len(ids), "_source": False, "track_total_hits": False,
+        "query": {"script_score": {
+            "query": {"bool": {"filter": [{"ids": {"values": ids}}, *_scope_filters(store, scope)]}},
+            "script": {"source": "knn_score", "lang": "knn",
+                       "params": {"field": "embedding", "query_value": vector, "space_type": "cosinesimil"}}}},
+    }
