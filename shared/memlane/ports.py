@@ -226,7 +226,7 @@ class IndexQuery(BaseModel):
     text: str
     vector: list[float] | None = None
     k: int = 50  # candidates per signal
-    keyword_k: int | None = None  # keyword hits wanted, when fewer than k (fusion's share; the vector list also gives cosines)
+    keyword_k: int | None = None  # keyword hits wanted, when fewer than k (`bench scale_opensearch --vector-k` varies k alone)
     memory_types: tuple[MemoryType, ...] | None = None  # narrows memories only: other records have no type
     record_types: tuple[RecordType, ...] = (RecordType.MEMORY,)
     statuses: tuple[MemoryStatus, ...] = (MemoryStatus.ACTIVE,)
