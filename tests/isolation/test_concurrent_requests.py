@@ -82,3 +82,55 @@ def test_one_api_serving_many_threads_never_answers_with_another_requests_data(a
         th.join()
     assert problems == []
     assert all(seen[t] == ROUNDS for t in TENANTS)
+
+
+def test_cosines_read_by_id_under_concurrent_searches_stay_each_tenants_own(api_and_keys, monkeypatch):
+    """A search's second index read (the cosines of results its vector list did not reach) runs beside other
+    tenants' searches: each answer carries its own tenant's records, with the similarities it has alone."""
+    import dataclasses
+
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+
+    api, keys = api_and_keys
+    # A vector list of one hit: every further result is past it, so every search reads cosines by id.
+    search = EmbeddedIndex.search
+    monkeypatch.setattr(EmbeddedIndex, "search", lambda self, store, q: dataclasses.replace(
+        found := search(self, store, q), vector=found.vector[:1]))
+    for t in TENANTS:
+        for i, text in enumerate(("flies to Lisbon on Friday", "likes green tea with honey", "owns a red bicycle")):
+            body = {"scope": {"app_id": "travel", "tenant_id": t, "run_id": f"r{i}"}, "text": f"{t} {text}.", "sync": True}
+            assert api.resolve(api_event("POST", "/v1/stores/demo/memories", body, keys[t]), None)["statusCode"] == 200
+
+    def ask(t: str) -> tuple[int, list[tuple[str, float]]]:
+        found = api.resolve(api_event("POST", "/v1/stores/demo/search",
+                                      {"query": "secret word, Lisbon, green tea, red bicycle", "top_k": 4,
+                                       "scope": {"app_id": "travel", "tenant_id": t}}, keys[t]), None)
+        return found["statusCode"], [(r["text"], r["similarity"]) for r in json.loads(found["body"]).get("results", [])]
+
+    reads: list[str] = []
+    real = EmbeddedIndex.similarities
+    monkeypatch.setattr(EmbeddedIndex, "similarities",
+                        lambda self, store, scope, vector, ids: reads.append(scope.tenant_id)
+                        or real(self, store, scope, vector, ids))
+    alone = {t: ask(t) for t in TENANTS}  # each tenant's answer with nothing else running
+    assert all(code == 200 and len(results) == 4 for code, results in alone.values()), alone
+    before = len(reads)
+    assert sorted(set(reads)) == sorted(TENANTS)  # every tenant's search read cosines by id
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS))
+
+    def tenant_client(t: str) -> None:
+        start.wait()
+        for _ in range(ROUNDS):
+            got = ask(t)
+            if got != alone[t]:
+                problems.append(f"{t}: {got} != {alone[t]}")
+
+    threads = [threading.Thread(target=tenant_client, args=(t,)) for t in TENANTS]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert problems == []
+    assert len(reads) - before == before * ROUNDS  # and they did so again each round, side by side
+    assert all(text.startswith(t) for t, (_, results) in alone.items() for text, _ in results)
