@@ -6,7 +6,9 @@
 - Documents are routed by tenant (``app_id#tenant_id``) and the mapping requires routing, so a
   tenant lives on one shard and a write that forgot its routing fails instead of going astray.
 - A search is one ``_msearch`` of BM25 and filtered k-NN (see queries.py, the only query
-  builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine.
+  builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine. The
+  results the k-NN list did not reach get their cosines from one more read (`similarities`: a
+  script score over those ids under the scope's terms).
 - Writes wait for the refresh that makes them searchable (``refresh="wait_for"``): extraction
   looks up a scope's nearest memories right after writing some, so it needs read-your-writes.
   ``wait_for`` rides the periodic 1 s refresh instead of forcing a tiny segment per call as
