@@ -3,12 +3,14 @@ must be answered from its own event — its own caller, its own scope, its own r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import Counter
 
 import pytest
 
+from memlane.adapters.local.embedded_index import EmbeddedIndex
 from memlane.api.app import build_api
 from memlane.bootstrap import build
 from memlane.config import Settings
@@ -87,10 +89,6 @@ def test_one_api_serving_many_threads_never_answers_with_another_requests_data(a
 def test_cosines_read_by_id_under_concurrent_searches_stay_each_tenants_own(api_and_keys, monkeypatch):
     """A search's second index read (the cosines of results its vector list did not reach) runs beside other
     tenants' searches: each answer carries its own tenant's records, with the similarities it has alone."""
-    import dataclasses
-
-    from memlane.adapters.local.embedded_index import EmbeddedIndex
-
     api, keys = api_and_keys
     # A vector list of one hit: every further result is past it, so every search reads cosines by id.
     search = EmbeddedIndex.search

@@ -225,10 +225,6 @@ def time_brute(brute: BruteForce, embedder: RandomEmbedder, queries: Sequence[st
     return out
 
 
-def summary(lat: Sequence[float]) -> dict[str, float]:
-    return metrics.p50_p95(lat)
-
-
 def ingest_throughput(data_dir: Path, messages: int, per_add: int = 20) -> dict[str, Any]:
     """The service path end to end, on a fresh tenant: add → queue → extract → index."""
     from ..services import ingest
@@ -281,7 +277,7 @@ def write_to_searchable(data_dir: Path, samples: int) -> dict[str, Any]:
             lat.append((time.perf_counter() - t0) * 1000)
     finally:
         b.service.close()
-    return {"samples": samples, **summary(lat), "note": "local worker thread; poll every 2 ms"}
+    return {"samples": samples, **metrics.p50_p95(lat), "note": "local worker thread; poll every 2 ms"}
 
 
 def minilm_reference() -> dict[str, Any] | None:
@@ -332,8 +328,8 @@ def tenant_size_series(backend: str, data_dir: Path, sizes: Sequence[int], queri
             qs = corpus.queries(all_texts, queries)
             progress.update(0, f"{backend}: search at {size:,}")
             time_searches(b, "big", qs[:5])  # warm the per-tenant vector cache
-            ours = summary(time_searches(b, "big", qs))
-            base = summary(time_brute(brute, embedder, qs))
+            ours = metrics.p50_p95(time_searches(b, "big", qs))
+            base = metrics.p50_p95(time_brute(brute, embedder, qs))
             rows.append({"memories": size, "memlane_ms": ours, "brute_ms": base,
                          "ratio_p50": round(ours["p50"] / base["p50"], 3) if base["p50"] else None,
                          "ratio_p95": round(ours["p95"] / base["p95"], 3) if base["p95"] else None,
@@ -370,13 +366,13 @@ def tenant_count_series(backend: str, data_dir: Path, counts: Sequence[int], per
             qs = corpus.queries(target_texts, queries)
             time_searches(b, "t00000", qs[:5])
             before, with_model = time_searches_with(b, "t00000", qs, query_model)
-            ours = summary(before)
+            ours = metrics.p50_p95(before)
             mask = np.array([o == "t00000" for o in owner])
-            base = summary(_time_filtered_brute(everyone, mask, embedder, qs))
+            base = metrics.p50_p95(_time_filtered_brute(everyone, mask, embedder, qs))
             rows.append({"tenants": count, "memories_in_store": count * per_tenant, "memlane_ms": ours,
                          "brute_ms": base, "ratio_p50": round(ours["p50"] / base["p50"], 3) if base["p50"] else None,
                          "ratio_p95": round(ours["p95"] / base["p95"], 3) if base["p95"] else None,
-                         **({"memlane_with_embedding_ms": summary(with_model)} if query_model is not None else {}),
+                         **({"memlane_with_embedding_ms": metrics.p50_p95(with_model)} if query_model is not None else {}),
                          "disk_mb": round(_size_mb(data_dir), 1), **rss_mb()})
     finally:
         b.service.close()
@@ -525,10 +521,10 @@ def ann_series(data_dir: Path, sizes: Sequence[int], queries: int, progress: Pro
                 del fresh
             recall = float(np.mean([len(set(f) & set(t)) / max(len(t), 1) for f, t in zip(found, truth)]))
             rows.append({"memories_per_tenant": size, "tenants": tenants, "recall_at_10": round(recall, 4),
-                         "ann_ms": summary(ann_lat), "exact_ms": summary(exact_lat),
-                         "hybrid_ann_ms": summary(hybrid_ann), "hybrid_exact_ms": summary(hybrid_exact),
-                         "numpy_scan_ms": summary(numpy_lat),
-                         "ratio_ann_to_exact_p50": round(summary(ann_lat)["p50"] / summary(exact_lat)["p50"], 3),
+                         "ann_ms": metrics.p50_p95(ann_lat), "exact_ms": metrics.p50_p95(exact_lat),
+                         "hybrid_ann_ms": metrics.p50_p95(hybrid_ann), "hybrid_exact_ms": metrics.p50_p95(hybrid_exact),
+                         "numpy_scan_ms": metrics.p50_p95(numpy_lat),
+                         "ratio_ann_to_exact_p50": round(metrics.p50_p95(ann_lat)["p50"] / metrics.p50_p95(exact_lat)["p50"], 3),
                          "graph_build_s": round(build_s, 1),
                          "graph_mb": round(graph_mb, 1), "queries": queries, "hybrid_queries": n_hybrid,
                          "disk_mb": round(_size_mb(data_dir), 1), **rss_mb()})

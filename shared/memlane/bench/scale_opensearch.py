@@ -14,7 +14,7 @@ What is real and what is synthetic:
   filtered k-NN in one `_msearch`: vector k = keyword k = candidates, as services/search.py asks with
   the shipped recipe), without the query
   embedding, and with it (the model embedding the question in the same loop). `--vector-k` measures
-  other vector k's beside it (keyword k = min(k, candidates)): what a smaller pool would gain.
+  other vector k's beside it (keyword k = min(k, candidates)): what another vector k costs.
 - `--force-merge`: after a size is measured, its index is merged to one segment (timed) and measured
   again — a search walks one HNSW graph per segment.
 - Recall@10 of the k-NN half: its top 10 against the exact top 10 of the tenant (numpy matmul over
@@ -38,7 +38,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from .common import minilm, table
-from .scale import blas_kernel, summary
+from .metrics import p50_p95
+from .scale import blas_kernel
 
 STORE = "scale"
 APP = "bench"
@@ -133,13 +134,11 @@ def node_figures(client: Any, index: str) -> dict[str, Any]:
             "process_rss_mb": rss}
 
 
-def shipped_k() -> tuple[int, int]:
-    """The vector and keyword k the service asks for with the shipped recipe, whatever the top_k
-    (services/search.py)."""
+def shipped_k() -> int:
+    """The k the service asks of each half with the shipped recipe, whatever the top_k (services/search.py)."""
     from ..policies.ranking import DEFAULT_RECIPE, RECIPES
 
-    plan = RECIPES[DEFAULT_RECIPE]
-    return plan.candidates, plan.candidates
+    return RECIPES[DEFAULT_RECIPE].candidates
 
 
 def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[str], qvecs: np.ndarray,
@@ -173,8 +172,8 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
         top = np.argsort(-scores, kind="stable")[:10]
         recall.append(len(set(found) & {ids[i] for i in top}) / max(1, min(10, len(ids))))
     return {"tenant": f"t{tenant:04d}", "memories": len(vectors), "k": k, "keyword_k": keyword_k,
-            "search_ms": summary(bare),
-            "with_embedding_ms": summary(embedded), "recall_at_10": round(float(np.mean(recall)), 4),
+            "search_ms": p50_p95(bare),
+            "with_embedding_ms": p50_p95(embedded), "recall_at_10": round(float(np.mean(recall)), 4),
             "foreign_hits": foreign, "short_answers": short}
 
 
@@ -214,7 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     final = zipf_sizes(args.final or totals[-1])
     small, median, largest = TENANTS - 1, TENANTS // 2, 0
     tenants = (small, median, largest)
-    shipped, candidates = shipped_k()
+    shipped = candidates = shipped_k()
     ks = [(shipped, candidates)] + [(k, min(k, candidates)) for k in args.vector_k if k != shipped]
     keep: dict[int, list[np.ndarray]] = {t: [] for t in (small, median, largest)}
     loaded = np.zeros(TENANTS, dtype=np.int64)
