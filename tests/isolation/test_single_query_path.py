@@ -41,10 +41,17 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
                            and ("FROM DOCS" in sql_text(n).upper() or "DOCS_FTS" in sql_text(n).upper()))
     # `count` is a size probe for tests and benchmarks (store-wide, returns a number, not documents);
     # `documents` is `memlane fsck`'s store-wide inventory, reached from the admin CLI only, never a route;
-    # `build_graphs` lists the store's tenants past the ANN threshold (their keys, no document)
-    assert set(reads) <= {"_select", "count", "documents", "build_graphs"}, reads
-    # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
+    # `build_graphs` lists the store's tenants past the ANN threshold (their keys, no document);
+    # `_best_matches` reads FTS5's best row ids and scores (no document, and of any tenant the MATCH reaches):
+    # its one caller, the keyword half, keeps only the rows `_select` lets through
+    assert set(reads) <= {"_select", "count", "documents", "build_graphs", "_best_matches"}, reads
     source = path.read_text()
+    assert source.count("self._best_matches(") == 1
+    keyword = source[source.index("    def _keyword("):source.index("    def _best_matches(")]
+    assert "score = self._best_matches(words, want)" in keyword
+    assert "rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))" in keyword
+    assert "ranked = sorted(rows, " in keyword and "in ranked[:k]]" in keyword  # hits only from the checked rows
+    # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
     select = source[source.index("    def _select("):source.index("    # -- vector cache")]
     assert "clauses, params = where(store, f)" in select
     filters = (ROOT / "adapters/local/index_filter.py").read_text()

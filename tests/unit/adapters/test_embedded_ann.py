@@ -86,25 +86,63 @@ def test_large_tenant_is_searched_through_its_graph_with_high_recall(tmp_path: P
     idx.close()
 
 
+def spy_walks(idx: Any) -> list[tuple[int, Any]]:
+    """(k, allowed) of every walk of the tenant's graph from now on."""
+    walks: list[tuple[int, Any]] = []
+    search = idx._graphs[KEY].search
+    idx._graphs[KEY].search = lambda q, k, allowed=None: walks.append((k, allowed)) or search(q, k, allowed)
+    return walks
+
+
 def test_a_scope_holding_few_of_the_vectors_still_gets_k_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Agent b owns 15% of the tenant: the graph's unfiltered best 40 hold ~6 of them, so the filter
-    must run inside the walk (more allowed ids than EXACT_FRACTION) — never a post-filter short of k."""
-    monkeypatch.setattr(index_ann, "EXACT_FRACTION", 0.1)  # this share goes into the walk, not the exact path
+    """Agent b owns 5% of the tenant: even the widest unfiltered walk (WIDEST × k = 160 candidates) holds
+    ~8 of them, so the filter must run inside the walk (more allowed ids than EXACT_FRACTION) — never a
+    post-filter short of k."""
+    monkeypatch.setattr(index_ann, "EXACT_FRACTION", 0.02)  # this share goes into the walk, not the exact path
+    x = vectors(3000)
+    idx = open_index(tmp_path)
+    load(idx, x, agent_of=lambda i: "b" if i % 20 == 0 else "a")
+    vector_search(idx, x[3])
+    assert KEY in idx._graphs
+    walks = spy_walks(idx)
+    b_rows = np.flatnonzero(np.arange(3000) % 20 == 0)
+    for q in vectors(20, seed=5):
+        got = vector_search(idx, q, agent_ids=("b",))
+        assert len(got) == 10
+        assert all(int(m[1:]) % 20 == 0 for m, _ in got)
+        assert len({m for m, _ in got} & set(exact(x, q, 10, b_rows))) >= 9
+    assert any(a is not None and len(a) == 150 for _, a in walks)  # the filter went inside the walk
+
+
+def test_a_filter_letting_a_share_through_widens_the_walk_as_that_share_asks(tmp_path: Path) -> None:
+    """Agent b owns 15%: a walk sized for an open filter holds too few of its rows, so the next is
+    wider, and the tenant's next search starts at the width its share needs — no read of the allowed
+    ids, and the filtered top k as found by the exact scan."""
     x = vectors(3000)
     idx = open_index(tmp_path)
     load(idx, x, agent_of=lambda i: "b" if i % 20 in (0, 1, 2) else "a")
     vector_search(idx, x[3])
-    assert KEY in idx._graphs
-    walks: list[object] = []
-    search = idx._graphs[KEY].search
-    idx._graphs[KEY].search = lambda q, k, allowed=None: walks.append(allowed) or search(q, k, allowed)  # type: ignore[method-assign]
+    walks = spy_walks(idx)
     b_rows = np.flatnonzero(np.arange(3000) % 20 < 3)
     for q in vectors(20, seed=5):
         got = vector_search(idx, q, agent_ids=("b",))
-        assert len(got) == 10
-        assert all(int(m[1:]) % 20 < 3 for m, _ in got)
         assert len({m for m, _ in got} & set(exact(x, q, 10, b_rows))) >= 9
-    assert any(a is not None and len(a) == 450 for a in walks)  # the filter went inside the walk
+    assert all(a is None for _, a in walks)
+    first, *later = [k for k, _ in walks]
+    assert first < 40 and max(later) <= 160 and sum(later) / len(later) < 120, walks
+
+
+def test_an_open_filter_checks_about_k_candidates_of_the_graph(tmp_path: Path) -> None:
+    """Every row passes: the walk asks for little more than k (it asked for 4 × k before: a walk
+    and a SQL check four times the size, most of a search at 10⁵; docs/benchmarks.md §2)."""
+    x = vectors(3000)
+    idx = open_index(tmp_path)
+    load(idx, x)
+    vector_search(idx, x[3])
+    walks = spy_walks(idx)
+    for q in vectors(10, seed=5):
+        assert len(vector_search(idx, q, k=100)) == 100
+    assert [k for k, _ in walks] == [128] * 10
 
 
 def test_a_tiny_scope_of_a_large_tenant_is_scored_exactly(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ be trusted, the search is exact. The graph only proposes doc ids: `_select` stil
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -41,10 +42,18 @@ from .index_vectors import TenantKey, VectorCache, Vectors, unit_vector
 __all__ = ["EmbeddedIndex", "TenantEmbeddedIndex", "match_expression"]
 
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
-_HIT_COLUMNS = "d.memory_id, {score}, d.record_type, d.agent_id, d.run_id"
+_CHECK_COLUMNS = "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id"
+_KEYWORD_HIT_COLUMNS = "d.memory_id, -bm25(docs_fts, 1.0, 1.0, 0.0), d.record_type, d.agent_id, d.run_id"
+# FTS5's best matches by BM25 (text 1, keywords 1, tenant token 0), read from the FTS table alone: row ids and ranks.
+_BEST_MATCHES = ("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rank MATCH 'bm25(1.0, 1.0, 0.0)' "
+                 "ORDER BY rank LIMIT ?")
 # A tenant holding at least this share of the rows ever written to the file is searched by keyword without
 # its tenant token (`_narrows`).
 TOKEN_MAX_SHARE = 0.5
+# A vector search checks about MARGIN × k / (the share of candidates the filter let through last time) of the
+# best rows first, 4× more while short of k, and past WIDEST × k reads the rows the filter allows instead.
+MARGIN = 1.2
+WIDEST = 16
 
 
 class EmbeddedIndex:
@@ -77,6 +86,8 @@ class EmbeddedIndex:
         self._behind: set[TenantKey] = set()
         self._no_graph: set[TenantKey] = set()
         self._building: set[TenantKey] = set()
+        # Of a tenant's candidates in each half (vector, keyword), the share its last filter let through.
+        self._shares: dict[tuple[TenantKey, str], float] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -114,6 +125,7 @@ class EmbeddedIndex:
                 self._db.execute("DELETE FROM stores WHERE store = ?", (store,))
                 self._db.execute("DELETE FROM ann_graphs WHERE store = ?", (store,))
             self._cache.evict_store(store)
+            self._shares = {key: share for key, share in self._shares.items() if key[0][0] != store}
             for key in [k for k in self._graphs if k[0] == store]:
                 self._forget_graph(key)
                 self._files.remove_except(key, None)
@@ -207,12 +219,43 @@ class EmbeddedIndex:
         return {mid: float(np.frombuffer(blob, dtype=np.float32) @ qvec) for mid, blob in rows}
 
     def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
+        """BM25's best k that the filter lets through. FTS5 ranks its matches alone first (row ids and
+        scores from the full-text index, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that
+        is the answer once k pass and the k-th scores above every match not read. Short of k, it widens;
+        on a tie at the cut (the order among equal scores is by memory id, which FTS5 does not know) or
+        past WIDEST × k, one statement matches, filters and ranks every row (`_select` with `match`)."""
         match = match_expression(text)
         if match is None:
             return []
-        rows = self._select(store, f, _HIT_COLUMNS.format(score="-bm25(docs_fts, 1.0, 1.0, 0.0)"), match=match,
-                            limit=k, tenant_token=self._narrows(store, f))
+        words = self._words(store, f, match)
+        key = (store, f.scope.app_id, f.scope.tenant_id)
+        want = min(self._first_want(key, "keyword", k), WIDEST * k)
+        while True:
+            score = self._best_matches(words, want)
+            rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
+            self._learn_share(key, "keyword", len(score), len(rows))
+            ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))
+            if len(score) < want or (len(ranked) >= k and score[ranked[k - 1][0]] > min(score.values())):
+                return [Hit(mid, score[i], RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked[:k]]
+            if len(ranked) >= k or want >= WIDEST * k:
+                break
+            want = min(4 * want, WIDEST * k)
+        rows = self._select(store, f, _KEYWORD_HIT_COLUMNS, match=words, limit=k)
         return [Hit(mid, float(score), RecordType(kind), agent, run) for mid, score, kind, agent, run in rows]
+
+    def _best_matches(self, words: str, want: int) -> dict[int, float]:
+        """FTS5's best `want` matches of `words` by BM25, as row id → score: no document, and rows of any
+        tenant the MATCH reaches (all of them when it is not narrowed), so only what `_select` then lets
+        through may be used."""
+        return {rowid: -rank for rowid, rank in self._db.execute(_BEST_MATCHES, (words, want))}
+
+    def _words(self, store: str, f: Filter, match: str) -> str:
+        """The MATCH of a keyword search: the user's words held to the text columns, and the tenant token
+        before them when it narrows the scan (`_narrows`)."""
+        words = f"{{text keywords}} : ({match})"
+        if self._narrows(store, f):
+            words = f'tkey : "{tenant_key(store, f.scope.app_id, f.scope.tenant_id)}" AND {words}'
+        return words
 
     def _narrows(self, store: str, f: Filter) -> bool:
         """Whether the keyword scan should be narrowed by the tenant token. BM25 weighs every phrase of
@@ -233,9 +276,9 @@ class EmbeddedIndex:
         """Exact filtered kNN: score the tenant's whole matrix, then ask the filter about the best.
 
         If at least k of the `want` best rows pass the filter, they hold the filtered top k
-        (every row outside scores no higher), so a broad filter checks a few hundred ids
-        instead of reading every allowed id. A selective one widens `want`, then reads the
-        allowed ids once. Either way the rows are chosen by `_select`.
+        (every row outside scores no higher), so a broad filter checks about k ids instead of
+        reading every allowed id. A selective one widens `want`, then reads the allowed ids
+        once. Either way the rows are chosen by `_select`.
         """
         key = (store, f.scope.app_id, f.scope.tenant_id)
         self._check_foreign_writes()
@@ -249,44 +292,64 @@ class EmbeddedIndex:
         if self._ann and n >= self._ann_min_rows:
             self._start_build(key, vectors)
         scores = vectors.matrix @ qvec
-        want = max(8 * k, 256)
+        want = self._first_want(key, "vector", k)
         while want < n // 4:
             best = np.argpartition(-scores, want)[:want]
             passing = self._select(store, f, "d.id", within=vectors.ids[best].tolist())
             rows = best[np.isin(vectors.ids[best], [r[0] for r in passing])]
+            self._learn_share(key, "vector", want, rows.size)
             if rows.size >= k:
                 return vectors.top(scores, rows, k)
-            want *= 8
+            want *= 4
         allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
         # Rows another process added after the matrix was read are skipped, not mis-scored.
         rows = np.minimum(np.searchsorted(vectors.ids, allowed), n - 1)
         return vectors.top(scores, rows[vectors.ids[rows] == allowed], k)
 
     def _ann_vector(self, store: str, f: Filter, qvec: np.ndarray, k: int, graph: Graph) -> list[Hit]:
-        """Filtered kNN through the tenant's graph. The graph's best few candidates are checked by
-        `_select`; when fewer than k pass (a selective filter), the allowed ids are read once and the
-        filter goes inside the graph walk — or, for a small share of the tenant, they are scored exactly."""
-        ids, sims = graph.search(qvec, max(4 * k, 40))
-        hits = self._checked(store, f, ids, sims, k)
-        if len(hits) >= k:
-            return hits
+        """Filtered kNN through the tenant's graph. The graph's best candidates are checked by `_select`,
+        about as many as k needs at the share its filter let through last time (each one asked for widens
+        the walk), more while short of k; when WIDEST × k still hold fewer than k (a selective filter),
+        the allowed ids are read once and the filter goes inside the graph walk — or, for a small share
+        of the tenant, they are scored exactly."""
+        key = (store, f.scope.app_id, f.scope.tenant_id)
+        want = min(self._first_want(key, "vector", k), WIDEST * k)
+        while True:
+            ids, sims = graph.search(qvec, want)
+            hits, passed = self._checked(store, f, ids, sims, k)
+            self._learn_share(key, "vector", ids.size, passed)
+            if len(hits) >= k or want >= graph.size:  # enough, or every node was asked for
+                return hits
+            if want >= WIDEST * k:
+                break
+            want = min(4 * want, WIDEST * k)
         allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
         if allowed.size <= max(self._ann_min_rows, index_ann.EXACT_FRACTION * graph.size):
             # Too few for the graph walk to find (ADR 0002): score them exactly, from the graph's own copy.
             allowed = allowed[allowed <= graph.high_water]  # rows after the catch-up: another process's, skipped
             scores = graph.vectors(allowed) @ qvec
-            return self._checked(store, f, allowed, scores, k)
+            return self._checked(store, f, allowed, scores, k)[0]
         ids, sims = graph.search(qvec, k, allowed=allowed)
-        return self._checked(store, f, ids, sims, k)
+        return self._checked(store, f, ids, sims, k)[0]
 
-    def _checked(self, store: str, f: Filter, ids: np.ndarray, sims: np.ndarray, k: int) -> list[Hit]:
-        """The best k of the graph's candidates that `_select` lets through (tombstones never do)."""
+    def _checked(self, store: str, f: Filter, ids: np.ndarray, sims: np.ndarray, k: int) -> tuple[list[Hit], int]:
+        """The best k of the graph's candidates that `_select` lets through (tombstones never do), and
+        how many it let through."""
         if ids.size == 0:
-            return []
+            return [], 0
         score = dict(zip(ids.tolist(), sims.tolist()))
-        rows = self._select(store, f, "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id", within=list(score))
+        rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
         ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))[:k]
-        return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked]
+        return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked], len(rows)
+
+    def _first_want(self, key: TenantKey, half: str, k: int) -> int:
+        """How many of the best rows a vector search checks first to find k that the filter lets through:
+        k over the share of candidates it let through in the tenant's last search, with a margin."""
+        return math.ceil(MARGIN * k / self._shares.get((key, half), 1.0)) + 8
+
+    def _learn_share(self, key: TenantKey, half: str, asked: int, passed: int) -> None:
+        if asked:
+            self._shares[(key, half)] = max(passed / asked, 1 / WIDEST)
 
     # -- ANN graphs ----------------------------------------------------------------------------
     def build_graphs(self, store: str) -> int:
@@ -426,12 +489,13 @@ class EmbeddedIndex:
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: Filter, columns: str, *, match: str | None = None,
                 within: list[int] | None = None, named: list[str] | None = None, with_vectors: bool = False,
-                limit: int | None = None, after: int | None = None,
-                tenant_token: bool = True) -> list[tuple[Any, ...]]:
+                limit: int | None = None, after: int | None = None) -> list[tuple[Any, ...]]:
         """Read `docs` (alias d) under the store + scope filter and the query's filters.
 
         The only code that reads docs for search: the scope conditions are not optional here,
-        so no caller can forget them. `columns` is a constant chosen by this module.
+        so no caller can forget them (the keyword half's `_BEST_MATCHES` reads only row ids and
+        ranks from the FTS table, which this then checks). `columns` is a constant chosen by this
+        module; `match` is a MATCH expression made by `_words`.
         """
         clauses, params = where(store, f)
         if after is not None:
@@ -448,16 +512,10 @@ class EmbeddedIndex:
             join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
             sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
         else:
-            # The tenant token narrows the FTS5 scan to this tenant before any BM25 work, unless the
-            # tenant is most of the file (`_narrows`); the SQL filter stays the authority either way.
-            # User words are held to the text columns.
             sql = (f"SELECT {columns} FROM docs_fts JOIN docs AS d ON d.id = docs_fts.rowid "
                    f"WHERE docs_fts MATCH ? AND {' AND '.join(clauses)} "
                    "ORDER BY bm25(docs_fts, 1.0, 1.0, 0.0), d.memory_id")
-            words = f"{{text keywords}} : ({match})"
-            if tenant_token:
-                words = f'tkey : "{tenant_key(store, f.scope.app_id, f.scope.tenant_id)}" AND {words}'
-            params.insert(0, words)
+            params.insert(0, match)
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
