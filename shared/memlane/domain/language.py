@@ -10,6 +10,7 @@ the adapters (the embedded index, the heuristic reranker) as well as the policie
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Words that say a statement reports a change of what held before.
 CHANGE_CUES = frozenset(
@@ -104,6 +105,7 @@ MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())
 
 
+@lru_cache(maxsize=65536)  # words repeat: a search's newer_first stems each of its hits' words several times
 def stem(word: str) -> str:
     """A crude English stem, enough to see "smokes", "smoking" and "smoke" as one word."""
     w = word.lower().strip("'’")
@@ -144,22 +146,30 @@ def search_words(text: str, limit: int) -> list[str]:
 
 
 def has_phrase(text: str, phrases: tuple[str, ...]) -> bool:
-    low = f" {text.lower()} "
-    return any(f" {p} " in low or f" {p}," in low or f" {p}." in low for p in phrases)
+    """Whether one of `phrases` is in `text` as whole words (followed by a space, comma, period or the end)."""
+    return _phrases(phrases).search(f" {text.lower()} ") is not None
+
+
+@lru_cache(maxsize=64)
+def _phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
+    # One pass over the text for all of them: the statement readers ask several lists per statement.
+    return re.compile(" (?:" + "|".join(re.escape(p) for p in phrases) + ")[ ,.]")
 
 
 def negated(words: list[str], text: str) -> bool:
-    return any(w in NEGATIONS for w in words) or bool(_NEGATED_VERB.search(text)) or has_phrase(text, ("no longer",))
+    return not NEGATIONS.isdisjoint(words) or bool(_NEGATED_VERB.search(text)) or has_phrase(text, ("no longer",))
+
+
+_STRONG_CUES = CHANGE_CUES - WEAK_CUES
 
 
 def change_cue(words: list[str], text: str, *, strong: bool = False) -> bool:
-    cues = CHANGE_CUES - WEAK_CUES if strong else CHANGE_CUES
-    return any(w in cues for w in words) or has_phrase(text, CHANGE_PHRASES)
+    return not (_STRONG_CUES if strong else CHANGE_CUES).isdisjoint(words) or has_phrase(text, CHANGE_PHRASES)
 
 
 def stop_cue(words: list[str], text: str) -> bool:
-    return any(w in STOP_CUES for w in words) or has_phrase(text, STOP_PHRASES)
+    return not STOP_CUES.isdisjoint(words) or has_phrase(text, STOP_PHRASES)
 
 
 def additive_cue(words: list[str], text: str) -> bool:
-    return any(w in ADDITIVE_CUES for w in words) or has_phrase(text, ADDITIVE_PHRASES)
+    return not ADDITIVE_CUES.isdisjoint(words) or has_phrase(text, ADDITIVE_PHRASES)

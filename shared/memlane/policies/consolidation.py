@@ -179,7 +179,7 @@ class Statement:
         self.content = {lang.stem(w) for w in framed if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
-        self.values = {w for w in raw[1:] if any(c.isdigit() for c in w) or "@" in w}
+        self.values = {w for w in raw[1:] if any(map(str.isdigit, w)) or "@" in w}
 
     @cached_property
     def negated(self) -> bool:
@@ -279,13 +279,20 @@ class _Alignment:
 
 
 def _align(old: list[str], new: list[str]) -> _Alignment:
+    """How `new` reads against `old` word by word. Read-only: one pair is often aligned twice (a
+    change and its value), so the answer is kept."""
+    return _aligned(tuple(old), tuple(new))
+
+
+@lru_cache(maxsize=4096)
+def _aligned(old: tuple[str, ...], new: tuple[str, ...]) -> _Alignment:
     out = _Alignment()
     previous: tuple[str, int] = ("", 0)  # the last opcode's tag and length
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
         if tag == "equal":
             out.shared += old[i1:i2]
         elif tag == "replace":
-            a, b = old[i1:i2], new[j1:j2]
+            a, b = list(old[i1:i2]), list(new[j1:j2])
             last = out.replaced[-1] if out.replaced else None
             # "150 over 95" → "128 over 82": numbers split by one word are one value.
             if last is not None and previous == ("equal", 1) and _numeric(last[0] + a) and _numeric(last[1] + b):
@@ -301,7 +308,7 @@ def _align(old: list[str], new: list[str]) -> _Alignment:
 
 
 def _numeric(words: list[str]) -> bool:
-    return any(any(c.isdigit() for c in w) for w in words)
+    return any(any(map(str.isdigit, w)) for w in words)
 
 
 _SET_VALUED = lang.SET_VALUED | {lang.stem(w) for w in lang.SET_VALUED}
