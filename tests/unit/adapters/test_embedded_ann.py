@@ -391,3 +391,38 @@ def test_the_id_bitmap_holds_exactly_the_ids_it_was_given() -> None:
     members = {i for i in range(1100) if i // 8 < bits.size and bits[i // 8] >> (i % 8) & 1}
     assert members == set(ids.tolist())
     assert index_ann.id_bitmap(np.empty(0, dtype=np.int64)).size == 0
+
+
+def test_concurrent_searches_of_tenants_whose_filters_pass_other_shares_each_get_their_own_answer(tmp_path: Path) -> None:
+    """The width of a tenant's first walk and keyword read comes from shared state (the share of candidates
+    its last filter let through). Three tenants with graphs, searched at once from eight threads, each with a
+    filter passing another share of its rows (all, 1/2 by agent, 1/5 by agent): every answer is the one that
+    tenant gets alone, of its own rows only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    idx = open_index(tmp_path)
+    shares = {"t1": 1, "t2": 2, "t3": 5}
+    for n, tenant in enumerate(shares):
+        x = vectors(1200, seed=n + 1)
+        start = 10_000 * n  # memory ids are unique in a store: each tenant has its own range
+        idx.upsert("s", [(mem(start + i, "ab"[i % shares[tenant] != 0], tenant), x[i].tolist()) for i in range(1200)])
+    qs = vectors(8, seed=7)
+
+    def one(job: tuple[str, int]) -> tuple[str, int, list[tuple[str, float]], list[tuple[str, float]]]:
+        tenant, q = job
+        query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id=tenant, agent_ids=("a",)), text="memory 7",
+                           vector=qs[q].tolist(), k=10)
+        result = idx.search("s", query)
+        return tenant, q, [(h.memory_id, h.score) for h in result.vector], [(h.memory_id, h.score) for h in result.keyword]
+
+    jobs = [(t, q) for t in shares for q in range(len(qs))]
+    one(jobs[0]), one(jobs[8]), one(jobs[16])  # builds the three graphs
+    assert {k[2] for k in idx._graphs} == set(shares)
+    alone = {(t, q): (v, k) for t, q, v, k in map(one, jobs)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(one, jobs * 6))
+    for tenant, q, vector, keyword in together:
+        assert (vector, keyword) == alone[(tenant, q)]
+        assert len(vector) == 10 and keyword
+        start = 10_000 * list(shares).index(tenant)  # each hit one of this tenant's agent-a rows
+        assert all(start <= int(m[1:]) < start + 1200 and int(m[1:]) % shares[tenant] == 0 for m, _ in vector + keyword)
