@@ -71,3 +71,22 @@ def test_months_and_weekdays_in_calendar_order():
     assert language.MONTHS["january"] == 1 and language.MONTHS["december"] == 12 and len(language.MONTHS) == 12
     assert language.MONTH_NAMES.index("may") == 4
     assert language.WEEKDAYS[0] == "monday" and language.WEEKDAYS[-1] == "sunday"
+
+
+def test_has_phrase_finds_whole_phrases_as_reading_each_one_did() -> None:
+    """`has_phrase` reads all phrases in one regex pass; it must answer as testing each phrase on its own
+    did: preceded by a space (or the start), followed by a space, comma, period (or the end)."""
+    import random
+
+    def each(text: str, phrases: tuple[str, ...]) -> bool:
+        low = f" {text.lower()} "
+        return any(f" {p} " in low or f" {p}," in low or f" {p}." in low for p in phrases)
+
+    rng = random.Random(4)
+    words = ["no", "longer", "gave", "up", "give", "any", "more", "these", "days", "after", "all", "s", "a.b",
+             "No", "LONGER", "up,", "more.", "upset", "all!", "days;"]
+    for phrases in (language.CHANGE_PHRASES, language.STOP_PHRASES, language.ADDITIVE_PHRASES, ("no longer",),
+                    ("a.b", "up")):
+        for _ in range(400):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 6)))
+            assert language.has_phrase(text, phrases) == each(text, phrases), (text, phrases)

@@ -174,8 +174,8 @@ class Statement:
         self.tokens = [lang.stem(w) if w != self.subject else w for w in framed
                        if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                        and w not in ("just", "really", "still", "recently", "finally", "actually")]
-        for w in raw:
-            self.shown.setdefault(lang.stem(_base(w)), re.sub(r"['’]s$", "", w))
+        for w, base in zip(raw, self.words):
+            self.shown.setdefault(lang.stem(base), w[:-2] if w.endswith(("'s", "’s")) else w)
         self.content = {lang.stem(w) for w in framed if w not in lang.FILLER and w != self.subject
                         and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                         and "n't" not in w and "n’t" not in w}
