@@ -50,8 +50,9 @@ _BEST_MATCHES = ("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND ra
 # A tenant holding at least this share of the rows ever written to the file is searched by keyword without
 # its tenant token (`_narrows`).
 TOKEN_MAX_SHARE = 0.5
-# A vector search checks about MARGIN × k / (the share of candidates the filter let through last time) of the
-# best rows first, 4× more while short of k, and past WIDEST × k reads the rows the filter allows instead.
+# Each half of a search checks about MARGIN × k / (the share of its candidates the tenant's last filter let
+# through) of its best rows first, 4× more while short of k; past WIDEST × k the vector half reads the rows the
+# filter allows instead, and the keyword half matches, filters and ranks in one statement.
 MARGIN = 1.2
 WIDEST = 16
 
@@ -220,10 +221,10 @@ class EmbeddedIndex:
 
     def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
         """BM25's best k that the filter lets through. FTS5 ranks its matches alone first (row ids and
-        scores from the full-text index, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that
-        is the answer once k pass and the k-th scores above every match not read. Short of k, it widens;
-        on a tie at the cut (the order among equal scores is by memory id, which FTS5 does not know) or
-        past WIDEST × k, one statement matches, filters and ranks every row (`_select` with `match`)."""
+        scores, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that is the
+        answer once k pass and the k-th scores above every match not read. Short of k, it widens; on a tie
+        at the cut (equal scores are ordered by memory id, which FTS5 does not know) or past WIDEST × k,
+        one statement matches, filters and ranks every row (`_select` with `match`)."""
         match = match_expression(text)
         if match is None:
             return []
@@ -237,7 +238,7 @@ class EmbeddedIndex:
             ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))
             if len(score) < want or (len(ranked) >= k and score[ranked[k - 1][0]] > min(score.values())):
                 return [Hit(mid, score[i], RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked[:k]]
-            if len(ranked) >= k or want >= WIDEST * k:
+            if len(ranked) >= k or want >= WIDEST * k:  # a tie at the cut, or a selective filter
                 break
             want = min(4 * want, WIDEST * k)
         rows = self._select(store, f, _KEYWORD_HIT_COLUMNS, match=words, limit=k)
@@ -343,8 +344,8 @@ class EmbeddedIndex:
         return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked], len(rows)
 
     def _first_want(self, key: TenantKey, half: str, k: int) -> int:
-        """How many of the best rows a vector search checks first to find k that the filter lets through:
-        k over the share of candidates it let through in the tenant's last search, with a margin."""
+        """How many of its best rows a half of a search checks first to find k that the filter lets
+        through: k over the share of candidates it let through in the tenant's last search, with a margin."""
         return math.ceil(MARGIN * k / self._shares.get((key, half), 1.0)) + 8
 
     def _learn_share(self, key: TenantKey, half: str, asked: int, passed: int) -> None:
