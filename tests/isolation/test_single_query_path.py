@@ -47,7 +47,7 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
     assert set(reads) <= {"_select", "count", "documents", "build_graphs", "_best_matches"}, reads
     source = path.read_text()
     assert source.count("self._best_matches(") == 1
-    keyword = source[source.index("    def _keyword("):source.index("    def _best_matches(")]
+    keyword = source[source.index("    def _best_first("):source.index("    def _best_matches(")]
     assert "score = self._best_matches(words, want)" in keyword
     assert "rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))" in keyword
     assert "ranked = sorted(rows, " in keyword and "in ranked[:k]]" in keyword  # hits only from the checked rows

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memlane.adapters.local import embedded_index
 from memlane.adapters.local.embedded_index import _KEYWORD_HIT_COLUMNS, EmbeddedIndex
 from memlane.adapters.local.index_filter import Filter, match_expression
 from memlane.domain.models import Memory, MemoryStatus, RecordType
@@ -64,6 +65,7 @@ def keyword(idx: EmbeddedIndex, q: IndexQuery) -> list[tuple[str, float]]:
     return [(h.memory_id, round(h.score, 9)) for h in idx.search("s", q).keyword]
 
 
+EVERY_ROW = {"statuses": tuple(MemoryStatus), "record_types": (RecordType.MEMORY, RecordType.MESSAGE)}
 FILTERS = [
     {},
     {"statuses": (MemoryStatus.ACTIVE,), "record_types": (RecordType.MEMORY,)},
@@ -76,11 +78,15 @@ FILTERS = [
 @pytest.mark.parametrize("k", [1, 7, 40, 500])
 @pytest.mark.parametrize("narrow", range(len(FILTERS)))
 def test_the_best_matches_checked_by_id_are_the_one_statements_answer(idx: EmbeddedIndex, tenant: str, k: int,
-                                                                      narrow: int) -> None:
+                                                                      narrow: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever share the filter lets through (the plan is forced here), and whether it widens or falls back."""
+    monkeypatch.setattr(embedded_index, "BEST_FIRST_SHARE", 0.0)
+    idx.search("s", query(tenant, "apple", 1, **FILTERS[narrow]))  # the vector half learns the filter's share
     rng = np.random.default_rng(k * 10 + narrow)
     for _ in range(6):
         words = " ".join(rng.choice(FEW + MANY[:30], size=int(rng.integers(1, 4))))
         q = query(tenant, words, k, **FILTERS[narrow])
+        assert any("ORDER BY rank LIMIT" in s for s in statements_of(idx, q))
         assert keyword(idx, q) == one_statement(idx, q), words
 
 
@@ -94,22 +100,34 @@ def statements_of(idx: EmbeddedIndex, q: IndexQuery) -> list[str]:
     return seen
 
 
+def keyword_statements(idx: EmbeddedIndex, q: IndexQuery) -> list[str]:
+    # (the vector half's own check reads d.id alone)
+    return [s for s in statements_of(idx, q) if "MATCH" in s or s.startswith("SELECT d.id, d.memory_id")]
+
+
 def test_an_open_filter_reads_the_best_matches_and_checks_them_once(idx: EmbeddedIndex) -> None:
     """Words with few equal scores, a filter every row of the tenant passes: FTS5's best few and one check
     by id — not the statement that joins every match to its row (the cost of a keyword search at 10⁵)."""
-    q = query("big", " ".join(MANY[:12]), 5)
-    statements_of(idx, q)  # the tenant's share of passing matches is learnt by its first search
-    seen = [s for s in statements_of(idx, q) if "MATCH" in s or s.startswith("SELECT d.id, d.memory_id")]
-    assert len(seen) == 2, seen  # (the vector half's own check reads d.id alone)
+    q = query("big", " ".join(MANY[:12]), 5, **EVERY_ROW)
+    seen = keyword_statements(idx, q)
+    assert len(seen) == 2, seen
     assert "ORDER BY rank LIMIT" in seen[0] and "JOIN docs" not in seen[0]
     assert "json_each" in seen[1] and "MATCH" not in seen[1]
     assert keyword(idx, q) == one_statement(idx, q) and len(keyword(idx, q)) == 5
 
 
+def test_a_filter_dropping_many_rows_matches_in_the_one_statement(idx: EmbeddedIndex) -> None:
+    """Memories among as many messages (LoCoMo's threads): ranking every match alone computes BM25 for the
+    rows the filter drops, which cost twice the one statement there (docs/benchmarks.md §2)."""
+    q = query("big", " ".join(MANY[:12]), 5, record_types=(RecordType.MESSAGE,))
+    (seen,) = keyword_statements(idx, q)
+    assert "JOIN docs" in seen and "ORDER BY rank LIMIT" not in seen
+
+
 def test_a_tie_at_the_cut_is_broken_by_memory_id(idx: EmbeddedIndex) -> None:
     """One word of the small vocabulary: many documents score alike; the k kept are those of the
     smallest memory ids among the equal scores, as the one statement orders them."""
-    q = query("big", "apple", 10)
+    q = query("big", "apple", 10, **EVERY_ROW)
     got = keyword(idx, q)
     assert got == one_statement(idx, q)
     scores = [s for _, s in got]

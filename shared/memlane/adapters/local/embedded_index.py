@@ -50,11 +50,12 @@ _BEST_MATCHES = ("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND ra
 # A tenant holding at least this share of the rows ever written to the file is searched by keyword without
 # its tenant token (`_narrows`).
 TOKEN_MAX_SHARE = 0.5
-# Each half of a search checks about MARGIN × k / (the share of its candidates the tenant's last filter let
-# through) of its best rows first, 4× more while short of k; past WIDEST × k the vector half reads the rows the
-# filter allows instead, and the keyword half matches, filters and ranks in one statement.
+# The vector half checks about MARGIN × k / (the share of its candidates the tenant's last filter let through)
+# of its best rows first, 4× more while short of k, and past WIDEST × k reads the rows the filter allows instead.
+# The keyword half does the same with FTS5's best matches when that share is at least BEST_FIRST_SHARE.
 MARGIN = 1.2
 WIDEST = 16
+BEST_FIRST_SHARE = 0.75
 
 
 class EmbeddedIndex:
@@ -87,8 +88,9 @@ class EmbeddedIndex:
         self._behind: set[TenantKey] = set()
         self._no_graph: set[TenantKey] = set()
         self._building: set[TenantKey] = set()
-        # Of a tenant's candidates in each half (vector, keyword), the share its last filter let through.
-        self._shares: dict[tuple[TenantKey, str], float] = {}
+        # Of a tenant's vector candidates, the share its last filter let through (this search's, once its
+        # vector half has run: the keyword half reads it too).
+        self._shares: dict[TenantKey, float] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -126,7 +128,7 @@ class EmbeddedIndex:
                 self._db.execute("DELETE FROM stores WHERE store = ?", (store,))
                 self._db.execute("DELETE FROM ann_graphs WHERE store = ?", (store,))
             self._cache.evict_store(store)
-            self._shares = {key: share for key, share in self._shares.items() if key[0][0] != store}
+            self._shares = {key: share for key, share in self._shares.items() if key[0] != store}
             for key in [k for k in self._graphs if k[0] == store]:
                 self._forget_graph(key)
                 self._files.remove_except(key, None)
@@ -220,29 +222,37 @@ class EmbeddedIndex:
         return {mid: float(np.frombuffer(blob, dtype=np.float32) @ qvec) for mid, blob in rows}
 
     def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
-        """BM25's best k that the filter lets through. FTS5 ranks its matches alone first (row ids and
-        scores, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that is the
-        answer once k pass and the k-th scores above every match not read. Short of k, it widens; on a tie
-        at the cut (equal scores are ordered by memory id, which FTS5 does not know) or past WIDEST × k,
-        one statement matches, filters and ranks every row (`_select` with `match`)."""
+        """BM25's best k that the filter lets through: one statement matches, filters and ranks every row
+        (`_select` with `match`) — unless most of the tenant passes the filter (`_best_first`)."""
         match = match_expression(text)
         if match is None:
             return []
         words = self._words(store, f, match)
-        key = (store, f.scope.app_id, f.scope.tenant_id)
-        want = min(self._first_want(key, "keyword", k), WIDEST * k)
+        share = self._shares.get((store, f.scope.app_id, f.scope.tenant_id))
+        if share is not None and share >= BEST_FIRST_SHARE:
+            hits = self._best_first(store, f, words, k, share)
+            if hits is not None:
+                return hits
+        rows = self._select(store, f, _KEYWORD_HIT_COLUMNS, match=words, limit=k)
+        return [Hit(mid, float(score), RecordType(kind), agent, run) for mid, score, kind, agent, run in rows]
+
+    def _best_first(self, store: str, f: Filter, words: str, k: int, share: float) -> list[Hit] | None:
+        """The keyword half for a filter that lets most rows through. FTS5 ranks its matches alone (row ids
+        and scores, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that is
+        the answer once k pass and the k-th scores above every match not read. Short of k it widens; on a
+        tie at the cut (equal scores are ordered by memory id, which FTS5 does not know) or past WIDEST × k,
+        None: the one statement answers. It saves a row lookup per match, but computes BM25 for the matches
+        the filter would have dropped: a loss when those are many (docs/benchmarks.md §2)."""
+        want = min(math.ceil(MARGIN * k / share) + 8, WIDEST * k)
         while True:
             score = self._best_matches(words, want)
             rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
-            self._learn_share(key, "keyword", len(score), len(rows))
             ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))
             if len(score) < want or (len(ranked) >= k and score[ranked[k - 1][0]] > min(score.values())):
                 return [Hit(mid, score[i], RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked[:k]]
             if len(ranked) >= k or want >= WIDEST * k:  # a tie at the cut, or a selective filter
-                break
+                return None
             want = min(4 * want, WIDEST * k)
-        rows = self._select(store, f, _KEYWORD_HIT_COLUMNS, match=words, limit=k)
-        return [Hit(mid, float(score), RecordType(kind), agent, run) for mid, score, kind, agent, run in rows]
 
     def _best_matches(self, words: str, want: int) -> dict[int, float]:
         """FTS5's best `want` matches of `words` by BM25, as row id → score: no document, and rows of any
@@ -293,12 +303,12 @@ class EmbeddedIndex:
         if self._ann and n >= self._ann_min_rows:
             self._start_build(key, vectors)
         scores = vectors.matrix @ qvec
-        want = self._first_want(key, "vector", k)
+        want = self._first_want(key, k)
         while want < n // 4:
             best = np.argpartition(-scores, want)[:want]
             passing = self._select(store, f, "d.id", within=vectors.ids[best].tolist())
             rows = best[np.isin(vectors.ids[best], [r[0] for r in passing])]
-            self._learn_share(key, "vector", want, rows.size)
+            self._learn_share(key, want, rows.size)
             if rows.size >= k:
                 return vectors.top(scores, rows, k)
             want *= 4
@@ -314,11 +324,11 @@ class EmbeddedIndex:
         the allowed ids are read once and the filter goes inside the graph walk — or, for a small share
         of the tenant, they are scored exactly."""
         key = (store, f.scope.app_id, f.scope.tenant_id)
-        want = min(self._first_want(key, "vector", k), WIDEST * k)
+        want = min(self._first_want(key, k), WIDEST * k)
         while True:
             ids, sims = graph.search(qvec, want)
             hits, passed = self._checked(store, f, ids, sims, k)
-            self._learn_share(key, "vector", ids.size, passed)
+            self._learn_share(key, ids.size, passed)
             if len(hits) >= k or want >= graph.size:  # enough, or every node was asked for
                 return hits
             if want >= WIDEST * k:
@@ -343,14 +353,14 @@ class EmbeddedIndex:
         ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))[:k]
         return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked], len(rows)
 
-    def _first_want(self, key: TenantKey, half: str, k: int) -> int:
-        """How many of its best rows a half of a search checks first to find k that the filter lets
-        through: k over the share of candidates it let through in the tenant's last search, with a margin."""
-        return math.ceil(MARGIN * k / self._shares.get((key, half), 1.0)) + 8
+    def _first_want(self, key: TenantKey, k: int) -> int:
+        """How many of its best rows the vector half checks first to find k that the filter lets through:
+        k over the share of candidates it let through in the tenant's last search, with a margin."""
+        return math.ceil(MARGIN * k / self._shares.get(key, 1.0)) + 8
 
-    def _learn_share(self, key: TenantKey, half: str, asked: int, passed: int) -> None:
+    def _learn_share(self, key: TenantKey, asked: int, passed: int) -> None:
         if asked:
-            self._shares[(key, half)] = max(passed / asked, 1 / WIDEST)
+            self._shares[key] = max(passed / asked, 1 / WIDEST)
 
     # -- ANN graphs ----------------------------------------------------------------------------
     def build_graphs(self, store: str) -> int:
