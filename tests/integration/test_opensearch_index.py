@@ -215,3 +215,91 @@ def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_u
     finally:
         drop_prefix(idx.client, index_prefix)
         idx.close()
+
+
+def test_a_small_tenants_vector_half_is_the_exact_top_k_once_counted(os_index: OpenSearchIndex,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first search of a tenant walks the graph and counts the tenant; a tenant counted at most
+    EXACT_VECTOR_MAX documents is then scored exactly over its filter: the exact top k by cosine, of its own
+    documents only (another tenant holds the nearest vectors), in the order (score, id). Past the threshold
+    the walk stays."""
+    import numpy as np
+
+    from memlane.adapters.opensearch import index as index_module
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((60, DIM))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    q = x[0] + 0.3 * rng.standard_normal(DIM)
+    os_index.ensure_store("s1", DIM)
+    os_index.upsert("s1", [(mem(f"t1-{i:02d}", f"note {i}", tenant="t1", agent="ab"[i % 2]), x[i].tolist())
+                           for i in range(40)])
+    os_index.upsert("s1", [(mem(f"t2-{i:02d}", f"note {i}", tenant="t2"), (x[0] + 0.01 * x[i]).tolist())
+                           for i in range(40, 60)])
+    sent: list[list[dict]] = []
+    msearch = os_index.client.msearch
+    monkeypatch.setattr(os_index.client, "msearch", lambda body, **kw: sent.append(body) or msearch(body=body, **kw))
+
+    def vector_hits() -> list[tuple[str, float]]:
+        query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1", agent_ids=("a",)), text="note",
+                           vector=q.tolist(), k=10)
+        return [(h.memory_id, h.score) for h in os_index.search("s1", query).vector]
+
+    unit = q / np.linalg.norm(q)
+    allowed = [i for i in range(40) if i % 2 == 0]
+    cosines = {f"t1-{i:02d}": float(x[i] @ unit) for i in allowed}
+    exact = sorted(cosines, key=lambda m: (-cosines[m], m))[:10]
+
+    walked = vector_hits()
+    assert "knn" in sent[-1][3]["query"] and sent[-1][5]["track_total_hits"] == index_module.EXACT_VECTOR_MAX + 1
+    scored = vector_hits()
+    assert "script_score" in sent[-1][3]["query"] and len(sent[-1]) == 4  # counted: no count line for a while
+    assert [m for m, _ in scored] == exact
+    assert all(abs(score - cosines[m]) < 1e-4 for m, score in scored)
+    assert {m for m, _ in walked} <= set(cosines)
+
+    monkeypatch.setattr(index_module, "EXACT_VECTOR_MAX", 10)  # 40 documents: a large tenant now
+    os_index._tenant_sizes.clear()
+    vector_hits()
+    vector_hits()
+    assert "knn" in sent[-1][3]["query"]
+
+
+def test_concurrent_searches_of_small_and_large_tenants_each_get_their_own_answer(os_index: OpenSearchIndex,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tenant counts that choose the vector half are shared by every copy of the index (`for_tenant`):
+    four tenants, two under the threshold and two over it, searched at once from eight threads through their
+    own bound copies, each get exactly the answer they get alone, of their own documents only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from memlane.adapters.opensearch import index as index_module
+
+    monkeypatch.setattr(index_module, "EXACT_VECTOR_MAX", 20)
+    rng = np.random.default_rng(9)
+    sizes = {"t1": 8, "t2": 16, "t3": 30, "t4": 45}
+    os_index.ensure_store("s1", DIM)
+    for tenant, n in sizes.items():
+        x = rng.standard_normal((n, DIM))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        os_index.upsert("s1", [(mem(f"{tenant}-{i:02d}", f"note {i}", tenant=tenant), x[i].tolist()) for i in range(n)])
+    queries = rng.standard_normal((4, DIM)).tolist()
+
+    def one(job: tuple[str, int]) -> tuple[str, int, list[tuple[str, float]], list[str]]:
+        tenant, i = job
+        bound = os_index.for_tenant("s1", "app", tenant)
+        result = bound.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id=tenant), text="note",
+                                               vector=queries[i], k=10))
+        return tenant, i, [(h.memory_id, round(h.score, 5)) for h in result.vector], [h.memory_id for h in result.keyword]
+
+    jobs = [(t, i) for t in sizes for i in range(len(queries))]
+    for tenant in sizes:
+        one((tenant, 0))  # counted: from here on t1 and t2 are scored exactly, t3 and t4 walked
+    assert {t[2]: n for t, (n, _) in os_index._tenant_sizes.items()} == sizes
+    alone = {(t, i): (v, k) for t, i, v, k in map(one, jobs)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(one, jobs * 5))
+    for tenant, i, vector, keyword in together:
+        assert (vector, keyword) == alone[(tenant, i)]
+        assert vector and all(m.startswith(f"{tenant}-") for m, _ in vector) and all(m.startswith(f"{tenant}-") for m in keyword)

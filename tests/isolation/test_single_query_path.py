@@ -91,11 +91,14 @@ def test_every_opensearch_query_line_carries_the_scope_filter():
                    time_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
     lines, signals = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8)
     assert signals == ["keyword", "vector"]
-    for header, body in zip(lines[::2], lines[1::2]):
+    exact, _ = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8, exact=True, count_tenant=True)
+    for header, body in zip(lines[::2] + exact[::2], lines[1::2] + exact[1::2]):
         assert header["routing"] == "app#ann"
         text = repr(body)
-        for term in ("{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}", "'run_id': ['r1', 'r2']"):
+        for term in ("{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}"):
             assert term in text, (term, body)
+    for body in lines[1::2] + exact[1:4:2]:  # the count line counts the whole tenant (its plan, no hit)
+        assert "'run_id': ['r1', 'r2']" in repr(body), body
     knn = lines[3]["query"]["knn"]["embedding"]
     assert "filter" in knn  # inside the k-NN clause (efficient filtering), not a post-filter
 

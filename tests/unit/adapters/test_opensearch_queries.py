@@ -96,3 +96,28 @@ def test_index_body_comes_from_the_infra_json():
     assert body["settings"]["index"]["number_of_shards"] == 3
     assert body["settings"]["index"]["number_of_replicas"] == 0 and "auto_expand_replicas" not in body["settings"]["index"]
     assert "_comment" not in body
+
+
+def test_a_small_tenants_vector_half_scores_every_document_of_its_filter():
+    """`exact`: a script score over the same filter as the keyword half, the top k by (score, id) — not the
+    graph walk, whose answer depends on the segments' graphs (docs/benchmarks.md "Exact vectors for small
+    tenants")."""
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1", agent_ids=("a1",)), text="zebra")
+    lines, signals = search_lines("mem-s1", "s1", q, k=7, vector=[1.0, 0.0], exact=True)
+    assert signals == ["keyword", "vector"] and lines[2] == {"index": "mem-s1", "routing": "app#t1"}
+    score = lines[3]["query"]["script_score"]
+    assert score["query"] == {"bool": {"filter": lines[1]["query"]["bool"]["filter"]}}
+    assert score["script"]["source"] == "knn_score" and score["script"]["params"]["query_value"] == [1.0, 0.0]
+    assert score["script"]["params"]["space_type"] == "cosinesimil"
+    assert lines[3]["size"] == 7 and lines[3]["sort"] == lines[1]["sort"]
+
+
+def test_the_tenants_count_rides_along_under_its_terms_and_routing():
+    from memlane.adapters.opensearch.queries import EXACT_VECTOR_MAX
+
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra")
+    lines, signals = search_lines("mem-s1", "s1", q, k=7, vector=[1.0, 0.0], count_tenant=True)
+    assert signals == ["keyword", "vector", "tenant_size"]
+    assert lines[4] == {"index": "mem-s1", "routing": "app#t1"}
+    assert lines[5] == {"size": 0, "track_total_hits": EXACT_VECTOR_MAX + 1, "query": {"bool": {"filter": [
+        {"term": {"store": "s1"}}, {"term": {"app_id": "app"}}, {"term": {"tenant_id": "t1"}}]}}}

@@ -6,7 +6,9 @@
 - Documents are routed by tenant (``app_id#tenant_id``) and the mapping requires routing, so a
   tenant lives on one shard and a write that forgot its routing fails instead of going astray.
 - A search is one ``_msearch`` of BM25 and filtered k-NN (see queries.py, the only query
-  builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine. The
+  builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine. A
+  tenant counted at most ``EXACT_VECTOR_MAX`` documents (the count rides along a search every
+  ``TENANT_SIZE_SECONDS``) has its vector half scored exactly instead: a script score over the filter. The
   results the k-NN list did not reach get their cosines from one more read (`similarities`: a
   script score over those ids under the scope's terms).
 - Writes wait for the refresh that makes them searchable (``refresh="wait_for"``): extraction
@@ -54,7 +56,7 @@ from .connection import build_client
 from .documents import alias_name, index_name, routing_key, to_document
 from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
                      lost_dls_race)
-from .queries import MAX_K, search_lines, similarities_body, tenant_ids_query
+from .queries import EXACT_VECTOR_MAX, MAX_K, search_lines, similarities_body, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
@@ -67,7 +69,8 @@ LOOKUP_CHUNK = 1000  # ids per version lookup
 WRITE_ATTEMPTS = 3  # a write whose condition failed is looked up and tried again
 DLS_RACE_ATTEMPTS = 5  # a tenant's read that lost the security plugin's race (errors.DLS_RACE) is sent again
 _SEARCH_FIELDS = ",".join(f"responses.{f}" for f in ("hits.hits._id", "hits.hits._score", "hits.hits._source",
-                                                    "error", "status"))
+                                                    "hits.total.value", "error", "status"))
+TENANT_SIZE_SECONDS = 60.0  # how long a tenant's document count chooses its vector half before it is counted again
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -112,6 +115,8 @@ class OpenSearchIndex:
         self._root = self
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
         self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
+        # (store, app, tenant) → (its documents, up to EXACT_VECTOR_MAX + 1; when counted): a search's plan only
+        self._tenant_sizes: dict[tuple[str, str, str], tuple[int, float]] = {}
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -366,7 +371,13 @@ class OpenSearchIndex:
             # OpenSearch refuses it (400 → InvalidInput) in the same round trip. A zero vector
             # (a text with no words, for some embedders) is similar to nothing: no vector hits.
             vector = _unit_vector(query.vector, self._dims.get(store) or len(query.vector), "query vector")
-        lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector)
+        # A tenant counted small gets the exact vector half; an unknown or stale count rides along this search.
+        tenant = (store, query.scope.app_id, query.scope.tenant_id)
+        size, counted = self._tenant_sizes.get(tenant, (None, -math.inf))
+        stale = time.monotonic() - counted > TENANT_SIZE_SECONDS
+        lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector,
+                                      exact=size is not None and size <= EXACT_VECTOR_MAX,
+                                      count_tenant=vector is not None and stale)
         if not lines:
             return IndexResult(keyword=[], vector=[])
         # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
@@ -380,8 +391,12 @@ class OpenSearchIndex:
                     self._dims.pop(store, None)
                     return IndexResult(keyword=[], vector=[])  # no index: nothing to find
                 raise from_status(response.get("status"), response["error"], f"{signal} search")
+            if signal == "tenant_size":
+                documents = response.get("hits", {}).get("total", {}).get("value", 0)
+                self._tenant_sizes[tenant] = (int(documents), time.monotonic())
+                continue
             raw = response.get("hits", {}).get("hits", [])  # filter_path leaves out an empty list
-            if signal == "vector":  # cosinesimil: score = (2 - (1 - cos)) / 2 = (1 + cos) / 2
+            if signal == "vector":  # cosinesimil, from the walk or the script: (2 - (1 - cos)) / 2 = (1 + cos) / 2
                 hits[signal] = [_hit(h, max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0))) for h in raw]
             else:
                 hits[signal] = [_hit(h, float(h["_score"])) for h in raw]

@@ -15,6 +15,10 @@ from ...ports import IndexQuery, keyword_limit
 from .documents import metadata_filter_terms, routing_key, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
+# A tenant of at most this many documents has its vector half scored exactly (a script score over its filter)
+# instead of walked through lucene's graph: faster there, exact, and independent of the segments' graphs
+# (docs/benchmarks.md "Exact vectors for small tenants"); the embedded index's ANN threshold is the same.
+EXACT_VECTOR_MAX = 20_000
 _MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
 _SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
@@ -82,14 +86,18 @@ def _record_types(types: tuple[RecordType, ...]) -> dict[str, Any]:
     return {"bool": {"should": wanted, "minimum_should_match": 1}}
 
 
-def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
-                 vector: list[float] | None) -> tuple[list[dict[str, Any]], list[str]]:
+def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[float] | None,
+                 exact: bool = False, count_tenant: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """The `_msearch` body for one hybrid query, and which signal each response answers.
 
     BM25 over `content` (text + keywords, scored as the embedded index's FTS5 scores them: see
-    memory-index.json and docs/benchmarks.md "Backend parity"), and k-NN with the filter inside the knn clause (efficient
-    filtering: the graph search only visits documents that pass it, so k results come back
-    whenever k documents match), under the same filters, routed to the tenant's shard.
+    memory-index.json and docs/benchmarks.md "Backend parity"), and the vector half under the same filters:
+    k-NN with the filter inside the knn clause (efficient filtering: the graph search only visits documents
+    that pass it, so k results come back whenever k documents match), or, `exact`, every document that
+    passes the filter scored (a small tenant: faster than the walk, and the exact top k, as the embedded
+    index gives below its ANN threshold). `count_tenant` adds a count of the tenant's documents (up to
+    EXACT_VECTOR_MAX + 1), which tells the adapter which vector half its next searches take. All routed
+    to the tenant's shard.
     """
     filters = _filters(store, q)
     header = {"index": alias, "routing": routing_key(q.scope.app_id, q.scope.tenant_id)}
@@ -102,19 +110,31 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int,
         lines += [header, {**common, "size": keyword_limit(q, k), "query": {"bool": {"must": [match], "filter": filters}}}]
         signals.append("keyword")
     if vector is not None:
-        knn = {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}
-        lines += [header, {**common, "query": {"knn": {"embedding": knn}}}]
+        if exact:
+            query = {"script_score": {"query": {"bool": {"filter": filters}}, "script": _cosine(vector)}}
+        else:
+            query = {"knn": {"embedding": {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}}}
+        lines += [header, {**common, "query": query}]
         signals.append("vector")
+    if count_tenant:
+        tenant = tenant_terms(store, q.scope.app_id, q.scope.tenant_id)
+        lines += [header, {"size": 0, "track_total_hits": EXACT_VECTOR_MAX + 1, "query": {"bool": {"filter": tenant}}}]
+        signals.append("tenant_size")
     return lines, signals
 
 
 def similarities_body(store: str, scope: ScopeFilter, ids: list[str], vector: list[float]) -> dict[str, Any]:
     """The exact cosine of `vector` with each of these documents of the scope: a script score over
-    them alone (`knn_score` on cosinesimil scores (1 + cos) / 2, as the k-NN query does)."""
+    them alone."""
     return {
         "size": len(ids), "_source": False, "track_total_hits": False,
         "query": {"script_score": {
             "query": {"bool": {"filter": [{"ids": {"values": ids}}, *_scope_filters(store, scope)]}},
-            "script": {"source": "knn_score", "lang": "knn",
-                       "params": {"field": "embedding", "query_value": vector, "space_type": "cosinesimil"}}}},
+            "script": _cosine(vector)}},
     }
+
+
+def _cosine(vector: list[float]) -> dict[str, Any]:
+    """The k-NN plugin's exact score: `knn_score` on cosinesimil scores (1 + cos) / 2, as the k-NN query does."""
+    return {"source": "knn_score", "lang": "knn",
+            "params": {"field": "embedding", "query_value": vector, "space_type": "cosinesimil"}}
