@@ -426,3 +426,14 @@ def test_concurrent_searches_of_tenants_whose_filters_pass_other_shares_each_get
         assert len(vector) == 10 and keyword
         start = 10_000 * list(shares).index(tenant)  # each hit one of this tenant's agent-a rows
         assert all(start <= int(m[1:]) < start + 1200 and int(m[1:]) % shares[tenant] == 0 for m, _ in vector + keyword)
+
+
+def test_the_shares_the_index_remembers_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memlane.adapters.local import embedded_index
+
+    monkeypatch.setattr(embedded_index, "SHARES_KEPT", 2)
+    idx = open_index(tmp_path)
+    for i in range(4):
+        idx._learn_share(("s", "app", f"t{i}"), 10, 5)
+    idx._learn_share(("s", "app", "t2"), 10, 10)
+    assert list(idx._shares) == [("s", "app", "t3"), ("s", "app", "t2")] and idx._shares[("s", "app", "t2")] == 1.0

@@ -121,3 +121,16 @@ def test_the_tenants_count_rides_along_under_its_terms_and_routing():
     assert lines[4] == {"index": "mem-s1", "routing": "app#t1"}
     assert lines[5] == {"size": 0, "track_total_hits": EXACT_VECTOR_MAX + 1, "query": {"bool": {"filter": [
         {"term": {"store": "s1"}}, {"term": {"app_id": "app"}}, {"term": {"tenant_id": "t1"}}]}}}
+
+
+def test_the_tenant_counts_a_process_keeps_are_bounded(monkeypatch):
+    from memlane.adapters.opensearch import index as index_module
+
+    monkeypatch.setattr(index_module, "TENANT_SIZES_KEPT", 3)
+    sizes = index_module._TenantSizes()
+    for i in range(5):
+        sizes.put(("s", "app", f"t{i}"), i, float(i))
+    sizes.put(("s", "app", "t2"), 20, 9.0)  # counted again: the most recent now
+    sizes.put(("s", "app", "t5"), 5, 10.0)
+    assert [t[2] for t, _ in sizes.items()] == ["t4", "t2", "t5"]
+    assert sizes.get(("s", "app", "t2")) == (20, 9.0) and sizes.get(("s", "app", "t0")) is None

@@ -56,6 +56,7 @@ TOKEN_MAX_SHARE = 0.5
 MARGIN = 1.2
 WIDEST = 16
 BEST_FIRST_SHARE = 0.75
+SHARES_KEPT = 100_000  # tenants whose last share the index remembers
 
 
 class EmbeddedIndex:
@@ -360,7 +361,10 @@ class EmbeddedIndex:
 
     def _learn_share(self, key: TenantKey, asked: int, passed: int) -> None:
         if asked:
+            self._shares.pop(key, None)  # the most recently searched last: the first are dropped past SHARES_KEPT
             self._shares[key] = max(passed / asked, 1 / WIDEST)
+            if len(self._shares) > SHARES_KEPT:
+                del self._shares[next(iter(self._shares))]
 
     # -- ANN graphs ----------------------------------------------------------------------------
     def build_graphs(self, store: str) -> int:

@@ -37,7 +37,9 @@ import functools
 import json
 import math
 import re
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from importlib import resources
@@ -71,6 +73,7 @@ DLS_RACE_ATTEMPTS = 5  # a tenant's read that lost the security plugin's race (e
 _SEARCH_FIELDS = ",".join(f"responses.{f}" for f in ("hits.hits._id", "hits.hits._score", "hits.hits._source",
                                                     "hits.total.value", "error", "status"))
 TENANT_SIZE_SECONDS = 60.0  # how long a tenant's document count chooses its vector half before it is counted again
+TENANT_SIZES_KEPT = 100_000  # tenants whose count a process keeps (the most recently counted)
 _PREFIX_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
@@ -115,8 +118,7 @@ class OpenSearchIndex:
         self._root = self
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
         self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
-        # (store, app, tenant) → (its documents, up to EXACT_VECTOR_MAX + 1; when counted): a search's plan only
-        self._tenant_sizes: dict[tuple[str, str, str], tuple[int, float]] = {}
+        self._tenant_sizes = _TenantSizes()  # shared by the copies for_tenant hands out
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -373,7 +375,7 @@ class OpenSearchIndex:
             vector = _unit_vector(query.vector, self._dims.get(store) or len(query.vector), "query vector")
         # A tenant counted small gets the exact vector half; an unknown or stale count rides along this search.
         tenant = (store, query.scope.app_id, query.scope.tenant_id)
-        size, counted = self._tenant_sizes.get(tenant, (None, -math.inf))
+        size, counted = self._tenant_sizes.get(tenant) or (None, -math.inf)
         stale = time.monotonic() - counted > TENANT_SIZE_SECONDS
         lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector,
                                       exact=size is not None and size <= EXACT_VECTOR_MAX,
@@ -393,7 +395,7 @@ class OpenSearchIndex:
                 raise from_status(response.get("status"), response["error"], f"{signal} search")
             if signal == "tenant_size":
                 documents = response.get("hits", {}).get("total", {}).get("value", 0)
-                self._tenant_sizes[tenant] = (int(documents), time.monotonic())
+                self._tenant_sizes.put(tenant, int(documents), time.monotonic())
                 continue
             raw = response.get("hits", {}).get("hits", [])  # filter_path leaves out an empty list
             if signal == "vector":  # cosinesimil, from the walk or the script: (2 - (1 - cos)) / 2 = (1 + cos) / 2
@@ -593,6 +595,34 @@ class OpenSearchIndex:
             self._sleep(backoff_delay(attempt))
         raise Retryable(f"OpenSearch kept throttling {len(pending)} documents of store '{store}'",
                         code="index_unavailable", failed_ids=sorted(mid for mid, _ in pending))
+
+
+class _TenantSizes:
+    """(store, app, tenant) → (its documents, up to EXACT_VECTOR_MAX + 1; when counted): what chooses a search's
+    vector half, nothing more. The TENANT_SIZES_KEPT most recently counted are kept; thread-safe."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, tenant: tuple[str, str, str]) -> tuple[int, float] | None:
+        with self._lock:
+            return self._entries.get(tenant)
+
+    def put(self, tenant: tuple[str, str, str], documents: int, when: float) -> None:
+        with self._lock:
+            self._entries.pop(tenant, None)
+            self._entries[tenant] = (documents, when)
+            while len(self._entries) > TENANT_SIZES_KEPT:
+                self._entries.popitem(last=False)
+
+    def items(self) -> list[tuple[tuple[str, str, str], tuple[int, float]]]:
+        with self._lock:
+            return list(self._entries.items())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 def _hit(raw: dict[str, Any], score: float) -> Hit:
