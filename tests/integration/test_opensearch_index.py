@@ -220,7 +220,7 @@ def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_u
 def test_a_small_tenants_vector_half_is_the_exact_top_k_once_counted(os_index: OpenSearchIndex,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The first search of a tenant walks the graph and counts the tenant; a tenant counted at most
-    EXACT_VECTOR_MAX documents is then scored exactly over its filter: the exact top k by cosine, of its own
+    `exact_vector_max` documents is then scored exactly over its filter: the exact top k by cosine, of its own
     documents only (another tenant holds the nearest vectors), in the order (score, id). Past the threshold
     the walk stays."""
     import numpy as np
@@ -252,15 +252,17 @@ def test_a_small_tenants_vector_half_is_the_exact_top_k_once_counted(os_index: O
 
     walked = vector_hits()
     assert "knn" in sent[-1][3]["query"] and sent[-1][5]["track_total_hits"] == index_module.EXACT_VECTOR_MAX + 1
+    assert os_index.exact_vector_max == index_module.EXACT_VECTOR_MAX
     scored = vector_hits()
     assert "script_score" in sent[-1][3]["query"] and len(sent[-1]) == 4  # counted: no count line for a while
     assert [m for m, _ in scored] == exact
     assert all(abs(score - cosines[m]) < 1e-4 for m, score in scored)
     assert {m for m, _ in walked} <= set(cosines)
 
-    monkeypatch.setattr(index_module, "EXACT_VECTOR_MAX", 10)  # 40 documents: a large tenant now
+    monkeypatch.setattr(os_index, "exact_vector_max", 10)  # 40 documents: a large tenant now
     os_index._tenant_sizes.clear()
     vector_hits()
+    assert sent[-1][5]["track_total_hits"] == 11
     vector_hits()
     assert "knn" in sent[-1][3]["query"]
 
@@ -274,9 +276,7 @@ def test_concurrent_searches_of_small_and_large_tenants_each_get_their_own_answe
 
     import numpy as np
 
-    from memlane.adapters.opensearch import index as index_module
-
-    monkeypatch.setattr(index_module, "EXACT_VECTOR_MAX", 20)
+    monkeypatch.setattr(os_index, "exact_vector_max", 20)
     rng = np.random.default_rng(9)
     sizes = {"t1": 8, "t2": 16, "t3": 30, "t4": 45}
     os_index.ensure_store("s1", DIM)
@@ -296,7 +296,8 @@ def test_concurrent_searches_of_small_and_large_tenants_each_get_their_own_answe
     jobs = [(t, i) for t in sizes for i in range(len(queries))]
     for tenant in sizes:
         one((tenant, 0))  # counted: from here on t1 and t2 are scored exactly, t3 and t4 walked
-    assert {t[2]: n for t, (n, _) in os_index._tenant_sizes.items()} == sizes
+    # Counted exactly up to the threshold + 1: enough to choose the plan, no more.
+    assert {t[2]: n for t, (n, _) in os_index._tenant_sizes.items()} == {t: min(n, 21) for t, n in sizes.items()}
     alone = {(t, i): (v, k) for t, i, v, k in map(one, jobs)}
     with ThreadPoolExecutor(max_workers=8) as pool:
         together = list(pool.map(one, jobs * 5))

@@ -91,7 +91,7 @@ def test_every_opensearch_query_line_carries_the_scope_filter():
                    time_from=datetime(2024, 1, 1, tzinfo=timezone.utc))
     lines, signals = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8)
     assert signals == ["keyword", "vector"]
-    exact, _ = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8, exact=True, count_tenant=True)
+    exact, _ = search_lines("memlane-demo", "demo", q, k=5, vector=[0.1] * 8, exact=True, count_up_to=101)
     for header, body in zip(lines[::2] + exact[::2], lines[1::2] + exact[1::2]):
         assert header["routing"] == "app#ann"
         text = repr(body)

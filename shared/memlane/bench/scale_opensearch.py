@@ -15,6 +15,11 @@ What is real and what is synthetic:
   the shipped recipe), without the query
   embedding, and with it (the model embedding the question in the same loop). `--vector-k` measures
   other vector k's beside it (keyword k = min(k, candidates)): what another vector k costs.
+- `--vector-plans shipped,walk,exact`: each measured tenant is searched with each vector half side by side
+  (taking turns query by query) —
+  as shipped (exact up to `queries.EXACT_VECTOR_MAX` documents, else the walk), always walked, always scored
+  exactly (a script score over the tenant's filter) — the measurement that sets that threshold.
+  `--measure-tenants` names the tenants by size rank (0 the largest; default the smallest, median, largest).
 - `--force-merge`: after a size is measured, its index is merged to one segment (timed) and measured
   again — a search walks one HNSW graph per segment.
 - Recall@10 of the k-NN half: its top 10 against the exact top 10 of the tenant (numpy matmul over
@@ -141,8 +146,23 @@ def shipped_k() -> int:
     return RECIPES[DEFAULT_RECIPE].candidates
 
 
+# A vector plan → the index's `exact_vector_max`: the tenant sizes it scores exactly.
+VECTOR_PLANS = {"shipped": None, "walk": 0, "exact": 10**9}
+
+
+def plan_index(idx: Any, plan: str) -> Any:
+    """The index with this vector plan: a copy sharing its client, its tenant counts its own."""
+    from ..adapters.opensearch.index import EXACT_VECTOR_MAX, OpenSearchIndex
+
+    limit = VECTOR_PLANS[plan]
+    return OpenSearchIndex(idx.client, index_prefix=idx.prefix, knn_engine=idx.knn_engine, shards=idx.shards,
+                           replicas=idx.replicas, exact_vector_max=EXACT_VECTOR_MAX if limit is None else limit)
+
+
 def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[str], qvecs: np.ndarray,
-                   model: Any, k: int, keyword_k: int) -> dict[str, Any]:
+                   model: Any, k: int, keyword_k: int, plans: tuple[str, ...] = ("shipped",)) -> list[dict[str, Any]]:
+    """One row per vector plan. The plans take turns query by query, each going first as often as the
+    others, so that what the node has cached by then favours none of them."""
     from ..domain.scope import ScopeFilter
     from ..ports import IndexQuery
 
@@ -152,37 +172,43 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
     def q(text: str, vec: Any) -> Any:
         return IndexQuery(scope=scope, text=text, vector=vec, k=k, keyword_k=keyword_k)
 
-    for text, vec in zip(questions[:10], qvecs[:10]):  # warm: the first searches page the graph in
-        idx.search(STORE, q(text, vec.tolist()))
-    bare, embedded, recall = [], [], []
-    foreign = short = 0
-    for text, vec in zip(questions, qvecs):
-        t0 = time.perf_counter()
-        idx.search(STORE, q(text, vec.tolist()))
-        bare.append((time.perf_counter() - t0) * 1000)
-        t0 = time.perf_counter()
-        idx.search(STORE, q(text, model.embed([text])[0]))
-        embedded.append((time.perf_counter() - t0) * 1000)
-        hits = idx.search(STORE, q("", vec.tolist())).vector
-        # The filter is inside the k-NN clause: every hit is the tenant's, and k come back when it has k.
-        foreign += sum(1 for h in hits if not h.memory_id.startswith(f"t{tenant:04d}-"))
-        short += len(hits) < min(k, len(ids))
-        found = [h.memory_id for h in hits[:10]]
-        scores = vectors @ vec
-        top = np.argsort(-scores, kind="stable")[:10]
-        recall.append(len(set(found) & {ids[i] for i in top}) / max(1, min(10, len(ids))))
-    return {"tenant": f"t{tenant:04d}", "memories": len(vectors), "k": k, "keyword_k": keyword_k,
-            "search_ms": p50_p95(bare),
-            "with_embedding_ms": p50_p95(embedded), "recall_at_10": round(float(np.mean(recall)), 4),
-            "foreign_hits": foreign, "short_answers": short}
+    indexes = {plan: plan_index(idx, plan) for plan in plans}
+    for text, vec in zip(questions[:10], qvecs[:10]):  # warm: the first searches page the graph in (and count)
+        for index in indexes.values():
+            index.search(STORE, q(text, vec.tolist()))
+    bare: dict[str, list[float]] = {p: [] for p in plans}
+    embedded: dict[str, list[float]] = {p: [] for p in plans}
+    recall: dict[str, list[float]] = {p: [] for p in plans}
+    foreign = dict.fromkeys(plans, 0)
+    short = dict.fromkeys(plans, 0)
+    for i, (text, vec) in enumerate(zip(questions, qvecs)):
+        top = {ids[j] for j in np.argsort(-(vectors @ vec), kind="stable")[:10]}
+        for plan in plans[i % len(plans):] + plans[:i % len(plans)]:
+            index = indexes[plan]
+            t0 = time.perf_counter()
+            index.search(STORE, q(text, vec.tolist()))
+            bare[plan].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            index.search(STORE, q(text, model.embed([text])[0]))
+            embedded[plan].append((time.perf_counter() - t0) * 1000)
+            hits = index.search(STORE, q("", vec.tolist())).vector
+            # The filter is inside the k-NN clause: every hit is the tenant's, and k come back when it has k.
+            foreign[plan] += sum(1 for h in hits if not h.memory_id.startswith(f"t{tenant:04d}-"))
+            short[plan] += len(hits) < min(k, len(ids))
+            recall[plan].append(len({h.memory_id for h in hits[:10]} & top) / max(1, min(10, len(ids))))
+    return [{"tenant": f"t{tenant:04d}", "memories": len(vectors), "k": k, "keyword_k": keyword_k, "plan": plan,
+             "search_ms": p50_p95(bare[plan]), "with_embedding_ms": p50_p95(embedded[plan]),
+             "recall_at_10": round(float(np.mean(recall[plan])), 4), "foreign_hits": foreign[plan],
+             "short_answers": short[plan]} for plan in plans]
 
 
 def measure(idx: Any, alias: str, tenants: tuple[int, ...], keep: dict[int, list[np.ndarray]], questions: list[str],
-            qvecs: np.ndarray, model: Any, ks: list[tuple[int, int]]) -> dict[str, Any]:
-    """The node's figures, then each tenant searched at each (vector k, keyword k), the shipped one first."""
+            qvecs: np.ndarray, model: Any, ks: list[tuple[int, int]], plans: tuple[str, ...] = ("shipped",)) -> dict[str, Any]:
+    """The node's figures, then each tenant searched at each (vector k, keyword k), the shipped one first, with
+    the vector plans side by side."""
     figures = node_figures(idx.client, alias)
-    rows = [measure_tenant(idx, t, np.vstack(keep[t]), questions, qvecs, model, k, kk)
-            for k, kk in ks for t in tenants]
+    rows = [row for k, kk in ks for t in tenants
+            for row in measure_tenant(idx, t, np.vstack(keep[t]), questions, qvecs, model, k, kk, plans)]
     return {**figures, "tenants_measured": rows, "loadavg_1m": round(os.getloadavg()[0], 2)}
 
 
@@ -211,11 +237,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                    shards=args.shards, replicas=0)
     alias = f"{args.prefix}-{STORE}"
     final = zipf_sizes(args.final or totals[-1])
-    small, median, largest = TENANTS - 1, TENANTS // 2, 0
-    tenants = (small, median, largest)
+    tenants = tuple(args.measure_tenants or (TENANTS - 1, TENANTS // 2, 0))
+    plans = tuple(args.vector_plans)
+    if not set(plans) <= set(VECTOR_PLANS):
+        raise SystemExit(f"--vector-plans: choose from {', '.join(VECTOR_PLANS)}")
     shipped = candidates = shipped_k()
     ks = [(shipped, candidates)] + [(k, min(k, candidates)) for k in args.vector_k if k != shipped]
-    keep: dict[int, list[np.ndarray]] = {t: [] for t in (small, median, largest)}
+    keep: dict[int, list[np.ndarray]] = {t: [] for t in tenants}
     loaded = np.zeros(TENANTS, dtype=np.int64)
     if args.resume:  # the index holds the first `resume` memories, loaded by an earlier run with --keep
         loaded = _shares(zipf_sizes(args.resume), args.resume, args.resume)  # as that run shaped it
@@ -241,12 +269,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         point: dict[str, Any] = {"memories": int(loaded.sum()), "loaded_now": n, "load_s": round(load_s, 1),
                                  "docs_per_s": round(n / load_s, 1) if n else None,
                                  "loadavg_1m_start": round(os.getloadavg()[0], 2)}
-        point.update(measure(idx, alias, tenants, keep, questions, qvecs, model, ks))
+        point.update(measure(idx, alias, tenants, keep, questions, qvecs, model, ks, plans))
         if args.force_merge:
             t0 = time.perf_counter()
             idx.client.indices.forcemerge(index=alias, max_num_segments=1, request_timeout=4 * 3600)
             point["force_merge_s"] = round(time.perf_counter() - t0, 1)
-            point["merged"] = measure(idx, alias, tenants, keep, questions, qvecs, model, ks)
+            point["merged"] = measure(idx, alias, tenants, keep, questions, qvecs, model, ks, plans)
         report["points"].append(point)
         print(json.dumps(point), flush=True)
     report["elapsed_s"] = round(time.monotonic() - started, 1)
@@ -265,9 +293,10 @@ def format_report(r: dict[str, Any]) -> str:
            table(["memories", "index", "disk MB", "heap MB", "RSS MB", "segments"],
                  [[f"{p['memories']:,}", state, m["disk_mb"], f"{m['heap_used_mb']}/{m['heap_max_mb']}",
                    m["process_rss_mb"], m["segments"]] for p, state, m in states]),
-           table(["memories", "index", "tenant", "its memories", "k", "p50 ms", "p95 ms", "+embed p50", "+embed p95",
-                  "recall@10"],
+           table(["memories", "index", "tenant", "its memories", "k", "vector plan", "p50 ms", "p95 ms", "+embed p50",
+                  "+embed p95", "recall@10"],
                  [[f"{p['memories']:,}", state, x["tenant"], f"{x['memories']:,}", f"{x['k']}/{x['keyword_k']}",
+                   x.get("plan", "shipped"),
                    x["search_ms"]["p50"], x["search_ms"]["p95"], x["with_embedding_ms"]["p50"],
                    x["with_embedding_ms"]["p95"], x["recall_at_10"]]
                   for p, state, m in states for x in m["tenants_measured"]])]
@@ -292,6 +321,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the k-NN engine of the index (faiss needs the k-NN plugin's native libraries)")
     p.add_argument("--vector-k", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
                    help="vector k's measured beside the shipped one, e.g. 100,50")
+    p.add_argument("--vector-plans", type=lambda v: [x for x in v.split(",") if x], default=["shipped"],
+                   help=f"vector halves measured side by side per tenant, of: {', '.join(VECTOR_PLANS)}")
+    p.add_argument("--measure-tenants", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
+                   help="tenants measured, by size rank (0: the largest; default: the smallest, the median, the largest)")
     p.add_argument("--force-merge", action="store_true", help="merge to one segment after each size, measure again")
 
 

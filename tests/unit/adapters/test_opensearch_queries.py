@@ -113,13 +113,11 @@ def test_a_small_tenants_vector_half_scores_every_document_of_its_filter():
 
 
 def test_the_tenants_count_rides_along_under_its_terms_and_routing():
-    from memlane.adapters.opensearch.queries import EXACT_VECTOR_MAX
-
     q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t1"), text="zebra")
-    lines, signals = search_lines("mem-s1", "s1", q, k=7, vector=[1.0, 0.0], count_tenant=True)
+    lines, signals = search_lines("mem-s1", "s1", q, k=7, vector=[1.0, 0.0], count_up_to=20_001)
     assert signals == ["keyword", "vector", "tenant_size"]
     assert lines[4] == {"index": "mem-s1", "routing": "app#t1"}
-    assert lines[5] == {"size": 0, "track_total_hits": EXACT_VECTOR_MAX + 1, "query": {"bool": {"filter": [
+    assert lines[5] == {"size": 0, "track_total_hits": 20_001, "query": {"bool": {"filter": [
         {"term": {"store": "s1"}}, {"term": {"app_id": "app"}}, {"term": {"tenant_id": "t1"}}]}}}
 
 

@@ -37,13 +37,60 @@ def test_the_report_shows_each_vector_k_before_and_after_the_merge():
                "with_embedding_ms": {"p50": 2.0, "p95": 3.0}, "recall_at_10": 1.0, "foreign_hits": 0}
         return {"disk_mb": 650.0, "heap_used_mb": 1000, "heap_max_mb": 3072, "process_rss_mb": 3400,
                 "segments": segments, "tenants_measured": [{**row, "k": 200, "keyword_k": 100},
-                                                           {**row, "k": 50, "keyword_k": 50}]}
+                                                           {**row, "k": 50, "keyword_k": 50, "plan": "walk"}]}
 
     report = {"shards": 1, "engine": "lucene", "tenants": 1000, "queries": 5, "model": "m", "blas": "b",
               "points": [{"memories": 100000, "load_s": 10.0, "docs_per_s": 10000.0, "force_merge_s": 5.0,
                           **measured(7, 300.0), "merged": measured(1, 100.0)}]}
     lines = format_report(report).splitlines()
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if "t0000" in line]
-    assert [(r[1], r[4], r[6]) for r in rows] == [("loaded", "200/100", "300"), ("loaded", "50/50", "300"),
-                                                 ("merged", "200/100", "100"), ("merged", "50/50", "100")]
+    assert [(r[1], r[4], r[5], r[7]) for r in rows] == [
+        ("loaded", "200/100", "shipped", "300"), ("loaded", "50/50", "walk", "300"),
+        ("merged", "200/100", "shipped", "100"), ("merged", "50/50", "walk", "100")]
     assert any("| 7 " in line for line in lines) and any("| 1 " in line for line in lines)  # segments each state
+
+
+def test_each_vector_plan_is_the_index_with_its_exact_threshold_on_the_same_client():
+    from memlane.adapters.opensearch.index import OpenSearchIndex
+    from memlane.adapters.opensearch.queries import EXACT_VECTOR_MAX
+    from memlane.bench.scale_opensearch import VECTOR_PLANS, plan_index
+
+    client = object()
+    idx = OpenSearchIndex(client, index_prefix="osscale", shards=1, replicas=0)  # type: ignore[arg-type]
+    limits = {plan: plan_index(idx, plan) for plan in VECTOR_PLANS}
+    assert all(i.client is client and i.prefix == "osscale" and (i.shards, i.replicas) == (1, 0) for i in limits.values())
+    assert limits["shipped"].exact_vector_max == EXACT_VECTOR_MAX
+    assert limits["walk"].exact_vector_max == 0  # any tenant with a document is walked
+    assert limits["exact"].exact_vector_max > 10**6  # any tenant is scored exactly
+
+
+def test_the_vector_plans_take_turns_query_by_query(monkeypatch):
+    """Side by side: each plan goes first as often as the others, and each gets its own row."""
+    from memlane.bench import scale_opensearch
+    from memlane.ports import Hit, IndexResult
+    from memlane.domain.models import RecordType
+
+    calls: list[str] = []
+
+    class Fake:
+        def __init__(self, plan: str) -> None:
+            self.plan = plan
+
+        def search(self, store, query):
+            calls.append(self.plan)
+            return IndexResult(keyword=[], vector=[Hit("t0003-0000000", 0.9, RecordType.MEMORY, "", "r1")])
+
+    class Model:
+        def embed(self, texts):
+            return [[0.0] * 4 for _ in texts]
+
+    monkeypatch.setattr(scale_opensearch, "plan_index", lambda idx, plan: Fake(plan))
+    vectors = np.eye(4, dtype=np.float32)[:2]
+    plans = ("shipped", "walk", "exact")
+    rows = scale_opensearch.measure_tenant(None, 3, vectors, [f"q{i}" for i in range(12)], np.eye(4, dtype=np.float32)[[0] * 12],
+                                           Model(), 10, 10, plans)
+    assert [r["plan"] for r in rows] == list(plans)
+    measured = calls[10 * len(plans):]  # after the warm-up, three searches per plan and query
+    firsts = [measured[i * 9] for i in range(12)]
+    assert sorted(firsts) == sorted(plans * 4)
+    assert all(r["recall_at_10"] == 0.5 and r["foreign_hits"] == 0 for r in rows)

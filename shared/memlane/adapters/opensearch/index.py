@@ -7,7 +7,7 @@
   tenant lives on one shard and a write that forgot its routing fails instead of going astray.
 - A search is one ``_msearch`` of BM25 and filtered k-NN (see queries.py, the only query
   builder); OpenSearch's cosinesimil score ``(1 + cos) / 2`` is turned back into the cosine. A
-  tenant counted at most ``EXACT_VECTOR_MAX`` documents (the count rides along a search every
+  tenant counted at most ``exact_vector_max`` documents (the count rides along a search every
   ``TENANT_SIZE_SECONDS``) has its vector half scored exactly instead: a script score over the filter. The
   results the k-NN list did not reach get their cosines from one more read (`similarities`: a
   script score over those ids under the scope's terms).
@@ -103,7 +103,8 @@ def index_body(dim: int, *, engine: KnnEngine = "lucene", shards: int | None = N
 class OpenSearchIndex:
     def __init__(self, client: OpenSearch, *, index_prefix: str = "memlane", refresh: Refresh = "wait_for",
                  knn_engine: KnnEngine = "lucene", shards: int | None = None, replicas: int | None = None,
-                 sleep: Callable[[float], None] = time.sleep, tenant_clients: TenantClients | None = None):
+                 sleep: Callable[[float], None] = time.sleep, tenant_clients: TenantClients | None = None,
+                 exact_vector_max: int = EXACT_VECTOR_MAX):
         if not index_prefix or index_prefix[0] in "-_" or not set(index_prefix) <= _PREFIX_CHARS:
             raise InvalidInput("index_prefix must be lower-case letters, digits and '-'", field="index_prefix")
         self.client = client
@@ -119,6 +120,7 @@ class OpenSearchIndex:
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
         self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
         self._tenant_sizes = _TenantSizes()  # shared by the copies for_tenant hands out
+        self.exact_vector_max = exact_vector_max  # a tenant of at most this many documents is scored exactly
 
     @classmethod
     def from_url(cls, url: str, *, region: str = "us-east-1", sigv4: bool = False, index_prefix: str = "memlane",
@@ -378,8 +380,8 @@ class OpenSearchIndex:
         size, counted = self._tenant_sizes.get(tenant) or (None, -math.inf)
         stale = time.monotonic() - counted > TENANT_SIZE_SECONDS
         lines, signals = search_lines(self._address(store), store, query, k=k, vector=vector,
-                                      exact=size is not None and size <= EXACT_VECTOR_MAX,
-                                      count_tenant=vector is not None and stale)
+                                      exact=size is not None and size <= self.exact_vector_max,
+                                      count_up_to=self.exact_vector_max + 1 if vector is not None and stale else None)
         if not lines:
             return IndexResult(keyword=[], vector=[])
         # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
@@ -598,7 +600,7 @@ class OpenSearchIndex:
 
 
 class _TenantSizes:
-    """(store, app, tenant) → (its documents, up to EXACT_VECTOR_MAX + 1; when counted): what chooses a search's
+    """(store, app, tenant) → (its documents, counted up to the index's exact_vector_max + 1; when counted): what chooses a search's
     vector half, nothing more. The TENANT_SIZES_KEPT most recently counted are kept; thread-safe."""
 
     def __init__(self) -> None:

@@ -16,8 +16,9 @@ from .documents import metadata_filter_terms, routing_key, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
 # A tenant of at most this many documents has its vector half scored exactly (a script score over its filter)
-# instead of walked through lucene's graph: faster there, exact, and independent of the segments' graphs
-# (docs/benchmarks.md "Exact vectors for small tenants"); the embedded index's ANN threshold is the same.
+# instead of walked through lucene's graph: exact, independent of the segments' graphs, and no slower up to here
+# (measured side by side, the two cross at ≈ 20,000 documents on one merged segment and later when loaded:
+# docs/benchmarks.md "Where scoring a tenant exactly stops paying"). The adapter's default `exact_vector_max`.
 EXACT_VECTOR_MAX = 20_000
 _MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
@@ -87,7 +88,7 @@ def _record_types(types: tuple[RecordType, ...]) -> dict[str, Any]:
 
 
 def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[float] | None,
-                 exact: bool = False, count_tenant: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+                 exact: bool = False, count_up_to: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The `_msearch` body for one hybrid query, and which signal each response answers.
 
     BM25 over `content` (text + keywords, scored as the embedded index's FTS5 scores them: see
@@ -95,9 +96,9 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[
     k-NN with the filter inside the knn clause (efficient filtering: the graph search only visits documents
     that pass it, so k results come back whenever k documents match), or, `exact`, every document that
     passes the filter scored (a small tenant: faster than the walk, and the exact top k, as the embedded
-    index gives below its ANN threshold). `count_tenant` adds a count of the tenant's documents (up to
-    EXACT_VECTOR_MAX + 1), which tells the adapter which vector half its next searches take. All routed
-    to the tenant's shard.
+    index gives below its ANN threshold). `count_up_to` adds a count of the tenant's documents (exact up to
+    that many), which tells the adapter which vector half its next searches take. All routed to the
+    tenant's shard.
     """
     filters = _filters(store, q)
     header = {"index": alias, "routing": routing_key(q.scope.app_id, q.scope.tenant_id)}
@@ -116,9 +117,9 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[
             query = {"knn": {"embedding": {"vector": vector, "k": k, "filter": {"bool": {"filter": filters}}}}}
         lines += [header, {**common, "query": query}]
         signals.append("vector")
-    if count_tenant:
+    if count_up_to is not None:
         tenant = tenant_terms(store, q.scope.app_id, q.scope.tenant_id)
-        lines += [header, {"size": 0, "track_total_hits": EXACT_VECTOR_MAX + 1, "query": {"bool": {"filter": tenant}}}]
+        lines += [header, {"size": 0, "track_total_hits": count_up_to, "query": {"bool": {"filter": tenant}}}]
         signals.append("tenant_size")
     return lines, signals
 
