@@ -3,6 +3,10 @@
 scale bench's embedder and corpus; wall and CPU ms per search (CPU time: what a loaded machine inflates least),
 then cProfile of the searches.
 
+`--parts` times each part of a search instead of profiling it (wall ms p50 / p95 of the index call and its two
+halves, the table reads, the reranker, `newer_first`): what cProfile's overhead and its second pass over the same
+queries (warm caches) would distort.
+
 `--plans` times the keyword half's two plans side by side instead, interleaved query by query on the same store
 (adapters/local/embedded_index.py `_narrows`): the shipped choice, and the FTS5 scan always narrowed by the tenant
 token (the plan before it).
@@ -42,6 +46,7 @@ def main() -> None:
     ap.add_argument("--per-tenant", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--plans", action="store_true", help="the keyword half's two plans side by side, no profile")
+    ap.add_argument("--parts", action="store_true", help="wall time of each part of a search, no profile")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         emb = scale.RandomEmbedder()
@@ -60,9 +65,39 @@ def main() -> None:
         for q in qs[:5]:
             timed(b.deps, q, scope)
         try:
-            report(b, qs, scope, args.plans)
+            parts(b, qs, scope) if args.parts else report(b, qs, scope, args.plans)
         finally:
             b.service.close()
+
+
+def parts(b, qs, scope) -> None:
+    """Each part's wall time, read by wrapping it for this process only."""
+    from memlane.policies import consolidation
+    from memlane.services import search as service
+
+    times: dict[str, list[float]] = {}
+
+    def timed_part(owner, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def run(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                times.setdefault(label, []).append((time.perf_counter() - t0) * 1000)
+        setattr(owner, name, run)
+
+    index = b.deps.index
+    for owner, name, label in ((index, "search", "index call"), (index, "_keyword", "keyword half"),
+                               (index, "_vector", "vector half"), (service, "_load", "table reads"),
+                               (service, "_rerank", "reranker"), (consolidation, "newer_first", "newer_first")):
+        timed_part(owner, name, label)
+    wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
+    print(line("search", list(wall), list(cpu)))
+    p = metrics.percentile
+    for label, ms in times.items():
+        print(f"  {label}: wall ms p50/p95 {p(ms, 50):.2f} / {p(ms, 95):.2f}")
 
 
 def report(b, qs, scope, plans: bool) -> None:

@@ -310,6 +310,21 @@ def test_the_shortcut_never_hides_a_change_the_full_reading_finds():
         assert _read_change(new, old, 1.0) is None, (new.text, old.text)
 
 
+def test_statements_a_search_compares_are_read_closely_only_past_the_cheap_gates():
+    """A search parses each of its first ten hits (`newer_first`); pairs of different subjects, or said to
+    someone, part at `_comparable`, which needs the subject and words alone: the stems, the framing state and
+    the values are read on first use, and then exactly as before."""
+    from memlane.policies.consolidation import conflicts, statement
+
+    statement.cache_clear()
+    assert not conflicts(memory("Bob moved to Paris in 2023.", day=1), memory("Ann plays the cello."), 0.9)
+    bob = statement("Bob moved to Paris in 2023.")  # as the comparison left it
+    assert not {"tokens", "content", "values", "shown", "owner", "entered"} & set(vars(bob))
+    assert bob.subject == "bob" and bob.values == {"2023"} and "pari" in bob.content and bob.tokens[0] == "bob"
+    assert Statement("Ann's sister got a job as a nurse.").owner == "sist"  # a stem
+    assert Statement("Ann got a job as a nurse.").entered and not Statement("Ann is a nurse.").entered
+
+
 def test_two_facts_with_nothing_in_common_are_not_aligned(monkeypatch):
     import memlane.policies.consolidation as consolidation
 

@@ -143,7 +143,9 @@ class Relation:
 
 class Statement:
     """A memory text reduced for comparison: its subject, its words (lower case, possessives
-    dropped, cue words out) and its content stems."""
+    dropped, cue words out) and its content stems. What only a close reading needs (the stems, the
+    state it is framed as) is read on first use: most pairs a search compares part at `_comparable`,
+    which needs the subject and words alone (a search parses each of its first ten hits)."""
 
     def __init__(self, text: str):
         body = _REPLY.sub("", text.strip())
@@ -153,33 +155,58 @@ class Statement:
         if m:
             body = body[m.end():]
         self.text = body
-        raw = _TOKEN.findall(body)
+        self._raw = raw = _TOKEN.findall(body)
         if not self.subject and raw:
             # The subject opens the statement, after an opener such as "Turns out" or "Anyway".
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
-        # What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
-        # so the two align; the words as written keep the cues ("started", "got a job").
-        state = lang.as_state(body)
-        self.entered = state != body  # "got a job as", "was hired as": a change cue in itself
-        framed = [_base(w) for w in _TOKEN.findall(state)] if self.entered else self.words
-        # "Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject.
+
+    @cached_property
+    def _framed(self) -> tuple[bool, list[str]]:
+        """What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
+        so the two align; the words as written keep the cues ("started", "got a job")."""
+        state = lang.as_state(self.text)
+        entered = state != self.text  # "got a job as", "was hired as": a change cue in itself
+        return entered, [_base(w) for w in _TOKEN.findall(state)] if entered else self.words
+
+    @cached_property
+    def entered(self) -> bool:
+        return self._framed[0]
+
+    @cached_property
+    def owner(self) -> str:
+        """"Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject."""
+        raw = self._raw
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
-        self.owner = lang.stem(held[0]) if held else ""
-        self.shown: dict[str, str] = {}  # stem → a word it stands for (as written), to explain a decision
+        return lang.stem(held[0]) if held else ""
+
+    @cached_property
+    def shown(self) -> dict[str, str]:
+        """stem → a word it stands for (as written), to explain a decision."""
+        shown: dict[str, str] = {}
+        for w, base in zip(self._raw, self.words):
+            shown.setdefault(lang.stem(base), w[:-2] if w.endswith(("'s", "’s")) else w)
+        return shown
+
+    @cached_property
+    def tokens(self) -> list[str]:
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
-        self.tokens = [lang.stem(w) if w != self.subject else w for w in framed
-                       if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
-                       and w not in ("just", "really", "still", "recently", "finally", "actually")]
-        for w, base in zip(raw, self.words):
-            self.shown.setdefault(lang.stem(base), w[:-2] if w.endswith(("'s", "’s")) else w)
-        self.content = {lang.stem(w) for w in framed if w not in lang.FILLER and w != self.subject
-                        and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
-                        and "n't" not in w and "n’t" not in w}
-        self.values = {w for w in raw[1:] if any(map(str.isdigit, w)) or "@" in w}
+        return [lang.stem(w) if w != self.subject else w for w in self._framed[1]
+                if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+                and w not in ("just", "really", "still", "recently", "finally", "actually")]
+
+    @cached_property
+    def content(self) -> set[str]:
+        return {lang.stem(w) for w in self._framed[1] if w not in lang.FILLER and w != self.subject
+                and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+                and "n't" not in w and "n’t" not in w}
+
+    @cached_property
+    def values(self) -> set[str]:
+        return {w for w in self._raw[1:] if any(map(str.isdigit, w)) or "@" in w}
 
     @cached_property
     def negated(self) -> bool:
