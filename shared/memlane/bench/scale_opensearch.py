@@ -203,7 +203,8 @@ def measure_tenant(idx: Any, tenant: int, vectors: np.ndarray, questions: list[s
 
 
 def measure(idx: Any, alias: str, tenants: tuple[int, ...], keep: dict[int, list[np.ndarray]], questions: list[str],
-            qvecs: np.ndarray, model: Any, ks: list[tuple[int, int]], plans: tuple[str, ...] = ("shipped",)) -> dict[str, Any]:
+            qvecs: np.ndarray, model: Any, ks: list[tuple[int, int]],
+            plans: tuple[str, ...] = ("shipped",)) -> dict[str, Any]:
     """The node's figures, then each tenant searched at each (vector k, keyword k), the shipped one first, with
     the vector plans side by side."""
     figures = node_figures(idx.client, alias)

@@ -87,8 +87,8 @@ def test_the_vector_plans_take_turns_query_by_query(monkeypatch):
     monkeypatch.setattr(scale_opensearch, "plan_index", lambda idx, plan: Fake(plan))
     vectors = np.eye(4, dtype=np.float32)[:2]
     plans = ("shipped", "walk", "exact")
-    rows = scale_opensearch.measure_tenant(None, 3, vectors, [f"q{i}" for i in range(12)], np.eye(4, dtype=np.float32)[[0] * 12],
-                                           Model(), 10, 10, plans)
+    questions, qvecs = [f"q{i}" for i in range(12)], np.eye(4, dtype=np.float32)[[0] * 12]
+    rows = scale_opensearch.measure_tenant(None, 3, vectors, questions, qvecs, Model(), 10, 10, plans)
     assert [r["plan"] for r in rows] == list(plans)
     measured = calls[10 * len(plans):]  # after the warm-up, three searches per plan and query
     firsts = [measured[i * 9] for i in range(12)]

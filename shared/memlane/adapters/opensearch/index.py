@@ -600,8 +600,9 @@ class OpenSearchIndex:
 
 
 class _TenantSizes:
-    """(store, app, tenant) → (its documents, counted up to the index's exact_vector_max + 1; when counted): what chooses a search's
-    vector half, nothing more. The TENANT_SIZES_KEPT most recently counted are kept; thread-safe."""
+    """(store, app, tenant) → (its documents, counted up to the index's exact_vector_max + 1; when counted):
+    what chooses a search's vector half, nothing more. The TENANT_SIZES_KEPT most recently counted are kept;
+    thread-safe."""
 
     def __init__(self) -> None:
         self._entries: OrderedDict[tuple[str, str, str], tuple[int, float]] = OrderedDict()
