@@ -67,3 +67,46 @@ def test_reuse_with_another_body_and_another_policy_are_409s_with_their_codes(ca
                          add("alice", "Alice likes green tea.", request_id="req-2", access_policy="none"))
     assert (status, error["error"]["code"], error["error"]["field"]) == (409, "access_policy_mismatch",
                                                                         "access_policy")
+
+
+def search_texts(call, tenant: str, query: str) -> list[str]:
+    status, body = call(tenant, "POST", "/v1/stores/demo/search",
+                        {"query": query, "scope": {"app_id": "travel", "tenant_id": tenant}, "top_k": 10})
+    assert status == 200, body
+    return [r["memory"]["text"] if "memory" in r else r["text"] for r in body["results"]]
+
+
+def test_two_tenants_sending_one_request_id_each_keep_every_memory_searchable(call):
+    """Memory ids derived from a request carry the tenant: before, bob's add of "req-1" derived the ids of
+    alice's memories, and the embedded index replaced her documents with his (her memories stayed in the
+    table, but search no longer found them)."""
+    assert call("alice", "POST", "/v1/stores/demo/memories", add("alice", "I live in Lisbon.", sync=True))[0] == 200
+    assert any("Lisbon" in t for t in search_texts(call, "alice", "Lisbon"))
+    assert call("bob", "POST", "/v1/stores/demo/memories", add("bob", "I live in Oslo.", sync=True))[0] == 200
+    assert any("Lisbon" in t for t in search_texts(call, "alice", "Lisbon"))
+    assert any("Oslo" in t for t in search_texts(call, "bob", "Oslo"))
+    # explicit writes without memory ids derive theirs from the request id too
+    for tenant, text in (("alice", "Alice's seat is 2C."), ("bob", "Bob's seat is 14F.")):
+        status, body = call(tenant, "POST", "/v1/stores/demo/memories", {
+            "scope": {"app_id": "travel", "tenant_id": tenant}, "infer": False, "request_id": "req-2",
+            "memories": [{"text": text}]})
+        assert status in (200, 201), body
+    assert any("2C" in t for t in search_texts(call, "alice", "seat"))
+    assert any("14F" in t for t in search_texts(call, "bob", "seat"))
+
+
+def test_a_client_memory_id_another_tenant_holds_is_409_and_leaves_nothing(call):
+    def write(tenant: str, text: str) -> tuple[int, dict]:
+        return call(tenant, "POST", "/v1/stores/demo/memories", {
+            "scope": {"app_id": "travel", "tenant_id": tenant}, "infer": False,
+            "memories": [{"text": text, "memory_id": "seat"}]})
+
+    assert write("alice", "Alice's seat is 2C.")[0] in (200, 201)
+    status, body = write("bob", "Bob's seat is 14F.")
+    assert (status, body["error"]["code"]) == (409, "memory_id_taken"), body
+    assert "Alice" not in json.dumps(body)  # says the id is taken, nothing of whose or what
+    assert any("2C" in t for t in search_texts(call, "alice", "seat"))
+    assert not search_texts(call, "bob", "seat")
+    status, got = call("bob", "GET", "/v1/stores/demo/memories/seat", query="app_id=travel&tenant_id=bob")
+    assert status == 404, got  # bob's table holds nothing of the refused write
+    assert write("bob", "Bob's seat is 14F.")[0] == 409  # a retry is refused the same way

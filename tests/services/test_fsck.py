@@ -34,7 +34,9 @@ def _memories(deps, tenant):
 def _drift(deps):
     """One doc lost, one ghost with no table row, one doc whose text and tenant are stale."""
     beagle, nurse = sorted(_memories(deps, "u1"), key=lambda m: "nurse" in m.text)
-    deps.index.delete("demo", [beagle.memory_id])
+    # The index refuses to move an id to another tenant: the stale doc replaces a deleted one (as from an
+    # older version, or a file restored from elsewhere).
+    deps.index.delete("demo", [beagle.memory_id, nurse.memory_id])
     now = datetime.now(timezone.utc)
     ghost = Memory(memory_id="ghost1", scope=Scope(**U1), text="Ann owns a yacht.", created_at=now, updated_at=now)
     stale = nurse.model_copy(update={"text": "Ann is a pilot.", "scope": Scope(**U2)})

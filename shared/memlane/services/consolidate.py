@@ -41,7 +41,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
-    ids = [derived_id(task.store, task.request_id, str(i)) for i in range(len(candidates))]
+    ids = [_task_id(task, str(i)) for i in range(len(candidates))]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
     nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.request_id != task.request_id]
                for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
@@ -118,6 +118,13 @@ def _visible_here(decision: Decision, task: Task) -> Decision:
                                               "kept so this agent's reads find it")
 
 
+def _task_id(task: Task, *parts: str) -> str:
+    """An id this task writes (a memory, an action), the same on every attempt of the job. Request ids are
+    the tenant's own (two tenants may both send "req-1"), and memory and action ids are unique per store:
+    the tenant is part of the id."""
+    return derived_id(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id, *parts)
+
+
 def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decision: Decision) -> str | None:
     """Apply the decision as a dream action (UPDATE: the survivor supersedes the others), recorded in
     the action log with its undo. None when it could not be applied (its memories changed meanwhile)."""
@@ -127,7 +134,7 @@ def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decis
         keep, targets = memory, list(decision.targets)
     now = deps.clock.now()
     action = DreamAction(
-        action_id=derived_id(store, task.request_id, str(i), "consolidate"), task_id=task.request_id, store=store,
+        action_id=_task_id(task, str(i), "consolidate"), task_id=task.request_id, store=store,
         kind=DreamActionKind.UPDATE, status=DreamActionStatus.PENDING, confidence=decision.confidence,
         rationale=f"{_WRITE_TIME} {decision.action}: {decision.reason}"[:1000], scope=keep.scope,
         target_ids=[t.memory_id for t in targets], keep_id=keep.memory_id, before=[*targets, keep],
@@ -161,7 +168,7 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
 def _resumed(deps: Deps, store: str, task: Task, i: int, memory: Memory, candidate: Candidate) -> TaskOutcome:
     """The outcome of a candidate an earlier attempt wrote: its supersede action finished if it was left
     pending (the attempt died between writing the memory and applying it)."""
-    action_id = derived_id(store, task.request_id, str(i), "consolidate")
+    action_id = _task_id(task, str(i), "consolidate")
     try:
         action = deps.repo.get_action(store, action_id)
     except NotFound:

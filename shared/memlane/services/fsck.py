@@ -99,6 +99,7 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     seen: set[str] = set()
     orphans: list[str] = []
     stale: list[str] = []
+    moved: list[str] = []
     documents = 0
     for doc in deps.index.documents(store):
         documents += 1
@@ -109,22 +110,25 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
         seen.add(doc.memory_id)
         if want.fingerprint != _of_doc(doc):
             stale.append(doc.memory_id)
+            if (doc.app_id, doc.tenant_id) != (want.scope.app_id, want.scope.tenant_id):
+                moved.append(doc.memory_id)  # under another tenant: the index will not move it, so it goes first
     missing = [mid for mid in expected if mid not in seen]
     say(f"{store}: {documents} documents in the index; {len(missing)} missing, {len(orphans)} orphans, "
         f"{len(stale)} stale")
 
     repaired = 0
     if repair and (orphans or missing or stale):
-        repaired = _repair(deps, store, orphans, missing + stale, expected)
+        repaired = len(orphans) + _repair(deps, store, orphans + moved, missing + stale, expected)
         say(f"{store}: repaired {repaired} documents")
     return FsckReport(store=store, tenants=tenants, memories=memories, documents=documents,
                       missing=len(missing), orphans=len(orphans), stale=len(stale), repaired=repaired,
                       messages=messages)
 
 
-def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str], expected: dict[str, _Expected]) -> int:
-    for start in range(0, len(orphans), BATCH):
-        deps.index.delete(store, orphans[start:start + BATCH])
+def _repair(deps: Deps, store: str, drop: list[str], reindex: list[str], expected: dict[str, _Expected]) -> int:
+    """Deletes `drop`, indexes `reindex` again from the table; how many were written."""
+    for start in range(0, len(drop), BATCH):
+        deps.index.delete(store, drop[start:start + BATCH])
     # Grouped by tenant (its own credentials) and by what to read: memories by id, messages by thread.
     groups: dict[tuple[str, str], dict[tuple[RecordType, Scope | None], list[str]]] = {}
     for mid in reindex:
@@ -149,6 +153,6 @@ def _repair(deps: Deps, store: str, orphans: list[str], reindex: list[str], expe
                     vectors = deps.embedder.embed([m.text for m in live])  # the text alone, as extraction embeds it
                     deps.index.upsert(store, list(zip(live, vectors)))
                     written += len(live)
-    if orphans:
-        deps.compact()  # an orphan may hold text that was meant to be gone
-    return len(orphans) + written
+    if drop:
+        deps.compact()  # an orphan (or a document under the wrong tenant) may hold text that was meant to be gone
+    return written

@@ -32,11 +32,13 @@ REQUEUE_AFTER = timedelta(seconds=60)  # a replay re-sends the job of a task pen
 ROLES = ("user", "assistant", "system", "tool", "document")
 
 
-def _message_id(created_at: datetime, arrived: datetime, request_id: str, index: int) -> str:
+def _message_id(scope: Scope, created_at: datetime, arrived: datetime, request_id: str, index: int) -> str:
     # Ordered by time, then by arrival (adds whose messages carry the same time, as an import of a session
     # dated once, keep the order they came in), then by position in the request. Derived from the request
-    # and its one arrival time, so a retry within the add writes the same ids.
-    return time_prefix(created_at) + micro_prefix(arrived) + ordinal(index) + derived_id(request_id, str(index))[:14]
+    # and its one arrival time, so a retry within the add writes the same ids; and from the tenant, whose
+    # own the request id is (a message is a document of the store's index, where ids are unique).
+    tail = derived_id(scope.app_id, scope.tenant_id, request_id, str(index))[:14]
+    return time_prefix(created_at) + micro_prefix(arrived) + ordinal(index) + tail
 
 
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
@@ -55,7 +57,7 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
             raise PayloadTooLarge(f"{field}.content exceeds {limits.MAX_CONTENT_CHARS} characters",
                                   field=f"{field}.content")
         created = times[i]
-        out.append(Message(message_id=_message_id(created, now, request_id, i), scope=scope, role=role,
+        out.append(Message(message_id=_message_id(scope, created, now, request_id, i), scope=scope, role=role,
                            content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
 

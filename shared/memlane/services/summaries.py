@@ -114,8 +114,10 @@ def after_add(deps: Deps, store: Store, scope: Scope) -> bool:
         return False
     if target is None:
         return False
-    # Named after the range it covers: a second add before it runs finds it waiting (one job, locally).
-    name = derived_id(KIND, scope.agent_id, scope.run_id, summary.covered_until if summary else "", target)
+    # Named after the thread and the range it covers: a second add before it runs finds it waiting (one job,
+    # locally); another tenant's thread of the same ids is another job.
+    name = derived_id(KIND, scope.app_id, scope.tenant_id, scope.agent_id, scope.run_id,
+                      summary.covered_until if summary else "", target)
     deps.queue.enqueue(job(store.name, name, scope))
     return True
 

@@ -136,19 +136,28 @@ class EmbeddedIndex:
 
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
-        """Replace each doc by memory_id. All validated before anything is written."""
+        """Replace each doc by memory_id, within its own tenant. All validated before anything is written; an
+        id another tenant's document holds is refused (Conflict `index_id_conflict`, as on OpenSearch), and
+        the batch with it: a tenant's write never removes another tenant's document."""
         with self._lock:
             dim = self._dim(store)
             if dim is None:
                 raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
             vecs = {m.memory_id: unit_vector(v, dim, f"embedding of {m.memory_id}") for m, v in docs}
             # A batch naming the same memory twice keeps the last version, as sequential upserts would.
-            rows = list({m.memory_id: _row(store, m) for m, _ in docs}.values())
+            latest = {m.memory_id: m for m, _ in docs}
+            tenants: dict[tuple[str, str], list[str]] = {}
+            for m in latest.values():
+                tenants.setdefault((m.scope.app_id, m.scope.tenant_id), []).append(m.memory_id)
             with self._write():
-                touched = self._remove(store, list(vecs))
-                self._db.executemany(INSERT, rows)
+                touched = set().union(*(self._remove(store, ids, tenant) for tenant, ids in tenants.items()))
+                try:
+                    self._db.executemany(INSERT, [_row(store, m) for m in latest.values()])
+                except sqlite3.IntegrityError:  # UNIQUE (store, memory_id): the id is another tenant's
+                    raise Conflict(f"an id among {sorted(vecs)[:5]} of store '{store}' is another tenant's document's",
+                                   code="index_id_conflict") from None
                 self._db.executemany(INSERT_VECTOR, ((v.tobytes(), store, mid) for mid, v in vecs.items()))
-            touched |= {(store, r[2], r[3]) for r in rows}
+            touched |= {(store, *tenant) for tenant in tenants}
             for key in touched:
                 self._cache.evict(key)
             self._behind |= touched  # new rows reach the graph before its next search; removed ones are tombstones
