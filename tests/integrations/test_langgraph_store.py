@@ -200,6 +200,39 @@ def test_a_namespace_never_reaches_another_tenant(clients: tuple[Any, Any]) -> N
     assert alice.get(("memories",), "secret") is not None
 
 
+def test_two_tenants_put_one_namespace_and_key_and_each_keeps_its_own(clients: tuple[Any, Any]) -> None:
+    """Memory ids are unique in a memlane store: the item's id carries the tenant (before, the second tenant's
+    put of a key the first had written was refused on OpenSearch, and on the embedded index took the first
+    tenant's document out of search)."""
+    sync, _ = clients
+    alice = MemlaneStore(STORE, app_id=APP, tenant_id=f"alice-{uuid.uuid4().hex[:8]}", client=sync)
+    bob = MemlaneStore(STORE, app_id=APP, tenant_id=f"bob-{uuid.uuid4().hex[:8]}", client=sync)
+    alice.put(("profile",), "seat", {"text": "Alice prefers the aisle"})
+    bob.put(("profile",), "seat", {"text": "Bob prefers the window"})
+    assert alice.get(("profile",), "seat").value == {"text": "Alice prefers the aisle"}  # type: ignore[union-attr]
+    assert bob.get(("profile",), "seat").value == {"text": "Bob prefers the window"}  # type: ignore[union-attr]
+    assert [h.value["text"] for h in alice.search(("profile",), query="seat preference")] == ["Alice prefers the aisle"]
+    assert [h.value["text"] for h in bob.search(("profile",), query="seat preference")] == ["Bob prefers the window"]
+
+
+def test_an_item_written_under_the_id_of_an_earlier_version_is_read_then_replaced(clients: tuple[Any, Any],
+                                                                                tenant: str) -> None:
+    from memlane.integrations.langgraph import _metadata, legacy_memory_id
+
+    sync, _ = clients
+    store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=sync)
+    old = legacy_memory_id("langgraph", ("notes",), "k")
+    store.put(("other",), "x", {"text": "makes the store"})
+    sync.memories.write(STORE, {"app_id": APP, "tenant_id": tenant, "agent_id": "langgraph"}, [
+        {"memory_id": old, "text": "old note", "metadata": _metadata(("notes",), "k", {"text": "old note"}, True)}])
+    assert store.get(("notes",), "k").value == {"text": "old note"}  # type: ignore[union-attr]
+    store.put(("notes",), "k", {"text": "new note"})
+    assert store.get(("notes",), "k").value == {"text": "new note"}  # type: ignore[union-attr]
+    assert [h.value["text"] for h in store.search(("notes",))] == ["new note"]  # the old id is gone
+    store.delete(("notes",), "k")
+    assert store.get(("notes",), "k") is None
+
+
 def test_another_agent_id_is_another_key_space(clients: tuple[Any, Any], tenant: str) -> None:
     sync, _ = clients
     planner = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, agent_id="planner", client=sync)
@@ -253,7 +286,7 @@ def test_an_item_a_dream_deleted_is_gone_and_its_key_writable(in_process: Any, t
     store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=Memlane("http://memlane.local", transport=in_process))
     store.put(("dreamt",), "k", {"text": "Alice likes tea"})
     repo = in_process.service.deps.repo
-    memory = repo.get_memory(STORE, APP, tenant, memory_id("langgraph", ("dreamt",), "k"))
+    memory = repo.get_memory(STORE, APP, tenant, memory_id(APP, tenant, "langgraph", ("dreamt",), "k"))
     repo.put_memory(STORE, memory.model_copy(update={"status": MemoryStatus.DELETED}))  # what an applied dream action writes
 
     assert store.get(("dreamt",), "k") is None
@@ -261,7 +294,7 @@ def test_an_item_a_dream_deleted_is_gone_and_its_key_writable(in_process: Any, t
     store.put(("dreamt",), "k", {"text": "Alice likes tea"})  # the same value again: written again
     assert store.get(("dreamt",), "k").value == {"text": "Alice likes tea"}  # type: ignore[union-attr]
 
-    memory = repo.get_memory(STORE, APP, tenant, memory_id("langgraph", ("dreamt",), "k"))
+    memory = repo.get_memory(STORE, APP, tenant, memory_id(APP, tenant, "langgraph", ("dreamt",), "k"))
     repo.put_memory(STORE, memory.model_copy(update={"status": MemoryStatus.DELETED}))
     store.put(("dreamt",), "k", {"text": "Alice likes coffee"})  # another value
     assert store.get(("dreamt",), "k").value == {"text": "Alice likes coffee"}  # type: ignore[union-attr]

@@ -98,24 +98,38 @@ class MemlaneStore(BaseStore):
         raise ValueError(f"unknown operation {type(op).__name__}")
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Flow:
-        try:
-            memory = yield lambda c: c.memories.get(self.store, memory_id(self.agent_id, namespace, key),
-                                                    app_id=self.app_id, tenant_id=self.tenant_id)
-        except (errors.MemoryNotFound, errors.StoreNotFound):
-            return None
-        item = _item(memory)
-        # the id is a hash: check it is this agent's item of this namespace and key
-        if item is None or memory.scope.agent_id != self.agent_id or (item.namespace, item.key) != (namespace, key):
-            return None
-        return item
+        found = yield from self._find(namespace, key)
+        return found[1] if found else None
+
+    def _find(self, namespace: tuple[str, ...], key: str) -> Flow:
+        """(memory id, item) of this agent's item of this namespace and key, or None: under its id, else
+        under the id items had before ids carried the tenant (written by an earlier version)."""
+        for mid in (self._id(namespace, key), legacy_memory_id(self.agent_id, namespace, key)):
+            try:
+                memory = yield lambda c, mid=mid: c.memories.get(self.store, mid, app_id=self.app_id,
+                                                                 tenant_id=self.tenant_id)
+            except errors.MemoryNotFound:
+                continue
+            except errors.StoreNotFound:
+                return None
+            item = _item(memory)
+            # the id is a hash: check it is this agent's item of this namespace and key
+            if item is not None and memory.scope.agent_id == self.agent_id and (item.namespace, item.key) == (namespace, key):
+                return mid, item
+        return None
+
+    def _id(self, namespace: tuple[str, ...], key: str) -> str:
+        return memory_id(self.app_id, self.tenant_id, self.agent_id, namespace, key)
 
     def _put(self, op: PutOp) -> Flow:
-        mid = memory_id(self.agent_id, op.namespace, op.key)
+        mid = self._id(op.namespace, op.key)
         text, indexed = self._text(op)
         metadata = _metadata(op.namespace, op.key, op.value, indexed)  # type: ignore[arg-type]
         memory = {"memory_id": mid, "text": text, "metadata": metadata}
         try:
             written = yield from self._write(memory)
+            if written.created:  # the key's first write under this id: the one an earlier version wrote goes
+                yield from self._forget(legacy_memory_id(self.agent_id, op.namespace, op.key))
             if written.memories[0].status != "deleted":
                 return None
         except errors.MemoryIdReused:  # the key holds another value: replace it in place
@@ -142,12 +156,14 @@ class MemlaneStore(BaseStore):
             return (yield lambda c: c.memories.write(self.store, self.scope, [memory]))
 
     def _delete(self, op: PutOp) -> Flow:
-        item = yield from self._get(op.namespace, op.key)  # only this agent's item of this namespace and key
-        if item is None:
-            return None
+        found = yield from self._find(op.namespace, op.key)  # only this agent's item of this namespace and key
+        if found is not None:
+            yield from self._forget(found[0])
+        return None
+
+    def _forget(self, mid: str) -> Flow:
         try:
-            yield lambda c: c.memories.delete(self.store, memory_id(self.agent_id, op.namespace, op.key),
-                                              app_id=self.app_id, tenant_id=self.tenant_id)
+            yield lambda c: c.memories.delete(self.store, mid, app_id=self.app_id, tenant_id=self.tenant_id)
         except errors.MemoryNotFound:
             pass
         return None
@@ -216,8 +232,15 @@ class MemlaneStore(BaseStore):
         return (text, True) if text.strip() else (address, False)
 
 
-def memory_id(agent_id: str, namespace: tuple[str, ...], key: str) -> str:
-    """The memlane memory id of a LangGraph item: the same for the same agent, namespace and key."""
+def memory_id(app_id: str, tenant_id: str, agent_id: str, namespace: tuple[str, ...], key: str) -> str:
+    """The memlane memory id of a LangGraph item: the same for the same tenant, agent, namespace and key. Memory
+    ids are unique in a memlane store, so the tenant is part of it: two tenants' items of one key never meet."""
+    digest = hashlib.sha256(json.dumps([app_id, tenant_id, agent_id, list(namespace), key]).encode()).hexdigest()
+    return f"lg-{digest[:40]}"
+
+
+def legacy_memory_id(agent_id: str, namespace: tuple[str, ...], key: str) -> str:
+    """The id items had before it carried the tenant: still read, and removed when the key is written again."""
     digest = hashlib.sha256(json.dumps([agent_id, list(namespace), key]).encode()).hexdigest()
     return f"lg-{digest[:40]}"
 
