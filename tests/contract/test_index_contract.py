@@ -338,17 +338,18 @@ def test_a_tenants_delete_naming_every_neighbours_id_removes_only_its_own(placed
         assert (memory_id in found) == (memory_id not in T1), memory_id
 
 
-def test_an_id_another_tenants_document_holds_is_refused_and_both_stay_as_they_were(placed: Index) -> None:
-    """Document ids are unique in a store's index: a tenant writing an id another tenant's document holds
-    (two tenants choosing the same client id) is refused, and neither tenant's documents change (before:
-    the embedded index removed the other tenant's document and wrote the new one)."""
-    with pytest.raises(Conflict) as caught:
+def test_a_write_never_takes_an_id_from_another_tenants_document(placed: Index) -> None:
+    """A tenant writing an id another tenant's document holds (two tenants choosing the same client id) never
+    changes or removes that document: the embedded index refuses the write (ids are unique in its store), and
+    OpenSearch refuses it where the two tenants share a shard or keeps two documents apart by routing. Before,
+    the embedded index removed the other tenant's document and wrote the new one."""
+    try:
         put(placed, "s1", mem("t1-a1-r1", "zebra overwrite", tenant="t2"))
-    assert caught.value.code == "index_id_conflict"
+    except Conflict as refused:
+        assert refused.code == "index_id_conflict"
     assert both(search(placed, "s1", "zebra", tenant="t1", k=100)) == T1
-    assert both(search(placed, "s1", "zebra", tenant="t2", k=100)) == {"t2-a1-r1"}
     assert ids(search(placed, "s1", "overwrite", tenant="t1").keyword) == []
-    assert ids(search(placed, "s1", "overwrite", tenant="t2").keyword) == []
+    assert "t2-a1-r1" in both(search(placed, "s1", "zebra", tenant="t2", k=100)) <= {"t2-a1-r1", "t1-a1-r1"}
     put(placed, "s1", mem("t1-a1-r1", "zebra again", tenant="t1", agent="a1", run="r1"))  # its own tenant still can
     assert ids(search(placed, "s1", "again", tenant="t1").keyword) == ["t1-a1-r1"]
 

@@ -4,8 +4,9 @@ consolidation — marked `origin: explicit`.
 All or nothing: every item is checked before anything is written, and the new memories go to the table
 in one transaction. A client `memory_id` (or, without one, the add's `request_id` and the item's
 position) makes the write idempotent: the same memory again is answered with what is stored; the same
-id with other content is refused (409 `memory_id_reused`). Memory ids are unique in the store: a client id
-another tenant's memory holds is refused (409 `memory_id_taken`) and the write leaves nothing. The index is
+id with other content is refused (409 `memory_id_reused`). A client id another tenant's memory holds may be
+refused by the index (409 `memory_id_taken`: always on the embedded index, whose ids are unique in a store),
+and the write then leaves nothing. The index is
 written after the table, and a replay writes it again, so a crash in between is repaired by retrying the
 request (or `memlane fsck`).
 """
@@ -73,8 +74,8 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     except Conflict as e:
         if e.code != "index_id_conflict":
             raise
-        # A memory id is unique in the store, and another tenant's document holds one of these: this write
-        # takes back what it wrote, and the client chooses other ids.
+        # Another tenant's document holds one of these ids, and the index keeps it: this write takes back
+        # what it wrote, and the client chooses other ids.
         if new:
             items = [repo.memory_put(store, m).item for m in new]
             repo.transact([Delete(item["pk"], item["sk"]) for item in items])

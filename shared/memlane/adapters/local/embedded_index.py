@@ -137,8 +137,8 @@ class EmbeddedIndex:
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
         """Replace each doc by memory_id, within its own tenant. All validated before anything is written; an
-        id another tenant's document holds is refused (Conflict `index_id_conflict`, as on OpenSearch), and
-        the batch with it: a tenant's write never removes another tenant's document."""
+        id another tenant's document holds is refused (Conflict `index_id_conflict`: ids are unique in a store
+        here), and the batch with it: a tenant's write never removes another tenant's document."""
         with self._lock:
             dim = self._dim(store)
             if dim is None:
