@@ -160,3 +160,38 @@ def test_concurrent_batches_of_different_tenants_check_each_add_and_lose_nothing
     for t in TENANTS:  # nothing of another tenant reached this one
         hits = clients[t].search("batches", "batch note writes into", {"app_id": "travel", "tenant_id": t}, top_k=50)
         assert hits and all(h["scope"]["tenant_id"] == t and f"{t}word" in h["text"] for h in hits)
+
+
+def test_concurrent_tenants_sending_the_same_request_ids_each_keep_every_memory(keyed_server):
+    """Request ids are each tenant's own: four tenants send the same ids at once, over HTTP, each from two
+    threads. Every tenant's memories stay findable by it alone (the ids derived from a request carry the
+    tenant; before, a later add of the same id took an earlier tenant's documents out of the index)."""
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("shared-ids")
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS) * THREADS_PER_TENANT)
+
+    def sender(t: str, n: int) -> None:
+        start.wait()
+        for i in range(5):
+            rid = f"req-{n}-{i}"  # the same ids in every tenant
+            try:
+                clients[t].add("shared-ids", {"app_id": "travel", "tenant_id": t, "run_id": f"r{n}"},
+                               text=f"{t} stores parcel {n}x{i} with code {t}code.", request_id=rid, sync=True)
+            except ApiError as error:
+                problems.append(f"{t} {rid}: {error}")
+
+    threads = [threading.Thread(target=sender, args=(t, n)) for t in TENANTS for n in range(THREADS_PER_TENANT)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert problems == []
+    for t in TENANTS:
+        # with the history: a later parcel of the same tenant supersedes an earlier one (a knowledge update)
+        hits = clients[t].search("shared-ids", f"parcel code {t}code", {"app_id": "travel", "tenant_id": t}, top_k=50,
+                                 include_superseded=True)
+        assert all(h["scope"]["tenant_id"] == t and f"{t}code" in h["text"] for h in hits)
+        found = {h["text"].split("parcel ")[1].split(" ")[0] for h in hits if "parcel " in h["text"]}
+        assert found == {f"{n}x{i}" for n in range(THREADS_PER_TENANT) for i in range(5)}, (t, sorted(found))

@@ -235,14 +235,16 @@ class MemlaneStore(BaseStore):
 def memory_id(app_id: str, tenant_id: str, agent_id: str, namespace: tuple[str, ...], key: str) -> str:
     """The memlane memory id of a LangGraph item: the same for the same tenant, agent, namespace and key. Memory
     ids are unique in a memlane store, so the tenant is part of it: two tenants' items of one key never meet."""
-    digest = hashlib.sha256(json.dumps([app_id, tenant_id, agent_id, list(namespace), key]).encode()).hexdigest()
-    return f"lg-{digest[:40]}"
+    return _hashed(app_id, tenant_id, agent_id, list(namespace), key)
 
 
 def legacy_memory_id(agent_id: str, namespace: tuple[str, ...], key: str) -> str:
     """The id items had before it carried the tenant: still read, and removed when the key is written again."""
-    digest = hashlib.sha256(json.dumps([agent_id, list(namespace), key]).encode()).hexdigest()
-    return f"lg-{digest[:40]}"
+    return _hashed(agent_id, list(namespace), key)
+
+
+def _hashed(*parts: object) -> str:
+    return f"lg-{hashlib.sha256(json.dumps(list(parts)).encode()).hexdigest()[:40]}"
 
 
 def _metadata(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], indexed: bool) -> dict[str, Any]:

@@ -6,9 +6,8 @@ in one transaction. A client `memory_id` (or, without one, the add's `request_id
 position) makes the write idempotent: the same memory again is answered with what is stored; the same
 id with other content is refused (409 `memory_id_reused`). A client id another tenant's memory holds may be
 refused by the index (409 `memory_id_taken`: always on the embedded index, whose ids are unique in a store),
-and the write then leaves nothing. The index is
-written after the table, and a replay writes it again, so a crash in between is repaired by retrying the
-request (or `memlane fsck`).
+and the write then leaves nothing. The index is written after the table, and a replay writes it again, so a
+crash in between is repaired by retrying the request (or `memlane fsck`).
 """
 
 from __future__ import annotations
