@@ -25,10 +25,20 @@ def _loopback_only(self: socket.socket, address):  # type: ignore[no-untyped-def
     raise OSError(f"network access blocked in tests: {address!r}")
 
 
+# Where the real engines are (scripts/engines.sh's engines.env). A developer who exported them for the
+# integration suite would otherwise point the default suite's in-process fakes (moto, embedded) at them.
+ENGINE_VARIABLES = ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_TENANT_KEY", "MEMLANE_DYNAMODB_ENDPOINT",
+                    "MEMLANE_OPENSEARCH_KNN_ENGINE")
+
+
 @pytest.fixture(autouse=True)
 def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.node.get_closest_marker("integration") is None:
+    """The default suite is the same whatever the shell exported: loopback only, and no engine variables.
+    Tests marked `integration` or `deploy` use the engines the variables name."""
+    if request.node.get_closest_marker("integration") is None and request.node.get_closest_marker("deploy") is None:
         monkeypatch.setattr(socket.socket, "connect", _loopback_only)
+        for name in ENGINE_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")
