@@ -274,3 +274,54 @@ def test_a_memory_delete_that_dies_half_way_can_be_retried_to_the_end(deps, call
     memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id=job.memory_id)  # the retry
     profile = call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1]
     assert MARKER not in json.dumps(profile) and "Denver" in json.dumps(profile)
+
+
+def test_deleting_the_memory_an_update_replaced_clears_the_reason_that_quoted_it(deps, call, data_dir):
+    """An UPDATE's outcome says why, quoting both values ('Zqx…' → 'the harbour'): the reason went on
+    showing the deleted memory's words after the delete."""
+    stores.create(deps, name="demo")
+    _add(deps, R1, 0, "I work at the bakery now.")
+    q = f"app_id={APP}&tenant_id=alice"
+    job = call("GET", f"/v1/stores/demo/memories?{q}")[1]["memories"][0]
+    # The marker reaches the memory by an edit, so that no message holds it (messages outlive a memory).
+    assert call("PATCH", f"/v1/stores/demo/memories/{job['memory_id']}",
+                {"app_id": APP, "tenant_id": "alice", "text": f"Ann works at {MARKER}."})[0] == 200
+    _add(deps, R2, 5, "I work at the harbour now.")
+    tasks = call("GET", f"/v1/stores/demo/tasks?{q}&limit=100")[1]["tasks"]
+    update = next(o for t in tasks for o in t["outcomes"] if o["action"] == "UPDATE")
+    assert MARKER in update["reason"] and "harbour" in update["text"]
+
+    assert call("DELETE", f"/v1/stores/demo/memories/{update['target_id']}?{q}")[0] == 200
+    assert MARKER not in _everything(call)
+    assert _files_holding_marker(data_dir) == []
+
+
+def test_deleting_a_run_clears_the_metadata_of_its_adds(deps, call, data_dir):
+    stores.create(deps, name="demo")
+    ingest.add(deps, "demo", scope=R1, sync=True, metadata={"patient": MARKER},
+               messages=[{"role": "user", "content": "I am allergic to penicillin.", "created_at": T0}])
+    assert _files_holding_marker(data_dir)
+
+    assert call("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
+    assert MARKER not in _everything(call)
+    assert _files_holding_marker(data_dir) == []  # the task item kept the add's metadata
+
+
+def test_deleting_memories_clears_the_metadata_of_the_dream_actions_copies(deps, call, data_dir):
+    """A LangGraph item's value is its memory's metadata: the copies a dream action keeps (before, after,
+    undo images) lost their text on delete, not their metadata."""
+    stores.create(deps, name="demo")
+    q = f"app_id={APP}&tenant_id=alice"
+    for key in ("home-1", "home-2"):
+        status, _ = call("POST", "/v1/stores/demo/memories", {
+            "scope": {"app_id": APP, "tenant_id": "alice"}, "infer": False,
+            "memories": [{"text": "Ann lives in Denver.", "memory_id": key, "metadata": {"secret": MARKER}}]})
+        assert status == 201
+    task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"}, "sync": True})[1]
+    assert any(a["kind"] == "MERGE" for a in task["actions"])
+    assert MARKER in json.dumps(call("GET", f"/v1/stores/demo/dream-tasks/{task['task_id']}/actions")[1])
+
+    for key in ("home-1", "home-2"):
+        assert call("DELETE", f"/v1/stores/demo/memories/{key}?{q}")[0] == 200
+    assert MARKER not in _everything(call)
+    assert _files_holding_marker(data_dir) == []

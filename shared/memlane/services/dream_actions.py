@@ -216,11 +216,14 @@ def _index(deps: Deps, store: str, upsert: list[Memory], delete: list[str]) -> N
 
 
 REDACTED = "redacted: a memory or run it was about was deleted"
+# What a copy of a deleted memory loses: every field that holds the caller's words (a LangGraph item's value
+# is its metadata), not the ids, scope and status that say what happened.
+_EMPTIED = {"text": "", "keywords": "", "metadata": {}}
 
 
 def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None) -> DreamAction | None:
     """`action` with no copy left of the deleted memories (or of anything of the deleted `run`):
-    their texts in `before`, `after` and the undo before-images are emptied, its profile loses the
+    their texts, keywords and metadata in `before`, `after` and the undo before-images are emptied, its profile loses the
     entries they supported, its rationale (which may quote them) is replaced. A pending action can no
     longer be applied and is marked failed; an applied one can no longer be undone (its items are
     gone, so undo refuses). None when the action touched none of it."""
@@ -240,10 +243,9 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
     if not touched and not any(dream_profile.supported_by(p, profile_ids) for p in profiles):
         return None
     changes: dict[str, Any] = {"rationale": REDACTED}
-    changes["before"] = [m.model_copy(update={"text": "", "keywords": ""}) if gone(m.memory_id, m.scope) else m
-                         for m in action.before]
+    changes["before"] = [m.model_copy(update=_EMPTIED) if gone(m.memory_id, m.scope) else m for m in action.before]
     if action.after is not None and touched:
-        changes["after"] = action.after.model_copy(update={"text": "", "keywords": ""})
+        changes["after"] = action.after.model_copy(update=_EMPTIED)
     if action.profile is not None:
         changes["profile"] = dream_profile.without(action.profile, profile_ids)
     undo = []
@@ -253,7 +255,7 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
             before = {**before, **dream_profile.without(Profile.model_validate(before), profile_ids)
                       .model_dump(mode="json", exclude_none=True)}
         elif before is not None and gone(entry.memory_id, before.get("scope")):
-            before = {**before, "text": "", "keywords": ""}
+            before = {**before, **_EMPTIED}
         undo.append(entry.model_copy(update={"before": before}))
     changes["undo"] = undo
     if action.status == DreamActionStatus.PENDING:

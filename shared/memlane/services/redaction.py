@@ -1,8 +1,8 @@
 """Redaction: after memories (or a whole run) are deleted, rewrite every record of the tenant that
 keeps a copy of their content, so that no route shows it again.
 
-- tasks: the text of each outcome that produced or matched a deleted memory (and, for a run, the
-  add's own text) is emptied; status, ids and counts stay for the record;
+- tasks: the text and reason of each outcome that produced or matched a deleted memory (and, for a
+  run, the add's own text and metadata) are emptied; status, ids and counts stay for the record;
 - dream actions: their before/after copies, undo before-images, profile copies and rationale
   (services/dream_actions.redacted);
 - profiles resting on a deleted memory are rebuilt from the tenant's remaining active memories,
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed
-from ..domain.models import DreamAction, MemoryStatus, Profile, Task
+from ..domain.models import DreamAction, MemoryStatus, Profile, Task, TaskOutcome
 from ..domain.scope import Scope
 from ..policies import dream_profile
-from .dream_actions import redacted as redacted_action
+from .dream_actions import REDACTED, redacted as redacted_action
 from .deps import Deps
 
 _ATTEMPTS = 5
@@ -64,12 +64,20 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
 
 
 def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task | None:
+    """The task without the deleted memories' words: an outcome about one of them loses its text and its
+    reason (which quotes the two statements it compared); a task of the deleted run loses the add's own
+    text and metadata too."""
+    def about(o: TaskOutcome) -> bool:
+        return o.memory_id in memory_ids or o.target_id in memory_ids or not memory_ids.isdisjoint(o.target_ids)
+
     whole = run is not None and task.scope == run
-    if not whole and not any(o.memory_id in memory_ids or o.target_id in memory_ids for o in task.outcomes):
+    if not whole and not any(about(o) for o in task.outcomes):
         return None
-    outcomes = [o.model_copy(update={"text": ""}) if whole or o.memory_id in memory_ids or o.target_id in memory_ids
-                else o for o in task.outcomes]
-    return task.model_copy(update={"outcomes": outcomes, "text": None if whole else task.text})
+    outcomes = [o.model_copy(update={"text": "", "reason": REDACTED}) if whole or about(o) else o
+                for o in task.outcomes]
+    if not whole:
+        return task.model_copy(update={"outcomes": outcomes})
+    return task.model_copy(update={"outcomes": outcomes, "text": None, "metadata": {}})
 
 
 def _rewrite_all(deps: Deps, store: str, app_id: str, tenant_id: str, prefix: str,
