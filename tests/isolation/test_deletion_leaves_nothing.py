@@ -325,3 +325,31 @@ def test_deleting_memories_clears_the_metadata_of_the_dream_actions_copies(deps,
         assert call("DELETE", f"/v1/stores/demo/memories/{key}?{q}")[0] == 200
     assert MARKER not in _everything(call)
     assert _files_holding_marker(data_dir) == []
+
+
+def test_deleting_a_store_leaves_nothing_that_a_store_of_its_name_would_show(service, call, data_dir):
+    """The purge found a store's tenants in the activity registry, which only adds and memory writes
+    filled: a tenant known only by a profile, a created thread or an access policy kept its items, and a
+    new store of the same name showed them. And the index's segments kept the dropped documents' words."""
+    stores.create(service.deps, name="demo")
+    assert call("PUT", "/v1/stores/demo/profiles/carol", {"app_id": APP, "text": f"Carol's alias is {MARKER}.",
+                                                          "attributes": {"alias": MARKER}})[0] == 200
+    assert call("PUT", "/v1/stores/demo/agents/bot/profile", {"app_id": APP, "tenant_id": "erin",
+                                                              "text": f"Call her {MARKER}."})[0] == 200
+    assert call("POST", "/v1/stores/demo/threads", {"thread_id": "t1", "metadata": {"topic": MARKER},
+                                                    "scope": {"app_id": APP, "tenant_id": "dave", "agent_id": "bot"}})[0] == 201
+    assert call("PUT", "/v1/stores/demo/access-policy", {"access_policy": "recall_only", "scope": {
+        "app_id": APP, "tenant_id": "frank", "agent_id": "bot", "run_id": f"run-{MARKER}"}})[0] == 200
+    _add(service.deps, R1, 0, f"My locker code is {MARKER}.")
+    assert _files_holding_marker(data_dir)
+
+    assert call("DELETE", "/v1/stores/demo")[0] in (200, 202, 204)
+    service.drain()
+    assert call("POST", "/v1/stores", {"name": "demo"})[0] == 201
+    assert call("GET", f"/v1/stores/demo/profiles/carol?app_id={APP}")[0] == 404
+    assert call("GET", f"/v1/stores/demo/agents/bot/profile?app_id={APP}&tenant_id=erin")[0] == 404
+    assert call("GET", f"/v1/stores/demo/threads/t1?app_id={APP}&tenant_id=dave")[0] == 404
+    assert call("GET", f"/v1/stores/demo/scopes?app_id={APP}&tenant_id=frank")[1].get("scopes", []) == []
+    for tenant in ("alice", "carol", "dave", "erin", "frank"):
+        assert MARKER not in _everything(call, tenant)
+    assert _files_holding_marker(data_dir) == []

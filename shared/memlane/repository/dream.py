@@ -38,6 +38,20 @@ class DreamRecords:
             return Update(pk, sk, {"last_activity": stamp, "pending_since": stamp}, expect={"pending_since": None})
         return Update(pk, sk, {"last_activity": stamp}, expect={"pending_since": _dump(previous)["pending_since"]})
 
+    def know_scope(self, store: str, scope: Scope, now: datetime) -> None:
+        """Give a scope written without messages or memories (a thread created, a profile or an access
+        policy set) a registry entry, with nothing due for a dream, if it has none: so that the store's
+        tenants (`iter_tenants`: its purge, reindex, fsck) include every tenant that has items. Written
+        before the tenant's own items (the registry is a global partition, never in their transaction):
+        a crash in between leaves an entry without items, which is harmless, never the reverse."""
+        if self.get_activity(store, scope) is not None:
+            return
+        pk, sk = self.activity_key(store, scope)
+        try:
+            self.table.put({"pk": pk, "sk": sk, **_dump(ActivityInfo(scope=scope, last_activity=now))}, if_absent=True)
+        except ConditionFailed:
+            pass  # an add or another write registered it meanwhile
+
     def touch_activity(self, store: str, scope: Scope, now: datetime, *, attempts: int = 5) -> None:
         for _ in range(attempts):
             try:
@@ -69,8 +83,9 @@ class DreamRecords:
                 return
 
     def iter_tenants(self, store: str) -> Iterator[tuple[str, str]]:
-        """Each (app_id, tenant_id) of the store once, in key order, from the activity registry:
-        every add and every memory write records its scope there (used by reindex)."""
+        """Each (app_id, tenant_id) of the store once, in key order, from the activity registry: every
+        write that creates a tenant's items records its scope there (adds and memory writes as activity,
+        threads, profiles and access policies by `know_scope`)."""
         last: tuple[str, str] | None = None
         cursor = None
         while True:

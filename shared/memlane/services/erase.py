@@ -181,6 +181,7 @@ def purge_store(deps: Deps, store: str) -> int:
         deleted += len(keys)
     globals_ = list(deps.repo.store_global_keys(store))
     deps.repo.delete_items(globals_)
+    deps.compact()  # the store's index documents (dropped at its delete) and items may linger in segments and pages
     deps.repo.purged(store)
     return deleted + len(globals_)
 

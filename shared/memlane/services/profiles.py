@@ -15,7 +15,7 @@ from typing import Any
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound, PayloadTooLarge
 from ..domain.models import ActorProfile, ExplicitProfile
-from ..domain.scope import WILDCARD, validate_id
+from ..domain.scope import DEFAULT, WILDCARD, Scope, validate_id
 from ..policies import actor_profile
 from .deps import Deps
 
@@ -51,6 +51,8 @@ def put(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = 
     app, tenant = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
     agent = validate_id("agent_id", agent_id) if agent_id is not None else None
     text, attributes = _checked(text, attributes)
+    # A tenant known only by its profile is still one the store's purge finds.
+    deps.repo.know_scope(store, Scope(app_id=app, tenant_id=tenant, agent_id=agent or DEFAULT), deps.clock.now())
     for _ in range(_RACE_RETRIES):
         previous = deps.repo.get_explicit_profile(store, app, tenant, agent)
         profile = ExplicitProfile(store=store, app_id=app, tenant_id=tenant, agent_id=agent, text=text,

@@ -24,6 +24,7 @@ def set_access_policy(deps: Deps, store: str, *, scope: dict[str, Any], policy: 
     an add that commits in between (a count, an activity time) makes this read again, never lost."""
     deps.repo.get_store(store)
     where = exact_scope(scope)
+    deps.repo.know_scope(store, where, deps.clock.now())  # the store's purge finds a tenant known only by its policy
     for _ in range(RACE_RETRIES):
         now = deps.clock.now()
         previous = deps.repo.get_scope(store, where)

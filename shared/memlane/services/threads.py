@@ -35,6 +35,7 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
     where = write_scope({**(scope or {}), "run_id": thread_id})
     metadata = check_metadata(metadata)
     repo = deps.repo
+    repo.know_scope(store, where, deps.clock.now())  # the store's purge finds a tenant known only by its threads
     for _ in range(_RACE_RETRIES):
         claimed = repo.thread_agent(store, where.app_id, where.tenant_id, thread_id)
         if claimed not in (None, where.agent_id):
