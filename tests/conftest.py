@@ -31,6 +31,15 @@ ENGINE_VARIABLES = ("MEMLANE_OPENSEARCH_URL", "MEMLANE_OPENSEARCH_TENANT_KEY", "
                     "MEMLANE_OPENSEARCH_KNN_ENGINE")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A run that selects no engine test (the default `-m 'not integration and not deploy'`) drops the
+    engine variables before anything starts: servers that session fixtures spawn inherit the environment."""
+    expr = config.getoption("markexpr", "") or ""
+    if not any(marker in expr.replace(f"not {marker}", "") for marker in ("integration", "deploy")):
+        for name in ENGINE_VARIABLES:
+            os.environ.pop(name, None)
+
+
 @pytest.fixture(autouse=True)
 def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The default suite is the same whatever the shell exported: loopback only, and no engine variables.

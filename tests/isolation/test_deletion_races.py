@@ -60,3 +60,48 @@ def test_nothing_deleted_comes_back_from_a_job_that_read_it_before(service, deps
         assert ended["status"] == TaskStatus.FAILED and "deleted" in ended["error"]
         assert SAID not in str(ended)
     assert task.request_id == "add-1"
+
+
+def _written_memory(deps):
+    from memlane.services import explicit
+
+    stores.create(deps, name="s")
+    explicit.write(deps, "s", scope={"app_id": "app", "tenant_id": "alice"},
+                   memories=[{"text": SAID, "memory_id": "bees"}])
+
+
+def _memory_documents(deps):
+    return {d.memory_id for d in deps.index.documents("s")} & {"bees"}
+
+
+@pytest.mark.parametrize("deleter", ["memory", "tenant"])
+@pytest.mark.parametrize("moment", ["table", "index"], ids=["before-the-table-write", "before-the-index-write"])
+def test_an_edit_racing_a_delete_never_writes_the_memory_back(deps, monkeypatch, deleter, moment):
+    """PATCH read the memory, then wrote it unconditionally: a delete (or an erasure) in between came back
+    as a live memory in table and index — or, between its table and index writes, as a document."""
+    from memlane.domain.errors import NotFound
+    from memlane.repository import Repository
+    from memlane.services import memories
+
+    _written_memory(deps)
+    target, name = (Repository, "put_memory") if moment == "table" else (deps.index, "upsert")  # deps.repo: made per use
+    original, fired = getattr(target, name), []
+
+    def deleted_meanwhile(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            if deleter == "memory":
+                memories.delete(deps, "s", app_id="app", tenant_id="alice", memory_id="bees")
+            else:
+                erase_the_tenant(deps)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, deleted_meanwhile)
+    try:
+        memories.update(deps, "s", app_id="app", tenant_id="alice", memory_id="bees", text="I keep wasps now.")
+    except NotFound:
+        assert moment == "table"  # read again after the refused write: gone
+    assert fired
+    with pytest.raises(NotFound):
+        memories.get(deps, "s", app_id="app", tenant_id="alice", memory_id="bees")
+    assert _memory_documents(deps) == set()

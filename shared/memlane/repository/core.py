@@ -91,9 +91,15 @@ class CoreRecords:
         return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": f"MEM#{memory.memory_id}", **_dump(memory)},
                    expect=expect)
 
-    def put_memory(self, store: str, memory: Memory) -> None:
-        put = self.memory_put(store, memory)
-        self.table.put(put.item)
+    def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None) -> None:
+        """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or
+        deleted since it was read)."""
+        expect = None
+        if previous is not None:
+            read = _dump(previous)
+            expect = {"updated_at": read["updated_at"], "status": read["status"]}
+        put = self.memory_put(store, memory, expect=expect)
+        self.table.put(put.item, expect=put.expect)
 
     def get_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> Memory:
         item = self.table.get(tenant_pk(store, app_id, tenant_id), f"MEM#{memory_id}")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..domain.errors import InvalidInput
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id
@@ -15,6 +15,8 @@ from ..extractors.rules import edited_keywords
 from . import embedder_guard, redaction
 from .deps import Deps
 from .redaction import Redacted
+
+RACE_RETRIES = 20  # each retry means another writer changed the memory first
 
 
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Memory:
@@ -32,30 +34,52 @@ def list_(deps: Deps, store: str, *, scope: dict[str, Any], limit: int,
 def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str, text: str | None = None,
            metadata: dict[str, Any] | None = None, memory_type: MemoryType | None = None,
            importance: float | None = None) -> Memory:
-    embedder_guard.ensure(deps, deps.repo.get_store(store))  # the index gets a vector of the store's model
-    memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
-    if memory.status == MemoryStatus.DELETED:
-        raise InvalidInput("a deleted memory cannot be updated", code="memory_deleted", field="memory_id")
-    changes: dict[str, Any] = {"updated_at": deps.clock.now()}
+    """Change the memory's fields, over the version read: a delete, a dream or another edit that comes
+    in between makes it read again (and a deleted memory is 404), never written back."""
+    store_obj = deps.repo.get_store(store)
+    embedder_guard.ensure(deps, store_obj)  # the index gets a vector of the store's model
+    changes: dict[str, Any] = {}
     if text is not None:
         if not text.strip() or len(text) > MAX_CONTENT_CHARS:
             raise InvalidInput(f"text must be 1-{MAX_CONTENT_CHARS} characters", field="text")
         changes["text"] = text
-        # The old hidden keywords described the old text's surroundings: keep only who said it and when.
-        store_obj = deps.repo.get_store(store)
-        evidence = deps.repo.get_messages(store, memory.scope, memory.evidence)
-        changes["keywords"] = edited_keywords(text, evidence,
-                                              keywords_from_assistant=store_obj.keywords_from_assistant)
     if metadata is not None:
         changes["metadata"] = check_metadata(metadata)
     if memory_type is not None:
         changes["memory_type"] = memory_type
     if importance is not None:
         changes["importance"] = importance
-    updated = memory.model_copy(update=changes)
-    deps.repo.put_memory(store, updated)
-    deps.index.upsert(store, [(updated, deps.embedder.embed([updated.text])[0])])
-    return updated
+    for _ in range(RACE_RETRIES):
+        memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
+        if memory.status == MemoryStatus.DELETED:
+            raise InvalidInput("a deleted memory cannot be updated", code="memory_deleted", field="memory_id")
+        edit = {**changes, "updated_at": deps.clock.now()}
+        if text is not None:
+            # The old hidden keywords described the old text's surroundings: keep only who said it and when.
+            evidence = deps.repo.get_messages(store, memory.scope, memory.evidence)
+            edit["keywords"] = edited_keywords(text, evidence, keywords_from_assistant=store_obj.keywords_from_assistant)
+        updated = memory.model_copy(update=edit)
+        try:
+            deps.repo.put_memory(store, updated, previous=memory)
+        except ConditionFailed:
+            continue  # changed or deleted meanwhile: read it again
+        deps.index.upsert(store, [(updated, deps.embedder.embed([updated.text])[0])])
+        _index_follows_table(deps, store, updated)
+        return updated
+    raise Conflict("the memory is too busy; retry the update", code="busy")
+
+
+def _index_follows_table(deps: Deps, store: str, written: Memory) -> None:
+    """A delete (or another edit) that ran between this edit's table write and its index write left
+    the index with this edit's text: the table says what it must hold."""
+    s = written.scope
+    try:
+        current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
+    except NotFound:
+        deps.index.delete(store, [written.memory_id], tenant=(s.app_id, s.tenant_id))
+        return
+    if current.updated_at != written.updated_at:
+        deps.index.upsert(store, [(current, deps.embedder.embed([current.text])[0])])
 
 
 @dataclass(frozen=True)
