@@ -56,7 +56,9 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     query: dict[str, list[str]] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         query.setdefault(key, []).append(value)
-    text = body.decode("utf-8", errors="replace")
+    # Bytes that are not UTF-8 become lone surrogates, which the body's parser refuses (400): never replaced
+    # by U+FFFD and stored as if the caller had sent that.
+    text = body.decode("utf-8", errors="surrogateescape")
     request_id = str(uuid.uuid4())
     return {
         "version": "2.0",

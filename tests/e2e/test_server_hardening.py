@@ -280,3 +280,54 @@ def test_past_the_connection_limit_a_new_connection_gets_503(tmp_path):
         while status != 200 and time.monotonic() < deadline:
             status = request(server, head("GET", "/v1/stores", port_of(server)))[0]
         assert status == 200
+
+
+LONE = '"\\ud800"'  # a JSON escape of a lone surrogate: no character, no UTF-8 form
+NOT_UNICODE = [
+    ("POST", "/v1/stores/demo/memories", '{"scope":{"app_id":"a","tenant_id":"t","run_id":"r9"},"request_id":"s-add",'
+     '"metadata":{"k":%s},"messages":[{"role":"user","content":"I like green tea"}]}' % LONE),
+    ("POST", "/v1/stores/demo/memories", '{"scope":{"app_id":"a","tenant_id":"t"},"infer":false,"memories":'
+     '[{"text":"explicit","memory_id":"m2","metadata":{"k":%s}}]}' % LONE),
+    ("PATCH", "/v1/stores/demo/memories/m1", '{"app_id":"a","tenant_id":"t","metadata":{"k":%s}}' % LONE),
+    ("POST", "/v1/stores/demo/search", '{"query":"tea","scope":{"app_id":"a","tenant_id":"t"},"filters":{"k":%s}}' % LONE),
+    ("POST", "/v1/stores/demo/threads", '{"thread_id":"th","scope":{"app_id":"a","tenant_id":"t"},"metadata":{"k":%s}}'
+     % LONE),
+    ("PUT", "/v1/stores/demo/access-policy", '{"access_policy":"none","scope":{"app_id":"a","tenant_id":"t",'
+     '"agent_id":"b","run_id":%s}}' % LONE),
+]
+
+
+@pytest.mark.parametrize("method,path,body", NOT_UNICODE, ids=[f"{m} {p}" for m, p, _ in NOT_UNICODE])
+def test_a_lone_surrogate_anywhere_in_a_body_is_400_and_writes_nothing_but_its_audit_row(tmp_path, caplog,
+                                                                                          method, path, body):
+    """Metadata and filter values are free JSON: a lone surrogate there reached the size check's encode()
+    and answered 500 (a batch said `failed`: send it again); a refused scope's audit row was not written."""
+    with running(tmp_path, keyed=False) as (server, _):
+        port = port_of(server)
+        send = lambda m, p, b: request(server, head(m, p, port, f"Content-Length: {len(b)}") + b)  # noqa: E731
+        assert send("POST", "/v1/stores", b'{"name":"demo"}')[0] == 201
+        assert send("POST", "/v1/stores/demo/memories", b'{"scope":{"app_id":"a","tenant_id":"t"},"infer":false,'
+                    b'"memories":[{"text":"seed","memory_id":"m1"}]}')[0] == 201
+        with caplog.at_level(logging.ERROR, logger="memlane.audit"):
+            status, _, answer = send(method, path, body.encode())
+        assert status == 400 and answer["error"]["code"] == "invalid_input", answer
+        assert "audit record not written" not in caplog.text
+        listed = send("GET", "/v1/stores/demo/memories?app_id=a&tenant_id=t", b"")[2]["memories"]
+        assert [(m["memory_id"], m["metadata"]) for m in listed] == [("m1", {})]
+        assert send("GET", "/v1/stores/demo/tasks/s-add?app_id=a&tenant_id=t", b"")[0] == 404
+        assert send("GET", "/v1/stores/demo/threads/th?app_id=a&tenant_id=t", b"")[0] == 404
+        logged = send("GET", "/v1/stores/demo/requests?limit=100", b"")[2]["requests"]
+        assert any(r["status"] == 400 and r["operation"].startswith(method) for r in logged)
+
+
+def test_a_body_that_is_not_utf8_is_400_not_stored_with_replacement_characters(tmp_path):
+    with running(tmp_path, keyed=False) as (server, _):
+        port = port_of(server)
+        assert request(server, head("POST", "/v1/stores", port, "Content-Length: 15") + b'{"name":"demo"}')[0] == 201
+        body = b'{"scope":{"app_id":"a","tenant_id":"t"},"text":"caf\xe9 \xff\xfe"}'
+        status, _, answer = request(server, head("POST", "/v1/stores/demo/memories", port,
+                                                 f"Content-Length: {len(body)}") + body)
+        assert status == 400 and answer["error"]["code"] == "invalid_input" and "UTF-8" in answer["error"]["message"]
+        messages = request(server, head("GET", "/v1/stores/demo/messages?app_id=a&tenant_id=t&agent_id=__default__"
+                                        "&run_id=__default__", port))[2]
+        assert messages.get("messages", []) == []

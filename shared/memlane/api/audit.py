@@ -69,8 +69,14 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
     store = _log_of(m.group(1) if m else None, error_code)
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
-                        at=deps.clock.now(), **gate.checked(event).scope)
+                        at=deps.clock.now(), **_storable(gate.checked(event).scope))
     audit.record(deps, entry, retention_days)
+
+
+def _storable(scope: dict[str, Any]) -> dict[str, Any]:
+    """The scope a request named, as the log can store it: a refused request may name ids that are not
+    Unicode (a lone surrogate), and its row is written all the same, with those escaped."""
+    return {k: v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) else v for k, v in scope.items()}
 
 
 def _log_of(store: str | None, error_code: str | None) -> str:

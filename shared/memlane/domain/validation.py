@@ -27,7 +27,23 @@ def parse_body(text: str) -> Any:
         raise InvalidInput(f"the body is not valid JSON: {error}") from None
     if _depth_over(value, limits.MAX_JSON_DEPTH):
         raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels")
+    if _SURROGATE.search(text) and not _encodable(value):
+        raise InvalidInput("the body is not valid Unicode: a lone surrogate (\\ud800-\\udfff) or bytes that are not "
+                           "UTF-8")
     return value
+
+
+# A lone surrogate is no character: it cannot be stored or sent on (UTF-8 has no form for it). JSON lets it in
+# as an escape, and the local server turns bytes that are not UTF-8 into them; a pair is one character.
+_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89abcdefABCDEF]")
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _refuse_constant(name: str) -> Any:
