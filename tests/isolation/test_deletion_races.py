@@ -105,3 +105,55 @@ def test_an_edit_racing_a_delete_never_writes_the_memory_back(deps, monkeypatch,
     with pytest.raises(NotFound):
         memories.get(deps, "s", app_id="app", tenant_id="alice", memory_id="bees")
     assert _memory_documents(deps) == set()
+
+
+def _texts_of_the_tenant(deps):
+    import json
+
+    return json.dumps(deps.table.query(tenant_pk("s", "app", "alice"), limit=1000).items, default=str)
+
+
+def test_a_run_deleted_after_the_jobs_check_does_not_get_the_tasks_texts_back(service, deps, monkeypatch):
+    """The job checked its run, then saved its task SUCCEEDED unconditionally: a deletion between the two
+    had redacted the task, and the save wrote the deleted memories' texts back into it."""
+    from memlane.repository import Repository
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    real, fired = Repository.save_task, []
+
+    def deleted_before_the_save(self, task, **kwargs):
+        if task.status == TaskStatus.SUCCEEDED and not fired:
+            fired.append(True)
+            delete_the_run(deps)
+        return real(self, task, **kwargs)
+
+    monkeypatch.setattr(Repository, "save_task", deleted_before_the_save)
+    service.drain()
+    assert fired
+    assert "Brooklyn" not in _texts_of_the_tenant(deps)
+    assert documents(deps) == set()
+
+
+def test_a_run_deleted_and_its_id_taken_again_keeps_nothing_the_old_job_found(service, deps, monkeypatch):
+    """The job asked whether its run's registry entry still existed: a new add to the same thread id had
+    made it again, so the memory of the deleted message stayed, in table and index."""
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    original, fired = deps.extractor.extract, []
+
+    def deleted_and_taken_again(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            delete_the_run(deps)
+            ingest.add(deps, "s", scope=RUN, request_id="add-2",
+                       messages=[{"role": "user", "content": "I moved to a farm in Vermont with goats."}])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(deps.extractor, "extract", deleted_and_taken_again)
+    service.drain()
+    assert fired
+    assert "Brooklyn" not in _texts_of_the_tenant(deps)
+    assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
+    assert "Vermont" in _texts_of_the_tenant(deps)  # the new add to the thread stays, extracted
+    assert deps.repo.get_task("s", "app", "alice", "add-2").status == TaskStatus.SUCCEEDED

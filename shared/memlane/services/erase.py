@@ -71,6 +71,21 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
 
 
+def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str], *, evidence: Sequence[str]) -> None:
+    """Take back what a job of a deleted run wrote after the run's id was taken again by a new add: the
+    memories among `memory_ids` that stand only on the deleted messages (`evidence`), and those messages'
+    index documents — not the run, which is the new add's now."""
+    said = set(evidence)
+    mine = [m for m in deps.repo.get_memories(store, run.app_id, run.tenant_id, list(memory_ids))
+            if m.scope == run and m.evidence and said.issuperset(m.evidence)]
+    ids = [m.memory_id for m in mine]
+    deps.index.delete(store, list(dict.fromkeys([*ids, *evidence])))
+    if ids:
+        redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(ids))
+        deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"MEM#{i}") for i in ids])
+    deps.compact()
+
+
 def request_erasure(deps: Deps, *, app_id: Any, tenant_id: Any, principal: str) -> Erasure:
     now = deps.clock.now()
     erasure = Erasure(erasure_id=sortable_id(now), app_id=validate_id("app_id", app_id),

@@ -47,20 +47,37 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
     outcomes = consolidate.run(deps, store, task, candidates, messages)
-    if repo.get_scope(store, task.scope) is None:
-        return _withdrawn(deps, store, task, [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP])
+    written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
+    if _deleted_meanwhile(deps, store, task):
+        return _withdrawn(deps, store, task, written)
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
                                    "updated_at": deps.clock.now()})
     repo.save_task(done)
+    # Checked again after the write: a deletion that began after the check above redacts this task
+    # itself, and one that finished in between is seen here.
+    if _deleted_meanwhile(deps, store, task):
+        return _withdrawn(deps, store, task, written)
     repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     return done
 
 
+def _deleted_meanwhile(deps: Deps, store: str, task: Task) -> bool:
+    """Whether the run was deleted (or its tenant erased) while this job ran: its registry entry is gone,
+    or — the thread's id taken again by a new add since — the messages this job extracted are."""
+    if deps.repo.get_scope(store, task.scope) is None:
+        return True
+    return not deps.repo.get_messages(store, task.scope, task.message_ids)
+
+
 def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
     """The run was deleted (or its tenant erased) while this job ran: everything it wrote goes again,
-    messages' index documents included, and the task ends FAILED — if it still exists (an erasure took it)."""
-    erase.clear_run(deps, store, task.scope, documents=[*task.message_ids, *written])
+    messages' index documents included, and the task ends FAILED — if it still exists (an erasure took it).
+    A run whose id a new add has taken since keeps what that add wrote: only this job's memories go."""
+    if deps.repo.get_scope(store, task.scope) is None:
+        erase.clear_run(deps, store, task.scope, documents=[*task.message_ids, *written])
+    else:
+        erase.clear_memories(deps, store, task.scope, written, evidence=task.message_ids)
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "outcomes": [], "updated_at": deps.clock.now(),
                                      "error": "its run was deleted while it was extracted"})
     try:

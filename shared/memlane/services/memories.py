@@ -76,7 +76,7 @@ def _index_follows_table(deps: Deps, store: str, written: Memory) -> None:
     try:
         current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
     except NotFound:
-        deps.index.delete(store, [written.memory_id], tenant=(s.app_id, s.tenant_id))
+        deps.index.delete(store, [written.memory_id])
         return
     if current.updated_at != written.updated_at:
         deps.index.upsert(store, [(current, deps.embedder.embed([current.text])[0])])
