@@ -157,3 +157,37 @@ def test_a_run_deleted_and_its_id_taken_again_keeps_nothing_the_old_job_found(se
     assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
     assert "Vermont" in _texts_of_the_tenant(deps)  # the new add to the thread stays, extracted
     assert deps.repo.get_task("s", "app", "alice", "add-2").status == TaskStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("deleter", [delete_the_run, erase_the_tenant], ids=["run-deleted", "tenant-erased"])
+def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(service, deps, monkeypatch, deleter):
+    """The dream gathered the tenant's memories, then a deletion ran, then it applied a profile built from
+    them (and, after an erasure, wrote its actions and profile into the emptied partition)."""
+    from memlane.domain.models import DreamMode
+    from memlane.dream.rules import RulesEngine
+    from memlane.services import dream
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, sync=True,  # a profile attribute ("lives in") when the dream reads it
+               messages=[{"role": "user", "name": "Ann", "content": "I live in Brooklyn."}])
+    ingest.add(deps, "s", scope={**RUN, "run_id": "r2"}, sync=True,
+               messages=[{"role": "user", "name": "Ann", "content": "I work as a nurse."}])
+    service.drain()
+    real, fired = RulesEngine.propose, []
+
+    def deleted_meanwhile(self, data):
+        fired.append(True)
+        deleter(deps)
+        return real(self, data)
+
+    monkeypatch.setattr(RulesEngine, "propose", deleted_meanwhile)
+    try:
+        dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, mode=DreamMode.SAFE_AUTO, threshold=0.0,
+                    sync=True)
+    except Exception as refused:  # erased while it ran: its task went with the tenant
+        assert deleter is erase_the_tenant and getattr(refused, "code", "") == "dream_task_not_found"
+    assert fired
+    assert "Brooklyn" not in _texts_of_the_tenant(deps)
+    assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
+    if deleter is erase_the_tenant:
+        assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []

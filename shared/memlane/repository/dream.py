@@ -143,7 +143,7 @@ class DreamRecords:
         """The dream task item (a write the queue can commit with the task's job)."""
         s = task.scope
         return Put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"DREAM#{task.task_id}",
-                    **_dump(task)}, expect={"status": expect_status} if expect_status else None)
+                    **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
 
     def list_dream_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                          cursor: str | None) -> tuple[list[DreamTask], str | None]:

@@ -25,7 +25,7 @@ from ..dream.llm import LLMEngine
 from ..policies.dream_rules import recency
 from ..ports import Job
 from . import dream_actions as executor
-from . import embedder_guard
+from . import embedder_guard, redaction
 from . import dream_schedule as scheduler
 from .access import Visible, everyone
 from .deps import Deps
@@ -129,10 +129,34 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "engine": engine.name, "error": None,
                                    "action_ids": [a.action_id for a in actions], "stats": stats,
                                    "updated_at": deps.clock.now()})
-    repo.save_dream_task(done)
+    # What it read may have been deleted while it ran; checked after its writes, so that a deletion that
+    # began meanwhile redacts them itself and one that ended meanwhile is seen here.
+    try:
+        repo.save_dream_task(done, expect_status=TaskStatus.RUNNING)
+    except ConditionFailed:  # its task item went with its tenant: erased while the dream ran
+        _take_back(deps, task, [*actions, *waiting])
+        raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran", code="dream_task_not_found")
+    gone = {m.memory_id for m in data.memories} - {
+        m.memory_id for m in repo.get_memories(store, task.scope.app_id, task.scope.tenant_id,
+                                               [m.memory_id for m in data.memories])}
+    if gone:  # a memory or a run deleted while the dream ran: no copy of it may stay in what it wrote
+        redaction.redact(deps, store, task.scope.app_id, task.scope.tenant_id, memory_ids=gone)
     for sk in claimed:
         repo.transact([repo.activity_update(store, sk, {"last_dream": now})])
     return done
+
+
+def _take_back(deps: Deps, task: DreamTask, actions: list[DreamAction]) -> None:
+    """What a dream wrote after its tenant's erasure had gone by: its actions, the memories they created
+    and the profiles it emitted (the erasure left none), from table and index."""
+    s, repo = task.scope, deps.repo
+    created = [i for a in actions for i in a.created_ids]
+    if created:
+        deps.index.delete(task.store, created)
+    ours = [(i["pk"], i["sk"]) for prefix in ("PROFILE#", f"DACT#{task.task_id}#")  # PROFILE#: distilled ones
+            for i in repo.tenant_keys(task.store, s.app_id, s.tenant_id, prefix=prefix)]
+    repo.delete_items([*ours, *[repo.memory_key(task.store, s, i) for i in created]])
+    deps.compact()
 
 
 def fail(deps: Deps, store: str, task_id: str, reason: str) -> DreamTask:
