@@ -59,6 +59,30 @@ def test_erase_tenant_leaves_zero_items_in_table_and_index(service, loaded):
     assert erase.run_erasure(deps, erasure.erasure_id).deleted_items == done.deleted_items
 
 
+def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(loaded):
+    """The counts were kept in memory and saved once at the end: a job that died after the first store
+    and ran again found that store empty, and its SUCCEEDED report left the store out."""
+    from dataclasses import replace
+
+    from memlane.faults import Faults
+
+    class Crash(Exception):
+        pass
+
+    def crash(point: str) -> None:
+        raise Crash(point)
+
+    deps = loaded
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    with pytest.raises(Crash):
+        erase.run_erasure(replace(deps, faults=Faults("erase.after_store@1", crash=crash)), erasure.erasure_id)
+    done = erase.run_erasure(deps, erasure.erasure_id)
+    assert done.status == TaskStatus.SUCCEEDED and done.stores == ["one", "two"]
+    for store in ("one", "two"):  # two messages, two memories, two tasks in each
+        assert {k: done.deleted[store][k] for k in ("messages", "memories", "tasks")} == \
+            {"messages": 2, "memories": 2, "tasks": 2}, done.deleted
+
+
 def test_deleting_a_store_purges_its_items_and_frees_the_name_after(service, loaded):
     from memlane.domain.errors import Conflict, NotFound
     from memlane.repository import activity_pk

@@ -114,6 +114,9 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
                 mine = deleted.setdefault(store.name, {})
                 for kind, n in counts.items():
                     mine[kind] = mine.get(kind, 0) + n
+                # Kept as it goes: a job resumed after a crash finds gone what it deleted, and counts it from here.
+                erasure = erasure.model_copy(update={"deleted": deleted, "updated_at": deps.clock.now()})
+                repo.put_erasure(erasure)
             deps.faults.point("erase.after_store")
         if cursor is None:
             break
