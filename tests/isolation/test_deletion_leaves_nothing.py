@@ -353,3 +353,42 @@ def test_deleting_a_store_leaves_nothing_that_a_store_of_its_name_would_show(ser
     for tenant in ("alice", "carol", "dave", "erin", "frank"):
         assert MARKER not in _everything(call, tenant)
     assert _files_holding_marker(data_dir) == []
+
+
+def test_deleting_the_run_of_a_profiles_earlier_value_takes_that_value_out(tmp_path, minilm):
+    """A distilled attribute keeps its earlier values ('previous'), but its evidence named only the memory
+    of the newest: deleting the older memory neither rebuilt the profile nor redacted the action's copy."""
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+
+    service = build_local(Settings.from_env(env={"MEMLANE_CONSOLIDATE_ON_WRITE": "false"}, data_dir=tmp_path / "data",
+                                            reranker="none"), embedder=minilm)  # both statements stay active
+    try:
+        deps = service.deps
+        app = build_app(deps)
+
+        def call_(method, path, body=None):
+            raw = json.dumps(body).encode() if body is not None else b""
+            result = app.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
+                                 _LambdaContext())
+            return result["statusCode"], json.loads(result["body"]) if result.get("body") else None
+
+        town = "Zqxville"  # a place name, which a profile reads as one (the marker's digits are not)
+        stores.create(deps, name="demo")
+        _add(deps, R1, 0, f"I live in {town}.")
+        _add(deps, R2, 30, "I live in Denver.")
+        status, task = call_("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"},
+                                                               "kinds": ["EMIT_PROFILE"], "sync": True})
+        for action in task["actions"]:  # a profile only: both statements stay active, the older one earlier
+            assert call_("POST", f"/v1/stores/demo/dream-actions/{action['action_id']}/apply")[0] == 200
+        profile = deps.repo.get_profile("demo", APP, "alice", None)
+        assert [(e.value, e.previous) for e in profile.attributes] == [("Denver", [town])]
+
+        status, deleted = call_("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")
+        assert status == 200 and deleted["profiles_recomputed"] >= 1
+        assert town not in _everything(call_)
+        data_dir = Path(deps.table.path).parent
+        assert [p.name for p in data_dir.rglob("*") if p.is_file() and town.lower().encode() in p.read_bytes().lower()] == []
+        assert "Denver" in json.dumps(call_("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1])
+    finally:
+        service.close()

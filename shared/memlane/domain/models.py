@@ -392,6 +392,8 @@ class ProfileEntry(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # memory ids
     since: datetime | None = None  # when the newest supporting memory was said
     previous: list[str] = Field(default_factory=list)  # earlier values of a single-valued attribute
+    # The memories the earlier values came from: a deleted one takes its value out of `previous` too.
+    previous_evidence: list[str] = Field(default_factory=list)
 
 
 class ProfileSkill(BaseModel):

@@ -122,6 +122,7 @@ class _Entry:
     latest: Claim
     support: list[Memory] = field(default_factory=list)
     previous: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)  # ids of the memories behind `previous`
 
 
 def build(*, store: str, app_id: str, tenant_id: str, agent_id: str | None, memories: list[Memory]) -> Profile:
@@ -184,6 +185,7 @@ def _place(entries: list[_Entry], c: Claim) -> None:
             return
         if e.latest.value not in e.previous:
             e.previous.append(e.latest.value)
+        e.earlier += [m.memory_id for m in e.support if m.memory_id not in e.earlier]
         e.latest = Claim(c.memory, c.statement, e.name, c.value)
         e.support = [c.memory]
         return
@@ -202,7 +204,7 @@ def _same(a: str, b: str) -> bool:
 def _out(e: _Entry) -> ProfileEntry:
     return ProfileEntry(name=e.name, value=e.latest.value, confidence=_confidence(len(e.support)),
                         evidence=[m.memory_id for m in e.support], since=_said_at(e.latest.memory),
-                        previous=e.previous)
+                        previous=e.previous, previous_evidence=e.earlier)
 
 
 def _display(c: Claim) -> str:
@@ -233,9 +235,13 @@ def _summary(subject: str, attributes: list[ProfileEntry], preferences: list[Pro
 
 
 def supported_by(profile: Profile, memory_ids: set[str]) -> bool:
-    """Whether any entry or skill of `profile` rests on one of `memory_ids`."""
-    return any(set(e.evidence) & memory_ids for e in (*profile.attributes, *profile.preferences)) or \
+    """Whether any entry (its value or an earlier one) or skill of `profile` rests on one of `memory_ids`."""
+    return any(_rests_on(e, memory_ids) for e in (*profile.attributes, *profile.preferences)) or \
         any(s.memory_id in memory_ids for s in profile.skills)
+
+
+def _rests_on(entry: ProfileEntry, memory_ids: set[str]) -> bool:
+    return not memory_ids.isdisjoint(entry.evidence) or not memory_ids.isdisjoint(entry.previous_evidence)
 
 
 def without(profile: Profile, memory_ids: set[str]) -> Profile:
@@ -244,8 +250,8 @@ def without(profile: Profile, memory_ids: set[str]) -> Profile:
     and the summary is written again from what is left. The current profile is rebuilt instead (`build`)."""
     if not supported_by(profile, memory_ids):
         return profile
-    attributes = [e for e in profile.attributes if not set(e.evidence) & memory_ids]
-    preferences = [e for e in profile.preferences if not set(e.evidence) & memory_ids]
+    attributes = [e for e in profile.attributes if not _rests_on(e, memory_ids)]
+    preferences = [e for e in profile.preferences if not _rests_on(e, memory_ids)]
     skills = [s for s in profile.skills if s.memory_id not in memory_ids]
     return profile.model_copy(update={"attributes": attributes, "preferences": preferences, "skills": skills,
                                       "summary": _summary(profile.subject, attributes, preferences)})
