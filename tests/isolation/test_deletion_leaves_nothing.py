@@ -392,3 +392,29 @@ def test_deleting_the_run_of_a_profiles_earlier_value_takes_that_value_out(tmp_p
         assert "Denver" in json.dumps(call_("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1])
     finally:
         service.close()
+
+
+def test_deleting_a_run_leaves_none_of_its_words_in_a_skill_another_run_holds(deps, call, data_dir):
+    """A skill distilled from one request asked in two runs lives in the latest run; its hidden keywords
+    were the requests of both: deleting the first run left its words findable in the second's skill."""
+    brand = "Zqxrouter8842"  # a model name, close enough in meaning for the two requests to be one skill
+    stores.create(deps, name="demo")
+    for run, day, ask in (("r1", 1, f"How do I reset my {brand} wifi router?"), ("r2", 3, "How do I reset my wifi router?")):
+        ingest.add(deps, "demo", scope={**R1, "run_id": run}, sync=True, messages=[
+            {"role": "user", "content": ask, "created_at": T0 + timedelta(days=day)},
+            {"role": "assistant", "content": "1. Unplug the router.\n2. Wait thirty seconds.\n3. Plug it back in and "
+                                             "wait for the light.",
+             "created_at": T0 + timedelta(days=day, seconds=5)},
+            {"role": "user", "content": "That worked, thanks!", "created_at": T0 + timedelta(days=day, minutes=1)}])
+    task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"}, "sync": True,
+                                                  "kinds": ["EMIT_SKILL"]})[1]
+    skills = [a for a in task["actions"] if a["kind"] == "EMIT_SKILL"]
+    assert [a["scope"]["run_id"] for a in skills] == ["r2"]
+    assert call("POST", f"/v1/stores/demo/dream-actions/{skills[0]['action_id']}/apply")[0] == 200
+
+    assert call("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
+    found = call("POST", "/v1/stores/demo/search", {"query": brand, "recipe": "keyword",
+                                                    "scope": {"app_id": APP, "tenant_id": "alice"}})[1]["results"]
+    assert found == []
+    assert brand not in _everything(call)
+    assert [p.name for p in data_dir.rglob("*") if p.is_file() and b"router8842" in p.read_bytes().lower()] == []

@@ -113,7 +113,10 @@ class RulesEngine:
                 same_agent = [j for j, m in enumerate(known) if m.scope.agent_id == agent]
                 if any(float(known_vectors[j] @ vec) >= KNOWN_SKILL_SIMILARITY for j in same_agent):
                     continue
-                requests = list(dict.fromkeys(found[k].request for k in group))
+                # Hidden keywords only from the skill's own run: they must go when what they came from goes
+                # (a run's deletion deletes its memories, and this one is the latest run's).
+                requests = list(dict.fromkeys(found[k].request for k in group
+                                              if found[k].message.scope == latest.message.scope))
                 draft = MemoryDraft(text=text, memory_type=MemoryType.PROCEDURE, scope=latest.message.scope,
                                     evidence=list(latest.message_ids), keywords=" ".join(requests)[:1000],
                                     importance=0.7, metadata={"skill": True, "repeats": len(group)})
