@@ -154,7 +154,7 @@ class EmbeddedIndex:
                 try:
                     self._db.executemany(INSERT, [_row(store, m) for m in latest.values()])
                 except sqlite3.IntegrityError:  # UNIQUE (store, memory_id): the id is another tenant's
-                    raise Conflict(f"an id among {sorted(vecs)[:5]} of store '{store}' is another tenant's document's",
+                    raise Conflict(f"an id among {sorted(vecs)[:5]} is taken in store '{store}'",  # not by whom
                                    code="index_id_conflict") from None
                 self._db.executemany(INSERT_VECTOR, ((v.tobytes(), store, mid) for mid, v in vecs.items()))
             touched |= {(store, *tenant) for tenant in tenants}

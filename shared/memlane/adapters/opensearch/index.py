@@ -490,8 +490,8 @@ class OpenSearchIndex:
             if attempt < WRITE_ATTEMPTS - 1:
                 with boundary("refresh"):
                     self._writer.indices.refresh(index=alias)
-        raise Conflict(f"{len(pending)} document ids of store '{store}' belong to another tenant's documents "
-                       f"(or kept changing): {sorted(pending)[:5]}", code="index_id_conflict",
+        raise Conflict(f"{len(pending)} document ids are taken in store '{store}' (or kept changing): "  # not by whom
+                       f"{sorted(pending)[:5]}", code="index_id_conflict",
                        conflict_ids=sorted(pending))
 
     def _versions(self, alias: str, store: str, app_id: str, tenant_id: str,
