@@ -228,6 +228,53 @@ def test_a_redelivered_job_changes_nothing(svc):
     assert len(svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items) == 1
 
 
+# -- messages stored below the coverage are not skipped --------------------------------------------
+
+
+def test_a_message_stored_later_but_said_before_the_coverage_is_summarised_by_the_next_refresh(svc):
+    """Coverage is an id, and ids sort by when a message was said: an add stamped earlier (an import, a
+    client's lagging clock) landed below `covered_until` and no refresh ever read it."""
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    before = set(thread_ids(svc.deps))
+    ingest.add(svc.deps, "demo", scope=SCOPE, request_id="late", messages=[
+        {"role": "user", "content": "Decision: the venue is the harbour warehouse, booked by Marta.",
+         "created_at": T0 + timedelta(minutes=2, seconds=30)}])
+    (late,) = set(thread_ids(svc.deps)) - before
+    assert late < first.covered_until
+    assert summaries.get_summary(bound(svc), "demo", THREAD).late == [late]  # noted by the add
+    add_turns(svc.deps, 16, 10)
+    second = summaries.refresh(bound(svc), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert second.covered_messages == len(ids) - KEEP and second.late == []
+    assert second.covered_until == ids[-KEEP - 1]
+
+
+def test_an_add_committed_inside_the_range_a_refresh_covers_is_summarised_too(svc):
+    """A refresh read its batch; an add stamped inside that range committed before the refresh wrote:
+    the summary's coverage moved past a message it never read."""
+    add_turns(svc.deps, 0, 16)
+    real, fired = summaries._summarise, []
+
+    def meanwhile(deps, store, scope, previous, batch):
+        if not fired:
+            fired.append(True)
+            ingest.add(svc.deps, "demo", scope=SCOPE, request_id="meanwhile", messages=[
+                {"role": "user", "content": "Decision: Marta books the harbour warehouse for the party.",
+                 "created_at": T0 + timedelta(minutes=4, seconds=30)}])
+        return real(deps, store, scope, previous, batch)
+
+    summaries._summarise = meanwhile
+    try:
+        final = summaries.refresh(bound(svc), "demo", THREAD)
+    finally:
+        summaries._summarise = real
+    assert fired
+    ids = thread_ids(svc.deps)
+    assert final.covered_messages == len(ids) - KEEP and final.late == []
+    assert len(svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items) == 1
+
+
 # -- a forced refresh is a task --------------------------------------------------------------------
 
 

@@ -194,6 +194,9 @@ class ThreadSummary(BaseModel):
     decisions: list[str] = Field(default_factory=list)
     covered_until: str | None = None  # id of the newest message the summary covers
     covered_messages: int = 0
+    # Messages stored below `covered_until` after it was written (an add stamped earlier, or committed
+    # after a refresh read past its time): not yet covered, the next refresh takes them in.
+    late: list[str] = Field(default_factory=list)
     tokens: int = 0
     origin: str = "extractive"  # "llm" or "extractive"
     created_at: datetime

@@ -180,7 +180,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
     if task.extract:
         # A summary is distilled like the memories: only threads whose policy extracts get one.
-        summaries.after_add(deps, store_obj, write)
+        summaries.after_add(deps, store_obj, write, msgs)
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)

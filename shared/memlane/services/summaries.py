@@ -12,6 +12,12 @@ and builds the new summary from the previous one plus those — with the LLM whe
 configured (prompts/summary.py: numbered messages, a strict answer, one repair turn), else, or
 when the model's answer is still unusable, extractively (policies/summary.py).
 
+Late messages: message ids sort by when a message was said, not by when it was stored, so an add
+stamped earlier (an import, a lagging clock) — or committed after a refresh read past its time —
+lands below `covered_until`. The add (`after_add`) and the refresh that covered the range (after
+its write) each look for such messages and note them in the summary (`late`); the next refresh
+summarises them with its batch, so none is skipped for good.
+
 One summary per thread: the table item is versioned and every write is conditioned on the
 version read, so of two concurrent refreshes (or a redelivered job racing the first delivery)
 one writes and the other reads again and continues from what was written: none is duplicated,
@@ -101,12 +107,18 @@ def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence
 # -- the trigger ---------------------------------------------------------------------------------
 
 
-def after_add(deps: Deps, store: Store, scope: Scope) -> bool:
-    """Queue a refresh of the thread if one is due now; whether one was queued. Cheap: bounded by the
-    trigger (see `due`). `deps` bound to the tenant."""
+def after_add(deps: Deps, store: Store, scope: Scope, added: Sequence[Message] = ()) -> bool:
+    """Queue a refresh of the thread if one is due now — or if `added` (the add's messages) landed below
+    the summary's coverage; whether one was queued. Cheap: bounded by the trigger (see `due`). `deps`
+    bound to the tenant."""
     if deps.tokenizer is None:
         return False  # nothing to count with: summaries are off
     summary = deps.repo.get_summary(store.name, scope)
+    if summary is not None and _note_late(deps, store.name, scope, [m.message_id for m in added]):
+        deps.queue.enqueue(job(store.name, derived_id(KIND, scope.app_id, scope.tenant_id, scope.agent_id,
+                                                      scope.run_id, "late", *sorted(m.message_id for m in added)),
+                               scope))
+        return True
     try:
         target = due(deps, store, scope, summary)
     except DependencyFailed as off:  # the tokenizer cannot load here: the add stands, summaries wait
@@ -220,7 +232,8 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
         batch = _eligible(deps, store, scope, previous)
         if not batch:
             return previous, False
-        if not force and sum(count([extractive.line(m) for m in batch])) < store.summary_trigger_tokens:
+        late = bool(previous and previous.late)  # noted as missed: taken in whatever the trigger says
+        if not force and not late and sum(count([extractive.line(m) for m in batch])) < store.summary_trigger_tokens:
             return previous, False
         summary = _summarise(deps, store, scope, previous, batch)
         try:
@@ -228,12 +241,42 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
         except ConditionFailed:
             continue  # another refresh wrote first: read what it wrote and go on from there
         _index(deps, store, written)
-        return written, len(batch) == BATCH
+        # An add committed inside the range just covered after this pass read it: noted for the next one.
+        covered = {m.message_id for m in batch}
+        stored = repo.messages_after(store.name, scope, previous.covered_until if previous else None,
+                                     limit=len(batch) + BATCH)
+        if _note_late(deps, store.name, scope, [m.message_id for m in stored if m.message_id not in covered]):
+            return repo.get_summary(store.name, scope), True
+        return written, late or len(batch) == BATCH  # after the late ones, what is due after covered_until
     raise Conflict(f"the summary of thread '{scope.run_id}' kept changing; retry", code="busy")
 
 
+def _note_late(deps: Deps, store: str, scope: Scope, ids: Sequence[str]) -> bool:
+    """Note in the thread's summary the messages among `ids` that lie below its coverage and are not
+    covered; whether any was noted. (A refresh that writes meanwhile reads them from the note.)"""
+    for _ in range(_ATTEMPTS):
+        current = deps.repo.get_summary(store, scope)
+        if current is None or current.covered_until is None:
+            return False
+        late = [i for i in ids if i <= current.covered_until and i not in current.late]
+        if not late:
+            return False
+        try:
+            deps.repo.put_summary(store, current.model_copy(update={"late": sorted([*current.late, *late])}),
+                                  previous=current)
+            return True
+        except ConditionFailed:
+            continue  # a refresh or another add wrote first (or the thread is being deleted): look again
+    log.warning("late messages of thread %s not noted: its summary kept changing", scope.run_id)
+    return False
+
+
 def _eligible(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary | None) -> list[Message]:
-    """The next batch to summarise: after `covered_until`, before the last `summary_keep_recent` messages."""
+    """The next batch to summarise: the late messages noted in the summary, then those after `covered_until`,
+    before the last `summary_keep_recent` messages."""
+    late = deps.repo.get_messages(store.name, scope, previous.late[:BATCH]) if previous and previous.late else []
+    if late:
+        return sorted(late, key=lambda m: m.message_id)
     boundary = None
     if store.summary_keep_recent:
         recent, _ = deps.repo.newest_messages(store.name, scope, limit=store.summary_keep_recent)
@@ -257,9 +300,13 @@ def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary |
         draft = extractive.merge(old, extractive.extract(batch, count, cap), count, cap)
         origin = "extractive"
     now = deps.clock.now()
+    taken = {m.message_id for m in batch}
     return ThreadSummary(scope=scope, sentences=draft.sentences, open_items=draft.open_items,
-                         decisions=draft.decisions, covered_until=batch[-1].message_id,
+                         decisions=draft.decisions,
+                         covered_until=max(filter(None, [previous.covered_until if previous else None,
+                                                         batch[-1].message_id])),
                          covered_messages=(previous.covered_messages if previous else 0) + len(batch),
+                         late=[i for i in previous.late if i not in taken] if previous else [],
                          tokens=extractive.tokens(draft, count), origin=origin,
                          created_at=previous.created_at if previous else now, updated_at=now,
                          version=previous.version if previous else 0)
