@@ -558,3 +558,29 @@ def test_a_refresh_that_died_before_indexing_is_indexed_by_the_redelivered_job(s
     [doc] = _leftovers(svc)[1]
     assert doc.text == written.text
     assert summaries.get_summary(bound(svc), "demo", THREAD).version == written.version  # not rewritten
+
+
+def test_a_refresh_of_a_thread_deleted_and_taken_again_meanwhile_leaves_no_summary_of_the_old_messages(svc):
+    """The write needs the thread's registry entry, and a new add to the same thread id had made it again:
+    a summary of the deleted messages was written into the new thread."""
+    add_turns(svc.deps, 0, 16)
+    real, fired = summaries._summarise, []
+
+    def deleted_and_taken_again(deps, store, scope, previous, batch):
+        if not fired:
+            fired.append(True)
+            erase.delete_run(svc.deps, "demo", scope=SCOPE)
+            ingest.add(svc.deps, "demo", scope=SCOPE, request_id="again",
+                       messages=[{"role": "user", "content": "A new conversation about gardening."}])
+        return real(deps, store, scope, previous, batch)
+
+    summaries._summarise = deleted_and_taken_again
+    try:
+        summaries.refresh(bound(svc), "demo", THREAD, force=True)
+    finally:
+        summaries._summarise = real
+    assert fired
+    left = summaries.get_summary(bound(svc), "demo", THREAD)
+    assert left is None or "Lisbon" not in left.text
+    assert summaries.doc_id(THREAD) not in {d.memory_id for d in svc.deps.index.documents("demo")
+                                            if "Lisbon" in d.text}

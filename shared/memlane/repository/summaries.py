@@ -72,12 +72,15 @@ class SummaryRecords:
         item = self.table.get(*self.summary_key(store, scope))
         return ThreadSummary.model_validate(item) if item and item.get("indexed") is False else None
 
-    def delete_summary(self, store: str, scope: Scope) -> bool:
-        """Delete the thread's summary item; whether there was one. (Its index document goes after it:
-        services/summaries.delete.)"""
+    def delete_summary(self, store: str, scope: Scope, *, version: int | None = None) -> bool:
+        """Delete the thread's summary item (with `version`: only that version); whether there was one. (Its
+        index document goes after it: services/summaries.delete.)"""
         key = self.summary_key(store, scope)
         existed = self.table.get(*key) is not None
-        self.table.delete(*key)
+        try:
+            self.table.delete(*key, expect=None if version is None else {"version": version})
+        except ConditionFailed:
+            return False  # another version was written since: not this caller's to delete
         return existed
 
     # -- a thread's messages, as summaries read them ------------------------------------------------

@@ -240,6 +240,12 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
             written = repo.put_summary(store.name, summary, previous=previous)
         except ConditionFailed:
             continue  # another refresh wrote first: read what it wrote and go on from there
+        if len(repo.get_messages(store.name, scope, [m.message_id for m in batch])) < len(batch):
+            # Its thread was deleted after the read, and its id taken again by a new add (the registry entry
+            # the write needs is back): what it wrote from the deleted messages goes.
+            repo.delete_summary(store.name, scope, version=written.version)
+            deps.index.delete(store.name, [doc_id(scope)])
+            return None, False
         _index(deps, store, written)
         # An add committed inside the range just covered after this pass read it: noted for the next one.
         covered = {m.message_id for m in batch}
