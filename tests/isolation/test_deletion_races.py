@@ -191,3 +191,28 @@ def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(serv
     assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
     if deleter is erase_the_tenant:
         assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+
+
+def test_a_dream_whose_redelivered_job_finished_first_takes_nothing_back(service, deps, monkeypatch):
+    """The final save expects RUNNING: a redelivery that finished the task first is not an erasure."""
+    from memlane.domain.models import DreamMode, TaskStatus as Status
+    from memlane.dream.rules import RulesEngine
+    from memlane.services import dream
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "name": "Ann", "content": "I live in Oslo."}])
+    real, nested = RulesEngine.propose, []
+
+    def redelivered_meanwhile(self, data):
+        if not nested:
+            nested.append(True)
+            dream.run(deps, "s", task.task_id)  # the same task's job, delivered again, runs to the end first
+        return real(self, data)
+
+    task = dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, mode=DreamMode.SAFE_AUTO,
+                       threshold=0.0)
+    monkeypatch.setattr(RulesEngine, "propose", redelivered_meanwhile)
+    done = dream.run(deps, "s", task.task_id)
+    assert nested and done.status == Status.SUCCEEDED
+    profile = deps.repo.get_profile("s", "app", "alice", None)
+    assert profile is not None and "Oslo" in profile.summary

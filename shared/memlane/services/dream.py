@@ -133,9 +133,13 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     # began meanwhile redacts them itself and one that ended meanwhile is seen here.
     try:
         repo.save_dream_task(done, expect_status=TaskStatus.RUNNING)
-    except ConditionFailed:  # its task item went with its tenant: erased while the dream ran
-        _take_back(deps, task, [*actions, *waiting])
-        raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran", code="dream_task_not_found")
+    except ConditionFailed:
+        try:
+            return repo.get_dream_task(store, task_id)  # a redelivery of its job finished it first
+        except NotFound:  # its task item went with its tenant: erased while the dream ran
+            _take_back(deps, task, [*actions, *waiting])
+            raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran",
+                           code="dream_task_not_found") from None
     gone = {m.memory_id for m in data.memories} - {
         m.memory_id for m in repo.get_memories(store, task.scope.app_id, task.scope.tenant_id,
                                                [m.memory_id for m in data.memories])}

@@ -222,9 +222,9 @@ _EMPTIED = {"text": "", "keywords": "", "metadata": {}}
 
 
 def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None) -> DreamAction | None:
-    """`action` with no copy left of the deleted memories (or of anything of the deleted `run`):
-    their texts, keywords and metadata in `before`, `after` and the undo before-images are emptied, its profile loses the
-    entries they supported, its rationale (which may quote them) is replaced. A pending action can no
+    """`action` with no copy left of the deleted memories (or of anything of the deleted `run`): their
+    texts, keywords and metadata in `before`, `after` and the undo before-images are emptied, its profile
+    loses the entries they supported, its rationale (which may quote them) is replaced. A pending action can no
     longer be applied and is marked failed; an applied one can no longer be undone (its items are
     gone, so undo refuses). None when the action touched none of it."""
     def gone(memory_id: str | None, scope: Any = None) -> bool:

@@ -67,7 +67,7 @@ def _deleted_meanwhile(deps: Deps, store: str, task: Task) -> bool:
     or — the thread's id taken again by a new add since — the messages this job extracted are."""
     if deps.repo.get_scope(store, task.scope) is None:
         return True
-    return not deps.repo.get_messages(store, task.scope, task.message_ids)
+    return bool(task.message_ids) and not deps.repo.get_messages(store, task.scope, task.message_ids)
 
 
 def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
