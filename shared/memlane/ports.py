@@ -120,7 +120,7 @@ class TenantTables(Protocol):
 
 
 class Job(BaseModel):
-    kind: str  # "extract" | "summarize" | "dream" | "erase" | "purge_store"
+    kind: str  # "extract" | "summarize" | "dream" | "erase" | "purge_store" | "clear_run"
     store: str
     request_id: str
     # The tenant an extract job's request_id belongs to (request ids are namespaced per tenant).
@@ -130,7 +130,7 @@ class Job(BaseModel):
     # Fairness: jobs of one group (a tenant: "store/app/tenant") run one at a time, and groups take
     # turns, so one tenant's backlog or one huge add cannot hold every worker. "" = the job's store.
     group: str = ""
-    # The thread a "summarize" job refreshes (with app_id and tenant_id); None on every other kind.
+    # The thread a "summarize" job refreshes, or a "clear_run" job clears (with app_id and tenant_id).
     agent_id: str | None = None
     run_id: str | None = None
 

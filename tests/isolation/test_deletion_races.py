@@ -216,3 +216,30 @@ def test_a_dream_whose_redelivered_job_finished_first_takes_nothing_back(service
     assert nested and done.status == Status.SUCCEEDED
     profile = deps.repo.get_profile("s", "app", "alice", None)
     assert profile is not None and "Oslo" in profile.summary
+
+
+def test_a_run_deletion_that_dies_half_way_is_finished_by_its_job(service, deps, monkeypatch):
+    """The registry entry went first and the process died before the rest: the run's messages and memories
+    stayed readable until the (unanswered) client retried, which it may never do."""
+    import dataclasses
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "content": SAID}])
+    service.drain()
+    assert documents(deps)
+
+    class Crash(Exception):
+        pass
+
+    def dies(*args, **kwargs):
+        raise Crash("killed after the registry entry went")
+
+    monkeypatch.setattr(erase, "clear_run", dies)
+    soon = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, sync_retry_delay=0.2))
+    with pytest.raises(Crash):
+        erase.delete_run(soon, "s", scope=RUN)
+    monkeypatch.undo()
+    assert "Brooklyn" in _texts_of_the_tenant(deps)  # half-deleted: the entry gone, the rest still there
+    service.drain()
+    assert "Brooklyn" not in _texts_of_the_tenant(deps)
+    assert documents(deps) == set()

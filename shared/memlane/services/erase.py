@@ -32,18 +32,48 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     deps = deps.for_tenant(store, run.app_id, run.tenant_id)
     # The registry entry first: a job of this run that finds it gone after its writes withdraws them itself
     # (clear_run); one that still found it wrote before the listing below, which therefore finds its writes.
+    # With the entry goes a job that clears the run if this request dies before it has (a crash, a kill -9:
+    # the client unanswered may never retry); due later, it is dropped once the run is cleared here.
+    job = clear_run_job(store, run, sortable_id(deps.clock.now()))
     for _ in range(_RACE_RETRIES):
         info = deps.repo.get_scope(store, run)
         if info is None:
+            job = None  # deleted before, or being deleted: a retry clears what is left, here
             break
         try:
-            deps.repo.transact(deps.repo.run_removal(store, info))  # with its place in the threads list
+            deps.queue.commit(deps.table, deps.repo.run_removal(store, info), job,  # with its place in the threads list
+                              delay=deps.settings.sync_retry_delay)
             break
         except ConditionFailed:
             continue  # an add moved the run's activity since: read it again
     else:
         raise Conflict("the run is too busy to delete; retry", code="busy")
-    return clear_run(deps, store, run)
+    cleared = clear_run(deps, store, run)
+    if job is not None:
+        deps.queue.discard(job)
+    return cleared
+
+
+CLEAR_RUN = "clear_run"
+
+
+def clear_run_job(store: str, run: Scope, name: str) -> Job:
+    return Job.of_tenant(CLEAR_RUN, store, name, run.app_id, run.tenant_id).model_copy(
+        update={"agent_id": run.agent_id, "run_id": run.run_id})
+
+
+def finish_run_deletion(deps: Deps, job: Job) -> None:
+    """The `clear_run` job: a run deletion that died after removing the run's registry entry is finished.
+    Not if an add has made the run again since: its messages are the new add's too, and the client that
+    was not answered deletes again."""
+    assert job.app_id and job.tenant_id and job.agent_id and job.run_id
+    run = Scope(app_id=job.app_id, tenant_id=job.tenant_id, agent_id=job.agent_id, run_id=job.run_id)
+    tenant = deps.for_tenant(job.store, run.app_id, run.tenant_id)
+    if tenant.repo.get_scope(job.store, run) is not None:
+        return
+    left, _ = tenant.repo.newest_messages(job.store, run, limit=1)
+    if left or tenant.repo.get_summary(job.store, run) is not None:  # else cleared (the summary goes last)
+        clear_run(tenant, job.store, run)
 
 
 def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = ()) -> dict[str, int]:
@@ -62,7 +92,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
         deps.index.delete(store, indexed)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
-    deps.repo.delete_items(messages + [(pk, i["sk"]) for i in memory_items])
+    # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
+    deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()

@@ -59,6 +59,9 @@ def _run(deps: Deps, job: Job) -> Task | None:
     if job.kind == "erase":
         erase.run_erasure(deps, job.request_id)
         return None
+    if job.kind == erase.CLEAR_RUN:
+        erase.finish_run_deletion(deps, job)
+        return None
     if job.kind == "dream":
         from . import dream
 
