@@ -107,6 +107,40 @@ def test_an_edit_racing_a_delete_never_writes_the_memory_back(deps, monkeypatch,
     assert _memory_documents(deps) == set()
 
 
+@pytest.mark.parametrize("deleter", ["memory", "run", "tenant"])
+def test_an_edit_that_lands_inside_a_delete_leaves_no_document(deps, monkeypatch, deleter):
+    """A delete removes the index documents, then the table items: an edit written in between (its table
+    write before the items went, its index write after the documents did) left its text in the index."""
+    from memlane.repository import Repository
+    from memlane.services import explicit, memories, redaction
+
+    stores.create(deps, name="s")
+    explicit.write(deps, "s", scope=RUN, memories=[{"text": SAID, "memory_id": "bees"}])
+    fired = []
+
+    def edit_first(real):
+        def wrapped(*args, **kwargs):
+            if not fired:
+                fired.append(True)
+                memories.update(deps, "s", app_id="app", tenant_id="alice", memory_id="bees",
+                                text="I keep wasps on my rooftop in Queens now.")
+            return real(*args, **kwargs)
+        return wrapped
+
+    # Between the documents and the items, a delete redacts the copies; an erasure reads the registry.
+    target, name = (Repository, "dream_keys_outside") if deleter == "tenant" else (redaction, "redact")
+    monkeypatch.setattr(target, name, edit_first(getattr(target, name)))
+    if deleter == "memory":
+        memories.delete(deps, "s", app_id="app", tenant_id="alice", memory_id="bees")
+    elif deleter == "run":
+        delete_the_run(deps)
+    else:
+        erase_the_tenant(deps)
+    assert fired
+    assert _memory_documents(deps) == set()
+    assert [d.text for d in deps.index.documents("s") if "wasps" in d.text] == []
+
+
 def _texts_of_the_tenant(deps):
     import json
 

@@ -94,6 +94,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
+    if memory_ids:  # again: an edit that wrote before the items went may have indexed after the first delete
+        deps.index.delete(store, memory_ids)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()
@@ -201,10 +203,12 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
-    # finds its item gone and removes its own document; one that indexed before is removed here.
+    # finds its item gone and removes its own document; one that indexed before is removed here. The
+    # memories' again: an edit that wrote before the items went may have indexed after the first delete.
     summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
-    if summary_docs:
-        tenant.index.delete(store, summary_docs)
+    again = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")] + summary_docs
+    if again:
+        tenant.index.delete(store, again)
     deps.repo.delete_items(guards + outside)
     counts: dict[str, int] = {}
     for item in items:

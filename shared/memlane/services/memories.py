@@ -102,5 +102,7 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     # of the delete redacts the rest (redaction is idempotent).
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
     deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
+    # Again: an edit that wrote before the table delete may have indexed its text after the first one.
+    deps.index.delete(store, [memory_id])
     deps.compact()
     return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)
