@@ -277,3 +277,25 @@ def test_a_run_deletion_that_dies_half_way_is_finished_by_its_job(service, deps,
     service.drain()
     assert "Brooklyn" not in _texts_of_the_tenant(deps)
     assert documents(deps) == set()
+
+
+def test_edits_whose_index_writes_land_out_of_order_leave_the_index_as_the_table(deps, monkeypatch):
+    """An edit read the table to correct the index, and a newer edit was written before its correction
+    landed: the index kept the older text (seen with concurrent PATCHes over HTTP, 1 of 40)."""
+    from memlane.services import explicit, memories
+
+    stores.create(deps, name="s")
+    explicit.write(deps, "s", scope=RUN, memories=[{"text": SAID, "memory_id": "bees"}])
+    original, calls = deps.index.upsert, []
+
+    def late(store, docs):
+        calls.append(docs[0][0].text)
+        # The first edit's index write, then its correction: each time another edit runs to its end first.
+        if len(calls) in (1, 3):
+            memories.update(deps, "s", app_id="app", tenant_id="alice", memory_id="bees", text=f"Edit {len(calls)}.")
+        return original(store, docs)
+
+    monkeypatch.setattr(deps.index, "upsert", late)
+    memories.update(deps, "s", app_id="app", tenant_id="alice", memory_id="bees", text="Version two.")
+    (doc,) = [d for d in deps.index.documents("s") if d.memory_id == "bees"]
+    assert doc.text == memories.get(deps, "s", app_id="app", tenant_id="alice", memory_id="bees").text

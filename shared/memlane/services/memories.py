@@ -70,16 +70,21 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
 
 
 def _index_follows_table(deps: Deps, store: str, written: Memory) -> None:
-    """A delete (or another edit) that ran between this edit's table write and its index write left
-    the index with this edit's text: the table says what it must hold."""
-    s = written.scope
-    try:
-        current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
-    except NotFound:
-        deps.index.delete(store, [written.memory_id])
-        return
-    if current.updated_at != written.updated_at:
+    """A delete (or another edit) that ran between this edit's table write and its index write left the
+    index with this edit's text: the table says what it must hold. Read again after each correction, until
+    the index holds what the table held after it was written (another edit's late index write is undone
+    by the same rule)."""
+    s, indexed = written.scope, written.updated_at
+    for _ in range(RACE_RETRIES):
+        try:
+            current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
+        except NotFound:
+            deps.index.delete(store, [written.memory_id])
+            return
+        if current.updated_at == indexed:
+            return
         deps.index.upsert(store, [(current, deps.embedder.embed([current.text])[0])])
+        indexed = current.updated_at
 
 
 @dataclass(frozen=True)
