@@ -197,6 +197,7 @@ class ThreadSummary(BaseModel):
     # Messages stored below `covered_until` after it was written (an add stamped earlier, or committed
     # after a refresh read past its time): not yet covered, the next refresh takes them in.
     late: list[str] = Field(default_factory=list)
+    folded: list[str] = Field(default_factory=list)  # the latest late ones taken in: never noted twice
     tokens: int = 0
     origin: str = "extractive"  # "llm" or "extractive"
     created_at: datetime

@@ -153,6 +153,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
                   *repo.scope_writes(store, new_info, previous=info),
                   *(repo.new_run_claim(store, write) if info is None else [])]
+        committing = deps.clock.now()  # at or before the messages are stored (a summary written before never read them)
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
@@ -180,7 +181,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
     if task.extract:
         # A summary is distilled like the memories: only threads whose policy extracts get one.
-        summaries.after_add(deps, store_obj, write, msgs)
+        summaries.after_add(deps, store_obj, write, msgs, committing)
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)

@@ -14,9 +14,10 @@ when the model's answer is still unusable, extractively (policies/summary.py).
 
 Late messages: message ids sort by when a message was said, not by when it was stored, so an add
 stamped earlier (an import, a lagging clock) — or committed after a refresh read past its time —
-lands below `covered_until`. The add (`after_add`) and the refresh that covered the range (after
-its write) each look for such messages and note them in the summary (`late`); the next refresh
-summarises them with its batch, so none is skipped for good.
+lands below `covered_until`. The add (`after_add`, when the summary was built before the add stored
+its messages) and the refresh that covered the range (after its write) note such messages in the
+summary (`late`); the next refresh summarises them with its batch, and remembers them (`folded`) so
+none is noted twice. Left: an add whose commit overlaps that refresh's write may still be missed.
 
 One summary per thread: the table item is versioned and every write is conditioned on the
 version read, so of two concurrent refreshes (or a redelivered job racing the first delivery)
@@ -31,6 +32,7 @@ summary is a distilled memory like the ones extraction writes.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFound
@@ -49,6 +51,7 @@ log = logging.getLogger(__name__)
 KIND = "summarize"
 BATCH = 200  # messages one refresh pass reads and summarises
 _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
+_FOLDED = 1000  # late messages a summary remembers having taken in (so that none is taken in twice)
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
 DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
@@ -107,14 +110,19 @@ def documents(deps: Deps, store: str, app_id: str, tenant_id: str, ids: Sequence
 # -- the trigger ---------------------------------------------------------------------------------
 
 
-def after_add(deps: Deps, store: Store, scope: Scope, added: Sequence[Message] = ()) -> bool:
-    """Queue a refresh of the thread if one is due now — or if `added` (the add's messages) landed below
-    the summary's coverage; whether one was queued. Cheap: bounded by the trigger (see `due`). `deps`
-    bound to the tenant."""
+def after_add(deps: Deps, store: Store, scope: Scope, added: Sequence[Message] = (),
+              stored: datetime | None = None) -> bool:
+    """Queue a refresh of the thread if one is due now — or if `added` (the add's messages, being `stored`
+    from then on) landed below the coverage of a summary built before; whether one was queued. Cheap:
+    bounded by the trigger (see `due`). `deps` bound to the tenant."""
     if deps.tokenizer is None:
         return False  # nothing to count with: summaries are off
     summary = deps.repo.get_summary(store.name, scope)
-    if summary is not None and _note_late(deps, store.name, scope, [m.message_id for m in added]):
+    # Built before they were stored, the summary cannot have read them. Built after, its refresh may have
+    # read them (then they are covered) or read before they were stored: that refresh finds them (`_pass`).
+    unread = summary is not None and stored is not None and summary.updated_at < stored
+    late = [m.message_id for m in added if unread and m.message_id <= summary.covered_until]  # type: ignore[union-attr,operator]
+    if late and _note_late(deps, store.name, scope, late):
         deps.queue.enqueue(job(store.name, derived_id(KIND, scope.app_id, scope.tenant_id, scope.agent_id,
                                                       scope.run_id, "late", *sorted(m.message_id for m in added)),
                                scope))
@@ -251,20 +259,22 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
         covered = {m.message_id for m in batch}
         stored = repo.messages_after(store.name, scope, previous.covered_until if previous else None,
                                      limit=len(batch) + BATCH)
-        if _note_late(deps, store.name, scope, [m.message_id for m in stored if m.message_id not in covered]):
+        missed = [m.message_id for m in stored if m.message_id not in covered and m.message_id <= written.covered_until]
+        if missed and _note_late(deps, store.name, scope, missed):
             return repo.get_summary(store.name, scope), True
         return written, late or len(batch) == BATCH  # after the late ones, what is due after covered_until
     raise Conflict(f"the summary of thread '{scope.run_id}' kept changing; retry", code="busy")
 
 
 def _note_late(deps: Deps, store: str, scope: Scope, ids: Sequence[str]) -> bool:
-    """Note in the thread's summary the messages among `ids` that lie below its coverage and are not
-    covered; whether any was noted. (A refresh that writes meanwhile reads them from the note.)"""
+    """Note in the thread's summary that the messages `ids` are not covered (the caller judged them below
+    the coverage of a summary that never read them; a later refresh only reads above it); whether any
+    was noted. One already noted, or already taken in (`folded`), is not noted again."""
     for _ in range(_ATTEMPTS):
         current = deps.repo.get_summary(store, scope)
-        if current is None or current.covered_until is None:
+        if current is None:
             return False
-        late = [i for i in ids if i <= current.covered_until and i not in current.late]
+        late = [i for i in ids if i not in current.late and i not in current.folded]
         if not late:
             return False
         try:
@@ -313,6 +323,7 @@ def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary |
                                                          batch[-1].message_id])),
                          covered_messages=(previous.covered_messages if previous else 0) + len(batch),
                          late=[i for i in previous.late if i not in taken] if previous else [],
+                         folded=[*previous.folded, *(i for i in previous.late if i in taken)][-_FOLDED:] if previous else [],
                          tokens=extractive.tokens(draft, count), origin=origin,
                          created_at=previous.created_at if previous else now, updated_at=now,
                          version=previous.version if previous else 0)
