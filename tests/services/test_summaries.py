@@ -560,6 +560,21 @@ def test_a_refresh_that_died_before_indexing_is_indexed_by_the_redelivered_job(s
     assert summaries.get_summary(bound(svc), "demo", THREAD).version == written.version  # not rewritten
 
 
+def test_a_message_a_refresh_has_read_is_not_noted_late_by_its_own_add(svc):
+    """Under concurrent adds an add's check came after a refresh that had already read its message: the
+    add noted it as late, and the next refresh summarised it a second time (counted twice)."""
+    add_turns(svc.deps, 0, 15)
+    before = svc.deps.clock.now()  # when the last add stores its message: before the refresh reads it
+    add_turns(svc.deps, 15, 1)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    newest = svc.deps.repo.get_messages("demo", THREAD, [thread_ids(svc.deps)[-KEEP - 1]])
+    store = svc.deps.repo.get_store("demo")
+    summaries.after_add(bound(svc), store, THREAD, newest, before)  # the add's own check, running late
+    assert summaries.get_summary(bound(svc), "demo", THREAD).late == []
+    again = summaries.refresh(bound(svc), "demo", THREAD, force=True)
+    assert again.covered_messages == first.covered_messages == len(thread_ids(svc.deps)) - KEEP
+
+
 def test_a_refresh_of_a_thread_deleted_and_taken_again_meanwhile_leaves_no_summary_of_the_old_messages(svc):
     """The write needs the thread's registry entry, and a new add to the same thread id had made it again:
     a summary of the deleted messages was written into the new thread."""
