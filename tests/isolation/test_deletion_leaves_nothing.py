@@ -6,6 +6,7 @@ could show it, deletes, then checks the routes and the bytes of every file under
 """
 
 import json
+from dataclasses import replace
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -355,43 +356,26 @@ def test_deleting_a_store_leaves_nothing_that_a_store_of_its_name_would_show(ser
     assert _files_holding_marker(data_dir) == []
 
 
-def test_deleting_the_run_of_a_profiles_earlier_value_takes_that_value_out(tmp_path, minilm):
+def test_deleting_the_run_of_a_profiles_earlier_value_takes_that_value_out(deps, call, data_dir):
     """A distilled attribute keeps its earlier values ('previous'), but its evidence named only the memory
     of the newest: deleting the older memory neither rebuilt the profile nor redacted the action's copy."""
-    from memlane.bootstrap import build_local
-    from memlane.config import Settings
+    deps.settings = replace(deps.settings, consolidate_on_write=False)  # both statements stay active
+    town = "Zqxville"  # a place name, which a profile reads as one (the marker's digits are not)
+    stores.create(deps, name="demo")
+    _add(deps, R1, 0, f"I live in {town}.")
+    _add(deps, R2, 30, "I live in Denver.")
+    status, task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"},
+                                                          "kinds": ["EMIT_PROFILE"], "sync": True})
+    for action in task["actions"]:  # a profile only: both statements stay active, the older one earlier
+        assert call("POST", f"/v1/stores/demo/dream-actions/{action['action_id']}/apply")[0] == 200
+    profile = deps.repo.get_profile("demo", APP, "alice", None)
+    assert [(e.value, e.previous) for e in profile.attributes] == [("Denver", [town])]
 
-    service = build_local(Settings.from_env(env={"MEMLANE_CONSOLIDATE_ON_WRITE": "false"}, data_dir=tmp_path / "data",
-                                            reranker="none"), embedder=minilm)  # both statements stay active
-    try:
-        deps = service.deps
-        app = build_app(deps)
-
-        def call_(method, path, body=None):
-            raw = json.dumps(body).encode() if body is not None else b""
-            result = app.resolve(http_event(method, path, {"content-type": "application/json"}, raw, "127.0.0.1"),
-                                 _LambdaContext())
-            return result["statusCode"], json.loads(result["body"]) if result.get("body") else None
-
-        town = "Zqxville"  # a place name, which a profile reads as one (the marker's digits are not)
-        stores.create(deps, name="demo")
-        _add(deps, R1, 0, f"I live in {town}.")
-        _add(deps, R2, 30, "I live in Denver.")
-        status, task = call_("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"},
-                                                               "kinds": ["EMIT_PROFILE"], "sync": True})
-        for action in task["actions"]:  # a profile only: both statements stay active, the older one earlier
-            assert call_("POST", f"/v1/stores/demo/dream-actions/{action['action_id']}/apply")[0] == 200
-        profile = deps.repo.get_profile("demo", APP, "alice", None)
-        assert [(e.value, e.previous) for e in profile.attributes] == [("Denver", [town])]
-
-        status, deleted = call_("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")
-        assert status == 200 and deleted["profiles_recomputed"] >= 1
-        assert town not in _everything(call_)
-        data_dir = Path(deps.table.path).parent
-        assert [p.name for p in data_dir.rglob("*") if p.is_file() and town.lower().encode() in p.read_bytes().lower()] == []
-        assert "Denver" in json.dumps(call_("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1])
-    finally:
-        service.close()
+    status, deleted = call("DELETE", f"/v1/stores/demo/runs/r1?app_id={APP}&tenant_id=alice&agent_id=bot")
+    assert status == 200 and deleted["profiles_recomputed"] >= 1
+    assert town not in _everything(call)
+    assert [p.name for p in data_dir.rglob("*") if p.is_file() and town.lower().encode() in p.read_bytes().lower()] == []
+    assert "Denver" in json.dumps(call("GET", f"/v1/stores/demo/profiles/alice?app_id={APP}")[1])
 
 
 def test_deleting_a_run_leaves_none_of_its_words_in_a_skill_another_run_holds(deps, call, data_dir):
