@@ -195,3 +195,56 @@ def test_concurrent_tenants_sending_the_same_request_ids_each_keep_every_memory(
         assert all(h["scope"]["tenant_id"] == t and f"{t}code" in h["text"] for h in hits)
         found = {h["text"].split("parcel ")[1].split(" ")[0] for h in hits if "parcel " in h["text"]}
         assert found == {f"{n}x{i}" for n in range(THREADS_PER_TENANT) for i in range(5)}, (t, sorted(found))
+
+
+def test_concurrent_tenants_editing_and_deleting_their_memories_leave_nothing_deleted_or_stale(keyed_server):
+    """Edits racing deletes, for four tenants at once over HTTP: a deleted memory stays deleted (404, not
+    found by its words), a surviving one is found by its last edit's words only (the index holds what the
+    table holds), and no answer carries another tenant's memory."""
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("demo")
+    count, edits = 8, 3
+    for t in TENANTS:
+        clients[t].write_memories("demo", {"app_id": "travel", "tenant_id": t},
+                                  [{"memory_id": f"{t}-m{i}", "text": f"{t} memory {t}{i}edit0"} for i in range(count)])
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS) * 2)
+
+    def editor(t: str) -> None:
+        start.wait()
+        for k in range(1, edits + 1):
+            for i in range(count):
+                try:
+                    got = clients[t]._call("PATCH", f"/v1/stores/demo/memories/{t}-m{i}",
+                                           {"app_id": "travel", "tenant_id": t, "text": f"{t} memory {t}{i}edit{k}"})
+                    if not got["text"].startswith(t):
+                        problems.append(f"{t} edited into {got['text']!r}")
+                except ApiError as e:
+                    if e.status != 404:  # deleted meanwhile: the only refusal expected
+                        problems.append(f"{t} edit {i}: {e.status} {e.code}")
+
+    def deleter(t: str) -> None:
+        start.wait()
+        for i in range(0, count, 2):
+            clients[t]._call("DELETE", f"/v1/stores/demo/memories/{t}-m{i}", query={"app_id": "travel", "tenant_id": t})
+
+    threads = [threading.Thread(target=f, args=(t,)) for t in TENANTS for f in (editor, deleter)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert problems == []
+    for t in TENANTS:
+        client, scope = clients[t], {"app_id": "travel", "tenant_id": t}
+        for i in range(count):
+            ids = lambda word: [h["memory_id"] for h in client.search("demo", word, scope, recipe="keyword", top_k=20)]  # noqa: E731
+            if i % 2 == 0:
+                with pytest.raises(ApiError):
+                    client._call("GET", f"/v1/stores/demo/memories/{t}-m{i}", query=scope)
+                assert all(f"{t}-m{i}" not in ids(f"{t}{i}edit{k}") for k in range(edits + 1))
+                continue
+            text = client._call("GET", f"/v1/stores/demo/memories/{t}-m{i}", query=scope)["text"]
+            assert text == f"{t} memory {t}{i}edit{edits}"
+            assert ids(f"{t}{i}edit{edits}") == [f"{t}-m{i}"]
+            assert all(f"{t}-m{i}" not in ids(f"{t}{i}edit{k}") for k in range(edits))  # no stale text indexed
