@@ -9,6 +9,7 @@ without a model, so a test can tell keyword retrieval from vector retrieval.
 from __future__ import annotations
 
 import functools
+from array import array
 import hashlib
 import math
 import random
@@ -729,29 +730,81 @@ def test_embedded_persists_across_reopen(tmp_path: Path) -> None:
     again.close()
 
 
-def test_embedded_index_of_schema_1_is_migrated_in_place(tmp_path: Path) -> None:
-    """A file written before record types: its documents are memories, and messages can join them."""
+# The tables of a version-2 file, as that version wrote them: keyword search read an FTS5 table kept by triggers,
+# with a tenant token column.
+_SCHEMA_2 = """
+CREATE TABLE stores (store TEXT PRIMARY KEY, dim INTEGER NOT NULL);
+CREATE TABLE docs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, store TEXT NOT NULL, memory_id TEXT NOT NULL, app_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL, agent_id TEXT NOT NULL, run_id TEXT NOT NULL, memory_type TEXT NOT NULL,
+    status TEXT NOT NULL, created_at TEXT NOT NULL, event_time TEXT, time TEXT NOT NULL, metadata TEXT NOT NULL,
+    importance REAL NOT NULL, text TEXT NOT NULL, keywords TEXT NOT NULL, tkey TEXT NOT NULL,
+    record_type TEXT NOT NULL DEFAULT 'memory', UNIQUE (store, memory_id));
+CREATE TABLE vectors (doc_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL);
+CREATE VIRTUAL TABLE docs_fts USING fts5(text, keywords, tkey, content='docs', content_rowid='id',
+                                         tokenize='porter unicode61');
+CREATE TRIGGER docs_ai AFTER INSERT ON docs BEGIN
+    INSERT INTO docs_fts (rowid, text, keywords, tkey) VALUES (new.id, new.text, new.keywords, new.tkey);
+END;
+CREATE TRIGGER docs_ad AFTER DELETE ON docs BEGIN
+    INSERT INTO docs_fts (docs_fts, rowid, text, keywords, tkey) VALUES ('delete', old.id, old.text, old.keywords, old.tkey);
+    DELETE FROM vectors WHERE doc_id = old.id;
+END;
+CREATE INDEX docs_scope ON docs (store, app_id, tenant_id, status, record_type, agent_id, run_id);
+PRAGMA user_version = 2;
+"""
+
+
+def _old_index_file(path: Path, version: int) -> None:
+    """An index file of CORPUS in store s1 as `version` (1 or 2) wrote it."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA_2)
+    db.execute("INSERT INTO stores VALUES ('s1', ?)", (DIM,))
+    for m in CORPUS:
+        db.execute("INSERT INTO docs (store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status, "
+                   "created_at, time, metadata, importance, text, keywords, tkey) "
+                   "VALUES ('s1', ?, ?, ?, ?, ?, ?, ?, '2024-01-01T00:00:00.000000Z', '2024-01-01T00:00:00.000000Z', "
+                   "'{}', 0.5, ?, ?, '12345')",
+                   (m.memory_id, m.scope.app_id, m.scope.tenant_id, m.scope.agent_id, m.scope.run_id,
+                    str(m.memory_type), str(m.status), m.text, m.keywords))
+        db.execute("INSERT INTO vectors SELECT id, ? FROM docs WHERE memory_id = ?",
+                   (array("f", embed(m.text)).tobytes(), m.memory_id))
+    if version == 1:  # before record types
+        db.executescript("DROP INDEX docs_scope; ALTER TABLE docs DROP COLUMN record_type; "
+                         "CREATE INDEX docs_scope ON docs (store, app_id, tenant_id, status, agent_id, run_id); "
+                         "PRAGMA user_version = 1;")
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_embedded_index_of_an_older_schema_is_migrated_in_place(tmp_path: Path, version: int) -> None:
+    """Its documents stay findable both ways (a version-1 file's are memories, and messages can join them);
+    the FTS5 table, its triggers and the tenant token go, and a deletion still takes the vector with it."""
     import sqlite3
 
     from memlane.adapters.local.embedded_index import EmbeddedIndex
 
-    first = EmbeddedIndex(tmp_path / "i.sqlite3")
-    first.ensure_store("s1", DIM)
-    put(first, "s1", *CORPUS)
-    first.close()
-    old = sqlite3.connect(tmp_path / "i.sqlite3")  # back to schema 1: no record_type column
-    old.executescript("DROP INDEX docs_scope; ALTER TABLE docs DROP COLUMN record_type; "
-                      "CREATE INDEX docs_scope ON docs (store, app_id, tenant_id, status, agent_id, run_id); "
-                      "PRAGMA user_version = 1;")
-    old.close()
+    _old_index_file(tmp_path / "i.sqlite3", version)
     again = EmbeddedIndex(tmp_path / "i.sqlite3")
     assert ids(search(again, "s1", "what sedan does she own").vector)[0] == "car"
+    assert ids(search(again, "s1", "automobile").keyword) == ["car"]
     put(again, "s1", mem("said", "my sedan is red", record_type=MESSAGE))
     assert ids(search(again, "s1", "sedan", record_types=(MESSAGE,)).keyword) == ["said"]
     default = search(again, "s1", "sedan")
     assert "said" not in ids(default.keyword) + ids(default.vector)
     assert {d.record_type for d in again.documents("s1")} == {"memory", "message"}
+    again.delete("s1", ["car"])
     again.close()
+    db = sqlite3.connect(tmp_path / "i.sqlite3")
+    names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+    assert not any("fts" in n for n in names) and not {"docs_ai", "docs_ad"} & names
+    assert "tkey" not in {c[1] for c in db.execute("PRAGMA table_info(docs)")}
+    assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(CORPUS)  # -car +said
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    db.close()
 
 
 def test_embedded_sees_writes_of_another_connection(tmp_path: Path) -> None:
@@ -811,22 +864,24 @@ def test_embedded_metadata_keys_are_literal(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("hello world", '"hello" OR "world"'),
-    ('text:foo NEAR("bar" baz)*', '"text" OR "foo" OR "near" OR "bar" OR "baz"'),
-    ("Hello hello HELLO", '"hello"'),
-    ("the cat is on the mat", '"cat" OR "mat"'),  # English stop words, as OpenSearch's analyzer
-    ("to be or not to be", None),
+    ("hello world", ["hello", "world"]),
+    ('text:foo NEAR("bar" baz)*', ["text", "foo", "near", "bar", "baz"]),
+    ("Hello hello HELLO", ["hello"]),
+    ("the cat is on the mat", ["cat", "mat"]),  # English stop words, as OpenSearch's analyzer
+    ("to be or not to be", []),
     # A possessive is its word, as OpenSearch's english_possessive_stemmer reads it: no bare "s" to
     # match every "that's" and "it's" (a closing remark outranked the current fact by it).
-    ("Who is the user's employer?", '"who" OR "user" OR "employer"'),
-    ("Caroline’s dog", '"caroline" OR "dog"'),
-    ("  -- ** ()", None),
-    ("", None),
+    ("Who is the user's employer?", ["who", "user", "employ"]),
+    ("Caroline’s dog", ["carolin", "dog"]),
+    ("running runs", ["run", "run"]),  # two words of one stem count twice, as in FTS5's and OpenSearch's OR
+    ("  -- ** ()", []),
+    ("", []),
 ])
-def test_embedded_match_expression(text: str, expected: str | None) -> None:
-    from memlane.adapters.local.embedded_index import match_expression
+def test_embedded_query_terms(text: str, expected: list[str]) -> None:
+    """The stems the keyword half looks for (hashes of them): the search words, stemmed."""
+    from memlane.adapters.local.index_terms import query_terms
 
-    assert match_expression(text) == expected
+    assert query_terms(text) == [hash(t) for t in expected]
 
 
 @pytest.mark.parametrize(("agents", "metadata"), [

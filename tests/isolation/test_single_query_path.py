@@ -41,16 +41,13 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
                            and ("FROM DOCS" in sql_text(n).upper() or "DOCS_FTS" in sql_text(n).upper()))
     # `count` is a size probe for tests and benchmarks (store-wide, returns a number, not documents);
     # `documents` is `memlane fsck`'s store-wide inventory, reached from the admin CLI only, never a route;
-    # `build_graphs` lists the store's tenants past the ANN threshold (their keys, no document);
-    # `_best_matches` reads FTS5's best row ids and scores (no document, and of any tenant the MATCH reaches):
-    # its one caller, the keyword half, keeps only the rows `_select` lets through
-    assert set(reads) <= {"_select", "count", "documents", "build_graphs", "_best_matches"}, reads
+    # `build_graphs` lists the store's tenants past the ANN threshold (their keys, no document)
+    assert set(reads) <= {"_select", "count", "documents", "build_graphs"}, reads
     source = path.read_text()
-    assert source.count("self._best_matches(") == 1
-    keyword = source[source.index("    def _best_first("):source.index("    def _best_matches(")]
-    assert "score = self._best_matches(words, want)" in keyword
-    assert "rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))" in keyword
-    assert "ranked = sorted(rows, " in keyword and "in ranked[:k]]" in keyword  # hits only from the checked rows
+    # the keyword half's term indexes hold only what `_select` read for their own tenant
+    assert source.count("TermIndex(") == 1 and source.count(".add(self._select(") == 1
+    assert "terms = TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS))" in source
+    assert "terms.add(self._select(key[0], scope, _TEXT_COLUMNS, named=added[key]))" in source
     # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
     select = source[source.index("    def _select("):source.index("    # -- vector cache")]
     assert "clauses, params = where(store, f)" in select
@@ -59,7 +56,7 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
     assert 'clauses = ["d.store = ?", "d.app_id = ?", "d.tenant_id = ?"]' in where
     assert "params: list[Any] = [store, f.scope.app_id, f.scope.tenant_id]" in where
     # no other module of the embedded index reads documents
-    for module in ("index_filter.py", "index_schema.py", "index_vectors.py"):
+    for module in ("index_filter.py", "index_schema.py", "index_vectors.py", "index_terms.py", "index_cache.py"):
         assert not functions_with(ROOT / "adapters/local" / module,
                                   lambda n: "SELECT" in sql_text(n).upper() and "DOCS" in sql_text(n).upper()), module
 

@@ -1,10 +1,12 @@
-"""Embedded hybrid index for local mode: SQLite FTS5 (BM25) + exact cosine kNN with numpy.
+"""Embedded hybrid index for local mode: BM25 over each tenant's own words + cosine kNN with numpy.
 
 The file's tables are described in index_schema.py. Every search statement is built by
 ``_select``, which always adds the store and scope filter (index_filter.py); nothing else reads
-``docs`` for search. Vector search scores the embeddings of one tenant held in an in-memory
-matrix (index_vectors.py: cached per store/app/tenant, dropped whenever that tenant's docs
-change) and keeps only rows the filter lets through (see ``_vector``). Memories, messages and
+``docs`` for search. Both halves score one tenant's documents in memory and keep only rows the
+filter lets through: the keyword half a term index with the tenant's own BM25 statistics
+(index_terms.py: built on first search, kept up to date by this process's writes), the vector half
+the tenant's embedding matrix (index_vectors.py: dropped whenever that tenant's docs change); both
+are cached per store/app/tenant (index_cache.py). Memories, messages and
 summaries share the tables; ``record_type`` tells them apart, and a search asks for memories
 unless it names others. See docs/adr/0001-embedded-index.md for why this design and where it
 stops scaling.
@@ -33,29 +35,23 @@ from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
-from .index_filter import Filter, candidates, match_expression, named_documents, tenant_key, utc_iso, where
+from .index_cache import TenantCache, TenantKey
+from .index_filter import Filter, candidates, named_documents, utc_iso, where
 from . import index_ann
 from .index_ann import Graph, GraphFiles
 from .index_schema import INSERT, INSERT_VECTOR, SCHEMA_VERSION, open_schema
-from .index_vectors import TenantKey, VectorCache, Vectors, unit_vector
+from .index_terms import TermIndex, query_terms
+from .index_vectors import Vectors, unit_vector
 
-__all__ = ["EmbeddedIndex", "TenantEmbeddedIndex", "match_expression"]
+__all__ = ["EmbeddedIndex", "TenantEmbeddedIndex"]
 
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
 _CHECK_COLUMNS = "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id"
-_KEYWORD_HIT_COLUMNS = "d.memory_id, -bm25(docs_fts, 1.0, 1.0, 0.0), d.record_type, d.agent_id, d.run_id"
-# FTS5's best matches by BM25 (text 1, keywords 1, tenant token 0), read from the FTS table alone: row ids and ranks.
-_BEST_MATCHES = ("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rank MATCH 'bm25(1.0, 1.0, 0.0)' "
-                 "ORDER BY rank LIMIT ?")
-# A tenant holding at least this share of the rows ever written to the file is searched by keyword without
-# its tenant token (`_narrows`).
-TOKEN_MAX_SHARE = 0.5
-# The vector half checks about MARGIN × k / (the share of its candidates the tenant's last filter let through)
+_TEXT_COLUMNS = "d.id, d.text, d.keywords"
+# Each half checks about MARGIN × k / (the share of its candidates the tenant's last filter let through)
 # of its best rows first, 4× more while short of k, and past WIDEST × k reads the rows the filter allows instead.
-# The keyword half does the same with FTS5's best matches when that share is at least BEST_FIRST_SHARE.
 MARGIN = 1.2
 WIDEST = 16
-BEST_FIRST_SHARE = 0.75
 SHARES_KEPT = 100_000  # tenants whose last share the index remembers
 
 
@@ -76,7 +72,8 @@ class EmbeddedIndex:
         # Deleted rows are overwritten with zeros, not left in free space (erasure leaves nothing).
         self._db.execute("PRAGMA secure_delete=ON")
         open_schema(self._db, path)
-        self._cache = VectorCache()
+        self._cache: TenantCache[Vectors] = TenantCache()
+        self._terms: TenantCache[TermIndex] = TenantCache()
         self._data_version = self._read_data_version()
         # ANN graphs of large tenants: in memory once loaded or built; `_behind` may miss newer rows,
         # `_no_graph` has no trusted file (both reset when another process writes the file).
@@ -129,6 +126,7 @@ class EmbeddedIndex:
                 self._db.execute("DELETE FROM stores WHERE store = ?", (store,))
                 self._db.execute("DELETE FROM ann_graphs WHERE store = ?", (store,))
             self._cache.evict_store(store)
+            self._terms.evict_store(store)
             self._shares = {key: share for key, share in self._shares.items() if key[0] != store}
             for key in [k for k in self._graphs if k[0] == store]:
                 self._forget_graph(key)
@@ -150,36 +148,31 @@ class EmbeddedIndex:
             for m in latest.values():
                 tenants.setdefault((m.scope.app_id, m.scope.tenant_id), []).append(m.memory_id)
             with self._write():
-                touched = set().union(*(self._remove(store, ids, tenant) for tenant, ids in tenants.items()))
+                removed: dict[TenantKey, list[int]] = {}
+                for tenant, ids in tenants.items():
+                    removed.update(self._remove(store, ids, tenant))
                 try:
                     self._db.executemany(INSERT, [_row(store, m) for m in latest.values()])
                 except sqlite3.IntegrityError:  # UNIQUE (store, memory_id): the id is another tenant's
                     raise Conflict(f"an id among {sorted(vecs)[:5]} is taken in store '{store}'",  # not by whom
                                    code="index_id_conflict") from None
                 self._db.executemany(INSERT_VECTOR, ((v.tobytes(), store, mid) for mid, v in vecs.items()))
-            touched |= {(store, *tenant) for tenant in tenants}
-            for key in touched:
-                self._cache.evict(key)
-            self._behind |= touched  # new rows reach the graph before its next search; removed ones are tombstones
+            added = {(store, *tenant): ids for tenant, ids in tenants.items()}
+            self._changed(removed, added)
 
     def delete(self, store: str, memory_ids: Sequence[str], *, tenant: tuple[str, str] | None = None) -> None:
         """Delete by id, whatever the record type; with `tenant` (app_id, tenant_id), only the ids of that tenant."""
         with self._lock:
             with self._write():
-                touched = self._remove(store, list(memory_ids), tenant)
-            for key in touched:
-                self._cache.evict(key)
-            self._behind |= touched  # counts the tombstones before the next search
+                removed = self._remove(store, list(memory_ids), tenant)
+            self._changed(removed, {})
 
     def compact(self) -> None:
-        """Leave no deleted text in the file. An FTS5 delete only appends a tombstone: the terms stay
-        in the older segments until they are merged, so merge them all ('optimize'; SQLite 3.40 has no
-        FTS5 secure-delete). Freed pages are zeroed (secure_delete), then the WAL, which still holds
-        the pages as they were before, is checkpointed into the file and truncated."""
+        """Leave no deleted text in the files. Freed pages are zeroed (secure_delete), then the WAL, which
+        still holds the pages as they were before, is checkpointed into the file and truncated; graphs
+        holding deleted vectors are rebuilt without them."""
         with self._lock:
             self._drop_tombstoned_graphs()
-            with self._write():
-                self._db.execute("INSERT INTO docs_fts (docs_fts) VALUES ('optimize')")
             if checkpoint(self._db):
                 raise Retryable("the index file is busy: its write-ahead log could not be truncated; "
                                 "retry the deletion", code="storage_busy")
@@ -232,66 +225,31 @@ class EmbeddedIndex:
         return {mid: float(np.frombuffer(blob, dtype=np.float32) @ qvec) for mid, blob in rows}
 
     def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
-        """BM25's best k that the filter lets through: one statement matches, filters and ranks every row
-        (`_select` with `match`) — unless most of the tenant passes the filter (`_best_first`)."""
-        match = match_expression(text)
-        if match is None:
+        """BM25's best k that the filter lets through, scored by the tenant's term index (its own statistics,
+        index_terms.py); the best are checked by `_select` as the vector half's are."""
+        terms = query_terms(text)
+        if not terms:
             return []
-        words = self._words(store, f, match)
-        share = self._shares.get((store, f.scope.app_id, f.scope.tenant_id))
-        if share is not None and share >= BEST_FIRST_SHARE:
-            hits = self._best_first(store, f, words, k, share)
-            if hits is not None:
-                return hits
-        rows = self._select(store, f, _KEYWORD_HIT_COLUMNS, match=words, limit=k)
-        return [Hit(mid, float(score), RecordType(kind), agent, run) for mid, score, kind, agent, run in rows]
-
-    def _best_first(self, store: str, f: Filter, words: str, k: int, share: float) -> list[Hit] | None:
-        """The keyword half for a filter that lets most rows through. FTS5 ranks its matches alone (row ids
-        and scores, no text: `_best_matches`), and `_select` checks the best `want` of them by id: that is
-        the answer once k pass and the k-th scores above every match not read. Short of k it widens; on a
-        tie at the cut (equal scores are ordered by memory id, which FTS5 does not know) or past WIDEST × k,
-        None: the one statement answers. It saves a row lookup per match, but computes BM25 for the matches
-        the filter would have dropped: a loss when those are many (docs/benchmarks.md §2)."""
-        want = min(math.ceil(MARGIN * k / share) + 8, WIDEST * k)
-        while True:
-            score = self._best_matches(words, want)
-            rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
-            ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))
-            if len(score) < want or (len(ranked) >= k and score[ranked[k - 1][0]] > min(score.values())):
-                return [Hit(mid, score[i], RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked[:k]]
-            if len(ranked) >= k or want >= WIDEST * k:  # a tie at the cut, or a selective filter
-                return None
-            want = min(4 * want, WIDEST * k)
-
-    def _best_matches(self, words: str, want: int) -> dict[int, float]:
-        """FTS5's best `want` matches of `words` by BM25, as row id → score: no document, and rows of any
-        tenant the MATCH reaches (all of them when it is not narrowed), so only what `_select` then lets
-        through may be used."""
-        return {rowid: -rank for rowid, rank in self._db.execute(_BEST_MATCHES, (words, want))}
-
-    def _words(self, store: str, f: Filter, match: str) -> str:
-        """The MATCH of a keyword search: the user's words held to the text columns, and the tenant token
-        before them when it narrows the scan (`_narrows`)."""
-        words = f"{{text keywords}} : ({match})"
-        if self._narrows(store, f):
-            words = f'tkey : "{tenant_key(store, f.scope.app_id, f.scope.tenant_id)}" AND {words}'
-        return words
-
-    def _narrows(self, store: str, f: Filter) -> bool:
-        """Whether the keyword scan should be narrowed by the tenant token. BM25 weighs every phrase of
-        the MATCH by counting the rows that hold it — the token too, at weight 0 — so the token costs a
-        pass over the tenant's rows (≈ 13 ms at 10^5): a saving for a tenant among many, a pure loss
-        for a tenant that is most of the file. Scores are the same either way (a phrase's weight is
-        counted over the whole file), and `_select`'s SQL filter decides what is returned."""
         key = (store, f.scope.app_id, f.scope.tenant_id)
-        graph, cached = self._graphs.get(key), self._cache.get(key)
-        rows = graph.size if graph is not None else cached.ids.size if cached is not None else None
-        if rows is None:
-            return True  # size unknown (the vector half did not run): the safe plan for a small tenant
-        # The ids AUTOINCREMENT has handed out (never reused): at least the rows in the file.
-        written = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'docs'").fetchone()
-        return rows < TOKEN_MAX_SHARE * (written[0] if written else 0)
+        ids, scores = self._term_index(key).scores(terms)
+        want = self._first_want(key, k)
+        while want < ids.size:
+            best = np.argpartition(-scores, want)[:want]
+            hits, passed = self._checked(store, f, ids[best], scores[best], k)
+            self._learn_share(key, want, passed)
+            # Enough, unless a row not checked ties the k-th: equal scores are ordered by memory id.
+            if len(hits) >= k and hits[k - 1].score > np.max(np.delete(scores, best)):
+                return hits
+            if want >= WIDEST * k:  # a selective filter: read the rows it allows once
+                allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
+                keep = np.isin(ids, allowed)
+                ids, scores = ids[keep], scores[keep]
+                if ids.size > k:  # the best k and every row tied with the k-th
+                    keep = scores >= -np.partition(-scores, k - 1)[k - 1]
+                    ids, scores = ids[keep], scores[keep]
+                break
+            want *= 4
+        return self._checked(store, f, ids, scores, k)[0]
 
     def _vector(self, store: str, f: Filter, qvec: np.ndarray, k: int) -> list[Hit]:
         """Exact filtered kNN: score the tenant's whole matrix, then ask the filter about the best.
@@ -511,15 +469,12 @@ class EmbeddedIndex:
         self._building.discard(key)
 
     # -- the one query builder ------------------------------------------------------------------
-    def _select(self, store: str, f: Filter, columns: str, *, match: str | None = None,
-                within: list[int] | None = None, named: list[str] | None = None, with_vectors: bool = False,
-                limit: int | None = None, after: int | None = None) -> list[tuple[Any, ...]]:
-        """Read `docs` (alias d) under the store + scope filter and the query's filters.
+    def _select(self, store: str, f: Filter, columns: str, *, within: list[int] | None = None,
+                named: list[str] | None = None, with_vectors: bool = False, after: int | None = None) -> list[tuple[Any, ...]]:
+        """Read `docs` (alias d) under the store + scope filter and the query's filters, in id order.
 
         The only code that reads docs for search: the scope conditions are not optional here,
-        so no caller can forget them (the keyword half's `_BEST_MATCHES` reads only row ids and
-        ranks from the FTS table, which this then checks). `columns` is a constant chosen by this
-        module; `match` is a MATCH expression made by `_words`.
+        so no caller can forget them. `columns` is a constant chosen by this module.
         """
         clauses, params = where(store, f)
         if after is not None:
@@ -529,20 +484,10 @@ class EmbeddedIndex:
         if within is not None or named is not None:
             # Candidates first, each looked up by id (CROSS JOIN fixes the order): through the
             # scope index instead SQLite would read every row of the tenant to check a few.
-            assert match is None, "candidates are checked by id, never matched"
             source, values = candidates(within) if within is not None else named_documents(named or [])
             params[:0] = values
-        if match is None:
-            join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
-            sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
-        else:
-            sql = (f"SELECT {columns} FROM docs_fts JOIN docs AS d ON d.id = docs_fts.rowid "
-                   f"WHERE docs_fts MATCH ? AND {' AND '.join(clauses)} "
-                   "ORDER BY bm25(docs_fts, 1.0, 1.0, 0.0), d.memory_id")
-            params.insert(0, match)
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
+        sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
         return self._db.execute(sql, params).fetchall()
 
     # -- vector cache --------------------------------------------------------------------------
@@ -572,6 +517,7 @@ class EmbeddedIndex:
         version = self._read_data_version()
         if version != self._data_version:
             self._cache.clear()
+            self._terms.clear()
             self._behind |= set(self._graphs)  # its rows reach the graphs before their next search
             self._no_graph.clear()  # it may have saved a graph
             self._data_version = version
@@ -591,18 +537,47 @@ class EmbeddedIndex:
         row = self._db.execute("SELECT dim FROM stores WHERE store = ?", (store,)).fetchone()
         return None if row is None else int(row[0])
 
-    def _remove(self, store: str, memory_ids: list[str], tenant: tuple[str, str] | None = None) -> set[TenantKey]:
-        """Delete docs by id (of `tenant` only, when given); return the (store, app, tenant) keys
-        whose vectors changed."""
-        touched: set[TenantKey] = set()
+    def _remove(self, store: str, memory_ids: list[str], tenant: tuple[str, str] | None = None
+                ) -> dict[TenantKey, list[int]]:
+        """Delete docs by id (of `tenant` only, when given); return the docs.ids removed, by (store, app, tenant)."""
+        removed: dict[TenantKey, list[int]] = {}
         only = "" if tenant is None else " AND app_id = ? AND tenant_id = ?"
         for i in range(0, len(memory_ids), _CHUNK):
             chunk = memory_ids[i:i + _CHUNK]
             marks = ", ".join("?" * len(chunk))
             rows = self._db.execute(f"DELETE FROM docs WHERE store = ? AND memory_id IN ({marks}){only} "
-                                    "RETURNING app_id, tenant_id", [store, *chunk, *(tenant or ())]).fetchall()
-            touched |= {(store, app, tenant) for app, tenant in rows}
-        return touched
+                                    "RETURNING id, app_id, tenant_id", [store, *chunk, *(tenant or ())]).fetchall()
+            for doc_id, app, owner in rows:
+                removed.setdefault((store, app, owner), []).append(doc_id)
+        return removed
+
+    def _changed(self, removed: dict[TenantKey, list[int]], added: dict[TenantKey, list[str]]) -> None:
+        """After a committed write: the tenants' matrices are dropped, their graphs catch up before their next
+        search (removed rows are tombstones there), and their term indexes take the change in."""
+        for key in removed.keys() | added.keys():
+            self._cache.evict(key)
+            self._behind.add(key)
+            terms = self._terms.get(key)
+            if terms is None:
+                continue
+            try:
+                terms.remove(removed.get(key, []))
+                if added.get(key):
+                    scope = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+                    terms.add(self._select(key[0], scope, _TEXT_COLUMNS, named=added[key]))
+            except BaseException:
+                self._terms.evict(key)  # rebuilt from the table at its next search
+                raise
+            self._terms.put(key, terms)  # again: its size changed
+
+    def _term_index(self, key: TenantKey) -> TermIndex:
+        self._check_foreign_writes()
+        terms = self._terms.get(key)
+        if terms is None:
+            whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+            terms = TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS))
+            self._terms.put(key, terms)
+        return terms
 
 
 def _row(store: str, m: Memory) -> tuple[Any, ...]:
@@ -611,8 +586,7 @@ def _row(store: str, m: Memory) -> tuple[Any, ...]:
     return (
         store, m.memory_id, m.scope.app_id, m.scope.tenant_id, m.scope.agent_id, m.scope.run_id,
         str(m.memory_type), str(m.status), created, event, event or created,
-        json.dumps(m.metadata, default=str), m.importance, m.text, m.keywords,
-        tenant_key(store, m.scope.app_id, m.scope.tenant_id), str(m.record_type),
+        json.dumps(m.metadata, default=str), m.importance, m.text, m.keywords, str(m.record_type),
     )
 
 

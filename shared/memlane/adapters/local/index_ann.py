@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .index_cache import TenantKey
+
 M = 16                 # graph degree: recall 0.98+ at 10⁵ with ef 128 (ADR 0002)
 EF_CONSTRUCTION = 128
 # efSearch by the graph's size, (up to rows, ef): a larger graph packs more near-identical neighbours
@@ -39,7 +41,6 @@ MIN_ROWS = 20_000      # tenants smaller than this are searched exactly: faster 
 DEAD_FRACTION = 0.25   # rebuild a graph once this share of its nodes are tombstones
 EXACT_FRACTION = 0.3  # a filter allowing less of the tenant than this is scored exactly: faiss filtered recall 0.97 at 20 %, 0.82 at 10 % (ADR 0002)
 
-TenantKey = tuple[str, str, str]
 
 
 def ef_search(rows: int, k: int) -> int:

@@ -1,5 +1,5 @@
 """What narrows an embedded-index search, as SQL: the store + scope conditions every search
-carries, the query's own filters, and the FTS5 MATCH expression for free text.
+carries, and the query's own filters.
 
 Everything user-given is bound as a parameter or quoted here; `EmbeddedIndex._select` is the only
 caller, and it cannot leave the scope conditions out.
@@ -7,7 +7,6 @@ caller, and it cannot leave the scope conditions out.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,10 +15,7 @@ from typing import Any, Sequence
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
-from ...domain.language import search_words
 from ...ports import IndexQuery
-
-_MAX_QUERY_TOKENS = 64  # bounds the cost of one MATCH; longer queries keep their first 64 words
 
 
 def utc_iso(value: datetime) -> str:
@@ -27,24 +23,6 @@ def utc_iso(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
-
-
-def tenant_key(store: str, app_id: str, tenant_id: str) -> str:
-    # Digits only: one unicode61 token that the porter stemmer leaves alone.
-    digest = hashlib.sha256("\x1f".join((store, app_id, tenant_id)).encode()).digest()
-    return str(int.from_bytes(digest[:12], "big"))
-
-
-def match_expression(text: str) -> str | None:
-    """A safe FTS5 MATCH expression for free text: each word quoted, OR-ed. None when no words.
-
-    Only ``\\w`` runs are kept (language.search_words, the words OpenSearch is asked for too), so
-    quotes, ``*``, ``^``, ``:``, ``-``, ``+`` and parentheses are gone, and every kept word is a
-    quoted string, so ``NEAR``, ``OR``, ``NOT`` or a column name are plain terms. User text can
-    neither break nor extend the MATCH grammar.
-    """
-    tokens = search_words(text, _MAX_QUERY_TOKENS)
-    return " OR ".join(f'"{t}"' for t in tokens) or None
 
 
 @dataclass(frozen=True)

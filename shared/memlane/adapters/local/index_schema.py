@@ -9,10 +9,10 @@ One SQLite file holds everything:
 - ``vectors``  docs.id → float32 embedding, apart from ``docs`` for the same reason.
 - ``ann_graphs`` which HNSW graph file (``<file>.ann/``) holds a large tenant, up to which docs.id,
                with the file's digest (index_ann.py, docs/adr/0002-ann-index.md).
-- ``docs_fts`` an external-content FTS5 table over ``docs.text`` + ``docs.keywords``
-               (``porter unicode61``: English stemming, Unicode case folding), kept in sync
-               by triggers so no write path can forget it. A third column holds one token
-               per (store, app, tenant), so FTS5 skips other tenants' rows before BM25.
+
+Keyword search has no table: each tenant's term index is built in memory from ``docs.text`` and
+``docs.keywords`` (index_terms.py), so its BM25 statistics are the tenant's own. Files of version 2
+and before had an FTS5 table for it, dropped by the migration.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from pathlib import Path
 
 from ...domain.errors import DependencyFailed
 
-SCHEMA_VERSION = 2  # 2: docs.record_type (absent in 1: every document of a version-1 file is a memory)
+# 2: docs.record_type (absent in 1: every document of a version-1 file is a memory)
+# 3: no FTS5 table, and no docs.tkey (its tenant token)
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS stores (
@@ -46,7 +48,6 @@ CREATE TABLE IF NOT EXISTS docs (
     importance  REAL NOT NULL,
     text        TEXT NOT NULL,
     keywords    TEXT NOT NULL,
-    tkey        TEXT NOT NULL,                      -- tenant_key(store, app_id, tenant_id)
     record_type TEXT NOT NULL DEFAULT 'memory',     -- memory | message | summary
     UNIQUE (store, memory_id)
 );
@@ -65,21 +66,8 @@ CREATE TABLE IF NOT EXISTS ann_graphs (
     nodes      INTEGER NOT NULL,                   -- vectors in the file: fewer live rows up to high_water = tombstones
     PRIMARY KEY (store, app_id, tenant_id)
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5(
-    text, keywords, tkey, content='docs', content_rowid='id', tokenize='porter unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
-    INSERT INTO docs_fts (rowid, text, keywords, tkey) VALUES (new.id, new.text, new.keywords, new.tkey);
-END;
-CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
-    INSERT INTO docs_fts (docs_fts, rowid, text, keywords, tkey)
-        VALUES ('delete', old.id, old.text, old.keywords, old.tkey);
+CREATE TRIGGER IF NOT EXISTS docs_vectors_ad AFTER DELETE ON docs BEGIN
     DELETE FROM vectors WHERE doc_id = old.id;
-END;
-CREATE TRIGGER IF NOT EXISTS docs_au AFTER UPDATE ON docs BEGIN
-    INSERT INTO docs_fts (docs_fts, rowid, text, keywords, tkey)
-        VALUES ('delete', old.id, old.text, old.keywords, old.tkey);
-    INSERT INTO docs_fts (rowid, text, keywords, tkey) VALUES (new.id, new.text, new.keywords, new.tkey);
 END;
 """
 
@@ -93,10 +81,20 @@ ALTER TABLE docs ADD COLUMN record_type TEXT NOT NULL DEFAULT 'memory';
 DROP INDEX IF EXISTS docs_scope;
 """
 
+# Version 2 → 3: the FTS5 table and the triggers that kept it (docs_ad deleted the vectors too: the schema's
+# docs_vectors_ad does that now), then the tenant token column it was for. Freed pages are zeroed (secure_delete).
+_MIGRATE_2 = """
+DROP TRIGGER IF EXISTS docs_ai;
+DROP TRIGGER IF EXISTS docs_ad;
+DROP TRIGGER IF EXISTS docs_au;
+DROP TABLE IF EXISTS docs_fts;
+ALTER TABLE docs DROP COLUMN tkey;
+"""
+
 INSERT = """
 INSERT INTO docs (store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status,
-                  created_at, event_time, time, metadata, importance, text, keywords, tkey, record_type)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                  created_at, event_time, time, metadata, importance, text, keywords, record_type)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 INSERT_VECTOR = "INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs WHERE store = ? AND memory_id = ?"
 
@@ -104,14 +102,14 @@ INSERT_VECTOR = "INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs 
 def open_schema(db: sqlite3.Connection, path: str | Path) -> None:
     """Create the schema, or bring a file of an older version up to this one (in one transaction)."""
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if version not in (0, 1, SCHEMA_VERSION):
+    if version not in (0, 1, 2, SCHEMA_VERSION):
         # The index is derived data: the fix is to delete the file and run `memlane reindex`.
         raise DependencyFailed(f"index file {path} has schema version {version}, this code expects "
                                f"{SCHEMA_VERSION}; delete it and rebuild the index")
     db.execute("BEGIN IMMEDIATE")
     try:
-        if version == 1:
-            for statement in filter(str.strip, _MIGRATE_1.split(";")):
+        for migration in (_MIGRATE_1, _MIGRATE_2)[version - 1:] if version else ():
+            for statement in filter(str.strip, migration.split(";")):
                 db.execute(statement)
         for statement in _statements(_SCHEMA):
             db.execute(statement)

@@ -1,5 +1,5 @@
 """The embedded index's vectors: unit-length float32 embeddings, and the per-tenant matrices that
-exact kNN scores, kept in memory by a byte-bounded LRU cache.
+exact kNN scores (kept in memory by index_cache.TenantCache).
 
 A tenant's matrix is read once (rows ordered by docs.id), replaced whenever that tenant's documents
 change, and dropped whole when another process writes to the file (see `EmbeddedIndex._vectors`).
@@ -7,7 +7,6 @@ change, and dropped whole when another process writes to the file (see `Embedded
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -16,10 +15,6 @@ import numpy as np
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
 from ...ports import Hit
-
-CACHE_BYTES = 256 * 1024 * 1024  # total embedding bytes kept in memory across tenants
-
-TenantKey = tuple[str, str, str]  # (store, app_id, tenant_id)
 
 
 def unit_vector(values: Sequence[float], dim: int, what: str) -> np.ndarray:
@@ -46,6 +41,10 @@ class Vectors:
     places: list[tuple[str, str, str]]  # (record_type, agent_id, run_id) of each row: what a Hit says
     matrix: np.ndarray  # float32 (n, dim)
 
+    @property
+    def nbytes(self) -> int:
+        return self.matrix.nbytes
+
     def hit(self, row: int, score: float) -> Hit:
         record_type, agent_id, run_id = self.places[row]
         return Hit(self.memory_ids[row], score, RecordType(record_type), agent_id, run_id)
@@ -56,38 +55,3 @@ class Vectors:
             rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
         ranked = sorted(rows.tolist(), key=lambda i: (-scores[i], self.memory_ids[i]))
         return [self.hit(i, float(scores[i])) for i in ranked]
-
-
-class VectorCache:
-    """Tenant matrices, least recently used dropped first once past `limit` bytes (one always stays)."""
-
-    def __init__(self, limit: int = CACHE_BYTES):
-        self._entries: OrderedDict[TenantKey, Vectors] = OrderedDict()
-        self._bytes = 0
-        self._limit = limit
-
-    def get(self, key: TenantKey) -> Vectors | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    def put(self, key: TenantKey, vectors: Vectors) -> None:
-        self.evict(key)
-        self._entries[key] = vectors
-        self._bytes += vectors.matrix.nbytes
-        while self._bytes > self._limit and len(self._entries) > 1:
-            self.evict(next(iter(self._entries)))
-
-    def evict(self, key: TenantKey) -> None:
-        dropped = self._entries.pop(key, None)
-        if dropped is not None:
-            self._bytes -= dropped.matrix.nbytes
-
-    def evict_store(self, store: str) -> None:
-        for key in [k for k in self._entries if k[0] == store]:
-            self.evict(key)
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self._bytes = 0

@@ -1,0 +1,218 @@
+"""The embedded index's keyword half: BM25 over one tenant's own documents, held in memory.
+
+A tenant's statistics are its own: how many documents it has, their average length, how many of them
+hold a word. What another tenant writes changes no score of this one, so scores tell nothing about
+other tenants' words (FTS5's bm25() counted them over the whole file: docs/security.md). The scoring is
+FTS5's bm25() otherwise (k1 1.2, b 0.75, idf floored at 1e-6, text and keywords weighted alike, the
+tenant token counted in each length) and the analysis its `porter unicode61` tokenizer's: on a file
+holding one tenant the scores are FTS5's (tests/unit/test_keyword_terms.py).
+
+Words are kept as hashes (Python's `hash`: salted per process, and this index lives in one process),
+never as text. A tenant's index is built from its rows on first search, then follows the process's own
+writes as segments (a new one per write, deletions marked dead, merged as they pile up); another
+process's write drops it (`EmbeddedIndex._check_foreign_writes`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ...domain.language import LUCENE_STOP_WORDS, search_words
+from .porter import stem
+
+K1, B = 1.2, 0.75
+MAX_QUERY_WORDS = 64  # bounds one query's cost: longer queries keep their first 64 words
+_MAX_STEMMED = 64  # longer tokens are kept whole, as FTS5's porter tokenizer does
+_TOKEN = re.compile(r"[^\W_]+")  # unicode61: runs of letters and digits
+_MAX_SEGMENTS = 8
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of `text` as `porter unicode61` makes them: lower-cased, Latin diacritics removed,
+    split at everything but letters and digits, stemmed."""
+    text = text.lower()
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    return [stem(t) if len(t) <= _MAX_STEMMED else t for t in _TOKEN.findall(text)]
+
+
+def query_terms(text: str) -> list[int]:
+    """The terms a keyword search looks for: each search word's tokens (the words OpenSearch is asked for
+    too, language.search_words), as hashes. Two words with one stem count twice, as in FTS5's OR."""
+    return [hash(t) for word in search_words(text, MAX_QUERY_WORDS) for t in tokens(word)]
+
+
+def _document(text: str, keywords: str) -> tuple[list[int], int]:
+    """A document's indexed terms (stop words are never asked for, so not kept) and its length in tokens,
+    +1 for the tenant token FTS5's rows held."""
+    words = _TOKEN.findall(f"{text} {keywords}".lower()) if (text + keywords).isascii() else None
+    if words is None:
+        found = tokens(text) + tokens(keywords)
+        return [hash(t) for t in found], len(found) + 1
+    kept = [hash(stem(w) if len(w) <= _MAX_STEMMED else w) for w in words if w not in LUCENE_STOP_WORDS]
+    return kept, len(words) + 1
+
+
+@dataclass
+class Segment:
+    """Postings of some of a tenant's rows, by term: rows[starts[t]:starts[t + 1]] hold terms[t]."""
+
+    ids: np.ndarray  # int64 docs.id of each row, ascending
+    lengths: np.ndarray  # float64 tokens of each row
+    terms: np.ndarray  # int64 term hashes, ascending
+    starts: np.ndarray  # int64, len(terms) + 1
+    rows: np.ndarray  # int32 row of each posting
+    freqs: np.ndarray  # float32 occurrences of the term in the row
+    live: np.ndarray = field(init=False)  # False once the row is deleted
+
+    def __post_init__(self) -> None:
+        self.live = np.ones(self.ids.size, dtype=bool)
+
+    @classmethod
+    def of(cls, docs: Iterable[tuple[int, str, str]]) -> Segment:
+        """From (docs.id, text, keywords) rows in id order."""
+        ids, lengths, terms, rows = [], [], [], []
+        for row, (doc_id, text, keywords) in enumerate(docs):
+            found, length = _document(text, keywords or "")
+            ids.append(doc_id)
+            lengths.append(length)
+            terms.extend(found)
+            rows.extend([row] * len(found))
+        return cls.postings(np.array(ids, dtype=np.int64), np.array(lengths, dtype=np.float64),
+                            np.array(terms, dtype=np.int64), np.array(rows, dtype=np.int32),
+                            np.ones(len(terms), dtype=np.float32))
+
+    @classmethod
+    def postings(cls, ids: np.ndarray, lengths: np.ndarray, terms: np.ndarray, rows: np.ndarray,
+                 freqs: np.ndarray) -> Segment:
+        """A segment from (term, row, freq) triples in any order, a (term, row) pair possibly repeated."""
+        order = np.lexsort((rows, terms))
+        terms, rows, freqs = terms[order], rows[order], freqs[order]
+        first = np.ones(terms.size, dtype=bool)
+        first[1:] = (terms[1:] != terms[:-1]) | (rows[1:] != rows[:-1])
+        at = np.flatnonzero(first)
+        freqs = np.add.reduceat(freqs, at) if at.size else freqs
+        terms, rows = terms[at], rows[at]
+        new_term = np.ones(terms.size, dtype=bool)
+        new_term[1:] = terms[1:] != terms[:-1]
+        starts = np.append(np.flatnonzero(new_term), terms.size).astype(np.int64)
+        return cls(ids, lengths, terms[new_term], starts, rows, freqs.astype(np.float32))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.ids, self.lengths, self.terms, self.starts, self.rows, self.freqs, self.live))
+
+    def postings_of(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        """The live rows holding `term`, and how often each holds it."""
+        t = int(np.searchsorted(self.terms, term))
+        if t == self.terms.size or self.terms[t] != term:
+            return _NO_ROWS, _NO_FREQS
+        rows = self.rows[self.starts[t]:self.starts[t + 1]]
+        freqs = self.freqs[self.starts[t]:self.starts[t + 1]]
+        alive = self.live[rows]
+        return (rows, freqs) if alive.all() else (rows[alive], freqs[alive])
+
+
+_NO_ROWS = np.empty(0, dtype=np.int32)
+_NO_FREQS = np.empty(0, dtype=np.float32)
+_NO_IDS = np.empty(0, dtype=np.int64)
+_NO_SCORES = np.empty(0, dtype=np.float64)
+
+
+class TermIndex:
+    """One tenant's keyword index: its segments, its live document count and total length."""
+
+    def __init__(self, docs: Iterable[tuple[int, str, str]]):
+        self.segments: list[Segment] = []
+        self.size, self.total_length = 0, 0.0
+        self.add(docs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self.segments)
+
+    def add(self, docs: Iterable[tuple[int, str, str]]) -> None:
+        segment = Segment.of(docs)
+        if segment.ids.size:
+            self.segments.append(segment)
+            self.size += segment.ids.size
+            self.total_length += float(segment.lengths.sum())
+            self._merge()
+
+    def remove(self, ids: Sequence[int]) -> None:
+        gone = np.asarray(ids, dtype=np.int64)
+        for s in self.segments:
+            rows = np.searchsorted(s.ids, gone)
+            inside = rows < s.ids.size
+            rows = rows[inside][s.ids[rows[inside]] == gone[inside]]
+            rows = rows[s.live[rows]]
+            s.live[rows] = False
+            self.size -= rows.size
+            self.total_length -= float(s.lengths[rows].sum())
+        self._merge()
+
+    def scores(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(docs.id, BM25 score) of each live row holding one of `terms`, in no order."""
+        if not self.size or not terms:
+            return _NO_IDS, _NO_SCORES
+        average = self.total_length / self.size
+        found = [[s.postings_of(t) for s in self.segments] for t in terms]
+        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in self.segments]
+        for per_segment in found:
+            df = sum(rows.size for rows, _ in per_segment)
+            if df:
+                idf = max(math.log((self.size - df + 0.5) / (df + 0.5)), 1e-6)
+                for part, s, (rows, freqs) in zip(parts, self.segments, per_segment):
+                    if rows.size:
+                        tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
+                        part.append((rows, idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))))
+        ids, scores = [_NO_IDS], [_NO_SCORES]
+        for part, s in zip(parts, self.segments):
+            if part:
+                total = np.bincount(np.concatenate([r for r, _ in part]),
+                                    weights=np.concatenate([w for _, w in part]), minlength=s.ids.size)
+                hit = np.flatnonzero(total)
+                ids.append(s.ids[hit])
+                scores.append(total[hit])
+        return np.concatenate(ids), np.concatenate(scores)
+
+    def _merge(self) -> None:
+        """Fewer segments: the newest are merged into one once there are too many, and all of them once the
+        newer hold a quarter of the rows or a third of the rows are dead (each row merged O(log n) times)."""
+        if len(self.segments) <= _MAX_SEGMENTS and self._dead() * 3 <= self._rows():
+            return
+        base = self.segments[0]
+        newer = sum(s.ids.size for s in self.segments[1:])
+        whole = newer * 4 >= base.ids.size or self._dead() * 3 > self._rows()
+        first = 0 if whole else 1
+        self.segments[first:] = [_merged(self.segments[first:])] if self.segments[first:] else []
+        self.segments = [s for s in self.segments if s.ids.size]
+
+    def _rows(self) -> int:
+        return sum(s.ids.size for s in self.segments)
+
+    def _dead(self) -> int:
+        return self._rows() - self.size
+
+
+def _merged(segments: list[Segment]) -> Segment:
+    """One segment of the live rows of `segments` (in id order: each is newer than the one before)."""
+    ids, lengths, terms, rows, freqs = [], [], [], [], []
+    offset = 0
+    for s in segments:
+        renumber = np.cumsum(s.live) - 1 + offset  # a live row's place among the merged rows
+        per_posting = np.repeat(s.terms, np.diff(s.starts))
+        alive = s.live[s.rows]
+        ids.append(s.ids[s.live])
+        lengths.append(s.lengths[s.live])
+        terms.append(per_posting[alive])
+        rows.append(renumber[s.rows[alive]].astype(np.int32))
+        freqs.append(s.freqs[alive])
+        offset += int(s.live.sum())
+    return Segment.postings(*(np.concatenate(a) for a in (ids, lengths, terms, rows, freqs)))

@@ -1,0 +1,218 @@
+"""The embedded index's keyword half (adapters/local/index_terms.py): FTS5's `porter unicode61` analysis and
+bm25() scoring, computed over each tenant's own documents. FTS5 itself is the reference: a table holding only
+the tenant's rows scores exactly what the index must (the file holds no FTS5 table any more)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memlane.adapters.local.embedded_index import EmbeddedIndex
+from memlane.adapters.local.index_terms import TermIndex, query_terms, tokens
+from memlane.adapters.local.porter import stem
+from memlane.domain.language import search_words
+from memlane.domain.models import Memory, MemoryStatus, RecordType
+from memlane.domain.scope import Scope, ScopeFilter
+from memlane.ports import IndexQuery
+
+ROOT = Path(__file__).resolve().parents[3]
+DIM = 8
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+FEW = "apple river garden violin harbour lantern running runs the of".split()  # many equal scores
+MANY = [f"w{i}" for i in range(300)] + ["Café", "naïve", "résumé", "2023s", "caresses", "hopefully"]
+
+
+def fts5(rows: list[tuple[str, str]]) -> sqlite3.Connection:
+    """An FTS5 table as the index's file had it (text, keywords, one tenant token), holding `rows`."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE ref USING fts5(text, keywords, tkey, tokenize='porter unicode61')")
+    db.executemany("INSERT INTO ref (rowid, text, keywords, tkey) VALUES (?, ?, ?, '12345')",
+                   [(i, text, keywords) for i, (text, keywords) in enumerate(rows)])
+    return db
+
+
+def fts5_scores(db: sqlite3.Connection, query: str) -> dict[int, float]:
+    """FTS5's bm25() of each row matching `query`, as the index's keyword half computed it before."""
+    words = search_words(query, 64)
+    if not words:
+        return {}
+    match = "{text keywords} : (" + " OR ".join(f'"{w}"' for w in words) + ")"
+    return {rowid: -rank for rowid, rank in
+            db.execute("SELECT rowid, bm25(ref, 1.0, 1.0, 0.0) FROM ref WHERE ref MATCH ?", (match,))}
+
+
+def vocabulary() -> list[str]:
+    text = " ".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+    return sorted(set(re.findall(r"[a-z]+", text.lower())))
+
+
+def test_the_stemmer_is_fts5s_porter_word_for_word() -> None:
+    words = vocabulary() + ("generalizations oscillators relational conditional digitizer radicalli "
+                            "vietnamization feudalism decisiveness hopefulness formaliti sensibiliti triplicate "
+                            "electriciti hopeful goodness allowance gyroscopic adjustable replacement adoption "
+                            "homologou activate bowdlerize controll roll ponies ties feed agreed plastered bled "
+                            "motoring sing conflated troubled sized hopping tanned falling hissing fizzed failing "
+                            "filing happy sky yyyyy syzygy archaeology analogi").split()
+    assert len(words) > 3000
+    db = fts5([(w, "") for w in words])
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(ref, 'instance')")
+    theirs = {words[row]: term for term, row in db.execute("SELECT term, doc FROM v WHERE col = 'text'")}
+    assert [w for w in words if stem(w) != theirs[w]] == []
+
+
+def test_the_tokens_are_fts5s() -> None:
+    """Of letters and digits: FTS5, with Unicode 6.1's tables, also keeps some symbols (an emoji is a word
+    there) where OpenSearch's tokenizer (`[^\\p{L}\\p{N}]+`) and this one split."""
+    assert tokens("emoji 🦓 zebras + x²") == ["emoji", "zebra", "x²"]
+    texts = ["Café naïve RÉSUMÉ: I'm running_fast, 2023s and Ångström's 3.14", "e-mail foo@bar.com x2 ß ǅ",
+             "日本語 テキスト and zebras", "ALL-CAPS hyphen-ated a.b.c", "y yy yyy " + "z" * 70]
+    db = fts5([(t, "") for t in texts])
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(ref, 'instance')")
+    theirs: dict[int, list[str]] = {}
+    for term, row in db.execute("SELECT term, doc FROM v WHERE col = 'text' ORDER BY doc, offset"):
+        theirs.setdefault(row, []).append(term)
+    assert [tokens(t) for t in texts] == [theirs[i] for i in range(len(texts))]
+
+
+def corpus(seed: int, n: int) -> list[tuple[str, str]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        words = rng.choice(FEW if i % 3 else MANY, size=int(rng.integers(1, 12)))
+        out.append((" ".join(words), " ".join(rng.choice(MANY, size=int(rng.integers(0, 3))))))
+    return out
+
+
+QUERIES = ["apple", "apple violin", "running", "runs running river", "w1 w2 w3 w77", "café resume",
+           "harbour lantern garden w5", "the of", "hopeful caress", "nothing matches here"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_term_index_scores_as_fts5_over_the_same_rows(seed: int) -> None:
+    rows = corpus(seed, 400)
+    ref, terms = fts5(rows), TermIndex((i + 1, t, k) for i, (t, k) in enumerate(rows))
+    for q in QUERIES:
+        ids, scores = terms.scores(query_terms(q))
+        ours = dict(zip((ids - 1).tolist(), scores.tolist()))
+        theirs = fts5_scores(ref, q)
+        assert ours.keys() == theirs.keys(), q
+        assert all(abs(ours[r] - theirs[r]) < 1e-9 * max(1.0, abs(theirs[r])) for r in theirs), q
+
+
+def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores() -> None:
+    """Many small adds (segments merged as they pile up) and removals, checked against an index built
+    from the rows left, and against FTS5 over them."""
+    rng = np.random.default_rng(4)
+    rows = dict(enumerate(corpus(9, 600), start=1))
+    live = TermIndex((i, *rows[i]) for i in range(1, 201))
+    kept = set(range(1, 201))
+    for start in range(201, 601, 20):
+        added = list(range(start, start + int(rng.integers(1, 21))))
+        live.add((i, *rows[i]) for i in added)
+        kept |= set(added)
+        gone = rng.choice(sorted(kept), size=int(rng.integers(0, 12)), replace=False).tolist()
+        live.remove(gone + [10_000])  # an id it never held is ignored
+        kept -= set(gone)
+        assert len(live.segments) <= 9
+        order = sorted(kept)
+        fresh = TermIndex((i, *rows[i]) for i in order)
+        ref = fts5([rows[i] for i in order])
+        for q in QUERIES[:6]:
+            ids, scores = live.scores(query_terms(q))
+            got = dict(zip(ids.tolist(), scores.tolist()))
+            ids2, scores2 = fresh.scores(query_terms(q))
+            assert got.keys() == set(ids2.tolist())
+            assert np.allclose([got[i] for i in ids2.tolist()], scores2, rtol=1e-9)
+            theirs = {order[r]: s for r, s in fts5_scores(ref, q).items()}
+            assert got.keys() == theirs.keys() and all(abs(got[i] - theirs[i]) < 1e-9 * max(1, theirs[i]) for i in got)
+    assert live.size == len(kept)
+
+
+# -- through the index ---------------------------------------------------------------------------
+
+
+def memory(tenant: str, i: int, text: str, keywords: str, rng: np.random.Generator) -> tuple[Memory, list[float]]:
+    v = rng.standard_normal(DIM)
+    m = Memory(memory_id=f"{tenant}-{i:04d}", scope=Scope(app_id="app", tenant_id=tenant, agent_id="ab"[i % 2],
+                                                          run_id="r"),
+               text=text, keywords=keywords, created_at=T0, updated_at=T0,
+               status=MemoryStatus.SUPERSEDED if i % 7 == 0 else MemoryStatus.ACTIVE,
+               record_type=RecordType.MESSAGE if i % 5 == 0 else RecordType.MEMORY)
+    return m, (v / np.linalg.norm(v)).tolist()
+
+
+@pytest.fixture(scope="module")
+def idx(tmp_path_factory: pytest.TempPathFactory) -> tuple[EmbeddedIndex, dict[str, list[Memory]]]:
+    """Two tenants of one store in the same words: `big` and `small`, each with memories of both statuses,
+    messages and two agents."""
+    index = EmbeddedIndex(tmp_path_factory.mktemp("kw") / "index.db", ann=False)
+    index.ensure_store("s", DIM)
+    rng = np.random.default_rng(11)
+    held: dict[str, list[Memory]] = {}
+    for tenant, n, seed in (("big", 900, 1), ("small", 150, 2)):
+        docs = [memory(tenant, i, t, k, rng) for i, (t, k) in enumerate(corpus(seed, n))]
+        index.upsert("s", docs)
+        held[tenant] = [m for m, _ in docs]
+    return index, held
+
+
+EVERY_ROW = {"statuses": tuple(MemoryStatus), "record_types": (RecordType.MEMORY, RecordType.MESSAGE)}
+FILTERS = [
+    {},
+    {"statuses": (MemoryStatus.ACTIVE,), "record_types": (RecordType.MEMORY,)},
+    {"record_types": (RecordType.MESSAGE,)},
+    {"scope": {"agent_ids": ("b",)}, "statuses": (MemoryStatus.SUPERSEDED,)},
+    EVERY_ROW,
+]
+
+
+def passes(m: Memory, narrow: dict) -> bool:
+    statuses = narrow.get("statuses", (MemoryStatus.ACTIVE,))
+    kinds = narrow.get("record_types", (RecordType.MEMORY,))
+    agents = narrow.get("scope", {}).get("agent_ids")
+    return m.status in statuses and m.record_type in kinds and (agents is None or m.scope.agent_id in agents)
+
+
+@pytest.mark.parametrize("tenant", ["big", "small"])
+@pytest.mark.parametrize("k", [1, 7, 40, 500])
+@pytest.mark.parametrize("narrow", range(len(FILTERS)))
+def test_the_keyword_half_is_fts5_over_the_tenants_rows_filtered(idx, tenant: str, k: int, narrow: int) -> None:
+    """Scores from the tenant's rows alone, the filter applied after (it does not change the statistics),
+    ties at the cut ordered by memory id — whether the first check finds k, widens or reads the allowed rows."""
+    index, held = idx
+    mine = held[tenant]
+    ref = fts5([(m.text, m.keywords) for m in mine])
+    f = FILTERS[narrow]
+    for q in QUERIES:
+        query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id=tenant, **f.get("scope", {})), text=q,
+                           vector=[1.0] + [0.0] * (DIM - 1), k=k, **{a: v for a, v in f.items() if a != "scope"})
+        got = [(h.memory_id, round(h.score, 9)) for h in index.search("s", query).keyword]
+        theirs = sorted(((mine[r].memory_id, round(s, 9)) for r, s in fts5_scores(ref, q).items()
+                         if passes(mine[r], f)), key=lambda x: (-x[1], x[0]))[:k]
+        assert got == theirs, q
+
+
+def test_a_processs_writes_reach_its_term_index_and_another_processs_drop_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    one, two = EmbeddedIndex(tmp_path / "i.db", ann=False), EmbeddedIndex(tmp_path / "i.db", ann=False)
+    one.ensure_store("s", DIM)
+
+    def found(words: str) -> set[str]:
+        q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t"), text=words, vector=None, k=10)
+        return {h.memory_id for h in one.search("s", q).keyword}
+
+    one.upsert("s", [memory("t", 1, "a violin", "", rng), memory("t", 2, "a cello", "", rng)])
+    assert found("violin") == {"t-0001"}  # built
+    one.upsert("s", [memory("t", 2, "my violin, my violin", "", rng)])  # an edit: its old row goes
+    one.upsert("s", [memory("t", 3, "violin", "", rng)])
+    assert found("violin") == {"t-0001", "t-0002", "t-0003"} and found("cello") == set()
+    one.delete("s", ["t-0003"])
+    two.upsert("s", [memory("t", 4, "violin violin violin", "", rng)])
+    two.delete("s", ["t-0001"])
+    assert found("violin") == {"t-0002", "t-0004"}
+    one.close(), two.close()
