@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from opensearchpy.exceptions import AuthenticationException
 
-from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
+from memlane.adapters.opensearch.documents import alias_name, document_terms, index_name, routing_key
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.queries import search_lines
 from memlane.adapters.opensearch.tenant_auth import without_userinfo
@@ -33,7 +33,7 @@ def test_store_is_a_versioned_index_behind_an_alias(os_index: OpenSearchIndex) -
     assert mapping["_routing"] == {"required": True}
     assert mapping["properties"]["embedding"]["dimension"] == DIM
     assert mapping["properties"]["embedding"]["method"]["space_type"] == "cosinesimil"
-    assert mapping["properties"]["content"]["analyzer"] == "porter_unicode61"
+    assert mapping["properties"]["terms"]["analyzer"] == "whitespace"
     os_index.drop_store("s1")
     assert not client.indices.exists(index=index_name(os_index.prefix, "s1"))
     assert not client.indices.exists_alias(name=alias)
@@ -196,6 +196,7 @@ def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_u
                      body={"store": "s1", "memory_id": "old", "app_id": "app", "tenant_id": "t1",
                            "agent_id": "a", "run_id": "r", "memory_type": "fact", "status": "active",
                            "text": "zebra from before", "keywords": "", "embedding": embed("zebra from before"),
+                           "terms": document_terms("app", "t1", "zebra from before", ""),
                            "created_at": "2024-01-01T00:00:00Z", "time": "2024-01-01T00:00:00Z"},
                      refresh=True)
     old.close()
@@ -304,3 +305,30 @@ def test_concurrent_searches_of_small_and_large_tenants_each_get_their_own_answe
     for tenant, i, vector, keyword in together:
         assert (vector, keyword) == alone[(tenant, i)]
         assert vector and all(m.startswith(f"{tenant}-") for m, _ in vector) and all(m.startswith(f"{tenant}-") for m in keyword)
+
+
+def test_what_another_tenant_holds_changes_no_keyword_rank(opensearch_url: str, index_prefix: str) -> None:
+    """The keyword side channel (docs/security.md): mallory holds "<guess> filler" and "<nonce> filler" and
+    reads which ranks first for "<guess> <nonce>". With the shard's document frequencies a guess that other
+    tenants' documents hold ranks second; with each tenant's own terms both words are as rare as ever, so the
+    two still tie (ordered by id) whatever the victim, on the same shard (one shard here), writes."""
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix, shards=1)
+    try:
+        idx.ensure_store("s1", DIM)
+        alias = alias_name(index_prefix, "s1")
+        put(idx, "s1", mem("a-guess", "4711 filler words", tenant="mallory"),
+            mem("b-nonce", "qzxv filler words", tenant="mallory"))
+
+        def probe() -> list[tuple[str, float]]:
+            idx.client.indices.refresh(index=alias)
+            q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="mallory"), text="4711 qzxv", k=10)
+            return [(h.memory_id, h.score) for h in idx.search("s1", q).keyword]
+
+        before = probe()
+        assert [mid for mid, _ in before] == ["a-guess", "b-nonce"] and before[0][1] == before[1][1]
+        put(idx, "s1", *[mem(f"v-{i}", f"my card PIN is 4711, note {i}", tenant="victim") for i in range(40)])
+        after = probe()
+        assert [mid for mid, _ in after] == ["a-guess", "b-nonce"] and after[0][1] == after[1][1], after
+    finally:
+        drop_prefix(idx.client, index_prefix)
+        idx.close()

@@ -30,12 +30,12 @@ def test_a_store_index_made_by_this_version_has_no_difference(os_index: OpenSear
 
 def test_another_analyzer_and_knn_space_are_named(os_index: OpenSearchIndex) -> None:
     body = index_body(DIM)
-    body["mappings"]["properties"]["content"]["analyzer"] = "standard"
+    body["mappings"]["properties"]["terms"]["analyzer"] = "standard"
     body["mappings"]["properties"]["embedding"]["method"]["space_type"] = "l2"
     name = index_name(os_index.prefix, "old")
     os_index.client.indices.create(index=name, body={**body, "aliases": {alias_name(os_index.prefix, "old"): {}}})
     assert [str(d) for d in differences(os_index.describe())] == [
-        f"index {name}: field content: analyzer porter_unicode61 expected, standard found",
+        f"index {name}: field terms: analyzer whitespace expected, standard found",
         f"index {name}: field embedding: method.space_type cosinesimil expected, l2 found",
     ]
     assert os_index.create_missing() == []  # create never touches what differs
@@ -61,17 +61,36 @@ def test_a_store_index_of_another_knn_engine_is_named(os_index: OpenSearchIndex,
 
 def test_an_index_of_the_english_analyzer_layout_is_named(os_index: OpenSearchIndex) -> None:
     """Before backend parity, text and keywords were searched themselves with the `english` analyzer; now
-    one `content` field is, scored like the embedded index. `schema validate` must name such an index
+    one field is, scored like the embedded index. `schema validate` must name such an index
     (`schema recreate` rebuilds it), not search a field it lacks."""
     body = index_body(DIM)
     props = body["mappings"]["properties"]
-    del props["content"]
+    del props["terms"]
     props["text"] = props["keywords"] = {"type": "text", "analyzer": "english"}
     del body["settings"]["index"]["similarity"]
     name = index_name(os_index.prefix, "old")
     os_index.client.indices.create(index=name, body={**body, "aliases": {alias_name(os_index.prefix, "old"): {}}})
     found = [str(d) for d in differences(os_index.describe())]
-    assert any(d.startswith(f"index {name}: field content") for d in found), found
+    assert any(d.startswith(f"index {name}: field terms") for d in found), found
+
+
+def test_an_index_of_the_shard_statistics_layout_is_named(os_index: OpenSearchIndex) -> None:
+    """Before each tenant's words were its own terms, text and keywords were copied into one `content`
+    field, and BM25 counted a word over every tenant of the shard (docs/security.md). Such an index is
+    named (`schema recreate` rebuilds it), not searched for terms it lacks."""
+    body = index_body(DIM)
+    props = body["mappings"]["properties"]
+    del props["terms"]
+    props["text"] = props["keywords"] = {"type": "text", "index": False, "copy_to": ["content"]}
+    props["content"] = {"type": "text", "analyzer": "porter_unicode61", "similarity": "fts5_bm25"}
+    body["settings"]["index"]["analysis"] = {
+        "tokenizer": {"unicode61": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
+        "analyzer": {"porter_unicode61": {"type": "custom", "tokenizer": "unicode61",
+                                          "filter": ["lowercase", "asciifolding", "porter_stem"]}}}
+    name = index_name(os_index.prefix, "old")
+    os_index.client.indices.create(index=name, body={**body, "aliases": {alias_name(os_index.prefix, "old"): {}}})
+    found = [str(d) for d in differences(os_index.describe())]
+    assert any(d.startswith(f"index {name}: field terms") for d in found), found
 
 
 def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> None:  # type: ignore[no-untyped-def]
@@ -82,7 +101,7 @@ def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> N
     # The store's index as an older layout made it (another analyzer), behind the alias, then written.
     index.client.indices.delete(index=v1)
     old = index_body(deps.embedder.dim)
-    old["mappings"]["properties"]["content"]["analyzer"] = "standard"
+    old["mappings"]["properties"]["terms"]["analyzer"] = "standard"
     index.client.indices.create(index=v1, body={**old, "aliases": {alias: {}}})
     facts = ["I adopted a beagle named Max last Saturday.", "I work as a nurse at St. Mary's hospital in Denver.",
              "My favourite food is spicy Thai green curry."]
@@ -94,7 +113,7 @@ def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> N
     for policy in ("validate", "create"):  # create makes what is missing, never what differs
         with pytest.raises(SchemaMismatch) as refused:
             schema.check(deps, policy)
-        assert f"index {v1}: field content: analyzer porter_unicode61 expected, standard found" in refused.value.message
+        assert f"index {v1}: field terms: analyzer whitespace expected, standard found" in refused.value.message
 
     stop, results, errors = threading.Event(), [], []
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from memlane.adapters.local.embedded_index import EmbeddedIndex
-from memlane.adapters.local.index_terms import TermIndex, query_terms, tokens
-from memlane.adapters.local.porter import stem
+from memlane.adapters.local.index_terms import TermIndex, query_terms
+from memlane.domain.analysis import tokens
+from memlane.domain.porter import stem
 from memlane.domain.language import search_words
 from memlane.domain.models import Memory, MemoryStatus, RecordType
 from memlane.domain.scope import Scope, ScopeFilter

@@ -7,7 +7,8 @@ import pytest
 
 from memlane.adapters.opensearch.documents import metadata_filter_terms, metadata_terms
 from memlane.adapters.opensearch.index import index_body
-from memlane.adapters.opensearch.queries import query_words, search_lines
+from memlane.adapters.opensearch.documents import document_terms, term_prefix
+from memlane.adapters.opensearch.queries import query_terms, search_lines
 from memlane.domain.errors import InvalidInput
 from memlane.domain.models import MemoryType, RecordType
 from memlane.domain.scope import ScopeFilter
@@ -71,13 +72,25 @@ def test_no_words_means_no_keyword_half_and_no_vector_no_vector_half():
 
 
 @pytest.mark.parametrize(("text", "words"), [
-    ('text:zebra AND "giraffe" OR zeb*', "text zebra giraffe zeb"),  # stop words out, as embedded
+    ('text:zebra AND "giraffe" OR zeb*', "text zebra giraff zeb"),  # stop words out, stemmed, as embedded
     ("Zebra zebra ZEBRA", "zebra"),
     ("zebra " * 500, "zebra"),
     (" ".join(f"w{i}" for i in range(100)), " ".join(f"w{i}" for i in range(64))),
 ])
-def test_query_words_keep_only_words_and_cap_them(text, words):
-    assert query_words(text) == words
+def test_query_terms_keep_only_words_stem_and_cap_them(text, words):
+    prefix = term_prefix("app", "t1")
+    assert query_terms(text, "app", "t1") == " ".join(prefix + w for w in words.split())
+
+
+def test_each_tenant_has_its_own_terms_so_bm25_counts_only_its_documents():
+    """The same words are other terms for another tenant (or the same tenant id under another app): a
+    word's document frequency on the shard is then the tenant's own."""
+    mine, theirs, other_app = term_prefix("app", "t1"), term_prefix("app", "t2"), term_prefix("app2", "t1")
+    assert len({mine, theirs, other_app, term_prefix("app\x1ft", "1")}) == 4
+    assert document_terms("app", "t1", "The cats' café", "cats") == f"{mine}the {mine}cat {mine}cafe {mine}cat"
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t2"), text="cafe")
+    lines, _ = search_lines("mem-s1", "s1", q, k=5, vector=None)
+    assert lines[1]["query"]["bool"]["must"] == [{"match": {"terms": {"query": f"{theirs}cafe"}}}]
 
 
 def test_metadata_terms_keep_json_types_and_literal_keys():

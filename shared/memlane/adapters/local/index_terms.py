@@ -4,8 +4,8 @@ A tenant's statistics are its own: how many documents it has, their average leng
 hold a word. What another tenant writes changes no score of this one, so scores tell nothing about
 other tenants' words (FTS5's bm25() counted them over the whole file: docs/security.md). The scoring is
 FTS5's bm25() otherwise (k1 1.2, b 0.75, idf floored at 1e-6, text and keywords weighted alike, the
-tenant token counted in each length) and the analysis its `porter unicode61` tokenizer's: on a file
-holding one tenant the scores are FTS5's (tests/unit/test_keyword_terms.py).
+tenant token counted in each length) and the analysis its `porter unicode61` tokenizer's (domain/analysis.py):
+on a file holding one tenant the scores are FTS5's (tests/unit/adapters/test_embedded_keyword.py).
 
 Words are kept as hashes (Python's `hash`: salted per process, and this index lives in one process),
 never as text. A tenant's index is built from its rows on first search, then follows the process's own
@@ -16,47 +16,26 @@ process's write drops it (`EmbeddedIndex._check_foreign_writes`).
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from ...domain.language import LUCENE_STOP_WORDS, search_words
-from .porter import stem
+from ...domain.analysis import document_tokens, query_tokens
 
 K1, B = 1.2, 0.75
-MAX_QUERY_WORDS = 64  # bounds one query's cost: longer queries keep their first 64 words
-_MAX_STEMMED = 64  # longer tokens are kept whole, as FTS5's porter tokenizer does
-_TOKEN = re.compile(r"[^\W_]+")  # unicode61: runs of letters and digits
 _MAX_SEGMENTS = 8
 
 
-def tokens(text: str) -> list[str]:
-    """The tokens of `text` as `porter unicode61` makes them: lower-cased, Latin diacritics removed,
-    split at everything but letters and digits, stemmed."""
-    text = text.lower()
-    if not text.isascii():
-        text = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
-    return [stem(t) if len(t) <= _MAX_STEMMED else t for t in _TOKEN.findall(text)]
-
-
 def query_terms(text: str) -> list[int]:
-    """The terms a keyword search looks for: each search word's tokens (the words OpenSearch is asked for
-    too, language.search_words), as hashes. Two words with one stem count twice, as in FTS5's OR."""
-    return [hash(t) for word in search_words(text, MAX_QUERY_WORDS) for t in tokens(word)]
+    """The terms a keyword search looks for (analysis.query_tokens), as hashes."""
+    return [hash(t) for t in query_tokens(text)]
 
 
 def _document(text: str, keywords: str) -> tuple[list[int], int]:
-    """A document's indexed terms (stop words are never asked for, so not kept) and its length in tokens,
-    +1 for the tenant token FTS5's rows held."""
-    words = _TOKEN.findall(f"{text} {keywords}".lower()) if (text + keywords).isascii() else None
-    if words is None:
-        found = tokens(text) + tokens(keywords)
-        return [hash(t) for t in found], len(found) + 1
-    kept = [hash(stem(w) if len(w) <= _MAX_STEMMED else w) for w in words if w not in LUCENE_STOP_WORDS]
-    return kept, len(words) + 1
+    """A document's indexed terms and its length in tokens, +1 for the tenant token FTS5's rows held."""
+    found, length = document_tokens(text, keywords)
+    return [hash(t) for t in found], length + 1
 
 
 @dataclass

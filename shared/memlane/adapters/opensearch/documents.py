@@ -11,11 +11,13 @@ can neither explode nor conflict with the mapping.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from datetime import UTC, datetime
 from typing import Any
 
+from ...domain.analysis import tokens
 from ...domain.errors import InvalidInput
 from ...domain.models import Memory
 
@@ -36,6 +38,20 @@ def index_name(prefix: str, store: str, version: int = INDEX_VERSION) -> str:
 def routing_key(app_id: str, tenant_id: str) -> str:
     """All of a tenant's documents live on one shard; its searches touch only that shard."""
     return f"{app_id}#{tenant_id}"
+
+
+def term_prefix(app_id: str, tenant_id: str) -> str:
+    """What a tenant's keyword terms start with: BM25 then counts how many of the tenant's documents hold a
+    word (all on one shard, `routing_key`), not the shard's — so scores tell nothing of other tenants' words
+    (docs/security.md). A digest, so the index holds no tenant name in its terms."""
+    return hashlib.blake2b(f"{app_id}\x1f{tenant_id}".encode(), digest_size=8).hexdigest() + "_"
+
+
+def document_terms(app_id: str, tenant_id: str, text: str, keywords: str) -> str:
+    """The `terms` field: every token of the text and keywords (domain/analysis.py, as the embedded index
+    counts them), each with the tenant's prefix."""
+    prefix = term_prefix(app_id, tenant_id)
+    return " ".join(prefix + t for t in tokens(text) + tokens(keywords))
 
 
 def utc_iso(value: datetime) -> str:
@@ -94,6 +110,7 @@ def to_document(store: str, memory: Memory, vector: list[float]) -> dict[str, An
         "status": str(memory.status),
         "text": memory.text,
         "keywords": memory.keywords,
+        "terms": document_terms(s.app_id, s.tenant_id, memory.text, memory.keywords),
         "embedding": vector,
         "created_at": created,
         "updated_at": utc_iso(memory.updated_at),

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...domain.language import search_words
+from ...domain.analysis import query_tokens
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery, keyword_limit
-from .documents import metadata_filter_terms, routing_key, utc_iso
+from .documents import metadata_filter_terms, routing_key, term_prefix, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
 # A tenant of at most this many documents has its vector half scored exactly (a script score over its filter)
@@ -20,7 +20,6 @@ MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result
 # (measured side by side, the two cross at ≈ 20,000 documents on one merged segment and later when loaded:
 # docs/benchmarks.md "Where scoring a tenant exactly stops paying"). The adapter's default `exact_vector_max`.
 EXACT_VECTOR_MAX = 20_000
-_MAX_QUERY_WORDS = 64  # bounds one query's clauses (far below indices.query.bool.max_clause_count)
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
 _SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
 # What a hit says besides its id: which kind of record it is and where it lives (never any text).
@@ -31,10 +30,11 @@ _IS_MEMORY = {"bool": {"should": [{"term": {"record_type": str(RecordType.MEMORY
                        "minimum_should_match": 1}}
 
 
-def query_words(text: str) -> str:
-    """The words the embedded index looks for too (stop words and possessives out); a match query
-    parses no syntax, but this also caps the size."""
-    return " ".join(search_words(text, _MAX_QUERY_WORDS))
+def query_terms(text: str, app_id: str, tenant_id: str) -> str:
+    """The terms the embedded index looks for too (analysis.query_tokens: stop words and possessives out,
+    at most 64 words), with the tenant's prefix, for a `match` on `terms` (whitespace-split: no syntax)."""
+    prefix = term_prefix(app_id, tenant_id)
+    return " ".join(prefix + t for t in query_tokens(text))
 
 
 def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]]:
@@ -91,8 +91,9 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[
                  exact: bool = False, count_up_to: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The `_msearch` body for one hybrid query, and which signal each response answers.
 
-    BM25 over `content` (text + keywords, scored as the embedded index's FTS5 scores them: see
-    memory-index.json and docs/benchmarks.md "Backend parity"), and the vector half under the same filters:
+    BM25 over `terms` (text + keywords, analysed and scored as the embedded index does, each word counted
+    over the tenant's documents: see memory-index.json and docs/benchmarks.md "Backend parity"), and the
+    vector half under the same filters:
     k-NN with the filter inside the knn clause (efficient filtering: the graph search only visits documents
     that pass it, so k results come back whenever k documents match), or, `exact`, every document that
     passes the filter scored (a small tenant: faster than the walk, and the exact top k, as the embedded
@@ -105,9 +106,9 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[
     common = {"size": k, "_source": HIT_FIELDS, "track_total_hits": False, "sort": _SORT}
     lines: list[dict[str, Any]] = []
     signals: list[str] = []
-    words = query_words(q.text)
+    words = query_terms(q.text, q.scope.app_id, q.scope.tenant_id)
     if words:
-        match = {"match": {"content": {"query": words}}}
+        match = {"match": {"terms": {"query": words}}}
         lines += [header, {**common, "size": keyword_limit(q, k), "query": {"bool": {"must": [match], "filter": filters}}}]
         signals.append("keyword")
     if vector is not None:

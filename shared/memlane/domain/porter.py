@@ -1,6 +1,6 @@
 """The Porter stemmer (M. F. Porter, 1980), as its reference C implementation states it: the variant
 SQLite FTS5's `porter` tokenizer and Lucene's `porter_stem` filter implement (so the embedded index and
-OpenSearch stem alike; tests/unit/test_keyword_terms.py compares it with FTS5 word by word). It keeps
+OpenSearch stem alike; tests/unit/adapters/test_embedded_keyword.py compares it with FTS5 word by word). It keeps
 the reference's two departures from the paper (-bli → -ble, -logi → -log) and leaves words of one or
 two letters alone.
 """
