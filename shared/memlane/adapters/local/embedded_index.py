@@ -470,7 +470,8 @@ class EmbeddedIndex:
 
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: Filter, columns: str, *, within: list[int] | None = None,
-                named: list[str] | None = None, with_vectors: bool = False, after: int | None = None) -> list[tuple[Any, ...]]:
+                named: list[str] | None = None, with_vectors: bool = False,
+                after: int | None = None) -> list[tuple[Any, ...]]:
         """Read `docs` (alias d) under the store + scope filter and the query's filters, in id order.
 
         The only code that reads docs for search: the scope conditions are not optional here,

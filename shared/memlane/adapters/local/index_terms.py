@@ -85,7 +85,8 @@ class Segment:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.ids, self.lengths, self.terms, self.starts, self.rows, self.freqs, self.live))
+        arrays = (self.ids, self.lengths, self.terms, self.starts, self.rows, self.freqs, self.live)
+        return sum(a.nbytes for a in arrays)
 
     def postings_of(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The live rows holding `term`, and how often each holds it."""
@@ -125,7 +126,7 @@ class TermIndex:
             self._merge()
 
     def remove(self, ids: Sequence[int]) -> None:
-        gone = np.asarray(ids, dtype=np.int64)
+        gone = np.unique(np.asarray(ids, dtype=np.int64))
         for s in self.segments:
             rows = np.searchsorted(s.ids, gone)
             inside = rows < s.ids.size
