@@ -24,6 +24,7 @@ from opensearchpy.exceptions import AuthenticationException, AuthorizationExcept
 from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.tenant_auth import TokenClients, tenant_token
+from memlane.domain.analysis import tokens
 from memlane.domain.errors import Conflict, Forbidden
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
@@ -41,7 +42,9 @@ def _ids(idx: OpenSearchIndex, store: str) -> set[str]:
 
 
 def _ids_matching(idx: OpenSearchIndex, store: str, word: str) -> set[str]:
-    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"match": {"content": word}}})
+    """The documents whose terms hold `word`, whatever their tenant (a term is `<tenant digest>_<stem>`)."""
+    (term,) = tokens(word)
+    resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"wildcard": {"terms": f"*_{term}"}}})
     return {h["_id"] for h in resp["hits"]["hits"]}
 
 

@@ -12,19 +12,18 @@ from .language import LUCENE_STOP_WORDS, search_words
 from .porter import stem
 
 MAX_QUERY_WORDS = 64  # bounds one query's cost: longer queries keep their first 64 words
-_MAX_STEMMED = 64  # longer tokens are kept whole, as FTS5's porter tokenizer does
 _TOKEN = re.compile(r"[^\W_]+")  # letters and digits, as OpenSearch's `[^\p{L}\p{N}]+` splits
 
 
 def tokens(text: str) -> list[str]:
     """Every token of `text`, in order."""
-    return [_stemmed(w) for w in _words(text)]
+    return list(map(stem, _words(text)))
 
 
 def document_tokens(text: str, keywords: str) -> tuple[list[str], int]:
     """A document's tokens that a search can ask for (stop words never are), and how many tokens it has."""
     words = _words(f"{text} {keywords}")
-    return [_stemmed(w) for w in words if w not in LUCENE_STOP_WORDS], len(words)
+    return [stem(w) for w in words if w not in LUCENE_STOP_WORDS], len(words)
 
 
 def query_tokens(text: str) -> list[str]:
@@ -38,7 +37,3 @@ def _words(text: str) -> list[str]:
     if not text.isascii():
         text = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
     return _TOKEN.findall(text)
-
-
-def _stemmed(token: str) -> str:
-    return stem(token) if len(token) <= _MAX_STEMMED else token

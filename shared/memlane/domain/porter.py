@@ -2,7 +2,7 @@
 SQLite FTS5's `porter` tokenizer and Lucene's `porter_stem` filter implement (so the embedded index and
 OpenSearch stem alike; tests/unit/adapters/test_embedded_keyword.py compares it with FTS5 word by word). It keeps
 the reference's two departures from the paper (-bli → -ble, -logi → -log) and leaves words of one or
-two letters alone.
+two letters, and of more than 64, alone.
 """
 
 from __future__ import annotations
@@ -150,8 +150,8 @@ _STEP4 = {
 
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """The Porter stem of a lower-case word."""
-    if len(word) <= 2:
+    """The Porter stem of a lower-case word (one of more than 64 letters is kept whole, as FTS5 keeps it)."""
+    if len(word) <= 2 or len(word) > 64:
         return word
     w = _Word(word)
     w.step1ab()

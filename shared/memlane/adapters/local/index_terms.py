@@ -35,7 +35,7 @@ def query_terms(text: str) -> list[int]:
 def _document(text: str, keywords: str) -> tuple[list[int], int]:
     """A document's indexed terms and its length in tokens, +1 for the tenant token FTS5's rows held."""
     found, length = document_tokens(text, keywords)
-    return [hash(t) for t in found], length + 1
+    return list(map(hash, found)), length + 1
 
 
 @dataclass
