@@ -245,6 +245,8 @@ def test_keyword_k_bounds_the_keyword_list_alone(ready: Index) -> None:
     cut = search(ready, "s1", "zebra", k=100, keyword_k=5)
     assert ids(cut.keyword) == ids(full.keyword)[:5]
     assert ids(cut.vector) == ids(full.vector)
+    none = search(ready, "s1", "zebra", k=20, keyword_k=0)  # more matches than a first check reads
+    assert none.keyword == [] and len(none.vector) == 20
 
 # ---------------------------------------------------------------------------------------------
 # Scope: every rule, every wildcard form, every neighbour that must stay invisible
@@ -882,6 +884,15 @@ def test_embedded_query_terms(text: str, expected: list[str]) -> None:
     from memlane.adapters.local.index_terms import query_terms
 
     assert query_terms(text) == [hash(t) for t in expected]
+
+
+def test_a_query_keeps_its_first_64_tokens_however_its_words_join_them() -> None:
+    """One word of many tokens ("w0_w1_...": an underscore joins a word, not a token) is cut too: the cap
+    bounds the terms a search scores under the index's lock."""
+    from memlane.domain.analysis import query_tokens
+
+    assert query_tokens("_".join(f"w{i}" for i in range(1000))) == [f"w{i}" for i in range(64)]
+    assert len(query_tokens(" ".join(f"a{i}_b{i}" for i in range(100)))) == 64
 
 
 @pytest.mark.parametrize(("agents", "metadata"), [

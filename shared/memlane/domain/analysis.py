@@ -11,7 +11,7 @@ import unicodedata
 from .language import LUCENE_STOP_WORDS, search_words
 from .porter import stem
 
-MAX_QUERY_WORDS = 64  # bounds one query's cost: longer queries keep their first 64 words
+MAX_QUERY_WORDS = 64  # bounds one query's cost: longer queries keep their first 64 words and tokens
 _TOKEN = re.compile(r"[^\W_]+")  # letters and digits, as OpenSearch's `[^\p{L}\p{N}]+` splits
 
 
@@ -28,8 +28,9 @@ def document_tokens(text: str, keywords: str) -> tuple[list[str], int]:
 
 def query_tokens(text: str) -> list[str]:
     """The tokens a keyword search looks for: each search word's (language.search_words: stop words and
-    possessives out, each word once). Two words of one stem count twice, as in FTS5's OR."""
-    return [t for word in search_words(text, MAX_QUERY_WORDS) for t in tokens(word)]
+    possessives out, each word once), the first 64. Two words of one stem count twice, as in FTS5's OR."""
+    # Capped as tokens, not words: "w0_w1_..._w999" is one word of a thousand tokens.
+    return [t for word in search_words(text, MAX_QUERY_WORDS) for t in tokens(word)][:MAX_QUERY_WORDS]
 
 
 def _words(text: str) -> list[str]:

@@ -228,7 +228,7 @@ class EmbeddedIndex:
         """BM25's best k that the filter lets through, scored by the tenant's term index (its own statistics,
         index_terms.py); the best are checked by `_select` as the vector half's are."""
         terms = query_terms(text)
-        if not terms:
+        if not terms or k <= 0:  # keyword_k 0: the query asks for no keyword hit
             return []
         key = (store, f.scope.app_id, f.scope.tenant_id)
         ids, scores = self._term_index(key).scores(terms)
