@@ -217,3 +217,63 @@ def test_a_processs_writes_reach_its_term_index_and_another_processs_drop_it(tmp
     two.delete("s", ["t-0001"])
     assert found("violin") == {"t-0002", "t-0004"}
     one.close(), two.close()
+
+
+def test_a_long_lived_index_answers_as_one_opened_afresh(tmp_path: Path) -> None:
+    """Random writes — new ids, edits, an id twice in a batch, batches across tenants and stores, deletes
+    with and without the tenant, a dropped store, and a second process's writes — then random filtered
+    keyword searches: the long-lived index's term indexes answer exactly as an index opened on a copy of
+    the file (built from the rows), ids, order and scores."""
+    import random
+    import shutil
+
+    rng = random.Random(7)
+    words = "apple river garden violin harbour running runs the cello zebra".split()
+    tenants = [("a1", "t1"), ("a1", "t2"), ("a2", "t1")]
+    live, other = EmbeddedIndex(tmp_path / "i.db", ann=False), EmbeddedIndex(tmp_path / "i.db", ann=False)
+    for store in ("s1", "s2"):
+        live.ensure_store(store, DIM)
+
+    def doc(store: str, n: int) -> tuple[Memory, list[float]]:
+        app, tenant = rng.choice(tenants)
+        m = Memory(memory_id=f"{store}-{app}-{tenant}-{n}", scope=Scope(app_id=app, tenant_id=tenant,
+                                                                        agent_id=rng.choice("gh"), run_id="r"),
+                   text=" ".join(rng.choice(words) for _ in range(rng.randint(1, 6))), created_at=T0, updated_at=T0,
+                   keywords=rng.choice(["", "zebra apple"]),
+                   status=rng.choice([MemoryStatus.ACTIVE, MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED]),
+                   record_type=rng.choice([RecordType.MEMORY, RecordType.MEMORY, RecordType.MESSAGE]))
+        return m, [rng.random() + 0.1 for _ in range(DIM)]
+
+    def keyword(index: EmbeddedIndex, store: str, q: IndexQuery) -> list[tuple[str, float]]:
+        return [(h.memory_id, h.score) for h in index.search(store, q).keyword]
+
+    for step in range(150):
+        store = rng.choice(["s1", "s2"])
+        writer = other if rng.random() < 0.1 else live
+        roll = rng.random()
+        if roll < 0.6:
+            writer.upsert(store, [doc(store, rng.randint(0, 60)) for _ in range(rng.randint(1, 4))])
+        elif roll < 0.9:
+            app, tenant = rng.choice(tenants)
+            gone = [f"{store}-{app}-{tenant}-{rng.randint(0, 60)}" for _ in range(3)]
+            writer.delete(store, gone, tenant=(app, tenant) if rng.random() < 0.5 else None)
+        elif roll < 0.93:
+            live.drop_store(store)
+            live.ensure_store(store, DIM)
+        if step % 5:
+            continue
+        shutil.copy(tmp_path / "i.db", tmp_path / "copy.db")  # opening the file itself would be a foreign write
+        for suffix in ("-wal", "-shm"):
+            if (tmp_path / f"i.db{suffix}").exists():
+                shutil.copy(tmp_path / f"i.db{suffix}", tmp_path / f"copy.db{suffix}")
+        fresh = EmbeddedIndex(tmp_path / "copy.db", ann=False)
+        for _ in range(8):
+            app, tenant = rng.choice(tenants)
+            f = rng.choice(FILTERS)
+            q = IndexQuery(scope=ScopeFilter(app_id=app, tenant_id=tenant, **f.get("scope", {})),
+                           text=" ".join(rng.sample(words, 2)), vector=None, k=rng.choice([1, 3, 10, 200]),
+                           **{a: v for a, v in f.items() if a != "scope"})
+            for store in ("s1", "s2"):
+                assert keyword(live, store, q) == keyword(fresh, store, q), (step, store, q)
+        fresh.close()
+    live.close(), other.close()
