@@ -263,9 +263,9 @@ class Index(Protocol):
 
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None: ...
 
-    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        """Delete by id, on an index bound by `for_tenant` only: of the ids, those of the bound
-        tenant are deleted, any other is left alone (an unbound index may refuse)."""
+    def delete(self, store: str, memory_ids: Sequence[str], *, app_id: str, tenant_id: str) -> None:
+        """Delete the tenant's documents of these ids (a document is its tenant's: another tenant may hold
+        the same id, and keeps it); unknown ids are left alone."""
         ...
 
     def search(self, store: str, query: IndexQuery) -> IndexResult:

@@ -335,26 +335,38 @@ def test_similarities_are_read_in_the_scope_only(placed: Index, agents: tuple[st
 
 
 def test_a_tenants_delete_naming_every_neighbours_id_removes_only_its_own(placed: Index) -> None:
-    placed.for_tenant("s1", "app", "t1").delete("s1", sorted(PLACES))  # prefix tenants, apps, stores too
+    placed.delete("s1", sorted(PLACES), app_id="app", tenant_id="t1")  # prefix tenants, apps, stores too
     for memory_id, (store, app, tenant, agent, run) in PLACES.items():
         found = both(search(placed, store, "zebra", app=app, tenant=tenant, k=100))
         assert (memory_id in found) == (memory_id not in T1), memory_id
 
 
-def test_a_write_never_takes_an_id_from_another_tenants_document(placed: Index) -> None:
-    """A tenant writing an id another tenant's document holds (two tenants choosing the same client id) never
-    changes or removes that document: the embedded index refuses the write (ids are unique in its store), and
-    OpenSearch refuses it where the two tenants share a shard or keeps two documents apart by routing. Before,
-    the embedded index removed the other tenant's document and wrote the new one."""
-    try:
-        put(placed, "s1", mem("t1-a1-r1", "zebra overwrite", tenant="t2"))
-    except Conflict as refused:
-        assert refused.code == "index_id_conflict"
+def test_two_tenants_hold_documents_of_one_id_apart(placed: Index) -> None:
+    """A document's identity is (store, app, tenant, id): two tenants choosing one client id each keep a
+    document, and neither's write, rewrite or delete reaches the other's. Before, the embedded index refused
+    t2's write (ids were unique in its store) and OpenSearch refused it where the two tenants share a shard:
+    a tenant could take an id another would use, and learn whether another held it."""
+    put(placed, "s1", mem("t1-a1-r1", "zebra mine too", tenant="t2"))
     assert both(search(placed, "s1", "zebra", tenant="t1", k=100)) == T1
-    assert ids(search(placed, "s1", "overwrite", tenant="t1").keyword) == []
-    assert "t2-a1-r1" in both(search(placed, "s1", "zebra", tenant="t2", k=100)) <= {"t2-a1-r1", "t1-a1-r1"}
-    put(placed, "s1", mem("t1-a1-r1", "zebra again", tenant="t1", agent="a1", run="r1"))  # its own tenant still can
-    assert ids(search(placed, "s1", "again", tenant="t1").keyword) == ["t1-a1-r1"]
+    assert ids(search(placed, "s1", "mine", tenant="t1").keyword) == []
+    assert both(search(placed, "s1", "zebra", tenant="t2", k=100)) == {"t2-a1-r1", "t1-a1-r1"}
+    assert ids(search(placed, "s1", "mine", tenant="t2").keyword) == ["t1-a1-r1"]
+    # one batch with both tenants' documents of one id writes both
+    put(placed, "s1", mem("both", "zebra apple", tenant="t1"), mem("both", "zebra pear", tenant="t2"))
+    assert [ids(search(placed, "s1", word, tenant="t1").keyword) for word in ("apple", "pear")] == [["both"], []]
+    assert [ids(search(placed, "s1", word, tenant="t2").keyword) for word in ("apple", "pear")] == [[], ["both"]]
+    # each tenant's similarity for the id is its own document's
+    t1_cos = placed.similarities("s1", ScopeFilter(app_id="app", tenant_id="t1"), embed("zebra apple"), ["both"])
+    t2_cos = placed.similarities("s1", ScopeFilter(app_id="app", tenant_id="t2"), embed("zebra apple"), ["both"])
+    assert t1_cos["both"] == pytest.approx(1.0, abs=1e-4) and t2_cos["both"] < 0.9
+    # a rewrite and a delete reach the writer's document only
+    put(placed, "s1", mem("both", "zebra plum", tenant="t2"))
+    assert ids(search(placed, "s1", "apple", tenant="t1").keyword) == ["both"]
+    placed.delete("s1", ["t1-a1-r1", "both"], app_id="app", tenant_id="t2")
+    assert both(search(placed, "s1", "zebra", tenant="t1", k=100)) == T1 | {"both"}
+    assert both(search(placed, "s1", "zebra", tenant="t2", k=100)) == {"t2-a1-r1"}
+    placed.delete("s1", ["both"], app_id="app", tenant_id="t1")
+    assert both(search(placed, "s1", "zebra", tenant="t1", k=100)) == T1
 
 
 def test_a_tenant_bound_index_refuses_calls_naming_another_tenant_or_store(placed: Index) -> None:
@@ -366,7 +378,9 @@ def test_a_tenant_bound_index_refuses_calls_naming_another_tenant_or_store(place
     with pytest.raises(Forbidden):
         search(t1, "s1", "zebra", tenant="t1x")
     with pytest.raises(Forbidden):
-        t1.delete("s2", ["s2-t1-a1-r1"])
+        t1.delete("s2", ["s2-t1-a1-r1"], app_id="app", tenant_id="t1")
+    with pytest.raises(Forbidden):
+        t1.delete("s1", ["t2-a1-r1"], app_id="app", tenant_id="t2")
     with pytest.raises(Forbidden):
         t1.drop_store("s1")
     with pytest.raises(Forbidden):
@@ -383,7 +397,7 @@ def test_same_memory_id_in_two_stores_is_two_docs(ready: Index) -> None:
     put(ready, "s2", mem("m1", "giraffe lives in store two"))
     assert ids(search(ready, "s1", "giraffe").keyword) == []
     assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
-    ready.for_tenant("s1", "app", "t1").delete("s1", ["m1"])
+    ready.delete("s1", ["m1"], app_id="app", tenant_id="t1")
     assert ids(search(ready, "s1", "zebra").keyword) == []
     assert ids(search(ready, "s2", "giraffe").keyword) == ["m1"]
 
@@ -531,7 +545,9 @@ def test_a_tenant_bound_index_confines_messages_like_memories(records: Index) ->
     t1 = records.for_tenant("s1", "app", "t1")
     with pytest.raises(Forbidden):
         put(t1, "s1", mem("msg-t2", "overwrite", tenant="t2", record_type=MESSAGE))
-    t1.delete("s1", ["msg-1", "msg-t2"])  # the other tenant's message id is left alone
+    with pytest.raises(Forbidden):
+        t1.delete("s1", ["msg-t2"], app_id="app", tenant_id="t2")
+    t1.delete("s1", ["msg-1", "msg-t2"], app_id="app", tenant_id="t1")  # the other tenant's message id is left alone
     assert both(search(records, "s1", "zebra", record_types=(MESSAGE,))) == {"msg-2"}
     assert both(search(records, "s1", "zebra", tenant="t2", record_types=(MESSAGE,))) == {"msg-t2"}
 
@@ -620,13 +636,13 @@ def test_delete_removes_from_both_signals(ready: Index) -> None:
     put(ready, "s1", *CORPUS)
     assert ids(search(ready, "s1", "puppy").vector)[0] == "dog"
     tenant = ready.for_tenant("s1", "app", "t1")
-    tenant.delete("s1", ["dog", "car"])
+    tenant.delete("s1", ["dog", "car"], app_id="app", tenant_id="t1")
     result = search(ready, "s1", "Bob adopted a puppy last spring", k=100)
     assert "dog" not in ids(result.keyword) and "dog" not in ids(result.vector)
     assert "car" not in ids(result.vector)
     assert len(result.vector) == len(CORPUS) - 2
-    tenant.delete("s1", ["dog", "never-existed"])  # idempotent, unknown ids are fine
-    tenant.delete("s1", [])
+    tenant.delete("s1", ["dog", "never-existed"], app_id="app", tenant_id="t1")  # idempotent, unknown ids are fine
+    tenant.delete("s1", [], app_id="app", tenant_id="t1")
     assert ids(search(ready, "s1", "guitar").keyword) == ["guitar"]
 
 
@@ -758,7 +774,8 @@ PRAGMA user_version = 2;
 
 
 def _old_index_file(path: Path, version: int) -> None:
-    """An index file of CORPUS in store s1 as `version` (1 or 2) wrote it."""
+    """An index file of CORPUS in store s1 as `version` (1, 2 or 3) wrote it; an earlier document, deleted,
+    had taken the largest id."""
     import sqlite3
 
     db = sqlite3.connect(path)
@@ -773,6 +790,14 @@ def _old_index_file(path: Path, version: int) -> None:
                     str(m.memory_type), str(m.status), m.text, m.keywords))
         db.execute("INSERT INTO vectors SELECT id, ? FROM docs WHERE memory_id = ?",
                    (array("f", embed(m.text)).tobytes(), m.memory_id))
+    db.execute("INSERT INTO docs (id, store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status, "
+               "created_at, time, metadata, importance, text, keywords, tkey) VALUES (1000, 's1', 'gone', 'app', "
+               "'t1', '', '', 'fact', 'active', '', '', '{}', 0.5, 'gone', '', '1')")
+    db.execute("DELETE FROM docs WHERE id = 1000")
+    if version == 3:  # before ids were per tenant
+        db.executescript("DROP TRIGGER docs_ai; DROP TRIGGER docs_ad; DROP TABLE docs_fts; "
+                         "ALTER TABLE docs DROP COLUMN tkey; CREATE TRIGGER docs_vectors_ad AFTER DELETE ON docs "
+                         "BEGIN DELETE FROM vectors WHERE doc_id = old.id; END; PRAGMA user_version = 3;")
     if version == 1:  # before record types
         db.executescript("DROP INDEX docs_scope; ALTER TABLE docs DROP COLUMN record_type; "
                          "CREATE INDEX docs_scope ON docs (store, app_id, tenant_id, status, agent_id, run_id); "
@@ -781,10 +806,11 @@ def _old_index_file(path: Path, version: int) -> None:
     db.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_embedded_index_of_an_older_schema_is_migrated_in_place(tmp_path: Path, version: int) -> None:
     """Its documents stay findable both ways (a version-1 file's are memories, and messages can join them);
-    the FTS5 table, its triggers and the tenant token go, and a deletion still takes the vector with it."""
+    the FTS5 table, its triggers and the tenant token go; ids become unique per tenant, no docs.id is used
+    again, and a deletion still takes the vector with it."""
     import sqlite3
 
     from memlane.adapters.local.embedded_index import EmbeddedIndex
@@ -798,14 +824,19 @@ def test_embedded_index_of_an_older_schema_is_migrated_in_place(tmp_path: Path, 
     default = search(again, "s1", "sedan")
     assert "said" not in ids(default.keyword) + ids(default.vector)
     assert {d.record_type for d in again.documents("s1")} == {"memory", "message"}
-    again.delete("s1", ["car"])
+    put(again, "s1", mem("car", "my bicycle is blue", tenant="t2"))  # t1's id, for t2: a document of its own
+    assert ids(search(again, "s1", "bicycle", tenant="t2").keyword) == ["car"]
+    assert ids(search(again, "s1", "automobile").keyword) == ["car"]
+    again.delete("s1", ["car"], app_id="app", tenant_id="t1")
+    assert ids(search(again, "s1", "bicycle", tenant="t2").keyword) == ["car"]
     again.close()
     db = sqlite3.connect(tmp_path / "i.sqlite3")
     names = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
     assert not any("fts" in n for n in names) and not {"docs_ai", "docs_ad"} & names
     assert "tkey" not in {c[1] for c in db.execute("PRAGMA table_info(docs)")}
-    assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(CORPUS)  # -car +said
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(CORPUS) + 1  # -car +said +t2's car
+    assert db.execute("SELECT min(id) FROM docs WHERE memory_id IN ('said', 'car')").fetchone()[0] > 1000
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
     db.close()
 
 
@@ -817,7 +848,7 @@ def test_embedded_sees_writes_of_another_connection(tmp_path: Path) -> None:
     put(reader, "s1", mem("dog", "Bob adopted a puppy"))
     assert ids(search(reader, "s1", "canine").vector) == ["dog"]  # the reader's cache is warm now
     put(writer, "s1", mem("car", "Alice drives an automobile"))
-    writer.delete("s1", ["dog"])
+    writer.delete("s1", ["dog"], app_id="app", tenant_id="t1")
     assert ids(search(reader, "s1", "sedan").vector) == ["car"]
     reader.close(), writer.close()
 
@@ -836,7 +867,7 @@ def test_embedded_is_safe_under_concurrent_use(tmp_path: Path) -> None:
                 result = search(idx, "s1", f"worker{t} item{i}", tenant=f"t{t % 3}")
                 assert f"w{t}-{i}" in ids(result.keyword) and f"w{t}-{i}" in ids(result.vector)
                 if i % 4 == 0:
-                    idx.delete("s1", [f"w{t}-{i}"])
+                    idx.delete("s1", [f"w{t}-{i}"], app_id="app", tenant_id=f"t{t % 3}")
         except BaseException as exc:  # surfaced below: threads swallow exceptions
             errors.append(exc)
 

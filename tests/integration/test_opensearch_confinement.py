@@ -1,8 +1,9 @@
 """Tenant confinement in OpenSearch, against the real engine (docs/index-confinement.md).
 
 Two layers, each tested on its own:
-- the adapter: an index bound to a tenant (`for_tenant`) never reads, writes or deletes by id alone;
-  a call naming another tenant is refused, and a delete selects ids AND the tenant's terms;
+- the adapter: a document's `_id` carries its tenant, so two tenants may hold one memory id; nothing is
+  read, written or deleted by id alone; an index bound to a tenant (`for_tenant`) refuses a call naming
+  another tenant, and a delete selects the tenant's document ids AND its terms;
 - the engine: a request sent with one tenant's credentials (a token the security plugin maps to the
   memlane_tenant role, whose document-level security is keyed by the token's claims) can neither
   read, search nor delete another tenant's document, even when the application's query carries no
@@ -21,11 +22,11 @@ import pytest
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
 
-from memlane.adapters.opensearch.documents import alias_name, index_name, routing_key
+from memlane.adapters.opensearch.documents import alias_name, document_id, index_name, memory_id_of, routing_key
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.tenant_auth import TokenClients, tenant_token
 from memlane.domain.analysis import tokens
-from memlane.domain.errors import Conflict, Forbidden
+from memlane.domain.errors import Forbidden
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
 from tests.contract.test_index_contract import DIM, embed, mem, put
@@ -36,16 +37,30 @@ pytestmark = pytest.mark.integration
 
 
 def _ids(idx: OpenSearchIndex, store: str) -> set[str]:
-    """Every document id of the store, as the service (admin) sees it."""
+    """The memory id of every document of the store, as the service (admin) sees it."""
+    return {memory_id for _, memory_id in _owned(idx, store)}
+
+
+def _owned(idx: OpenSearchIndex, store: str) -> set[tuple[str, str]]:
+    """(tenant, memory id) of every document of the store, as the service (admin) sees it."""
     resp = idx.client.search(index=alias_name(idx.prefix, store), body={"size": 100, "query": {"match_all": {}}})
-    return {h["_id"] for h in resp["hits"]["hits"]}
+    return {(h["_source"]["tenant_id"], memory_id_of(h["_id"])) for h in resp["hits"]["hits"]}
+
+
+def _found(hits: list[dict]) -> set[str]:
+    return {memory_id_of(h["_id"]) for h in hits}
+
+
+def _doc(tenant: str, memory_id: str) -> str:
+    """The `_id` of a tenant's document: what a raw request by id must name."""
+    return document_id("app", tenant, memory_id)
 
 
 def _ids_matching(idx: OpenSearchIndex, store: str, word: str) -> set[str]:
     """The documents whose terms hold `word`, whatever their tenant (a term is `<tenant digest>_<stem>`)."""
     (term,) = tokens(word)
     resp = idx.client.search(index=alias_name(idx.prefix, store), body={"query": {"wildcard": {"terms": f"*_{term}"}}})
-    return {h["_id"] for h in resp["hits"]["hits"]}
+    return _found(resp["hits"]["hits"])
 
 
 def _two_tenants(idx: OpenSearchIndex) -> None:
@@ -60,16 +75,32 @@ def _two_tenants(idx: OpenSearchIndex) -> None:
 
 def test_a_bound_delete_leaves_another_tenants_document(os_index: OpenSearchIndex) -> None:
     _two_tenants(os_index)
-    os_index.for_tenant("s1", "app", "alice").delete("s1", ["a1", "b1", "nope"])
+    os_index.for_tenant("s1", "app", "alice").delete("s1", ["a1", "b1", "nope"], app_id="app", tenant_id="alice")
     assert _ids(os_index, "s1") == {"a2", "b1", "b2"}
 
 
-def test_the_service_index_never_deletes_by_id_alone(os_index: OpenSearchIndex) -> None:
-    _two_tenants(os_index)
-    with pytest.raises(Forbidden) as caught:
-        os_index.delete("s1", ["b1"])
-    assert caught.value.code == "tenant_binding_required"
-    assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}
+def test_two_tenants_hold_one_id_apart_on_one_shard(opensearch_url: str, index_prefix: str) -> None:
+    """Before, a document's `_id` was its memory id: where two tenants shared a shard, the second tenant's
+    write of an id the first held was refused (409 `index_id_conflict`), so a tenant could take an id another
+    would use, or learn that another held it (docs/security.md)."""
+    idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix, shards=1)
+    try:
+        _two_tenants(idx)
+        for writer in (idx, idx.for_tenant("s1", "app", "alice")):
+            put(writer, "s1", mem("a3", "alice new", tenant="alice"), mem("b1", "alice's words under bob's id", tenant="alice"))
+        assert _owned(idx, "s1") == {("alice", m) for m in ("a1", "a2", "a3", "b1")} | {("bob", "b1"), ("bob", "b2")}
+        alias = alias_name(idx.prefix, "s1")
+        assert idx.client.get(index=alias, id=_doc("bob", "b1"), routing=routing_key("app", "bob"))["_source"]["tenant_id"] == "bob"
+        assert _ids_matching(idx, "s1", "coffee") == {"b1"} and _ids_matching(idx, "s1", "under") == {"b1"}
+        query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="bob"), text="coffee under", vector=embed("coffee"))
+        bob = idx.for_tenant("s1", "app", "bob").search("s1", query)
+        assert [h.memory_id for h in bob.keyword] == ["b1"] and {h.memory_id for h in bob.vector} == {"b1", "b2"}
+        idx.delete("s1", ["b1", "b2"], app_id="app", tenant_id="alice")  # the service's delete names the tenant
+        assert ("alice", "b1") not in _owned(idx, "s1") and {("bob", "b1"), ("bob", "b2")} <= _owned(idx, "s1")
+        assert _ids_matching(idx, "s1", "coffee") == {"b1"} and _ids_matching(idx, "s1", "under") == set()
+    finally:
+        drop_prefix(idx.client, index_prefix)
+        idx.close()
 
 
 def test_a_bound_index_refuses_another_tenants_write_search_and_store(os_index: OpenSearchIndex) -> None:
@@ -80,7 +111,9 @@ def test_a_bound_index_refuses_another_tenants_write_search_and_store(os_index: 
     with pytest.raises(Forbidden):
         alice.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="bob"), text="zebra"))
     with pytest.raises(Forbidden):
-        alice.delete("s2", ["x1"])
+        alice.delete("s2", ["x1"], app_id="app", tenant_id="alice")
+    with pytest.raises(Forbidden):
+        alice.delete("s1", ["b1"], app_id="app", tenant_id="bob")
     with pytest.raises(Forbidden):
         alice.drop_store("s1")
     assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}  # nothing of the refused batch was written
@@ -94,14 +127,14 @@ def test_a_bound_index_does_its_own_tenants_work(os_index: OpenSearchIndex) -> N
     got = alice.search("s1", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text="zebra",
                                         vector=embed("zebra")))
     assert {h.memory_id for h in got.keyword} == {"a1", "a2", "a3"}
-    alice.delete("s1", ["a3"])
+    alice.delete("s1", ["a3"], app_id="app", tenant_id="alice")
     assert _ids(os_index, "s1") == {"a1", "a2", "b1", "b2"}
 
 
 def test_the_index_keeps_no_memory_text(os_index: OpenSearchIndex) -> None:
     os_index.ensure_store("s1", DIM)
     put(os_index, "s1", mem("a1", "alice's private zebra diary", tenant="alice", keywords="hidden words"))
-    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id="a1",
+    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id=_doc("alice", "a1"),
                               routing=routing_key("app", "alice"))["_source"]
     assert "text" not in doc and "keywords" not in doc and "embedding" not in doc
     assert "diary" not in repr(doc) and "hidden" not in repr(doc)
@@ -145,15 +178,15 @@ def test_a_tenants_credentials_search_only_its_documents_whatever_the_query(conf
     alias = alias_name(confined.prefix, "s1")
     alice = _as(confined, "s1", "alice")
     everything = {"size": 100, "query": {"match_all": {}}}  # the filter bug: no tenant, no store term
-    assert {h["_id"] for h in alice.search(index=alias, body=everything)["hits"]["hits"]} == {"a1", "a2"}
+    assert _found(alice.search(index=alias, body=everything)["hits"]["hits"]) == {"a1", "a2"}
     bob_by_name = {"size": 100, "query": {"term": {"tenant_id": "bob"}}}
     assert alice.search(index=alias, body=bob_by_name)["hits"]["hits"] == []
     # every shard, every index of the prefix, the k-NN signal and _msearch: still only alice's
     hits = alice.search(index=f"{confined.prefix}-*", body=everything, routing=None)["hits"]["hits"]
-    assert {h["_id"] for h in hits} == {"a1", "a2"}  # not x1: her token is for store s1
+    assert _found(hits) == {"a1", "a2"}  # not x1: her token is for store s1
     knn = {"size": 10, "query": {"knn": {"embedding": {"vector": embed("zebra"), "k": 10}}}}
     responses = alice.msearch(body=[{"index": alias}, knn, {"index": alias}, everything])["responses"]
-    assert [{h["_id"] for h in r["hits"]["hits"]} for r in responses] == [{"a1", "a2"}, {"a1", "a2"}]
+    assert [_found(r["hits"]["hits"]) for r in responses] == [{"a1", "a2"}, {"a1", "a2"}]
     assert alice.count(index=alias)["count"] == 2
 
 
@@ -161,9 +194,9 @@ def test_a_tenants_credentials_cannot_read_another_tenants_document_by_id(confin
     _two_tenants(confined)
     alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
     with pytest.raises(NotFoundError):
-        alice.get(index=alias, id="b1", routing=routing_key("app", "bob"))
-    docs = alice.mget(index=alias, body={"docs": [{"_id": "b1", "routing": routing_key("app", "bob")},
-                                                  {"_id": "a1", "routing": routing_key("app", "alice")}]})["docs"]
+        alice.get(index=alias, id=_doc("bob", "b1"), routing=routing_key("app", "bob"))
+    docs = alice.mget(index=alias, body={"docs": [{"_id": _doc("bob", "b1"), "routing": routing_key("app", "bob")},
+                                                  {"_id": _doc("alice", "a1"), "routing": routing_key("app", "alice")}]})["docs"]
     assert [d["found"] for d in docs] == [False, True]
     assert docs[1]["_source"]["tenant_id"] == "alice"
 
@@ -175,29 +208,17 @@ def test_a_tenants_credentials_cannot_delete_or_overwrite_any_document(confined:
     # DLS filters reads only: a principal that may write by id could reach any document, so the
     # tenant's credentials write nothing — not by id, not by query, not in bulk.
     with pytest.raises(AuthorizationException):
-        alice.delete(index=alias, id="b1", routing=bob)
+        alice.delete(index=alias, id=_doc("bob", "b1"), routing=bob)
     with pytest.raises(AuthorizationException):
         alice.delete_by_query(index=alias, body={"query": {"match_all": {}}})
     with pytest.raises(AuthorizationException):
-        alice.index(index=alias, id="b2", routing=bob, body={"text": "overwritten"})
-    items = alice.bulk(body=[{"delete": {"_index": alias, "_id": "b1", "routing": bob}},
-                             {"index": {"_index": alias, "_id": "b2", "routing": bob}}, {"text": "x"}])["items"]
+        alice.index(index=alias, id=_doc("bob", "b2"), routing=bob, body={"text": "overwritten"})
+    items = alice.bulk(body=[{"delete": {"_index": alias, "_id": _doc("bob", "b1"), "routing": bob}},
+                             {"index": {"_index": alias, "_id": _doc("bob", "b2"), "routing": bob}}, {"text": "x"}])["items"]
     assert [(op, r["status"]) for item in items for op, r in item.items()] == [("delete", 403), ("index", 403)]
     assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
-    assert confined.client.get(index=alias, id="b2", routing=bob)["_source"]["tenant_id"] == "bob"
+    assert confined.client.get(index=alias, id=_doc("bob", "b2"), routing=bob)["_source"]["tenant_id"] == "bob"
     assert _ids_matching(confined, "s1", "secret") == {"b2"}  # not overwritten: its terms are still bob's
-
-
-def test_a_write_never_replaces_another_tenants_document_of_the_same_id(os_index: OpenSearchIndex) -> None:
-    _two_tenants(os_index)
-    alias = alias_name(os_index.prefix, "s1")
-    for writer in (os_index, os_index.for_tenant("s1", "app", "alice")):
-        with pytest.raises(Conflict) as caught:
-            put(writer, "s1", mem("a3", "alice new", tenant="alice"), mem("b1", "alice's text under bob's id", tenant="alice"))
-        assert caught.value.code == "index_id_conflict" and caught.value.details["conflict_ids"] == ["b1"]
-    got = os_index.client.get(index=alias, id="b1", routing=routing_key("app", "bob"))["_source"]
-    assert got["tenant_id"] == "bob"
-    assert _ids_matching(os_index, "s1", "coffee") == {"b1"} and _ids_matching(os_index, "s1", "under") == set()
 
 
 def test_a_tenant_rewrites_and_deletes_its_own_documents(os_index: OpenSearchIndex) -> None:
@@ -206,7 +227,7 @@ def test_a_tenant_rewrites_and_deletes_its_own_documents(os_index: OpenSearchInd
     put(alice, "s1", mem("a1", "alice rewrote this", tenant="alice"))
     put(alice, "s1", mem("a1", "and again", tenant="alice"))
     assert _ids_matching(os_index, "s1", "again") == {"a1"} and _ids_matching(os_index, "s1", "rewrote") == set()
-    alice.delete("s1", ["a1", "a1", "a2"])
+    alice.delete("s1", ["a1", "a1", "a2"], app_id="app", tenant_id="alice")
     assert _ids(os_index, "s1") == {"b1", "b2"}
 
 
@@ -218,7 +239,7 @@ def test_the_adapters_tenant_calls_go_through_the_engines_confinement(confined: 
                                         vector=embed("zebra")))
     assert {h.memory_id for h in got.keyword} == {h.memory_id for h in got.vector} == {"a1", "a2"}
     put(alice, "s1", mem("a3", "alice zebra third", tenant="alice"))
-    alice.delete("s1", ["a1", "b1"])
+    alice.delete("s1", ["a1", "b1"], app_id="app", tenant_id="alice")
     assert _ids(confined, "s1") == {"a2", "a3", "b1", "b2"}
 
 
@@ -250,7 +271,7 @@ def test_message_documents_are_confined_like_memories(confined: OpenSearchIndex)
         mem("bm", "bob said zebra secretly", tenant="bob", record_type=message))
     alias, alice = alias_name(confined.prefix, "s1"), _as(confined, "s1", "alice")
     everything = {"size": 100, "query": {"term": {"record_type": "message"}}}  # the filter bug: no tenant
-    assert {h["_id"] for h in alice.search(index=alias, body=everything)["hits"]["hits"]} == {"am"}
+    assert _found(alice.search(index=alias, body=everything)["hits"]["hits"]) == {"am"}
     bound = confined.for_tenant("s1", "app", "alice")
     query = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="alice"), text="zebra secretly said",
                        vector=embed("zebra"), record_types=(RecordType.MEMORY, message))
@@ -258,7 +279,7 @@ def test_message_documents_are_confined_like_memories(confined: OpenSearchIndex)
     assert {h.memory_id for h in found.keyword} == {h.memory_id for h in found.vector} == {"a1", "a2", "am"}
     with pytest.raises(Forbidden):
         put(bound, "s1", mem("bm", "overwrite", tenant="bob", record_type=message))
-    bound.delete("s1", ["am", "bm"])  # bob's message id is left alone
+    bound.delete("s1", ["am", "bm"], app_id="app", tenant_id="alice")  # bob's message id is left alone
     assert _ids(confined, "s1") >= {"bm"} and "am" not in _ids(confined, "s1")
 
 
@@ -288,7 +309,7 @@ def test_a_tenants_reads_survive_indices_created_and_dropped_meanwhile(confined:
             assert {h.memory_id for h in found.keyword} >= {"a1", "a2"}
             if i % 60 == 0:  # a write looks up the tenant's versions first: a read under its token too
                 put(alice, "s1", mem(f"a-{i}", "alice zebra later", tenant="alice"))
-                alice.delete("s1", [f"a-{i}"])
+                alice.delete("s1", [f"a-{i}"], app_id="app", tenant_id="alice")
     finally:
         stop.set()
         churner.join()

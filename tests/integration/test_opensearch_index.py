@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from opensearchpy.exceptions import AuthenticationException
 
-from memlane.adapters.opensearch.documents import alias_name, document_terms, index_name, routing_key
+from memlane.adapters.opensearch.documents import (alias_name, document_id, document_terms, index_name, memory_id_of,
+                                                  routing_key)
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.queries import search_lines
 from memlane.adapters.opensearch.tenant_auth import without_userinfo
@@ -61,7 +62,7 @@ def test_a_tenant_lives_on_the_shard_of_its_routing(opensearch_url: str, index_p
         responses = idx.client.msearch(body=lines)["responses"]
         assert signals == ["keyword", "vector"]
         assert [r["_shards"]["total"] for r in responses] == [1, 1]
-        assert all(h["_id"].startswith("t3-") for r in responses for h in r["hits"]["hits"])
+        assert all(memory_id_of(h["_id"]).startswith("t3-") for r in responses for h in r["hits"]["hits"])
     finally:
         drop_prefix(idx.client, index_prefix)
         idx.close()
@@ -81,9 +82,9 @@ def test_a_tenants_delete_is_routed_to_its_shard_and_touches_only_its_documents(
     put(os_index, "s1", *[mem(f"m{t}", "zebra", tenant=f"t{t}") for t in range(6)])
     every_id = [f"m{t}" for t in range(6)]
     for t in range(0, 6, 2):  # each of t0, t2, t4 names every id: only its own goes
-        os_index.for_tenant("s1", "app", f"t{t}").delete("s1", every_id)
+        os_index.for_tenant("s1", "app", f"t{t}").delete("s1", every_id, app_id="app", tenant_id=f"t{t}")
     alias = alias_name(os_index.prefix, "s1")
-    left = {h["_id"] for h in os_index.client.search(index=alias, body={"size": 10})["hits"]["hits"]}
+    left = {memory_id_of(h["_id"]) for h in os_index.client.search(index=alias, body={"size": 10})["hits"]["hits"]}
     assert left == {"m1", "m3", "m5"}
 
 
@@ -173,7 +174,7 @@ def test_documents_carry_every_filter_field(os_index: OpenSearchIndex) -> None:
                     text="zebra", created_at=T0, updated_at=T0, evidence=["e1", "e2"], metadata={"k": [1, "x"]},
                     importance=0.9, keywords="Zed")
     os_index.upsert("s1", [(memory, embed("zebra"))])
-    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id="m",
+    doc = os_index.client.get(index=alias_name(os_index.prefix, "s1"), id=document_id("app", "t1", "m"),
                               routing=routing_key("app", "t1"))["_source"]
     assert "embedding" not in doc  # kept out of _source: the vector lives in the k-NN structures only
     assert doc["evidence"] == ["e1", "e2"] and doc["metadata"] == {"k": [1, "x"]}
@@ -192,7 +193,7 @@ def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_u
     del body["mappings"]["properties"]["record_type"]  # the mapping as it was
     old.client.indices.create(index=index_name(index_prefix, "s1"),
                               body={**body, "aliases": {alias_name(index_prefix, "s1"): {}}})
-    old.client.index(index=alias_name(index_prefix, "s1"), id="old", routing=routing_key("app", "t1"),
+    old.client.index(index=alias_name(index_prefix, "s1"), id=document_id("app", "t1", "old"), routing=routing_key("app", "t1"),
                      body={"store": "s1", "memory_id": "old", "app_id": "app", "tenant_id": "t1",
                            "agent_id": "a", "run_id": "r", "memory_type": "fact", "status": "active",
                            "text": "zebra from before", "keywords": "", "embedding": embed("zebra from before"),

@@ -11,6 +11,7 @@ import pytest
 from memlane.api.app import build_api
 from memlane.bootstrap import build
 from memlane.config import Settings
+from memlane.domain.ids import derived_id
 from memlane.services import access
 
 from .api_events import api_event
@@ -69,9 +70,9 @@ def test_reuse_with_another_body_and_another_policy_are_409s_with_their_codes(ca
                                                                         "access_policy")
 
 
-def search_texts(call, tenant: str, query: str) -> list[str]:
+def search_texts(call, tenant: str, query: str, recipe: str = "hybrid") -> list[str]:
     status, body = call(tenant, "POST", "/v1/stores/demo/search",
-                        {"query": query, "scope": {"app_id": "travel", "tenant_id": tenant}, "top_k": 10})
+                        {"query": query, "scope": {"app_id": "travel", "tenant_id": tenant}, "top_k": 10, "recipe": recipe})
     assert status == 200, body
     return [r["memory"]["text"] if "memory" in r else r["text"] for r in body["results"]]
 
@@ -95,18 +96,44 @@ def test_two_tenants_sending_one_request_id_each_keep_every_memory_searchable(ca
     assert any("14F" in t for t in search_texts(call, "bob", "seat"))
 
 
-def test_a_client_memory_id_another_tenant_holds_is_409_and_leaves_nothing(call):
-    def write(tenant: str, text: str) -> tuple[int, dict]:
-        return call(tenant, "POST", "/v1/stores/demo/memories", {
-            "scope": {"app_id": "travel", "tenant_id": tenant}, "infer": False,
-            "memories": [{"text": text, "memory_id": "seat"}]})
+def explicit(call, tenant: str, text: str, **given: object) -> tuple[int, dict]:
+    memory = {"text": text, **({"memory_id": given.pop("memory_id")} if "memory_id" in given else {})}
+    return call(tenant, "POST", "/v1/stores/demo/memories", {
+        "scope": {"app_id": "travel", "tenant_id": tenant}, "infer": False, "memories": [memory], **given})
 
-    assert write("alice", "Alice's seat is 2C.")[0] in (200, 201)
-    status, body = write("bob", "Bob's seat is 14F.")
-    assert (status, body["error"]["code"]) == (409, "memory_id_taken"), body
-    assert "Alice" not in json.dumps(body)  # says the id is taken, nothing of whose or what
-    assert any("2C" in t for t in search_texts(call, "alice", "seat"))
-    assert not search_texts(call, "bob", "seat")
-    status, got = call("bob", "GET", "/v1/stores/demo/memories/seat", query="app_id=travel&tenant_id=bob")
-    assert status == 404, got  # bob's table holds nothing of the refused write
-    assert write("bob", "Bob's seat is 14F.")[0] == 409  # a retry is refused the same way
+
+def test_two_tenants_may_each_hold_a_memory_of_one_client_id(call):
+    """Index identity is per tenant: before, ids were unique in a store's index, so bob's write of the id
+    alice holds was refused (409 `memory_id_taken`) — which told him she holds it, and kept him from an id of
+    his own choosing."""
+    assert explicit(call, "alice", "Alice's seat is 2C.", memory_id="seat")[0] == 201
+    status, body = explicit(call, "bob", "Bob's seat is 14F.", memory_id="seat")
+    assert status == 201, body
+    assert [m["text"] for m in body["memories"]] == ["Bob's seat is 14F."]
+    assert search_texts(call, "alice", "seat", "keyword") == ["Alice's seat is 2C."]
+    assert search_texts(call, "bob", "seat", "keyword") == ["Bob's seat is 14F."]
+    for tenant, text in (("alice", "Alice's seat is 2C."), ("bob", "Bob's seat is 14F.")):
+        status, got = call(tenant, "GET", "/v1/stores/demo/memories/seat", query=f"app_id=travel&tenant_id={tenant}")
+        assert (status, got["text"]) == (200, text)
+    # one tenant's delete of the id leaves the other's memory, in the table and in the index
+    assert call("bob", "DELETE", "/v1/stores/demo/memories/seat", query="app_id=travel&tenant_id=bob")[0] == 200
+    assert search_texts(call, "alice", "seat", "keyword") == ["Alice's seat is 2C."]
+    assert search_texts(call, "bob", "seat", "keyword") == []
+
+
+def test_an_id_memlane_would_derive_for_another_tenant_cannot_be_taken_first(call):
+    """The ids memlane derives from a request id are a hash of what another tenant can guess (app, tenant,
+    request id, position). Before, bob writing such an id first made alice's later write of that request fail
+    (409 `memory_id_taken`), and bob writing it after told him whether alice had used the request id."""
+    alices = derived_id("travel", "alice", "req-7", "0")
+    assert explicit(call, "bob", "Bob took it first.", memory_id=alices)[0] == 201
+    status, body = explicit(call, "alice", "Alice's gate is B12.", request_id="req-7")
+    assert status == 201 and body["memories"][0]["memory_id"] == alices, body
+    # and whether alice used a request id is not told by writing the id it derives, after her
+    assert explicit(call, "alice", "Alice's meal is vegan.", request_id="req-9")[0] == 201
+    used = explicit(call, "bob", "Bob probes.", memory_id=derived_id("travel", "alice", "req-9", "0"))
+    unused = explicit(call, "bob", "Bob probes.", memory_id=derived_id("travel", "alice", "req-10", "0"))
+    assert used[0] == unused[0] == 201, (used, unused)
+    assert search_texts(call, "alice", "gate", "keyword") == ["Alice's gate is B12."]
+    assert search_texts(call, "alice", "meal", "keyword") == ["Alice's meal is vegan."]
+    assert "Bob took it first." in search_texts(call, "bob", "took", "keyword")

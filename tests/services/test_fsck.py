@@ -32,16 +32,15 @@ def _memories(deps, tenant):
 
 
 def _drift(deps):
-    """One doc lost, one ghost with no table row, one doc whose text and tenant are stale."""
+    """One doc lost, one ghost with no table row, one doc whose text is stale, and one under another tenant
+    with the stale one's id (a document is its tenant's: that one is an orphan of u2)."""
     beagle, nurse = sorted(_memories(deps, "u1"), key=lambda m: "nurse" in m.text)
-    # The index refuses to move an id to another tenant: the stale doc replaces a deleted one (as from an
-    # older version, or a file restored from elsewhere).
-    deps.index.delete("demo", [beagle.memory_id, nurse.memory_id])
+    deps.index.delete("demo", [beagle.memory_id], app_id="app", tenant_id="u1")
     now = datetime.now(timezone.utc)
     ghost = Memory(memory_id="ghost1", scope=Scope(**U1), text="Ann owns a yacht.", created_at=now, updated_at=now)
-    stale = nurse.model_copy(update={"text": "Ann is a pilot.", "scope": Scope(**U2)})
-    deps.index.upsert("demo", [(ghost, deps.embedder.embed([ghost.text])[0]),
-                               (stale, deps.embedder.embed([stale.text])[0])])
+    stale = nurse.model_copy(update={"text": "Ann is a pilot."})
+    moved = nurse.model_copy(update={"text": "Ann flies planes.", "scope": Scope(**U2)})
+    deps.index.upsert("demo", [(d, deps.embedder.embed([d.text])[0]) for d in (ghost, stale, moved)])
     return beagle, nurse
 
 
@@ -61,7 +60,7 @@ def _message_drift(deps):
     msgs = {m.content: m for m in messages.list_(deps, "demo", scope=U1, limit=10, cursor=None)[0]}
     beagle, nurse = msgs["I adopted a beagle named Max."], msgs["I work as a nurse in Denver."]
     [cello] = messages.list_(deps, "demo", scope=U2, limit=10, cursor=None)[0]
-    deps.index.delete("demo", [beagle.message_id])
+    deps.index.delete("demo", [beagle.message_id], app_id="app", tenant_id="u1")
     stale = message_document(nurse).model_copy(update={"text": "I work as a pilot."})
     retyped = message_document(cello).model_copy(update={"record_type": RecordType.MEMORY})
     ghost = message_document(nurse.model_copy(update={"message_id": "ghost-msg", "content": "I own a yacht."}))
@@ -92,15 +91,15 @@ def test_message_documents_drift_is_found_then_repaired(deps, store):
 def test_drift_is_found_then_repaired(deps, store):
     beagle, nurse = _drift(deps)
     found = fsck(deps, store)
-    assert (found.missing, found.orphans, found.stale, found.repaired) == (1, 1, 1, 0)
+    assert (found.missing, found.orphans, found.stale, found.repaired) == (1, 2, 1, 0)
     assert beagle.memory_id not in _hits(deps, "u1", "beagle")  # a check alone changes nothing
 
     fixed = fsck(deps, store, repair=True)
-    assert (fixed.missing, fixed.orphans, fixed.stale, fixed.repaired) == (1, 1, 1, 3)
+    assert (fixed.missing, fixed.orphans, fixed.stale, fixed.repaired) == (1, 2, 1, 4)
     again = fsck(deps, store)
     assert (again.missing, again.orphans, again.stale) == (0, 0, 0)
     assert beagle.memory_id in _hits(deps, "u1", "beagle")
-    assert _hits(deps, "u1", "yacht") == [] and _hits(deps, "u2", "pilot") == []
+    assert _hits(deps, "u1", "yacht") == [] and _hits(deps, "u1", "pilot") == [] and _hits(deps, "u2", "planes") == []
     assert nurse.memory_id in _hits(deps, "u1", "nurse")
 
 
@@ -109,7 +108,7 @@ def test_cli_reports_counts_and_exit_status(service, store, capsys):
     data_dir = str(service.deps.table.path).rsplit("/", 1)[0]
     assert main(["--json", "fsck", store, "--data-dir", data_dir]) == 1  # drift found, not repaired
     report = json.loads(capsys.readouterr().out)
-    assert (report["missing"], report["orphans"], report["stale"]) == (1, 1, 1)
+    assert (report["missing"], report["orphans"], report["stale"]) == (1, 2, 1)
     assert main(["fsck", store, "--data-dir", data_dir, "--repair"]) == 0
-    assert "repaired 3" in capsys.readouterr().out
+    assert "repaired 4" in capsys.readouterr().out
     assert main(["fsck", store, "--data-dir", data_dir]) == 0

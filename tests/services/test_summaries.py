@@ -421,7 +421,8 @@ def test_fsck_repairs_a_lost_or_stale_summary_document(svc):
 
     add_turns(svc.deps, 0, 16)
     found = summaries.refresh(bound(svc), "demo", THREAD)
-    svc.deps.index.delete("demo", [summaries.doc_id(THREAD)])  # a crash between the table write and the index
+    # a crash between the table write and the index
+    svc.deps.index.delete("demo", [summaries.doc_id(THREAD)], app_id=THREAD.app_id, tenant_id=THREAD.tenant_id)
     report = fsck(svc.deps, "demo", repair=True)
     assert report.missing == 1 and report.repaired == 1
     doc = {d.memory_id: d for d in svc.deps.index.documents("demo")}[summaries.doc_id(THREAD)]

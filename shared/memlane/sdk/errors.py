@@ -161,10 +161,6 @@ class MemoryIdReused(Conflict):
     code = "memory_id_reused"
 
 
-class MemoryIdTaken(Conflict):
-    code = "memory_id_taken"
-
-
 class AccessPolicyMismatch(Conflict):
     code = "access_policy_mismatch"
 

@@ -156,7 +156,7 @@ def _take_back(deps: Deps, task: DreamTask, actions: list[DreamAction]) -> None:
     s, repo = task.scope, deps.repo
     created = [i for a in actions for i in a.created_ids]
     if created:
-        deps.index.delete(task.store, created)
+        deps.index.delete(task.store, created, app_id=s.app_id, tenant_id=s.tenant_id)
     ours = [(i["pk"], i["sk"]) for prefix in ("PROFILE#", f"DACT#{task.task_id}#")  # PROFILE#: distilled ones
             for i in repo.tenant_keys(task.store, s.app_id, s.tenant_id, prefix=prefix)]
     repo.delete_items([*ours, *[repo.memory_key(task.store, s, i) for i in created]])

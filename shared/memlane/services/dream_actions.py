@@ -130,7 +130,7 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     except ConditionFailed:
         raise Conflict(f"action '{action.action_id}' lost a race: its memories or its status changed while it was "
                        "being applied; read it again", code="action_conflict") from None
-    _index(deps, store, plan.index_upsert, plan.index_delete)
+    _index(deps, store, action.scope, plan.index_upsert, plan.index_delete)
     return done
 
 
@@ -170,7 +170,7 @@ def undo(deps: Deps, action: DreamAction) -> DreamAction:
                        code="action_conflict") from None
     restored = [Memory.model_validate(e.before) for e in action.undo if e.memory_id and e.before is not None]
     removed = [e.memory_id for e in action.undo if e.memory_id and e.before is None]
-    _index(deps, action.store, [m for m in restored if m.status != MemoryStatus.DELETED],
+    _index(deps, action.store, action.scope, [m for m in restored if m.status != MemoryStatus.DELETED],
            removed + [m.memory_id for m in restored if m.status == MemoryStatus.DELETED])
     return done
 
@@ -207,12 +207,13 @@ def _profile(deps: Deps, plan: _Plan, action: DreamAction, profile: Profile, now
     plan.undo.append(UndoEntry(pk=key[0], sk=key[1], before=current, after_digest=digest(item)))
 
 
-def _index(deps: Deps, store: str, upsert: list[Memory], delete: list[str]) -> None:
+def _index(deps: Deps, store: str, scope: Scope, upsert: list[Memory], delete: list[str]) -> None:
+    """An action's memories are all of its tenant (a dream runs on one tenant's)."""
     if upsert:
         vectors = deps.embedder.embed([m.text for m in upsert])
         deps.index.upsert(store, list(zip(upsert, vectors)))
     if delete:
-        deps.index.delete(store, delete)
+        deps.index.delete(store, delete, app_id=scope.app_id, tenant_id=scope.tenant_id)
 
 
 REDACTED = "redacted: a memory or run it was about was deleted"

@@ -89,13 +89,13 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     # Index first: a memory or message must never stay findable after its table item is gone.
     indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
     if indexed:
-        deps.index.delete(store, indexed)
+        deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
     if memory_ids:  # again: an edit that wrote before the items went may have indexed after the first delete
-        deps.index.delete(store, memory_ids)
+        deps.index.delete(store, memory_ids, app_id=run.app_id, tenant_id=run.tenant_id)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()
@@ -112,7 +112,7 @@ def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str]
     mine = [m for m in deps.repo.get_memories(store, run.app_id, run.tenant_id, list(memory_ids))
             if m.scope == run and m.evidence and said.issuperset(m.evidence)]
     ids = [m.memory_id for m in mine]
-    deps.index.delete(store, list(dict.fromkeys([*ids, *evidence])))
+    deps.index.delete(store, list(dict.fromkeys([*ids, *evidence])), app_id=run.app_id, tenant_id=run.tenant_id)
     if ids:
         redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(ids))
         deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"MEM#{i}") for i in ids])
@@ -196,7 +196,7 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     documents = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]
     if documents:
-        tenant.index.delete(store, documents)
+        tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
     # Global partitions that name the tenant: each task's request-id guard, the activity registry.
     guards = [deps.repo.request_pointer_key(store, app_id, tenant_id, i["request_id"]) for i in items
               if i["sk"].startswith("TASK#")]
@@ -208,7 +208,7 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
     again = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")] + summary_docs
     if again:
-        tenant.index.delete(store, again)
+        tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
     deps.repo.delete_items(guards + outside)
     counts: dict[str, int] = {}
     for item in items:

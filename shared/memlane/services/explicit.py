@@ -4,10 +4,9 @@ consolidation — marked `origin: explicit`.
 All or nothing: every item is checked before anything is written, and the new memories go to the table
 in one transaction. A client `memory_id` (or, without one, the add's `request_id` and the item's
 position) makes the write idempotent: the same memory again is answered with what is stored; the same
-id with other content is refused (409 `memory_id_reused`). A client id another tenant's memory holds may be
-refused by the index (409 `memory_id_taken`: always on the embedded index, whose ids are unique in a store),
-and the write then leaves nothing. The index is written after the table, and a replay writes it again, so a
-crash in between is repaired by retrying the request (or `memlane fsck`).
+id with other content is refused (409 `memory_id_reused`). Ids are the tenant's own: another tenant may hold
+the same one, in its own document (docs/security.md). The index is written after the table, and a replay
+writes it again, so a crash in between is repaired by retrying the request (or `memlane fsck`).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from ..domain.ids import derived_id, ordinal, sortable_id
 from ..domain.models import Memory, MemoryOrigin, MemoryType
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from ..ports import Delete, Put
+from ..ports import Put
 from . import embedder_guard
 from .deps import Deps
 
@@ -68,18 +67,7 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
         raise Conflict("these memory ids are too busy; retry the write", code="busy")
     result = [stored.get(d.memory_id, d) for d in drafts]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
-    try:
-        deps.index.upsert(store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
-    except Conflict as e:
-        if e.code != "index_id_conflict":
-            raise
-        # Another tenant's document holds one of these ids, and the index keeps it: this write takes back
-        # what it wrote, and the client chooses other ids.
-        if new:
-            items = [repo.memory_put(store, m).item for m in new]
-            repo.transact([Delete(item["pk"], item["sk"]) for item in items])
-        raise Conflict("a memory_id of this write is taken in this store; use other memory_ids (or none: "
-                       "memlane assigns them)", code="memory_id_taken", field="memories") from None
+    deps.index.upsert(store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
     if new:
         repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
     return Written(memories=result, created=len(new))
@@ -108,7 +96,6 @@ def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str 
         memory_id = item.get("memory_id")
         if memory_id is None:
             # A retried request lands on the same ids when it names its request_id; else new ones.
-            # A request id is the tenant's own; a memory id is unique in the store: the tenant is part of it.
             memory_id = (derived_id(scope.app_id, scope.tenant_id, request_id, str(i)) if request_id
                          else fresh + ordinal(i) + derived_id(fresh)[:8])
         elif not isinstance(memory_id, str) or not _ID.fullmatch(memory_id):

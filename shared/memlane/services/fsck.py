@@ -31,6 +31,8 @@ Progress = Callable[[str], None]
 
 BATCH = 500  # records read, embedded and indexed together during a repair
 
+_Key = tuple[str, str, str]  # (app_id, tenant_id, document id): a document's identity in a store
+
 
 @dataclass(frozen=True)
 class FsckReport:
@@ -76,9 +78,10 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
     if not isinstance(deps.index, IndexInventory):
         raise InvalidInput(f"the configured index ({type(deps.index).__name__}) cannot list its documents; "
                            "fsck needs one that can (the embedded index)", code="fsck_unsupported")
-    # What the table says the index should hold: id → where, what, fingerprint. Fingerprints, not
-    # records, so a large store is compared in little memory; repair reads the few it needs again.
-    expected: dict[str, _Expected] = {}
+    # What the table says the index should hold: (app, tenant, id) → where, what, fingerprint (an id is its
+    # tenant's: two tenants may hold one). Fingerprints, not records, so a large store is compared in little
+    # memory; repair reads the few it needs again.
+    expected: dict[_Key, _Expected] = {}
     tenants = memories = messages = 0
     for app_id, tenant_id in deps.repo.iter_tenants(store):
         tenants += 1
@@ -87,54 +90,56 @@ def fsck(deps: Deps, store: str, *, repair: bool = False, progress: Progress | N
         for m in repo.iter_memories(store, app_id, tenant_id):
             if m.status != MemoryStatus.DELETED:
                 memories += 1
-                expected[m.memory_id] = _Expected(m.scope, RecordType.MEMORY, _of_memory(m))
+                expected[app_id, tenant_id, m.memory_id] = _Expected(m.scope, RecordType.MEMORY, _of_memory(m))
         for message in repo.iter_messages(store, app_id, tenant_id):
             messages += 1
-            expected[message.message_id] = _Expected(message.scope, RecordType.MESSAGE,
-                                                     _of_memory(message_document(message)))
+            expected[app_id, tenant_id, message.message_id] = _Expected(message.scope, RecordType.MESSAGE,
+                                                                        _of_memory(message_document(message)))
         for doc in summaries.index_documents(tenant, store, app_id, tenant_id):
-            expected[doc.memory_id] = _Expected(doc.scope, RecordType.SUMMARY, _of_memory(doc))
+            expected[app_id, tenant_id, doc.memory_id] = _Expected(doc.scope, RecordType.SUMMARY, _of_memory(doc))
     say(f"{store}: {memories} memories and {messages} messages of {tenants} tenants in the table")
 
-    seen: set[str] = set()
-    orphans: list[str] = []
-    stale: list[str] = []
-    moved: list[str] = []
+    seen: set[_Key] = set()
+    orphans: list[_Key] = []
+    stale: list[_Key] = []
     documents = 0
     for doc in deps.index.documents(store):
         documents += 1
-        want = expected.get(doc.memory_id)
+        key = (doc.app_id, doc.tenant_id, doc.memory_id)
+        want = expected.get(key)
         if want is None:
-            orphans.append(doc.memory_id)
+            orphans.append(key)
             continue
-        seen.add(doc.memory_id)
+        seen.add(key)
         if want.fingerprint != _of_doc(doc):
-            stale.append(doc.memory_id)
-            if (doc.app_id, doc.tenant_id) != (want.scope.app_id, want.scope.tenant_id):
-                moved.append(doc.memory_id)  # under another tenant: the index will not move it, so it goes first
-    missing = [mid for mid in expected if mid not in seen]
+            stale.append(key)
+    missing = [key for key in expected if key not in seen]
     say(f"{store}: {documents} documents in the index; {len(missing)} missing, {len(orphans)} orphans, "
         f"{len(stale)} stale")
 
     repaired = 0
     if repair and (orphans or missing or stale):
-        repaired = len(orphans) + _repair(deps, store, orphans + moved, missing + stale, expected)
+        repaired = len(orphans) + _repair(deps, store, orphans, missing + stale, expected)
         say(f"{store}: repaired {repaired} documents")
     return FsckReport(store=store, tenants=tenants, memories=memories, documents=documents,
                       missing=len(missing), orphans=len(orphans), stale=len(stale), repaired=repaired,
                       messages=messages)
 
 
-def _repair(deps: Deps, store: str, drop: list[str], reindex: list[str], expected: dict[str, _Expected]) -> int:
+def _repair(deps: Deps, store: str, drop: list[_Key], reindex: list[_Key], expected: dict[_Key, _Expected]) -> int:
     """Deletes `drop`, indexes `reindex` again from the table; how many were written."""
-    for start in range(0, len(drop), BATCH):
-        deps.index.delete(store, drop[start:start + BATCH])
+    dropped: dict[tuple[str, str], list[str]] = {}
+    for app_id, tenant_id, mid in drop:
+        dropped.setdefault((app_id, tenant_id), []).append(mid)
+    for (app_id, tenant_id), ids in dropped.items():
+        for start in range(0, len(ids), BATCH):
+            deps.index.delete(store, ids[start:start + BATCH], app_id=app_id, tenant_id=tenant_id)
     # Grouped by tenant (its own credentials) and by what to read: memories by id, messages by thread.
     groups: dict[tuple[str, str], dict[tuple[RecordType, Scope | None], list[str]]] = {}
-    for mid in reindex:
-        want = expected[mid]
+    for key in reindex:
+        want = expected[key]
         by = (want.record_type, want.scope if want.record_type == RecordType.MESSAGE else None)
-        groups.setdefault((want.scope.app_id, want.scope.tenant_id), {}).setdefault(by, []).append(mid)
+        groups.setdefault(key[:2], {}).setdefault(by, []).append(key[2])
     written = 0
     for (app_id, tenant_id), kinds in groups.items():
         tenant = deps.for_tenant(store, app_id, tenant_id)
@@ -154,5 +159,5 @@ def _repair(deps: Deps, store: str, drop: list[str], reindex: list[str], expecte
                     deps.index.upsert(store, list(zip(live, vectors)))
                     written += len(live)
     if drop:
-        deps.compact()  # an orphan (or a document under the wrong tenant) may hold text that was meant to be gone
+        deps.compact()  # an orphan may hold text that was meant to be gone
     return written

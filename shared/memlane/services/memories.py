@@ -79,7 +79,7 @@ def _index_follows_table(deps: Deps, store: str, written: Memory) -> None:
         try:
             current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
         except NotFound:
-            deps.index.delete(store, [written.memory_id])
+            deps.index.delete(store, [written.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
             return
         if current.updated_at == indexed:
             return
@@ -102,12 +102,13 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     of them in the tenant's tasks, dream actions and profiles is redacted, and local files compacted."""
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     s = memory.scope
-    deps.index.delete(store, [memory_id])  # index first: never findable once the table item is gone
+    # Index first: never findable once the table item is gone.
+    deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
     # of the delete redacts the rest (redaction is idempotent).
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
     deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
     # Again: an edit that wrote before the table delete may have indexed its text after the first one.
-    deps.index.delete(store, [memory_id])
+    deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     deps.compact()
     return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)

@@ -93,7 +93,7 @@ def recreate_store(deps: Deps, store: str, *, progress: Progress | None = None) 
     for (app_id, tenant_id), written in first.items():
         gone = sorted(written - now.get((app_id, tenant_id), set()))
         if gone:
-            deps.for_tenant(store, app_id, tenant_id).index.delete(store, gone)
+            deps.for_tenant(store, app_id, tenant_id).index.delete(store, gone, app_id=app_id, tenant_id=tenant_id)
             swept += len(gone)
     say(f"{store}: index rebuilt ({swept} documents deleted during the rebuild swept)")
 

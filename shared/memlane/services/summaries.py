@@ -252,7 +252,7 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
             # Its thread was deleted after the read, and its id taken again by a new add (the registry entry
             # the write needs is back): what it wrote from the deleted messages goes.
             repo.delete_summary(store.name, scope, version=written.version)
-            deps.index.delete(store.name, [doc_id(scope)])
+            deps.index.delete(store.name, [doc_id(scope)], app_id=scope.app_id, tenant_id=scope.tenant_id)
             return None, False
         _index(deps, store, written)
         # An add committed inside the range just covered after this pass read it: noted for the next one.
@@ -375,16 +375,16 @@ def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extract
 def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
     """Upsert the thread's summary document (or remove it when the summary says nothing), then mark the item
     indexed; an item left unmarked (the writer died in between) is indexed by the thread's next refresh."""
-    doc = as_document(summary)
+    doc, s = as_document(summary), summary.scope
     if not summary.text:
-        deps.index.delete(store.name, [doc.memory_id])
+        deps.index.delete(store.name, [doc.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     else:
         embedder_guard.ensure(deps, store)  # vectors of the store's model only
         deps.index.upsert(store.name, [(doc, deps.embedder.embed([doc.text])[0])])
     # The thread may have been deleted (or its tenant erased) since the write: deletion removes the item
     # before the document, so an item gone now means this document must go too.
     if deps.repo.get_summary(store.name, summary.scope) is None:
-        deps.index.delete(store.name, [doc.memory_id])
+        deps.index.delete(store.name, [doc.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
         return
     deps.repo.summary_indexed(store.name, summary)
 
@@ -410,5 +410,5 @@ def delete(deps: Deps, store: str, scope: Scope) -> int:
     this order: a refresh indexing meanwhile finds the item gone and removes its own document (`_index`).
     `deps` bound to the tenant."""
     existed = deps.repo.delete_summary(store, scope)
-    deps.index.delete(store, [doc_id(scope)])
+    deps.index.delete(store, [doc_id(scope)], app_id=scope.app_id, tenant_id=scope.tenant_id)
     return int(existed)

@@ -160,7 +160,7 @@ def test_deleted_and_replaced_documents_never_come_back(tmp_path: Path) -> None:
     load(idx, x)
     vector_search(idx, x[0])
     assert KEY in idx._graphs
-    idx.delete("s", ["m00005"])
+    idx.delete("s", ["m00005"], app_id="app", tenant_id="t1")
     got = vector_search(idx, x[5])
     assert "m00005" not in [m for m, _ in got] and len(got) == 10
     # Replaced: the same memory id with another vector is found by the new one, never by the old.
@@ -214,7 +214,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
     (old,) = (tmp_path / "index.db.ann").glob("*.faiss")
     old_bytes = old.read_bytes()
     idx = open_index(tmp_path)
-    idx.delete("s", [f"m{i:05d}" for i in range(100)])  # few tombstones: the old graph would be kept
+    idx.delete("s", [f"m{i:05d}" for i in range(100)], app_id="app", tenant_id="t1")  # few tombstones: the old graph would be kept
     load(idx, x[1000:], start=1000)
     vector_search(idx, x[0])
     idx.close()
@@ -229,7 +229,7 @@ def test_a_stale_graph_file_is_not_trusted(tmp_path: Path) -> None:
 
 def test_a_crash_leaves_the_graph_behind_the_table_and_reopening_catches_up(tmp_path: Path) -> None:
     x, idx = grown_past_its_graph(tmp_path, 1300)
-    idx.delete("s", ["m00002"])
+    idx.delete("s", ["m00002"], app_id="app", tenant_id="t1")
     idx._db.close()  # no close(): the graph file stays at 1,000 rows
     again = open_index(tmp_path)
     assert vector_search(again, x[1250])[0][0] == "m01250"
@@ -323,7 +323,7 @@ def test_compaction_leaves_no_deleted_vector_in_a_graph_file(tmp_path: Path) -> 
     (secret,) = idx._db.execute("SELECT v.embedding FROM vectors v JOIN docs d ON d.id = v.doc_id "
                                 "WHERE d.memory_id = 'm00042'").fetchone()
     assert any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
-    idx.delete("s", ["m00042"])
+    idx.delete("s", ["m00042"], app_id="app", tenant_id="t1")
     idx.compact()
     idx.close()
     assert not any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))

@@ -212,16 +212,16 @@ def test_a_processs_writes_reach_its_term_index_and_another_processs_drop_it(tmp
     one.upsert("s", [memory("t", 2, "my violin, my violin", "", rng)])  # an edit: its old row goes
     one.upsert("s", [memory("t", 3, "violin", "", rng)])
     assert found("violin") == {"t-0001", "t-0002", "t-0003"} and found("cello") == set()
-    one.delete("s", ["t-0003"])
+    one.delete("s", ["t-0003"], app_id="app", tenant_id="t")
     two.upsert("s", [memory("t", 4, "violin violin violin", "", rng)])
-    two.delete("s", ["t-0001"])
+    two.delete("s", ["t-0001"], app_id="app", tenant_id="t")
     assert found("violin") == {"t-0002", "t-0004"}
     one.close(), two.close()
 
 
 def test_a_long_lived_index_answers_as_one_opened_afresh(tmp_path: Path) -> None:
-    """Random writes — new ids, edits, an id twice in a batch, batches across tenants and stores, deletes
-    with and without the tenant, a dropped store, and a second process's writes — then random filtered
+    """Random writes — new ids, edits, an id twice in a batch, one id in several tenants, batches across
+    tenants and stores, deletes, a dropped store, and a second process's writes — then random filtered
     keyword searches: the long-lived index's term indexes answer exactly as an index opened on a copy of
     the file (built from the rows), ids, order and scores."""
     import random
@@ -236,7 +236,7 @@ def test_a_long_lived_index_answers_as_one_opened_afresh(tmp_path: Path) -> None
 
     def doc(store: str, n: int) -> tuple[Memory, list[float]]:
         app, tenant = rng.choice(tenants)
-        m = Memory(memory_id=f"{store}-{app}-{tenant}-{n}", scope=Scope(app_id=app, tenant_id=tenant,
+        m = Memory(memory_id=f"{store}-{n}", scope=Scope(app_id=app, tenant_id=tenant,
                                                                         agent_id=rng.choice("gh"), run_id="r"),
                    text=" ".join(rng.choice(words) for _ in range(rng.randint(1, 6))), created_at=T0, updated_at=T0,
                    keywords=rng.choice(["", "zebra apple"]),
@@ -255,8 +255,7 @@ def test_a_long_lived_index_answers_as_one_opened_afresh(tmp_path: Path) -> None
             writer.upsert(store, [doc(store, rng.randint(0, 60)) for _ in range(rng.randint(1, 4))])
         elif roll < 0.9:
             app, tenant = rng.choice(tenants)
-            gone = [f"{store}-{app}-{tenant}-{rng.randint(0, 60)}" for _ in range(3)]
-            writer.delete(store, gone, tenant=(app, tenant) if rng.random() < 0.5 else None)
+            writer.delete(store, [f"{store}-{rng.randint(0, 60)}" for _ in range(3)], app_id=app, tenant_id=tenant)
         elif roll < 0.93:
             live.drop_store(store)
             live.ensure_store(store, DIM)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memlane.adapters.opensearch.documents import memory_id_of
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.domain.errors import Conflict, DependencyFailed, Forbidden, Retryable
 from memlane.domain.models import Memory
@@ -65,7 +66,7 @@ class FakeClient:
         with self.lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.requests.append(([next(iter(h.values()))["_id"] for h in headers], params))
+            self.requests.append(([memory_id_of(next(iter(h.values()))["_id"]) for h in headers], params))
             self.ops.update(next(iter(h)) for h in headers)
             self.routings.update(next(iter(h.values())).get("routing") for h in headers)
         self.arrived.release()
@@ -75,7 +76,7 @@ class FakeClient:
         with self.lock:
             for h in headers:
                 op, meta = next(iter(h.items()))
-                mid = meta["_id"]
+                mid = memory_id_of(meta["_id"])
                 if self.throttle.get(mid, 0) > 0:
                     self.throttle[mid] -= 1
                     items.append({op: {"_id": mid, "status": 429, "error": {"type": "es_rejected_execution_exception"}}})

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from memlane.adapters.opensearch.documents import document_id
 from memlane.adapters.opensearch.errors import DLS_RACE
 from memlane.adapters.opensearch.index import DLS_RACE_ATTEMPTS, OpenSearchIndex
 from memlane.domain.errors import DependencyFailed, Retryable
@@ -19,7 +20,7 @@ RACE = {"status": 500, "error": {"type": "security_exception", "reason": "_opend
                                  "does not match (SG 900D)", "root_cause": [{"type": "security_exception",
                                  "reason": "_opendistro_security_dls_query does not match (SG 900D)"}]}}
 OTHER = {"status": 500, "error": {"type": "security_exception", "reason": "no permissions for [indices:data/read]"}}
-HIT = {"hits": {"hits": [{"_id": "m1", "_score": 1.0, "_source": {"memory_id": "m1"}}]}}
+HIT = {"hits": {"hits": [{"_id": document_id("app", "t1", "m1"), "_score": 1.0, "_source": {"memory_id": "m1"}}]}}
 
 
 class Indices:

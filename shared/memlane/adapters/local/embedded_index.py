@@ -134,37 +134,32 @@ class EmbeddedIndex:
 
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
-        """Replace each doc by memory_id, within its own tenant. All validated before anything is written; an
-        id another tenant's document holds is refused (Conflict `index_id_conflict`: ids are unique in a store
-        here), and the batch with it: a tenant's write never removes another tenant's document."""
+        """Replace each doc by (tenant, memory_id): a document is its tenant's, whatever id another tenant's
+        holds. All validated before anything is written."""
         with self._lock:
             dim = self._dim(store)
             if dim is None:
                 raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
-            vecs = {m.memory_id: unit_vector(v, dim, f"embedding of {m.memory_id}") for m, v in docs}
             # A batch naming the same memory twice keeps the last version, as sequential upserts would.
-            latest = {m.memory_id: m for m, _ in docs}
+            latest = {(m.scope.app_id, m.scope.tenant_id, m.memory_id): (m, unit_vector(v, dim, f"embedding of {m.memory_id}"))
+                      for m, v in docs}
             tenants: dict[tuple[str, str], list[str]] = {}
-            for m in latest.values():
-                tenants.setdefault((m.scope.app_id, m.scope.tenant_id), []).append(m.memory_id)
+            for app_id, tenant_id, memory_id in latest:
+                tenants.setdefault((app_id, tenant_id), []).append(memory_id)
             with self._write():
                 removed: dict[TenantKey, list[int]] = {}
                 for tenant, ids in tenants.items():
                     removed.update(self._remove(store, ids, tenant))
-                try:
-                    self._db.executemany(INSERT, [_row(store, m) for m in latest.values()])
-                except sqlite3.IntegrityError:  # UNIQUE (store, memory_id): the id is another tenant's
-                    raise Conflict(f"an id among {sorted(vecs)[:5]} is taken in store '{store}'",  # not by whom
-                                   code="index_id_conflict") from None
-                self._db.executemany(INSERT_VECTOR, ((v.tobytes(), store, mid) for mid, v in vecs.items()))
+                self._db.executemany(INSERT, [_row(store, m) for m, _ in latest.values()])
+                self._db.executemany(INSERT_VECTOR, ((v.tobytes(), store, *key) for key, (_, v) in latest.items()))
             added = {(store, *tenant): ids for tenant, ids in tenants.items()}
             self._changed(removed, added)
 
-    def delete(self, store: str, memory_ids: Sequence[str], *, tenant: tuple[str, str] | None = None) -> None:
-        """Delete by id, whatever the record type; with `tenant` (app_id, tenant_id), only the ids of that tenant."""
+    def delete(self, store: str, memory_ids: Sequence[str], *, app_id: str, tenant_id: str) -> None:
+        """Delete the tenant's documents of these ids, whatever their record type."""
         with self._lock:
             with self._write():
-                removed = self._remove(store, list(memory_ids), tenant)
+                removed = self._remove(store, list(memory_ids), (app_id, tenant_id))
             self._changed(removed, {})
 
     def compact(self) -> None:
@@ -538,19 +533,16 @@ class EmbeddedIndex:
         row = self._db.execute("SELECT dim FROM stores WHERE store = ?", (store,)).fetchone()
         return None if row is None else int(row[0])
 
-    def _remove(self, store: str, memory_ids: list[str], tenant: tuple[str, str] | None = None
-                ) -> dict[TenantKey, list[int]]:
-        """Delete docs by id (of `tenant` only, when given); return the docs.ids removed, by (store, app, tenant)."""
-        removed: dict[TenantKey, list[int]] = {}
-        only = "" if tenant is None else " AND app_id = ? AND tenant_id = ?"
+    def _remove(self, store: str, memory_ids: list[str], tenant: tuple[str, str]) -> dict[TenantKey, list[int]]:
+        """Delete the tenant's docs of these ids; return the docs.ids removed, by (store, app, tenant)."""
+        removed: list[int] = []
         for i in range(0, len(memory_ids), _CHUNK):
             chunk = memory_ids[i:i + _CHUNK]
             marks = ", ".join("?" * len(chunk))
-            rows = self._db.execute(f"DELETE FROM docs WHERE store = ? AND memory_id IN ({marks}){only} "
-                                    "RETURNING id, app_id, tenant_id", [store, *chunk, *(tenant or ())]).fetchall()
-            for doc_id, app, owner in rows:
-                removed.setdefault((store, app, owner), []).append(doc_id)
-        return removed
+            removed += [doc_id for (doc_id,) in self._db.execute(
+                f"DELETE FROM docs WHERE store = ? AND app_id = ? AND tenant_id = ? AND memory_id IN ({marks}) "
+                "RETURNING id", [store, *tenant, *chunk])]
+        return {(store, *tenant): removed} if removed else {}
 
     def _changed(self, removed: dict[TenantKey, list[int]], added: dict[TenantKey, list[str]]) -> None:
         """After a committed write: the tenants' matrices are dropped, their graphs catch up before their next
@@ -593,7 +585,7 @@ def _row(store: str, m: Memory) -> tuple[Any, ...]:
 
 class TenantEmbeddedIndex:
     """An `EmbeddedIndex` bound to one tenant (`Index.for_tenant`): calls naming another store or
-    tenant are refused, and deletes touch only the tenant's documents."""
+    tenant are refused."""
 
     def __init__(self, index: EmbeddedIndex, binding: TenantBinding):
         self._index, self.binding = index, binding
@@ -609,9 +601,9 @@ class TenantEmbeddedIndex:
             self.binding.check(store, memory.scope.app_id, memory.scope.tenant_id)
         self._index.upsert(store, docs)
 
-    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        self.binding.check(store)
-        self._index.delete(store, memory_ids, tenant=(self.binding.app_id, self.binding.tenant_id))
+    def delete(self, store: str, memory_ids: Sequence[str], *, app_id: str, tenant_id: str) -> None:
+        self.binding.check(store, app_id, tenant_id)
+        self._index.delete(store, memory_ids, app_id=app_id, tenant_id=tenant_id)
 
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         self.binding.check(store, query.scope.app_id, query.scope.tenant_id)

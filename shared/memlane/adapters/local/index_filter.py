@@ -86,8 +86,9 @@ def candidates(doc_ids: list[int]) -> tuple[str, list[Any]]:
 
 
 def named_documents(memory_ids: list[str]) -> tuple[str, list[Any]]:
-    """The FROM of a read of documents by their memory ids, each found through the store's unique
-    (store, memory_id) index; the filter's conditions then apply to those rows only."""
+    """The FROM of a read of documents by their memory ids, each found through the unique
+    (store, app_id, tenant_id, memory_id) index, as the filter names the store and tenant; the filter's
+    other conditions then apply to those rows only."""
     return "json_each(?) AS c CROSS JOIN docs AS d ON d.memory_id = c.value", [json.dumps(memory_ids)]
 
 

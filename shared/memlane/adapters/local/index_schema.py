@@ -3,7 +3,7 @@
 One SQLite file holds everything:
 
 - ``stores``   store name → embedding dimension (set by ``ensure_store``).
-- ``docs``     one row per (store, memory_id): what it is (``record_type``: memory, message or
+- ``docs``     one row per (store, app, tenant, memory_id): what it is (``record_type``: memory, message or
                summary), scope, filter fields, text. Kept small, so a filter that reads 10k rows
                of a tenant stays fast.
 - ``vectors``  docs.id → float32 embedding, apart from ``docs`` for the same reason.
@@ -24,14 +24,10 @@ from ...domain.errors import DependencyFailed
 
 # 2: docs.record_type (absent in 1: every document of a version-1 file is a memory)
 # 3: no FTS5 table, and no docs.tkey (its tenant token)
-SCHEMA_VERSION = 3
+# 4: a document's id is unique within its tenant, not its store (UNIQUE (store, memory_id) before)
+SCHEMA_VERSION = 4
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS stores (
-    store TEXT PRIMARY KEY,
-    dim   INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS docs (
+_DOCS = """(
     id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: the vector cache is keyed by it
     store       TEXT NOT NULL,
     memory_id   TEXT NOT NULL,
@@ -49,8 +45,15 @@ CREATE TABLE IF NOT EXISTS docs (
     text        TEXT NOT NULL,
     keywords    TEXT NOT NULL,
     record_type TEXT NOT NULL DEFAULT 'memory',     -- memory | message | summary
-    UNIQUE (store, memory_id)
+    UNIQUE (store, app_id, tenant_id, memory_id)    -- two tenants may each hold an id (docs/security.md)
+)"""
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS stores (
+    store TEXT PRIMARY KEY,
+    dim   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS docs {_DOCS};
 CREATE TABLE IF NOT EXISTS vectors (
     doc_id    INTEGER PRIMARY KEY,                  -- docs.id
     embedding BLOB NOT NULL                         -- float32, unit length
@@ -91,25 +94,42 @@ DROP TABLE IF EXISTS docs_fts;
 ALTER TABLE docs DROP COLUMN tkey;
 """
 
+_COLUMNS = ("id, store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status, created_at, event_time, "
+            "time, metadata, importance, text, keywords, record_type")
+
+# Version 3 → 4: the table made again under its new UNIQUE (SQLite alters no constraint), with every row's id
+# (vectors and graphs are keyed by it) and the table's id counter (its sqlite_sequence row), so no id is reused.
+_MIGRATE_3 = f"""
+DROP TRIGGER IF EXISTS docs_vectors_ad;
+DROP INDEX IF EXISTS docs_scope;
+CREATE TABLE docs_v4 {_DOCS};
+INSERT INTO docs_v4 ({_COLUMNS}) SELECT {_COLUMNS} FROM docs;
+DELETE FROM sqlite_sequence WHERE name = 'docs_v4';
+UPDATE sqlite_sequence SET name = 'docs_v4' WHERE name = 'docs';
+DROP TABLE docs;
+ALTER TABLE docs_v4 RENAME TO docs;
+"""
+
 INSERT = """
 INSERT INTO docs (store, memory_id, app_id, tenant_id, agent_id, run_id, memory_type, status,
                   created_at, event_time, time, metadata, importance, text, keywords, record_type)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-INSERT_VECTOR = "INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs WHERE store = ? AND memory_id = ?"
+INSERT_VECTOR = ("INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs "
+                 "WHERE store = ? AND app_id = ? AND tenant_id = ? AND memory_id = ?")
 
 
 def open_schema(db: sqlite3.Connection, path: str | Path) -> None:
     """Create the schema, or bring a file of an older version up to this one (in one transaction)."""
     version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if version not in (0, 1, 2, SCHEMA_VERSION):
+    if version not in (0, 1, 2, 3, SCHEMA_VERSION):
         # The index is derived data: the fix is to delete the file and run `memlane reindex`.
         raise DependencyFailed(f"index file {path} has schema version {version}, this code expects "
                                f"{SCHEMA_VERSION}; delete it and rebuild the index")
     db.execute("BEGIN IMMEDIATE")
     try:
-        for migration in (_MIGRATE_1, _MIGRATE_2)[version - 1:] if version else ():
-            for statement in filter(str.strip, migration.split(";")):
+        for migration in (_MIGRATE_1, _MIGRATE_2, _MIGRATE_3)[version - 1:] if version else ():
+            for statement in _statements(migration):
                 db.execute(statement)
         for statement in _statements(_SCHEMA):
             db.execute(statement)

@@ -41,10 +41,23 @@ def routing_key(app_id: str, tenant_id: str) -> str:
 
 
 def term_prefix(app_id: str, tenant_id: str) -> str:
-    """What a tenant's keyword terms start with: BM25 then counts how many of the tenant's documents hold a
-    word (all on one shard, `routing_key`), not the shard's — so scores tell nothing of other tenants' words
-    (docs/security.md). A digest, so the index holds no tenant name in its terms."""
+    """What a tenant's keyword terms and document ids start with: BM25 then counts how many of the tenant's
+    documents hold a word (all on one shard, `routing_key`), not the shard's — so scores tell nothing of other
+    tenants' words (docs/security.md). A digest, so the index holds no tenant name in its terms."""
     return hashlib.blake2b(f"{app_id}\x1f{tenant_id}".encode(), digest_size=8).hexdigest() + "_"
+
+
+_PREFIX_LENGTH = 17  # term_prefix: 16 hex digits and "_"
+
+
+def document_id(app_id: str, tenant_id: str, memory_id: str) -> str:
+    """A document's `_id`: its tenant's prefix, then its memory id. Two tenants may hold one memory id, each
+    in a document of its own, and no write of one can reach the other's (docs/security.md)."""
+    return term_prefix(app_id, tenant_id) + memory_id
+
+
+def memory_id_of(doc_id: str) -> str:
+    return doc_id[_PREFIX_LENGTH:]
 
 
 def document_terms(app_id: str, tenant_id: str, text: str, keywords: str) -> str:

@@ -21,13 +21,14 @@
   A bulk fill (`bulk_load`, and a rebuild's new index until its swap) pauses the periodic refresh instead
   and sends with no wait: one refresh at the end (docs/deploy.md, "A large index").
 - opensearch-py errors become domain errors in errors.py, at this boundary only.
-- Tenants (docs/index-confinement.md): `for_tenant` gives the index as one authorized tenant uses it,
-  reading with that tenant's own credentials when `tenant_clients` is configured (the security
-  plugin's document-level security confines them to its documents; they may not write). A bound
-  index refuses calls naming another tenant. Every write — upsert or delete — is the service's,
-  conditional on the version a lookup *as the tenant* saw (ids AND the tenant's terms, routed to its
-  shard; `_write`), so nothing is read, overwritten or deleted by id alone, and the unbound
-  (service) index does not delete at all.
+- Tenants (docs/index-confinement.md): a document's `_id` is its tenant's prefix and its memory id
+  (documents.document_id), so two tenants may hold one memory id. `for_tenant` gives the index as one
+  authorized tenant uses it, reading with that tenant's own credentials when `tenant_clients` is
+  configured (the security plugin's document-level security confines them to its documents; they may
+  not write). A bound index refuses calls naming another tenant. Every write — upsert or delete, which
+  names its tenant — is the service's, conditional on the version a lookup *as the tenant* saw (its
+  document ids AND its terms, routed to its shard; `_write`), so nothing is read, overwritten or
+  deleted by id alone.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
 from .connection import build_client
-from .documents import alias_name, index_name, routing_key, to_document
+from .documents import alias_name, document_id, index_name, memory_id_of, routing_key, to_document
 from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
                      lost_dls_race)
 from .queries import EXACT_VECTOR_MAX, MAX_K, search_lines, similarities_body, tenant_ids_query
@@ -257,43 +258,39 @@ class OpenSearchIndex:
 
     # -- writes --------------------------------------------------------------------------------
     def upsert(self, store: str, docs: Sequence[tuple[Memory, Sequence[float]]]) -> None:
-        """Replace each doc by memory_id. Every vector is checked before anything is sent."""
+        """Replace each doc by its tenant and memory_id. Every vector is checked before anything is sent."""
         if self.binding is not None:
             for memory, _ in docs:
                 self.binding.check(store, memory.scope.app_id, memory.scope.tenant_id)
         dim = self._dim(store)
         if dim is None:
             raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
-        # A batch naming the same memory twice keeps the last version, as sequential upserts would.
-        latest: dict[str, tuple[Memory, list[float]]] = {}
+        # Grouped by tenant; a batch naming the same memory twice keeps the last version, as sequential
+        # upserts would.
+        groups: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = {}
         for memory, values in docs:
             vector = _unit_vector(values, dim, f"embedding of {memory.memory_id}")
             if vector is None:  # cosine is undefined for it, and OpenSearch refuses it
                 raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
-            latest[memory.memory_id] = (memory, vector)
-        groups: dict[tuple[str, str], dict[str, dict[str, Any] | None]] = {}
-        for m, vec in latest.values():
-            groups.setdefault((m.scope.app_id, m.scope.tenant_id), {})[m.memory_id] = to_document(store, m, vec)
+            s = memory.scope
+            groups.setdefault((s.app_id, s.tenant_id), {})[memory.memory_id] = to_document(store, memory, vector)
         for (app_id, tenant_id), sources in groups.items():
             self._write(store, app_id, tenant_id, sources)
 
-    def delete(self, store: str, memory_ids: Sequence[str]) -> None:
-        """Delete the bound tenant's docs among `memory_ids`; others, and unknown ids, are left alone.
-        It sees what has been refreshed: with refresh="false", a doc written a moment ago may be missed."""
-        binding = self.binding
-        if binding is None:
-            raise Forbidden("an OpenSearch delete needs the tenant: use index.for_tenant(store, app, tenant)",
-                            code="tenant_binding_required")
-        binding.check(store)
-        self._write(store, binding.app_id, binding.tenant_id, dict.fromkeys(memory_ids))
+    def delete(self, store: str, memory_ids: Sequence[str], *, app_id: str, tenant_id: str) -> None:
+        """Delete the tenant's docs among `memory_ids`; unknown ids are left alone. It sees what has been
+        refreshed: with refresh="false", a doc written a moment ago may be missed."""
+        if self.binding is not None:
+            self.binding.check(store, app_id, tenant_id)
+        self._write(store, app_id, tenant_id, dict.fromkeys(memory_ids))
 
     def bulk_load(self, store: str, docs: Iterable[tuple[Memory, Sequence[float]]], *, in_flight: int = 2,
                   batch_docs: int = BULK_MAX_DOCS) -> int:
         """Fill a store's index with documents it does not hold yet (a benchmark's 10⁶ memories, an
         import into a new store) as fast as the engine takes them; the number loaded.
 
-        - `create` actions routed by tenant: a document already there (loaded before, or another
-          tenant's under the same id) is never replaced; the ids come back in a Conflict at the end.
+        - `create` actions routed by tenant: a document already there (loaded before) is never replaced;
+          the ids come back in a Conflict at the end.
         - No refresh wait per request, and the index's periodic refresh paused meanwhile (restored
           after, also on failure, with one refresh that makes the load searchable): a refresh a
           second would cut a small segment a second and merge them again and again under the load.
@@ -315,9 +312,9 @@ class OpenSearchIndex:
                 if vector is None:
                     raise InvalidInput(f"embedding of {memory.memory_id} is the zero vector", code="invalid_vector")
                 s = memory.scope
-                yield memory.memory_id, {"create": {"_index": address, "_id": memory.memory_id,
-                                                    "routing": routing_key(s.app_id, s.tenant_id)}}, \
-                    to_document(store, memory, vector)
+                header = {"_index": address, "_id": document_id(s.app_id, s.tenant_id, memory.memory_id),
+                          "routing": routing_key(s.app_id, s.tenant_id)}
+                yield memory.memory_id, {"create": header}, to_document(store, memory, vector)
 
         failed: dict[str, str] = {}
         conflicts: set[str] = set()
@@ -419,7 +416,7 @@ class OpenSearchIndex:
             index=self._address(store), routing=routing_key(scope.app_id, scope.tenant_id), ignore=404,
             body=similarities_body(store, scope, wanted, unit), params={"filter_path": "hits.hits._id,hits.hits._score"}))
         raw = answer.get("hits", {}).get("hits", [])  # no index, or no hit: filter_path leaves nothing
-        return {h["_id"]: max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
+        return {memory_id_of(h["_id"]): max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
 
     # -- internals -----------------------------------------------------------------------------
     def _dim(self, store: str) -> int | None:
@@ -457,12 +454,12 @@ class OpenSearchIndex:
         """Index (a source) or delete (None) these ids of one tenant, each on the condition that the
         document is the version the tenant itself can see.
 
-        The versions come from a lookup that carries the tenant twice: the query's terms, and the
-        tenant's own credentials when configured (the engine's DLS); then the writes are conditional
-        (``if_seq_no``/``if_primary_term``; ``create`` where the tenant sees nothing). So a document
-        the tenant cannot see — another tenant's, whatever its id — is never overwritten nor deleted:
-        such a write comes back 409. A 409 on the tenant's own document (written meanwhile, or not yet
-        refreshed) is retried after a refresh.
+        A document's `_id` carries its tenant (documents.document_id), so a write names the tenant's own
+        documents only. The versions come from a lookup that carries the tenant twice more: the query's
+        terms, and the tenant's own credentials when configured (the engine's DLS); then the writes are
+        conditional (``if_seq_no``/``if_primary_term``; ``create`` where the tenant sees nothing), so
+        nothing the tenant cannot see is overwritten nor deleted. A 409 on the tenant's own document
+        (written meanwhile, or not yet refreshed) is retried after a refresh.
         """
         alias, routing = self._address(store), routing_key(app_id, tenant_id)
         pending = docs
@@ -475,7 +472,8 @@ class OpenSearchIndex:
                 return
             actions = []
             for mid, source in pending.items():
-                header: dict[str, Any] = {"_index": alias, "_id": mid, "routing": routing}
+                header: dict[str, Any] = {"_index": alias, "_id": document_id(app_id, tenant_id, mid),
+                                          "routing": routing}
                 if mid in seen:
                     header["if_seq_no"], header["if_primary_term"] = seen[mid]
                 if source is None:
@@ -490,9 +488,8 @@ class OpenSearchIndex:
             if attempt < WRITE_ATTEMPTS - 1:
                 with boundary("refresh"):
                     self._writer.indices.refresh(index=alias)
-        raise Conflict(f"{len(pending)} document ids are taken in store '{store}' (or kept changing): "  # not by whom
-                       f"{sorted(pending)[:5]}", code="index_id_conflict",
-                       conflict_ids=sorted(pending))
+        raise Retryable(f"{len(pending)} documents of store '{store}' kept changing while written; retry: "
+                        f"{sorted(pending)[:5]}", code="index_busy", conflict_ids=sorted(pending))
 
     def _versions(self, alias: str, store: str, app_id: str, tenant_id: str,
                   ids: list[str]) -> dict[str, tuple[int, int]] | None:
@@ -506,7 +503,7 @@ class OpenSearchIndex:
                     "query": tenant_ids_query(store, app_id, tenant_id, chunk)}))
             if _missing(resp):
                 return None
-            found.update({h["_id"]: (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
+            found.update({memory_id_of(h["_id"]): (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
         return found
 
     def _read(self, what: str, call: Callable[[], Any]) -> Any:
@@ -631,7 +628,7 @@ class _TenantSizes:
 def _hit(raw: dict[str, Any], score: float) -> Hit:
     source = raw.get("_source") or {}
     # No record_type: a document written before record types, a memory.
-    return Hit(raw["_id"], score, RecordType(source.get("record_type") or RecordType.MEMORY),
+    return Hit(memory_id_of(raw["_id"]), score, RecordType(source.get("record_type") or RecordType.MEMORY),
                source.get("agent_id", ""), source.get("run_id", ""))
 
 

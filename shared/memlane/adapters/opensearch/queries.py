@@ -12,7 +12,7 @@ from ...domain.analysis import query_tokens
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery, keyword_limit
-from .documents import metadata_filter_terms, routing_key, term_prefix, utc_iso
+from .documents import document_id, metadata_filter_terms, routing_key, term_prefix, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
 # A tenant of at most this many documents has its vector half scored exactly (a script score over its filter)
@@ -43,8 +43,10 @@ def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]
 
 
 def tenant_ids_query(store: str, app_id: str, tenant_id: str, ids: list[str]) -> dict[str, Any]:
-    """These ids, and only if they are this tenant's: how a by-id write finds what it may touch."""
-    return {"bool": {"filter": [{"ids": {"values": ids}}, *tenant_terms(store, app_id, tenant_id)]}}
+    """The tenant's documents of these memory ids (its document ids, and its terms): how a by-id write finds
+    what it may touch."""
+    return {"bool": {"filter": [{"ids": {"values": [document_id(app_id, tenant_id, i) for i in ids]}},
+                                *tenant_terms(store, app_id, tenant_id)]}}
 
 
 def _scope_filters(store: str, scope: ScopeFilter) -> list[dict[str, Any]]:
@@ -131,7 +133,8 @@ def similarities_body(store: str, scope: ScopeFilter, ids: list[str], vector: li
     return {
         "size": len(ids), "_source": False, "track_total_hits": False,
         "query": {"script_score": {
-            "query": {"bool": {"filter": [{"ids": {"values": ids}}, *_scope_filters(store, scope)]}},
+            "query": {"bool": {"filter": [{"ids": {"values": [document_id(scope.app_id, scope.tenant_id, i) for i in ids]}},
+                                          *_scope_filters(store, scope)]}},
             "script": _cosine(vector)}},
     }
 
