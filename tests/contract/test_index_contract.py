@@ -840,6 +840,38 @@ def test_embedded_index_of_an_older_schema_is_migrated_in_place(tmp_path: Path, 
     db.close()
 
 
+def test_an_index_opened_while_another_process_migrates_it_waits_and_migrates_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server and a worker started together after an upgrade open one file: the second waits for the
+    first's migration past its 5 s busy timeout (a file of 10⁶ documents takes about 8 s), then reads the
+    version that migration wrote. Before, it failed with "database is locked"; and it had read the version
+    before waiting, so it would have run the migration again."""
+    import time
+
+    from memlane.adapters.local import index_schema
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+
+    path = tmp_path / "i.sqlite3"
+    _old_index_file(path, 3)
+    statements = index_schema._statements
+
+    def slow_for_the_first(script: str) -> list[str]:
+        if threading.current_thread().name == "first" and script is index_schema._MIGRATE_3:
+            time.sleep(6)  # past the other connection's busy timeout, inside the migration's transaction
+        return statements(script)
+
+    monkeypatch.setattr(index_schema, "_statements", slow_for_the_first)
+    opened: list[EmbeddedIndex] = []
+    first = threading.Thread(target=lambda: opened.append(EmbeddedIndex(path)), name="first")
+    first.start()
+    time.sleep(0.5)
+    second = EmbeddedIndex(path)
+    first.join()
+    assert len(opened) == 1
+    assert ids(search(second, "s1", "automobile").keyword) == ["car"] == ids(search(opened[0], "s1", "automobile").keyword)
+    second.close(), opened[0].close()
+
+
 def test_embedded_sees_writes_of_another_connection(tmp_path: Path) -> None:
     from memlane.adapters.local.embedded_index import EmbeddedIndex
 

@@ -22,7 +22,7 @@ import pytest
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
 
-from memlane.adapters.opensearch.documents import alias_name, document_id, index_name, memory_id_of, routing_key
+from memlane.adapters.opensearch.documents import alias_name, document_id, index_name, routing_key
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.tenant_auth import TokenClients, tenant_token
 from memlane.domain.analysis import tokens
@@ -44,11 +44,11 @@ def _ids(idx: OpenSearchIndex, store: str) -> set[str]:
 def _owned(idx: OpenSearchIndex, store: str) -> set[tuple[str, str]]:
     """(tenant, memory id) of every document of the store, as the service (admin) sees it."""
     resp = idx.client.search(index=alias_name(idx.prefix, store), body={"size": 100, "query": {"match_all": {}}})
-    return {(h["_source"]["tenant_id"], memory_id_of(h["_id"])) for h in resp["hits"]["hits"]}
+    return {(h["_source"]["tenant_id"], h["_source"]["memory_id"]) for h in resp["hits"]["hits"]}
 
 
 def _found(hits: list[dict]) -> set[str]:
-    return {memory_id_of(h["_id"]) for h in hits}
+    return {h["_source"]["memory_id"] for h in hits}
 
 
 def _doc(tenant: str, memory_id: str) -> str:

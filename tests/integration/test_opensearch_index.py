@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from opensearchpy.exceptions import AuthenticationException
 
-from memlane.adapters.opensearch.documents import (alias_name, document_id, document_terms, index_name, memory_id_of,
-                                                  routing_key)
+from memlane.adapters.opensearch.documents import (alias_name, document_id, document_terms, index_name, routing_key,
+                                                  to_document)
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.queries import search_lines
 from memlane.adapters.opensearch.tenant_auth import without_userinfo
@@ -17,7 +17,7 @@ from memlane.domain.errors import DependencyFailed, InvalidInput, NotFound, Retr
 from memlane.domain.models import Memory
 from memlane.domain.scope import Scope, ScopeFilter
 from memlane.ports import IndexQuery
-from tests.contract.test_index_contract import DIM, embed, mem, put
+from tests.contract.test_index_contract import DIM, embed, ids, mem, put, search
 
 from .conftest import drop_prefix
 
@@ -62,7 +62,7 @@ def test_a_tenant_lives_on_the_shard_of_its_routing(opensearch_url: str, index_p
         responses = idx.client.msearch(body=lines)["responses"]
         assert signals == ["keyword", "vector"]
         assert [r["_shards"]["total"] for r in responses] == [1, 1]
-        assert all(memory_id_of(h["_id"]).startswith("t3-") for r in responses for h in r["hits"]["hits"])
+        assert all(h["_source"]["memory_id"].startswith("t3-") for r in responses for h in r["hits"]["hits"])
     finally:
         drop_prefix(idx.client, index_prefix)
         idx.close()
@@ -84,7 +84,7 @@ def test_a_tenants_delete_is_routed_to_its_shard_and_touches_only_its_documents(
     for t in range(0, 6, 2):  # each of t0, t2, t4 names every id: only its own goes
         os_index.for_tenant("s1", "app", f"t{t}").delete("s1", every_id, app_id="app", tenant_id=f"t{t}")
     alias = alias_name(os_index.prefix, "s1")
-    left = {memory_id_of(h["_id"]) for h in os_index.client.search(index=alias, body={"size": 10})["hits"]["hits"]}
+    left = {h["_source"]["memory_id"] for h in os_index.client.search(index=alias, body={"size": 10})["hits"]["hits"]}
     assert left == {"m1", "m3", "m5"}
 
 
@@ -180,6 +180,38 @@ def test_documents_carry_every_filter_field(os_index: OpenSearchIndex) -> None:
     assert doc["evidence"] == ["e1", "e2"] and doc["metadata"] == {"k": [1, "x"]}
     assert doc["metadata_terms"] == ['["k",1]', '["k","x"]']
     assert doc["time"] == doc["created_at"] == "2024-01-01T00:00:00.000000Z"
+
+
+def test_documents_of_the_older_id_form_are_read_replaced_and_deleted(os_index: OpenSearchIndex) -> None:
+    """Before a document's `_id` carried its tenant it was the memory id alone: an index made then, or a
+    process of that version still writing during an upgrade, holds such documents. They are found under
+    their memory id (read from `_source`, not cut out of `_id`), a write of one replaces it with a document
+    of the new form, a delete removes it — an erasure leaves none behind — and another tenant writes the
+    same memory id freely."""
+    os_index.ensure_store("s1", DIM)
+    alias = alias_name(os_index.prefix, "s1")
+
+    def old_form(memory_id: str, text: str, tenant: str) -> None:  # as the previous version wrote it
+        m = mem(memory_id, text, tenant=tenant)
+        os_index.client.index(index=alias, id=memory_id, routing=routing_key("app", tenant), refresh=True,
+                              body=to_document("s1", m, embed(text)))
+
+    def held() -> dict[tuple[str, str], str]:
+        hits = os_index.client.search(index=alias, body={"size": 100})["hits"]["hits"]
+        return {(h["_source"]["tenant_id"], h["_source"]["memory_id"]): h["_id"] for h in hits}
+
+    old_form("seat", "zebra seat two C", "t1")
+    old_form("gone", "zebra secret to erase", "t1")
+    t1 = os_index.for_tenant("s1", "app", "t1")
+    found = search(t1, "s1", "zebra", tenant="t1")
+    assert set(ids(found.keyword)) == set(ids(found.vector)) == {"seat", "gone"}
+    assert set(os_index.similarities("s1", ScopeFilter(app_id="app", tenant_id="t1"), embed("zebra"), ["seat"])) == {"seat"}
+    put(os_index, "s1", mem("seat", "zebra seat fourteen F", tenant="t2"))  # t2's own "seat": no conflict
+    put(t1, "s1", mem("seat", "zebra seat three A", tenant="t1"))  # replaces the older document
+    t1.delete("s1", ["gone"], app_id="app", tenant_id="t1")
+    assert held() == {("t1", "seat"): document_id("app", "t1", "seat"), ("t2", "seat"): document_id("app", "t2", "seat")}
+    assert ids(search(t1, "s1", "three", tenant="t1").keyword) == ["seat"]
+    assert ids(search(t1, "s1", "secret", tenant="t1").keyword) == [] and ids(search(t1, "s1", "two", tenant="t1").keyword) == []
 
 
 def test_an_index_made_before_record_types_is_migrated_on_first_use(opensearch_url: str, index_prefix: str) -> None:

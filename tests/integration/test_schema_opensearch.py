@@ -93,19 +93,6 @@ def test_an_index_of_the_shard_statistics_layout_is_named(os_index: OpenSearchIn
     assert any(d.startswith(f"index {name}: field terms") for d in found), found
 
 
-def test_an_index_of_store_wide_document_ids_is_named(os_index: OpenSearchIndex) -> None:
-    """Before a document's `_id` carried its tenant it was the memory id alone, unique in the store, so a
-    tenant could take an id another would use (docs/security.md). Such an index has the same fields; its
-    mapping's `_meta` tells it apart, and it is named (`schema recreate` rebuilds it) — not written on with
-    ids of the new form beside documents of the old, which would then be found twice."""
-    body = index_body(DIM)
-    del body["mappings"]["_meta"]
-    name = index_name(os_index.prefix, "old")
-    os_index.client.indices.create(index=name, body={**body, "aliases": {alias_name(os_index.prefix, "old"): {}}})
-    found = [str(d) for d in differences(os_index.describe())]
-    assert len(found) == 1 and found[0].startswith(f"index {name}: mapping _meta ") and "document_ids" in found[0], found
-
-
 def test_validate_refuses_and_recreate_rebuilds_with_no_search_gap(os_deps) -> None:  # type: ignore[no-untyped-def]
     deps = os_deps
     index: OpenSearchIndex = deps.index

@@ -8,7 +8,6 @@ import ast
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memlane.adapters.opensearch.documents import document_id
 from memlane.adapters.opensearch.queries import search_lines, similarities_body, tenant_ids_query
 from memlane.domain.scope import search_scope
 from memlane.ports import IndexQuery
@@ -103,15 +102,13 @@ def test_every_opensearch_query_line_carries_the_scope_filter():
 
 def test_the_lookup_before_a_by_id_write_carries_the_tenant():
     query = repr(tenant_ids_query("demo", "app", "ann", ["m1", "m2"]))
-    ids = [document_id("app", "ann", m) for m in ("m1", "m2")]  # the tenant's documents of those ids
-    for term in (f"{{'ids': {{'values': {ids}}}}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}"):
+    for term in ("{'terms': {'memory_id': ['m1', 'm2']}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}"):
         assert term in query, term
 
 
 def test_the_cosines_read_by_id_carry_the_scope():
     scope = search_scope({"app_id": "app", "tenant_id": "ann", "agent_id": "a1", "run_id": ["r1", "r2"]})
     query = repr(similarities_body("demo", scope, ["m1", "m2"], [0.1] * 8))
-    ids = [document_id("app", "ann", m) for m in ("m1", "m2")]
-    for term in (f"{{'ids': {{'values': {ids}}}}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}",
+    for term in ("{'terms': {'memory_id': ['m1', 'm2']}}", "{'store': 'demo'}", "{'app_id': 'app'}", "{'tenant_id': 'ann'}",
                  "'agent_id': ['a1']", "'run_id': ['r1', 'r2']"):
         assert term in query, term

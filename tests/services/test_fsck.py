@@ -9,7 +9,7 @@ from memlane.cli import main
 from memlane.domain.models import Memory, RecordType
 from memlane.domain.records import message_document
 from memlane.domain.scope import Scope
-from memlane.services import ingest, memories, messages, search, stores
+from memlane.services import explicit, ingest, memories, messages, search, stores
 from memlane.services.fsck import fsck
 
 U1 = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
@@ -101,6 +101,18 @@ def test_drift_is_found_then_repaired(deps, store):
     assert beagle.memory_id in _hits(deps, "u1", "beagle")
     assert _hits(deps, "u1", "yacht") == [] and _hits(deps, "u1", "pilot") == [] and _hits(deps, "u2", "planes") == []
     assert nurse.memory_id in _hits(deps, "u1", "nurse")
+
+
+def test_two_tenants_holding_one_memory_id_are_two_documents(deps, store):
+    """A memory id is its tenant's: fsck expects, counts and repairs each tenant's document apart."""
+    for scope, text in ((U1, "Ann's seat is 2C."), (U2, "Bob's seat is 14F.")):
+        explicit.write(deps, "demo", scope=scope, memories=[{"text": text, "memory_id": "seat"}])
+    clean = fsck(deps, store)
+    assert (clean.memories, clean.missing, clean.orphans, clean.stale) == (5, 0, 0, 0)
+    deps.index.delete("demo", ["seat"], app_id="app", tenant_id="u2")
+    found = fsck(deps, store, repair=True)
+    assert (found.missing, found.orphans, found.stale, found.repaired) == (1, 0, 0, 1)
+    assert _hits(deps, "u1", "seat") == ["seat"] == _hits(deps, "u2", "seat")
 
 
 def test_cli_reports_counts_and_exit_status(service, store, capsys):

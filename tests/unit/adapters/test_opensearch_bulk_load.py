@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from memlane.adapters.opensearch.documents import memory_id_of
+from memlane.adapters.opensearch.documents import document_id
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.domain.errors import Conflict, DependencyFailed, Forbidden, Retryable
 from memlane.domain.models import Memory
@@ -62,11 +62,11 @@ class FakeClient:
 
     def bulk(self, body: bytes, params: dict[str, Any]) -> dict[str, Any]:
         lines = [json.loads(x) for x in body.decode().splitlines()]
-        headers = lines[0::2]
+        headers, mids = lines[0::2], [source["memory_id"] for source in lines[1::2]]
         with self.lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.requests.append(([memory_id_of(next(iter(h.values()))["_id"]) for h in headers], params))
+            self.requests.append((mids, params))
             self.ops.update(next(iter(h)) for h in headers)
             self.routings.update(next(iter(h.values())).get("routing") for h in headers)
         self.arrived.release()
@@ -74,16 +74,16 @@ class FakeClient:
             assert self.release.wait(10), "the test never released the held requests"
         items = []
         with self.lock:
-            for h in headers:
+            for h, mid in zip(headers, mids):
                 op, meta = next(iter(h.items()))
-                mid = memory_id_of(meta["_id"])
+                assert meta["_id"] == document_id("app", meta["routing"].split("#")[1], mid)
                 if self.throttle.get(mid, 0) > 0:
                     self.throttle[mid] -= 1
-                    items.append({op: {"_id": mid, "status": 429, "error": {"type": "es_rejected_execution_exception"}}})
+                    items.append({op: {"_id": meta["_id"], "status": 429, "error": {"type": "es_rejected_execution_exception"}}})
                 elif mid in self.exists:
-                    items.append({op: {"_id": mid, "status": 409, "error": {"type": "version_conflict_engine_exception"}}})
+                    items.append({op: {"_id": meta["_id"], "status": 409, "error": {"type": "version_conflict_engine_exception"}}})
                 else:
-                    items.append({op: {"_id": mid, "status": 201}})
+                    items.append({op: {"_id": meta["_id"], "status": 201}})
             self.in_flight -= 1
         return {"errors": any(next(iter(i.values()))["status"] >= 300 for i in items), "items": items}
 
@@ -151,7 +151,8 @@ def test_a_document_that_already_exists_is_not_overwritten_and_is_reported():
     client = FakeClient(exists={"m00001"})
     with pytest.raises(Conflict) as caught:
         index(client).bulk_load("s1", docs(3))
-    assert caught.value.code == "index_id_conflict" and caught.value.details["conflict_ids"] == ["m00001"]
+    assert caught.value.code == "index_id_conflict"
+    assert caught.value.details["conflict_ids"] == [document_id("app", "t1", "m00001")]  # whose, not just which id
     assert client.ops == {"create"}  # never "index": an existing document is never replaced
 
 
@@ -168,7 +169,8 @@ def test_a_refused_document_fails_the_load_by_name():
     client.bulk = refuse  # type: ignore[method-assign]
     with pytest.raises(DependencyFailed) as caught:
         index(client).bulk_load("s1", docs(2))
-    assert caught.value.code == "index_partial_failure" and caught.value.details["failed_ids"] == ["m00000"]
+    assert caught.value.code == "index_partial_failure"
+    assert caught.value.details["failed_ids"] == [document_id("app", "t1", "m00000")]
 
 
 def test_a_tenant_bound_index_may_not_bulk_load():

@@ -61,9 +61,9 @@ def test_memory_types_narrow_memories_only():
                      "minimum_should_match": 1}} in lines[1]["query"]["bool"]["filter"]
 
 
-def test_hits_carry_their_record_type_and_run_but_no_text():
+def test_hits_carry_their_memory_id_record_type_and_run_but_no_text():
     lines, _ = lines_for()
-    assert lines[1]["_source"] == lines[3]["_source"] == ["record_type", "agent_id", "run_id"]
+    assert lines[1]["_source"] == lines[3]["_source"] == ["memory_id", "record_type", "agent_id", "run_id"]
 
 
 def test_no_words_means_no_keyword_half_and_no_vector_no_vector_half():

@@ -17,10 +17,18 @@ and before had an FTS5 table for it, dropped by the migration.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from pathlib import Path
 
 from ...domain.errors import DependencyFailed
+
+log = logging.getLogger(__name__)
+
+# How long an opening waits for another process holding the file's write lock: that process may be
+# migrating a large file (schema 4 rewrites the docs table: about 8 s for 10⁶ documents on this machine).
+OPEN_WAIT_SECONDS = 600.0
 
 # 2: docs.record_type (absent in 1: every document of a version-1 file is a memory)
 # 3: no FTS5 table, and no docs.tkey (its tenant token)
@@ -120,14 +128,15 @@ INSERT_VECTOR = ("INSERT INTO vectors (doc_id, embedding) SELECT id, ? FROM docs
 
 
 def open_schema(db: sqlite3.Connection, path: str | Path) -> None:
-    """Create the schema, or bring a file of an older version up to this one (in one transaction)."""
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if version not in (0, 1, 2, 3, SCHEMA_VERSION):
-        # The index is derived data: the fix is to delete the file and run `memlane reindex`.
-        raise DependencyFailed(f"index file {path} has schema version {version}, this code expects "
-                               f"{SCHEMA_VERSION}; delete it and rebuild the index")
-    db.execute("BEGIN IMMEDIATE")
+    """Create the schema, or bring a file of an older version up to this one (in one transaction, whose
+    lock a process opening the file at the same time waits for: it then reads the version migrated)."""
+    _begin(db, path)
     try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+            # The index is derived data: the fix is to delete the file and run `memlane reindex`.
+            raise DependencyFailed(f"index file {path} has schema version {version}, this code expects "
+                                   f"{SCHEMA_VERSION}; delete it and rebuild the index")
         for migration in (_MIGRATE_1, _MIGRATE_2, _MIGRATE_3)[version - 1:] if version else ():
             for statement in _statements(migration):
                 db.execute(statement)
@@ -139,6 +148,19 @@ def open_schema(db: sqlite3.Connection, path: str | Path) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _begin(db: sqlite3.Connection, path: str | Path) -> None:
+    """BEGIN IMMEDIATE, waiting past the connection's busy timeout while another process holds the lock."""
+    deadline = time.monotonic() + OPEN_WAIT_SECONDS
+    while True:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            log.warning("index file %s is locked by another process (migrating it?): waiting", path)
 
 
 def _statements(script: str) -> list[str]:

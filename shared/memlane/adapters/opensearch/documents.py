@@ -47,17 +47,11 @@ def term_prefix(app_id: str, tenant_id: str) -> str:
     return hashlib.blake2b(f"{app_id}\x1f{tenant_id}".encode(), digest_size=8).hexdigest() + "_"
 
 
-_PREFIX_LENGTH = 17  # term_prefix: 16 hex digits and "_"
-
-
 def document_id(app_id: str, tenant_id: str, memory_id: str) -> str:
     """A document's `_id`: its tenant's prefix, then its memory id. Two tenants may hold one memory id, each
-    in a document of its own, and no write of one can reach the other's (docs/security.md)."""
+    in a document of its own, and no write of one can reach the other's (docs/security.md). Reads take the
+    memory id from the document's `memory_id` field, never from its `_id`."""
     return term_prefix(app_id, tenant_id) + memory_id
-
-
-def memory_id_of(doc_id: str) -> str:
-    return doc_id[_PREFIX_LENGTH:]
 
 
 def document_terms(app_id: str, tenant_id: str, text: str, keywords: str) -> str:

@@ -26,9 +26,9 @@
   authorized tenant uses it, reading with that tenant's own credentials when `tenant_clients` is
   configured (the security plugin's document-level security confines them to its documents; they may
   not write). A bound index refuses calls naming another tenant. Every write — upsert or delete, which
-  names its tenant — is the service's, conditional on the version a lookup *as the tenant* saw (its
-  document ids AND its terms, routed to its shard; `_write`), so nothing is read, overwritten or
-  deleted by id alone.
+  names its tenant — is the service's, conditional on the version a lookup *as the tenant* saw (the
+  memory ids AND the tenant's terms, routed to its shard; `_write`), so nothing is read, overwritten or
+  deleted by id alone. Reads take a hit's memory id from its `memory_id` field, never from `_id`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from ...ports import Hit, IndexQuery, IndexResult
 from ..backoff import backoff_delay
 from ..tenant_binding import TenantBinding
 from .connection import build_client
-from .documents import alias_name, document_id, index_name, memory_id_of, routing_key, to_document
+from .documents import alias_name, document_id, index_name, routing_key, to_document
 from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
                      lost_dls_race)
 from .queries import EXACT_VECTOR_MAX, MAX_K, search_lines, similarities_body, tenant_ids_query
@@ -290,7 +290,7 @@ class OpenSearchIndex:
         import into a new store) as fast as the engine takes them; the number loaded.
 
         - `create` actions routed by tenant: a document already there (loaded before) is never replaced;
-          the ids come back in a Conflict at the end.
+          the document ids (tenant prefix + memory id) come back in a Conflict at the end.
         - No refresh wait per request, and the index's periodic refresh paused meanwhile (restored
           after, also on failure, with one refresh that makes the load searchable): a refresh a
           second would cut a small segment a second and merge them again and again under the load.
@@ -314,7 +314,7 @@ class OpenSearchIndex:
                 s = memory.scope
                 header = {"_index": address, "_id": document_id(s.app_id, s.tenant_id, memory.memory_id),
                           "routing": routing_key(s.app_id, s.tenant_id)}
-                yield memory.memory_id, {"create": header}, to_document(store, memory, vector)
+                yield header["_id"], {"create": header}, to_document(store, memory, vector)
 
         failed: dict[str, str] = {}
         conflicts: set[str] = set()
@@ -414,9 +414,10 @@ class OpenSearchIndex:
             return {}
         answer = self._read("similarities", lambda: self.client.search(
             index=self._address(store), routing=routing_key(scope.app_id, scope.tenant_id), ignore=404,
-            body=similarities_body(store, scope, wanted, unit), params={"filter_path": "hits.hits._id,hits.hits._score"}))
+            body=similarities_body(store, scope, wanted, unit),
+            params={"filter_path": "hits.hits._source.memory_id,hits.hits._score"}))
         raw = answer.get("hits", {}).get("hits", [])  # no index, or no hit: filter_path leaves nothing
-        return {memory_id_of(h["_id"]): max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
+        return {h["_source"]["memory_id"]: max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
 
     # -- internals -----------------------------------------------------------------------------
     def _dim(self, store: str) -> int | None:
@@ -458,8 +459,11 @@ class OpenSearchIndex:
         documents only. The versions come from a lookup that carries the tenant twice more: the query's
         terms, and the tenant's own credentials when configured (the engine's DLS); then the writes are
         conditional (``if_seq_no``/``if_primary_term``; ``create`` where the tenant sees nothing), so
-        nothing the tenant cannot see is overwritten nor deleted. A 409 on the tenant's own document
-        (written meanwhile, or not yet refreshed) is retried after a refresh.
+        nothing the tenant cannot see is overwritten nor deleted. The lookup finds the tenant's documents
+        by their `memory_id`, so one of the older form (its `_id` the memory id alone: an index made before,
+        or a process of the previous version still writing) is deleted with the rest, or replaced by the
+        document of the new form. A 409 on the tenant's own document (written meanwhile, or not yet
+        refreshed) is retried after a refresh.
         """
         alias, routing = self._address(store), routing_key(app_id, tenant_id)
         pending = docs
@@ -472,15 +476,17 @@ class OpenSearchIndex:
                 return
             actions = []
             for mid, source in pending.items():
-                header: dict[str, Any] = {"_index": alias, "_id": document_id(app_id, tenant_id, mid),
-                                          "routing": routing}
-                if mid in seen:
-                    header["if_seq_no"], header["if_primary_term"] = seen[mid]
-                if source is None:
-                    if mid in seen:
-                        actions.append((mid, {"delete": header}, None))
-                else:
-                    actions.append((mid, {"index" if mid in seen else "create": header}, source))
+                own = document_id(app_id, tenant_id, mid)
+                found = seen.get(mid, {})
+                for doc_id, (seq_no, term) in found.items():
+                    if source is None or doc_id != own:
+                        actions.append((mid, {"delete": {"_index": alias, "_id": doc_id, "routing": routing,
+                                                         "if_seq_no": seq_no, "if_primary_term": term}}, None))
+                if source is not None:
+                    header: dict[str, Any] = {"_index": alias, "_id": own, "routing": routing}
+                    if own in found:
+                        header["if_seq_no"], header["if_primary_term"] = found[own]
+                    actions.append((mid, {"index" if own in found else "create": header}, source))
             conflicts = self._bulk(store, actions)
             if not conflicts:
                 return
@@ -492,18 +498,22 @@ class OpenSearchIndex:
                         f"{sorted(pending)[:5]}", code="index_busy", conflict_ids=sorted(pending))
 
     def _versions(self, alias: str, store: str, app_id: str, tenant_id: str,
-                  ids: list[str]) -> dict[str, tuple[int, int]] | None:
-        """id → (seq_no, primary_term) of the docs among `ids` that the tenant can see; None: no index."""
-        found: dict[str, tuple[int, int]] = {}
+                  ids: list[str]) -> dict[str, dict[str, tuple[int, int]]] | None:
+        """memory id → {document _id → (seq_no, primary_term)} of the tenant's docs of those memory ids that it
+        can see; None: no index."""
+        found: dict[str, dict[str, tuple[int, int]]] = {}
         for i in range(0, len(ids), LOOKUP_CHUNK):
             chunk = ids[i:i + LOOKUP_CHUNK]
             resp = self._read("lookup", lambda: self.client.search(
                 index=alias, routing=routing_key(app_id, tenant_id), ignore=404, body={
-                    "size": len(chunk), "_source": False, "track_total_hits": False, "seq_no_primary_term": True,
+                    # two at most per id: its document, and one of the older form (`_write`)
+                    "size": 2 * len(chunk), "_source": ["memory_id"], "track_total_hits": False,
+                    "seq_no_primary_term": True,
                     "query": tenant_ids_query(store, app_id, tenant_id, chunk)}))
             if _missing(resp):
                 return None
-            found.update({memory_id_of(h["_id"]): (h["_seq_no"], h["_primary_term"]) for h in resp["hits"]["hits"]})
+            for h in resp["hits"]["hits"]:
+                found.setdefault(h["_source"]["memory_id"], {})[h["_id"]] = (h["_seq_no"], h["_primary_term"])
         return found
 
     def _read(self, what: str, call: Callable[[], Any]) -> Any:
@@ -628,7 +638,7 @@ class _TenantSizes:
 def _hit(raw: dict[str, Any], score: float) -> Hit:
     source = raw.get("_source") or {}
     # No record_type: a document written before record types, a memory.
-    return Hit(memory_id_of(raw["_id"]), score, RecordType(source.get("record_type") or RecordType.MEMORY),
+    return Hit(source["memory_id"], score, RecordType(source.get("record_type") or RecordType.MEMORY),
                source.get("agent_id", ""), source.get("run_id", ""))
 
 

@@ -12,7 +12,7 @@ from ...domain.analysis import query_tokens
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery, keyword_limit
-from .documents import document_id, metadata_filter_terms, routing_key, term_prefix, utc_iso
+from .documents import metadata_filter_terms, routing_key, term_prefix, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
 # A tenant of at most this many documents has its vector half scored exactly (a script score over its filter)
@@ -22,8 +22,9 @@ MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result
 EXACT_VECTOR_MAX = 20_000
 # Ties are broken by id so that a smaller k is always a prefix of a larger one, on every backend.
 _SORT = [{"_score": {"order": "desc"}}, {"memory_id": {"order": "asc"}}]
-# What a hit says besides its id: which kind of record it is and where it lives (never any text).
-HIT_FIELDS = ["record_type", "agent_id", "run_id"]
+# What a hit says: its memory id (a document's `_id` is its tenant's: documents.document_id), which kind of
+# record it is and where it lives (never any text).
+HIT_FIELDS = ["memory_id", "record_type", "agent_id", "run_id"]
 # A document written before record types has no `record_type` field: it is a memory.
 _IS_MEMORY = {"bool": {"should": [{"term": {"record_type": str(RecordType.MEMORY)}},
                                   {"bool": {"must_not": {"exists": {"field": "record_type"}}}}],
@@ -43,10 +44,9 @@ def tenant_terms(store: str, app_id: str, tenant_id: str) -> list[dict[str, Any]
 
 
 def tenant_ids_query(store: str, app_id: str, tenant_id: str, ids: list[str]) -> dict[str, Any]:
-    """The tenant's documents of these memory ids (its document ids, and its terms): how a by-id write finds
-    what it may touch."""
-    return {"bool": {"filter": [{"ids": {"values": [document_id(app_id, tenant_id, i) for i in ids]}},
-                                *tenant_terms(store, app_id, tenant_id)]}}
+    """The tenant's documents of these memory ids, whatever their `_id`: how a by-id write finds what it
+    may touch (a document written before ids carried the tenant too, which the write then replaces)."""
+    return {"bool": {"filter": [{"terms": {"memory_id": ids}}, *tenant_terms(store, app_id, tenant_id)]}}
 
 
 def _scope_filters(store: str, scope: ScopeFilter) -> list[dict[str, Any]]:
@@ -131,10 +131,9 @@ def similarities_body(store: str, scope: ScopeFilter, ids: list[str], vector: li
     """The exact cosine of `vector` with each of these documents of the scope: a script score over
     them alone."""
     return {
-        "size": len(ids), "_source": False, "track_total_hits": False,
+        "size": len(ids), "_source": ["memory_id"], "track_total_hits": False,
         "query": {"script_score": {
-            "query": {"bool": {"filter": [{"ids": {"values": [document_id(scope.app_id, scope.tenant_id, i) for i in ids]}},
-                                          *_scope_filters(store, scope)]}},
+            "query": {"bool": {"filter": [{"terms": {"memory_id": ids}}, *_scope_filters(store, scope)]}},
             "script": _cosine(vector)}},
     }
 
