@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memlane.adapters.opensearch.documents import alias_name, index_name
+from memlane.adapters.opensearch.documents import alias_name, document_id, index_name
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.domain.errors import Conflict
 from memlane.domain.schema import differences
@@ -43,7 +43,7 @@ def test_a_bulk_load_never_replaces_a_document_already_there(os_index: OpenSearc
     again = mem("m1", "a later text under the same id", tenant="t1")
     with pytest.raises(Conflict) as caught:
         os_index.bulk_load("s1", [(again, embed(again.text)), (mem("m2", "new"), embed("new"))])
-    assert caught.value.details["conflict_ids"] == ["m1"]
+    assert caught.value.details["conflict_ids"] == [document_id("app", "t1", "m1")]  # whose, not only which id
     alias = alias_name(os_index.prefix, "s1")
     assert search(os_index.for_tenant("s1", "app", "t1"), "s1", "original").keyword[0].memory_id == "m1"
     assert not search(os_index.for_tenant("s1", "app", "t1"), "s1", "later").keyword  # not replaced
