@@ -226,7 +226,29 @@ class EmbeddedIndex:
         if not terms or k <= 0:  # keyword_k 0: the query asks for no keyword hit
             return []
         key = (store, f.scope.app_id, f.scope.tenant_id)
-        ids, scores = self._term_index(key).scores(terms)
+        return self._best_allowed(store, f, key, *self._term_index(key).scores(terms), k)
+
+    def _vector(self, store: str, f: Filter, qvec: np.ndarray, k: int) -> list[Hit]:
+        """Filtered kNN: through the tenant's graph when it has one, else exactly (its whole matrix scored)."""
+        key = (store, f.scope.app_id, f.scope.tenant_id)
+        self._check_foreign_writes()
+        graph = self._graph(key) if self._ann else None
+        if graph is not None:
+            return self._ann_vector(store, f, qvec, k, graph)
+        vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
+        if self._ann and vectors.ids.size >= self._ann_min_rows:
+            self._start_build(key, vectors)
+        return self._best_allowed(store, f, key, vectors.ids, vectors.matrix @ qvec, k)
+
+    def _best_allowed(self, store: str, f: Filter, key: TenantKey, ids: np.ndarray, scores: np.ndarray,
+                      k: int) -> list[Hit]:
+        """The best k of a tenant's scored rows (`ids`: docs.id) that the filter lets through, ties by memory id.
+
+        The `want` best are checked by `_select` first: if k of them pass and the k-th outscores every row not
+        checked, no other row can be in the top k, so a broad filter checks about k rows instead of reading
+        every row it allows. Short of k, `want` grows 4×; past WIDEST × k (a selective filter) the rows the
+        filter allows are read once. Either way the rows are chosen by `_select`, and a row another process
+        added after `ids` were read is left out, not mis-scored."""
         want = self._first_want(key, k)
         while want < ids.size:
             best = np.argpartition(-scores, want)[:want]
@@ -236,8 +258,7 @@ class EmbeddedIndex:
             if len(hits) >= k and hits[k - 1].score > np.max(np.delete(scores, best)):
                 return hits
             if want >= WIDEST * k:  # a selective filter: read the rows it allows once
-                allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
-                keep = np.isin(ids, allowed)
+                keep = np.isin(ids, np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64))
                 ids, scores = ids[keep], scores[keep]
                 if ids.size > k:  # the best k and every row tied with the k-th
                     keep = scores >= -np.partition(-scores, k - 1)[k - 1]
@@ -245,40 +266,6 @@ class EmbeddedIndex:
                 break
             want *= 4
         return self._checked(store, f, ids, scores, k)[0]
-
-    def _vector(self, store: str, f: Filter, qvec: np.ndarray, k: int) -> list[Hit]:
-        """Exact filtered kNN: score the tenant's whole matrix, then ask the filter about the best.
-
-        If at least k of the `want` best rows pass the filter, they hold the filtered top k
-        (every row outside scores no higher), so a broad filter checks about k ids instead of
-        reading every allowed id. A selective one widens `want`, then reads the allowed ids
-        once. Either way the rows are chosen by `_select`.
-        """
-        key = (store, f.scope.app_id, f.scope.tenant_id)
-        self._check_foreign_writes()
-        graph = self._graph(key) if self._ann else None
-        if graph is not None:
-            return self._ann_vector(store, f, qvec, k, graph)
-        vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
-        n = vectors.ids.size
-        if n == 0:
-            return []
-        if self._ann and n >= self._ann_min_rows:
-            self._start_build(key, vectors)
-        scores = vectors.matrix @ qvec
-        want = self._first_want(key, k)
-        while want < n // 4:
-            best = np.argpartition(-scores, want)[:want]
-            passing = self._select(store, f, "d.id", within=vectors.ids[best].tolist())
-            rows = best[np.isin(vectors.ids[best], [r[0] for r in passing])]
-            self._learn_share(key, want, rows.size)
-            if rows.size >= k:
-                return vectors.top(scores, rows, k)
-            want *= 4
-        allowed = np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64)
-        # Rows another process added after the matrix was read are skipped, not mis-scored.
-        rows = np.minimum(np.searchsorted(vectors.ids, allowed), n - 1)
-        return vectors.top(scores, rows[vectors.ids[rows] == allowed], k)
 
     def _ann_vector(self, store: str, f: Filter, qvec: np.ndarray, k: int, graph: Graph) -> list[Hit]:
         """Filtered kNN through the tenant's graph. The graph's best candidates are checked by `_select`,
@@ -307,8 +294,8 @@ class EmbeddedIndex:
         return self._checked(store, f, ids, sims, k)[0]
 
     def _checked(self, store: str, f: Filter, ids: np.ndarray, sims: np.ndarray, k: int) -> tuple[list[Hit], int]:
-        """The best k of the graph's candidates that `_select` lets through (tombstones never do), and
-        how many it let through."""
+        """The best k of these candidates that `_select` lets through (a graph's tombstones never do), ties by
+        memory id, and how many it let through."""
         if ids.size == 0:
             return [], 0
         score = dict(zip(ids.tolist(), sims.tolist()))
@@ -317,7 +304,7 @@ class EmbeddedIndex:
         return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked], len(rows)
 
     def _first_want(self, key: TenantKey, k: int) -> int:
-        """How many of its best rows the vector half checks first to find k that the filter lets through:
+        """How many of its best rows a half checks first to find k that the filter lets through:
         k over the share of candidates it let through in the tenant's last search, with a margin."""
         return math.ceil(MARGIN * k / self._shares.get(key, 1.0)) + 8
 
@@ -495,12 +482,10 @@ class EmbeddedIndex:
             return cached
         # Every document of the tenant, whatever its type: the filter chooses among them per search.
         whole_tenant = Filter(scope=ScopeFilter(app_id=app_id, tenant_id=tenant_id))
-        rows = self._select(store, whole_tenant, "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id, v.embedding",
-                            with_vectors=True)
+        rows = self._select(store, whole_tenant, "d.id, v.embedding", with_vectors=True)
         dim = self._dim(store) or 0
-        matrix = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        vectors = Vectors(np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows],
-                          [(r[2], r[3], r[4]) for r in rows], matrix)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        vectors = Vectors(np.array([r[0] for r in rows], dtype=np.int64), matrix)
         self._cache.put(key, vectors)
         return vectors
 

@@ -13,8 +13,6 @@ from typing import Sequence
 import numpy as np
 
 from ...domain.errors import InvalidInput
-from ...domain.models import RecordType
-from ...ports import Hit
 
 
 def unit_vector(values: Sequence[float], dim: int, what: str) -> np.ndarray:
@@ -37,21 +35,8 @@ class Vectors:
     """One tenant's embeddings, rows ordered by docs.id. Replaced, never mutated."""
 
     ids: np.ndarray  # int64, ascending
-    memory_ids: list[str]
-    places: list[tuple[str, str, str]]  # (record_type, agent_id, run_id) of each row: what a Hit says
     matrix: np.ndarray  # float32 (n, dim)
 
     @property
     def nbytes(self) -> int:
         return self.matrix.nbytes
-
-    def hit(self, row: int, score: float) -> Hit:
-        record_type, agent_id, run_id = self.places[row]
-        return Hit(self.memory_ids[row], score, RecordType(record_type), agent_id, run_id)
-
-    def top(self, scores: np.ndarray, rows: np.ndarray, k: int) -> list[Hit]:
-        """The k best of `rows` by score, ties by id."""
-        if rows.size > k:
-            rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
-        ranked = sorted(rows.tolist(), key=lambda i: (-scores[i], self.memory_ids[i]))
-        return [self.hit(i, float(scores[i])) for i in ranked]
