@@ -28,7 +28,8 @@ def test_the_search_function_builds_a_threads_card_within_its_budget(aws: Aws, b
     assert [e["text"] for e in card["sections"]["recent"]] == [
         "Ann: I adopted a beagle named Max last Saturday.", "assistant: Congratulations! Beagles are lovely dogs."]
     # The memory says what the recent turn it came from says: not repeated.
-    assert "memories" not in card["sections"]
+    assert card["sections"]["memories"] == []
+    assert list(card["sections"]) == ["agent_profile", "user_profile", "summary", "memories", "plans", "recent"]
     assert card["tokens"]["tokenizer"] == "hf:all-minilm-l6-v2" and 0 < card["tokens"]["total"] <= 200
     assert card["evidence"] == [e["id"] for e in card["sections"]["recent"]]
 

@@ -175,7 +175,8 @@ def test_memories_are_valued_by_their_rank_in_search_not_their_raw_cosine() -> N
 def test_the_stated_profiles_open_the_card(deps, store) -> None:
     from memlane.services import profiles
 
-    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Priya lives in Lisbon and prefers window seats.")
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Priya lives in Lisbon and prefers window seats.",
+                 attributes={"home_airport": "LIS"})
     profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner",
                  text="You are Priya's travel planner. Keep answers short.")
 
@@ -183,6 +184,8 @@ def test_the_stated_profiles_open_the_card(deps, store) -> None:
 
     assert result.text.startswith("## Agent profile\n- ") and "travel planner" in result.text
     assert any("window seats" in e.text for e in result.kept["user_profile"])
+    # one bullet a line: the profile's own "- name: value" lines are not bulleted again
+    assert "\n- home_airport: LIS" in result.text and "- - " not in result.text
     assert result.text.index("## User profile") < result.text.index("## Relevant memories")
 
 

@@ -5,7 +5,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..domain import limits
-from ..policies.context_card import Card
+from ..policies.context_card import SECTIONS, Card
 from ..services import context
 from .models import ApiModel, Strict
 
@@ -52,9 +52,10 @@ class ContextOut(ApiModel):
 
     @classmethod
     def of(cls, card: Card) -> "ContextOut":
+        # Every section, in render order, also one with nothing in it: one shape for every answer.
         return cls(sections={name: [ContextEntryOut(id=e.key, text=e.text, evidence=list(e.evidence),
-                                                     group=e.group or None) for e in entries]
-                             for name, entries in card.kept.items()},
+                                                     group=e.group or None) for e in card.kept.get(name, ())]
+                             for name in SECTIONS},
                    text=card.text,
                    tokens=ContextTokensOut(per_section=card.tokens, total=card.total, budget=card.budget,
                                            tokenizer=card.tokenizer),
