@@ -18,6 +18,11 @@ REF = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
     ("in March I started", "2023-03-01", "March 2023"),
     ("in December we travelled", "2022-12-01", "December 2022"),
     ("next Friday is the party", "2023-05-12", "12 May 2023"),
+    # a year said with the month is that year, before or after the message's
+    ("My passport expires in March 2027.", "2027-03-01", "March 2027"),
+    ("My visa expires in June, 2028.", "2028-06-01", "June 2028"),
+    ("We married in December 2019.", "2019-12-01", "December 2019"),
+    ("The lease ends September 2024.", "2024-09-01", "September 2024"),
 ])
 def test_resolves_against_message_time(text, day, label):
     r = resolve(text, REF)
@@ -28,6 +33,7 @@ def test_resolves_against_message_time(text, day, label):
 
 def test_no_time_expression():
     assert resolve("I like green tea", REF) is None
+    assert resolve("I may 2023 times have said so", REF) is None  # "may" the verb is no month
 
 
 def test_earliest_expression_wins():

@@ -50,8 +50,14 @@ def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
 
     def month(match: re.Match[str]) -> ResolvedTime:
         idx = _MONTHS.index(match.group(2).lower()) + 1
-        year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
+        if match.group(3):  # the year said with it: "in March 2027", "September 2024"
+            year = int(match.group(3))
+        else:  # the latest such month up to the message ("in March" said in May: this year's)
+            year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
         return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
+
+    months = "|".join(_MONTHS)
+    capitalised = "|".join(m.capitalize() for m in _MONTHS)  # "May 2023", not the verb
 
     return [
         (re.compile(r"\byesterday\b", re.I), shift(-1, "day")),
@@ -68,7 +74,8 @@ def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
         (re.compile(r"\bnext year\b", re.I), shift(365, "year")),
         (re.compile(r"\blast weekend\b|\bthis past weekend\b|\bthe weekend\b", re.I),
          lambda m: ResolvedTime(ref - timedelta(days=(ref.weekday() - 5) % 7 or 7), "day", m.group(0))),
-        (re.compile(r"\b(in|last|this) (" + "|".join(_MONTHS) + r")\b", re.I), month),
+        (re.compile(rf"\b(in|last|this) ({months})(?:,? ((?:19|20)\d\d))?\b", re.I), month),
+        (re.compile(rf"\b()({capitalised}),? ((?:19|20)\d\d)\b"), month),
     ]
 
 
