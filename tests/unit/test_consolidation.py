@@ -194,6 +194,33 @@ def test_a_move_of_another_holder_keeps_the_memory(old, new):
     assert action(old, new, similarity=0.5) == ExtractAction.ADD
 
 
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Lisbon.", "User's sister Ana lives in Porto."),  # was: Lisbon superseded by the sister's Porto
+    ("User works as a nurse.", "User's husband works as a teacher now."),
+    ("User's brother lives in Oslo.", "User lives in Bergen."),
+    ("Ann plays tennis on Sundays.", "Ann's son no longer plays tennis."),
+])
+def test_another_persons_fact_changes_nothing_of_the_subjects_own(old, new):
+    assert action(old, new, similarity=0.8) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("similarity", [0.5, 0.7])
+def test_an_end_is_read_from_the_clause_that_says_it(similarity):
+    """"Globex is fully remote, so User no longer needs to cycle" ends the cycling, and nothing of the job at
+    Globex its other clause names: before, that job was retracted (or superseded) and no memory said where
+    the user works."""
+    remote = "User: Globex Analytics is fully remote, so User no longer cycles to an office."
+    assert action("User works as a data scientist at Globex Analytics.", remote, similarity) == ExtractAction.ADD
+    assert action("User cycles to the office every day.", remote, similarity) == ExtractAction.DELETE
+
+
+def test_the_same_other_person_can_change_their_own_fact():
+    assert action("User's sister lives in Porto.", "User's sister lives in Braga now.") == ExtractAction.UPDATE
+    # naming the person is the subject's own fact (who the person is), which the subject's news changes
+    assert action("User's girlfriend is called Emma.", "User: Emma and User broke up, and User is seeing Sofia now.",
+                  similarity=0.6) == ExtractAction.UPDATE
+
+
 def test_an_end_with_a_new_state_is_an_update_not_a_retraction():
     """"no more coffee shifts" ends the old job, "got a job as" says what replaced it: superseded, not denied."""
     assert action("User works as a barista on weekends while User studys.",

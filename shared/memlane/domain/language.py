@@ -26,6 +26,11 @@ WEAK_CUES = frozenset("now currently new newly started again lately nowadays mov
 # Second person: a remark addressed to someone ("glad your son is okay") is conversation, not a
 # statement of fact about the speaker.
 SECOND_PERSON = frozenset("you your yours yourself yourselves y'all ya".split())
+# Other people of the subject's: "User's sister lives in Porto" is the sister's fact, not the user's.
+PEOPLE = frozenset("sister brother mother mom mum father dad parent parents wife husband partner spouse son "
+                   "daughter child children kid kids baby friend boyfriend girlfriend fiance fiancee boss manager "
+                   "colleague coworker roommate neighbor neighbour cousin aunt uncle niece nephew grandmother "
+                   "grandma grandfather grandpa grandparents family twin".split())
 # Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
 # changes where someone lives (a home too: "bought a house in Austin"), "joined Stripe" where they
 # work. Stems (see `stem`).
@@ -173,3 +178,24 @@ def stop_cue(words: list[str], text: str) -> bool:
 
 def additive_cue(words: list[str], text: str) -> bool:
     return not ADDITIVE_CUES.isdisjoint(words) or has_phrase(text, ADDITIVE_PHRASES)
+
+
+_PLEASANTRY_OPENER = re.compile(
+    r"^\W*(hi|hey|hello|thanks|thank you|bye|goodbye|good night|ok|okay|sure|cool|great|wow|lol|haha|yes|no|yeah|"
+    r"yep|nice|awesome|sounds good|see you|take care|you too|me too|congrats|congratulations)\b", re.I)
+# What may follow such an opener in social talk: "Thank you so much for your help!", "Thanks, that's all for now."
+_SOCIAL = frozenset(
+    "so very much a lot lots for the your you all that's that it's it is was now there again then help everyone "
+    "guys folks bye later soon see talk have had nice good great day night evening morning weekend sounds cool "
+    "ok okay thanks thank really appreciate appreciated awesome perfect will do too same to and oh ah wow yes no "
+    "yeah yep sure hi hey hello".split())
+
+
+def pleasantry(sentence: str) -> bool:
+    """Social talk only: an opener ("Thanks", "Hi", "OK") followed by nothing but social words. "Hi, my name is
+    Bob" and "No, I moved to Berlin" state something (an opener alone decided it before, whatever followed)."""
+    opener = _PLEASANTRY_OPENER.match(sentence)
+    if opener is None:
+        return False
+    return all(w in _SOCIAL for w in re.findall(r"[a-z']+", sentence[opener.end():].lower().replace("’", "'")))
+

@@ -366,6 +366,20 @@ def _one_holder(new: Statement, old: Statement) -> bool:
     return new.owner == old.owner
 
 
+_PEOPLE = {lang.stem(w) for w in lang.PEOPLE}
+
+
+def _other_persons(new: Statement, old: Statement) -> bool:
+    """One of the two is about another person of the subject's ("User's sister Ana lives in Porto" and "User
+    lives in Lisbon"): what one person does or stops doing changes nothing the other does. Naming the person
+    ("User's girlfriend is called Emma") is the subject's own fact: who that person is."""
+    return new.owner != old.owner and any(s.owner in _PEOPLE and not _NAMING.search(s.text) for s in (new, old))
+
+
+# "<subject>'s sister is called Ana", "... is named Ana", "... is Ana": the sentence names the person.
+_NAMING = re.compile(r"^\W*\w+['’]s \w+ (?:is|was) (?:(?:called|named) )?[A-Z]")
+
+
 def _share_words(new: Statement, old: Statement) -> bool:
     """Whether `new`, or a clause of it, shares a content word with `old`: what a denial (its content
     stems), a restatement and another value (their aligned tokens) each need first. Set operations
@@ -376,6 +390,8 @@ def _share_words(new: Statement, old: Statement) -> bool:
 
 def _read_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
     """`relate` for two statements of fact, word by word."""
+    if _other_persons(new, old):
+        return None
     one_holder = _one_holder(new, old)
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
@@ -448,7 +464,7 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
     moved_to = _changes_state_of(new, old)
     if moved_to:
         return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
-    if new.reported_change and (not _set_valued(new.tokens[:4]) or old.content & new.content):
+    if _cue_about(new, old) and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
@@ -460,6 +476,16 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
             return Relation(ExtractAction.UPDATE, Evidence.CUE_CLOSE,
                             f"reports a change, and is close in meaning to the memory ({similarity:.2f})")
     return None
+
+
+def _cue_about(new: Statement, old: Statement) -> bool:
+    """`new` reports a change, and not only as the end of something else: a clause that ends what the old
+    statement does not name ("..., so User no longer cycles to an office" of "User works at Globex") reports
+    no change of it."""
+    if not new.reported_change:
+        return False
+    cued = [c for c in new.clauses() if c.reported_change]
+    return not cued or not all(c.stops and not c.content & old.content for c in cued)
 
 
 def _retraction(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -475,8 +501,12 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
         return Relation(ExtractAction.DELETE, Evidence.DENIAL,
                         f"denies what the memory says ({_show(old, sorted(shared))})")
-    if new.stops and not old.stops and not _other_value(best, old) \
+    # An end is read from the clause that says it: "Globex is fully remote, so User no longer needs to cycle to
+    # an office" ends the cycling, not the job at Globex that its other clause names.
+    ending = max((c for c in new.clauses() if c.stops), key=lambda c: len(c.content & old.content), default=None)
+    if ending is not None and ending.content & old.content and not old.stops and not _other_value(ending, old) \
             and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
+        shared = ending.content & old.content
         if new.replaced:
             # "quit teaching and became a data analyst": ended, and replaced by something
             return Relation(ExtractAction.UPDATE, Evidence.ENDED_REPLACED,
