@@ -23,6 +23,16 @@ def test_speaker_attributed_third_person_with_resolved_date():
 
 def test_small_talk_and_questions_yield_nothing():
     assert RuleExtractor().extract([msg("Hi!"), msg("How are you doing today?"), msg("Thanks, you too!")]) == []
+    assert RuleExtractor().extract([msg("Thanks, that's all for now."), msg("Thank you so much for your help!")]) == []
+
+
+def test_a_statement_after_a_greeting_or_an_answer_word_is_kept():
+    """An opener decided alone before: "Hi, my name is Bob ..." and "No, I moved to Berlin ..." were small talk
+    (a sentence of letters only after "Hi" or "No" matched), and "Thanks, that's all for now." was kept."""
+    found = RuleExtractor().extract([msg("Hi, my name is Bob Martinez and I just started using this app.", mid="1"),
+                                     msg("No, I moved to Berlin last year.", mid="2")])
+    assert [c.evidence for c in found] == [["1"], ["2"]]
+    assert "Bob Martinez" in found[0].text and "Berlin" in found[1].text
 
 
 def test_types_are_cued():

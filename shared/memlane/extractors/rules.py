@@ -11,16 +11,11 @@ from __future__ import annotations
 import re
 from typing import Collection, Sequence
 
-from ..domain.language import CONTEXT_STOP_WORDS
+from ..domain.language import CONTEXT_STOP_WORDS, pleasantry
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
-_PLEASANTRY = re.compile(
-    r"^(hi|hey|hello|thanks|thank you|bye|goodbye|good night|ok|okay|sure|cool|great|wow|lol|haha|yes|no|yeah|yep|"
-    r"nice|awesome|sounds good|see you|take care|you too|me too|congrats|congratulations)\b[\s!.,a-z]*$",
-    re.I,
-)
 _FIRST_PERSON = [
     (re.compile(r"\bI'm\b|\bI am\b", re.I), "{s} is"),
     (re.compile(r"\bI've\b|\bI have\b"), "{s} has"),
@@ -103,7 +98,7 @@ def third_person(sentence: str, speaker: str) -> str:
 
 def informative(sentence: str) -> bool:
     s = sentence.strip()
-    if len(s.split()) < _MIN_WORDS or _PLEASANTRY.match(s):
+    if len(s.split()) < _MIN_WORDS or pleasantry(s):
         return False
     return not s.endswith("?")  # a question asks; it rarely states something worth keeping
 
@@ -214,7 +209,7 @@ class RuleExtractor:
         sentences = [s for s in parts if informative(s)]
         if not sentences and asked and not answered:
             # A short answer ("The Minnesota Wolves!", "Yes!") means something next to its question.
-            sentences = [s for s in parts if not s.endswith("?") and (_ANSWER.match(s) or not _PLEASANTRY.match(s))]
+            sentences = [s for s in parts if not s.endswith("?") and (_ANSWER.match(s) or not pleasantry(s))]
         if not sentences:
             return []
         text = " ".join(third_person(s, speaker) for s in sentences)

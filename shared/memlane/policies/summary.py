@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
-from ..domain.language import FILLER
+from ..domain.language import FILLER, pleasantry
 
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
@@ -33,9 +33,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _NUMBER = re.compile(r"\d+")
 _RENDERED = re.compile(r"^\d{4}-\d{2}-\d{2} [^:]{1,128}: ")
-_PLEASANTRY = re.compile(
-    r"^(hi|hey|hello|thanks|thank you|bye|goodbye|good night|ok|okay|sure|cool|great|wow|lol|haha|yes|no|yeah|yep|"
-    r"nice|awesome|sounds good|see you|take care|you too|me too|congrats|congratulations)\b[\s!.,a-z]*$", re.I)
 _OPEN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|need to|needs to|have to|has to|want to|wants to|"
                    r"hope to|intend|todo|to-do|remind|next (week|month|year)|tomorrow|deadline|still need)\b", re.I)
 _DECIDED = re.compile(r"\b(decided|decide on|agreed|let's go with|we'll go with|chose|chosen|settled on|booked|"
@@ -83,7 +80,7 @@ def value(sentence: str) -> float:
 
 def statement(sentence: str) -> bool:
     s = sentence.strip()
-    return len(s.split()) >= _MIN_WORDS and not _PLEASANTRY.match(s) and not s.endswith("?")
+    return len(s.split()) >= _MIN_WORDS and not pleasantry(s) and not s.endswith("?")
 
 
 def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
