@@ -74,6 +74,11 @@ def test_store_create_conflict_and_listing(server):
      "scope.tenant_id"),
     ("POST", "/v1/stores/demo/search", {"query": "x", "scope": {"app_id": "a", "tenant_id": "t"}, "top_k": 1000},
      400, "invalid_input", "top_k"),
+    # a body field named like a parameter location ("query") is named too (it was cut as a location)
+    ("POST", "/v1/stores/demo/search", {"query": 42, "scope": {"app_id": "a", "tenant_id": "t"}}, 400,
+     "invalid_input", "query"),
+    ("POST", "/v1/stores/demo/search", {"query": "", "scope": {"app_id": "a", "tenant_id": "t"}}, 400,
+     "invalid_input", "query"),
     ("GET", "/v1/stores/demo/messages?app_id=a&tenant_id=t&agent_id=g", None, 400, "invalid_scope", "run_id"),
     ("GET", "/v1/stores/demo/tasks/unknown-req", None, 404, "task_not_found", None),
     ("POST", "/v1/stores", {"name": "Bad Name"}, 400, "invalid_store_name", "name"),

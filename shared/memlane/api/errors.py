@@ -44,7 +44,9 @@ def status_of(error: errors.MemlaneError) -> int:
 def validation_failure(failures: Sequence[Any]) -> tuple[int, str, str, str | None]:
     """(status, code, message, field) of a body that failed its model: the first failure, by its field."""
     first = failures[0] if failures else {}
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    loc = [str(p) for p in first.get("loc", ())]
+    if loc[:1] in (["body"], ["query"], ["path"]):  # where it came from, then the field (a body may hold "query")
+        loc = loc[1:]
     field = ".".join(loc) or None
     message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
     # too many messages (an add), memories (an explicit write) or adds (a batch) is a too-large body, as the
