@@ -31,6 +31,7 @@ def summary_or_none(c):
         return c.get_summary("demo", "trip-1", **WHO)
     except ApiError as e:
         assert (e.status, e.code) == (404, "summary_not_found")
+        assert f"last {KEEP} messages (summary_keep_recent)" in e.message  # why there is none yet
         return None
 
 

@@ -69,10 +69,13 @@ def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
 
 def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
     """The route's read: 404 `summary_not_found` when the thread has no summary (yet)."""
-    deps.repo.get_store(store)
+    store_obj = deps.repo.get_store(store)
     found = get_summary(deps, store, scope)
     if found is None:
-        raise NotFound(f"thread '{scope.run_id}' has no summary yet", code="summary_not_found")
+        raise NotFound(f"thread '{scope.run_id}' has no summary yet: a summary covers what precedes the thread's "
+                       f"last {store_obj.summary_keep_recent} messages (summary_keep_recent), once that reaches "
+                       f"{store_obj.summary_trigger_tokens} tokens (summary_trigger_tokens) or a refresh is asked for",
+                       code="summary_not_found")
     return found
 
 
