@@ -59,6 +59,9 @@ def test_third_person_rewrites():
 def test_verb_agreement_after_rewrite():
     assert third_person("I work as a nurse and I really love it. I went home.", "Ann") == \
         "Ann works as a nurse and Ann really loves it. Ann went home."
+    assert third_person("I never take overnight flights and I usually cycle to work.", "User") == \
+        "User never takes overnight flights and User usually cycles to work."
+    assert third_person("I watch films and I often teach.", "Bo") == "Bo watches films and Bo often teaches."
 
 
 def test_a_reply_carries_the_question_it_answers_and_cites_it():

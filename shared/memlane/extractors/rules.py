@@ -30,17 +30,19 @@ _FIRST_PERSON = [
 ]
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
-    r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes))?"
+    r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes|"
+    r"never|rarely|seldom|generally|normally|typically|currently|only))?"
     r" (?P<verb>work|live|love|like|prefer|enjoy|hate|want|need|think|feel|play|teach|study|own|know|plan|hope|"
     r"run|write|read|cook|eat|drink|use|take|make|get|go|do|try|believe|miss|wish|remember|volunteer|paint|"
-    r"collect|support|dislike|practice|practise|attend|visit|speak|care|agree|see|mean|keep|find|look|spend)\b")
+    r"collect|support|dislike|practice|practise|attend|visit|speak|care|agree|see|mean|keep|find|look|spend|"
+    r"cycle|walk|drive|ride|swim|travel|commute|sing|dance|draw|listen|watch|meet|wear|sleep|train|bake|hike)\b")
 
 
 def _agree(sentence: str, speaker: str) -> str:
     def inflect(m: re.Match[str]) -> str:
         verb = m.group("verb")
         verb = {"go": "goes", "do": "does", "try": "tries", "miss": "misses", "wish": "wishes",
-                "teach": "teaches"}.get(verb, verb + "s")
+                "teach": "teaches", "watch": "watches"}.get(verb, verb + "s")
         return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
 
     return re.compile(_PRESENT.pattern.format(s=re.escape(speaker))).sub(inflect, sentence)
