@@ -46,7 +46,7 @@ def test_embedded_index_reads_documents_only_in_the_scoped_select():
     source = path.read_text()
     # the keyword half's term indexes hold only what `_select` read for their own tenant
     assert source.count("TermIndex(") == 1 and source.count(".add(self._select(") == 1
-    assert "terms = TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS))" in source
+    assert "return TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS, db=db))" in source
     assert "terms.add(self._select(key[0], scope, _TEXT_COLUMNS, named=added[key]))" in source
     # and the one builder always takes its conditions from `where`, which starts with store, app and tenant
     select = source[source.index("    def _select("):source.index("    # -- vector cache")]

@@ -89,6 +89,10 @@ class EmbeddedIndex:
         # Of a tenant's vector candidates, the share its last filter let through (this search's, once its
         # vector half has run: the keyword half reads it too).
         self._shares: dict[TenantKey, float] = {}
+        # Term indexes are built outside the lock (`_prepare`), each on a connection of its own, and kept only
+        # if no write reached the tenant meanwhile: its count of writes, and an epoch for what reaches every tenant.
+        self._writes: dict[TenantKey, int] = {}
+        self._epoch = 0
 
     def close(self) -> None:
         with self._lock:
@@ -127,6 +131,7 @@ class EmbeddedIndex:
                 self._db.execute("DELETE FROM ann_graphs WHERE store = ?", (store,))
             self._cache.evict_store(store)
             self._terms.evict_store(store)
+            self._epoch += 1
             self._shares = {key: share for key, share in self._shares.items() if key[0] != store}
             for key in [k for k in self._graphs if k[0] == store]:
                 self._forget_graph(key)
@@ -196,6 +201,8 @@ class EmbeddedIndex:
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         k = max(query.k, 0)
         f = Filter.of(query)
+        if k and query_terms(query.text):
+            self._prepare((store, query.scope.app_id, query.scope.tenant_id))
         with self._lock:
             dim = self._dim(store)
             if dim is None or k == 0:
@@ -453,11 +460,12 @@ class EmbeddedIndex:
     # -- the one query builder ------------------------------------------------------------------
     def _select(self, store: str, f: Filter, columns: str, *, within: list[int] | None = None,
                 named: list[str] | None = None, with_vectors: bool = False,
-                after: int | None = None) -> list[tuple[Any, ...]]:
+                after: int | None = None, db: sqlite3.Connection | None = None) -> list[tuple[Any, ...]]:
         """Read `docs` (alias d) under the store + scope filter and the query's filters, in id order.
 
         The only code that reads docs for search: the scope conditions are not optional here,
-        so no caller can forget them. `columns` is a constant chosen by this module.
+        so no caller can forget them. `columns` is a constant chosen by this module. `db`: another
+        connection to read on (the term-index builder's), else the index's own.
         """
         clauses, params = where(store, f)
         if after is not None:
@@ -471,7 +479,7 @@ class EmbeddedIndex:
             params[:0] = values
         join = "JOIN vectors AS v ON v.doc_id = d.id" if with_vectors else ""
         sql = f"SELECT {columns} FROM {source} {join} WHERE {' AND '.join(clauses)} ORDER BY d.id"
-        return self._db.execute(sql, params).fetchall()
+        return (db or self._db).execute(sql, params).fetchall()
 
     # -- vector cache --------------------------------------------------------------------------
     def _vectors(self, store: str, app_id: str, tenant_id: str) -> Vectors:
@@ -499,6 +507,7 @@ class EmbeddedIndex:
         if version != self._data_version:
             self._cache.clear()
             self._terms.clear()
+            self._epoch += 1
             self._behind |= set(self._graphs)  # its rows reach the graphs before their next search
             self._no_graph.clear()  # it may have saved a graph
             self._data_version = version
@@ -533,6 +542,7 @@ class EmbeddedIndex:
         """After a committed write: the tenants' matrices are dropped, their graphs catch up before their next
         search (removed rows are tombstones there), and their term indexes take the change in."""
         for key in removed.keys() | added.keys():
+            self._writes[key] = self._writes.get(key, 0) + 1
             self._cache.evict(key)
             self._behind.add(key)
             terms = self._terms.get(key)
@@ -548,14 +558,38 @@ class EmbeddedIndex:
                 raise
             self._terms.put(key, terms)  # again: its size changed
 
+    def _prepare(self, key: TenantKey) -> None:
+        """Build the tenant's term index, if it has none, without holding the index lock: a large tenant's first
+        keyword search (≈ 0.8 s at 10⁵ documents) would hold up every other search and write. The index is kept
+        only if no write reached the tenant while it was read; else `_term_index` builds it under the lock."""
+        with self._lock:
+            self._check_foreign_writes()
+            if self._terms.get(key) is not None:
+                return
+            seen = (self._epoch, self._writes.get(key, 0))
+        reader = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            reader.execute("PRAGMA busy_timeout=5000")
+            terms = self._read_terms(key, reader)
+        finally:
+            reader.close()
+        with self._lock:
+            self._check_foreign_writes()
+            if (self._epoch, self._writes.get(key, 0)) == seen and self._terms.get(key) is None:
+                self._terms.put(key, terms)
+
     def _term_index(self, key: TenantKey) -> TermIndex:
         self._check_foreign_writes()
         terms = self._terms.get(key)
         if terms is None:
-            whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
-            terms = TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS))
+            terms = self._read_terms(key)
             self._terms.put(key, terms)
         return terms
+
+    def _read_terms(self, key: TenantKey, db: sqlite3.Connection | None = None) -> TermIndex:
+        """A tenant's term index, from its rows as `_select` reads them (on `db`, else the index's connection)."""
+        whole_tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+        return TermIndex(self._select(key[0], whole_tenant, _TEXT_COLUMNS, db=db))
 
 
 def _row(store: str, m: Memory) -> tuple[Any, ...]:
