@@ -65,6 +65,22 @@ def test_a_scope_given_in_the_query_and_differently_in_the_body_is_refused_and_a
     assert (row.app_id, row.tenant_id, row.status, row.error_code) == ("travel", "bob", 400, "conflicting_scope")
 
 
+def test_a_scope_given_twice_names_a_tenant_only_once_the_grant_allows_it(world):
+    """A caller granted alice only, naming itself in the query and bob in the body: refused by the grant check
+    (403, the same answer as naming bob alone), not 400 `conflicting_scope` before any grant check — so every
+    scope a row records went through the check. Before, the row recorded bob's scope under a 400 that no grant
+    check had decided."""
+    api, deps, keys, _ = world
+    status, body = call(api, "POST", "/v1/stores/demo/search?app_id=travel&tenant_id=alice",
+                        {"query": "where do I live", "scope": {"app_id": "travel", "tenant_id": "bob"}}, keys["alice"])
+    assert (status, body["error"]["code"]) == (403, "outside_grant"), body
+    assert call(api, "POST", "/v1/stores/demo/search", {"query": "where do I live",
+                                                       "scope": {"app_id": "travel", "tenant_id": "bob"}},
+                keys["alice"])[1] == body  # the same answer as naming bob alone
+    rows = [r for r in audit_rows(deps) if r.operation == "POST /v1/stores/{store}/search"]
+    assert {(r.principal, r.tenant_id, r.status, r.error_code) for r in rows} == {("alice-app", "bob", 403, "outside_grant")}
+
+
 def test_the_same_scope_given_twice_is_accepted_and_audited_once_as_bound(world):
     api, deps, keys, _ = world
     status, body = call(api, "POST", "/v1/stores/demo/search?tenant_id=bob",

@@ -77,8 +77,10 @@ class Gate:
         # a list (search may name several runs) is kept comma-joined: ids never contain a comma
         checked.scope = {k: ",".join(v) if isinstance(v, list) else v for k, v in bound.items()
                          if isinstance(v, (str, list))}
-        _refuse_conflicts(checked.event, bound)
         access.require(caller, app_id, tenant_id)
+        # After the grant check: a scope is refused as given twice only to a caller granted it (a row never
+        # records a scope no check decided on, and the answer is the one naming that scope alone would get).
+        _refuse_conflicts(checked.event, bound)
         return caller
 
     def bind(self, event: Any, store: str, app_id: str | None, tenant_id: str | None, **narrower: Any) -> Deps:
