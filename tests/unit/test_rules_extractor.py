@@ -47,6 +47,14 @@ def test_unnamed_roles_get_a_speaker():
     assert c.text.startswith("User prefers") or c.text.startswith("User")
 
 
+def test_a_documents_first_person_stays_as_written():
+    """A plain-text add ("remember this") is a document: before, "I" and "my" became "Document" and
+    "Document's" ("Document is allergic to peanuts")."""
+    [c] = RuleExtractor().extract([msg("I am allergic to peanuts and my sister lives in Rome.", name=None,
+                                       role="document")])
+    assert c.text == "I am allergic to peanuts and my sister lives in Rome."
+
+
 def test_system_and_assistant_messages_ignored():
     assert RuleExtractor().extract([msg("You are a helpful assistant with memory.", role="system")]) == []
     assert RuleExtractor().extract([msg("I will book you a window seat on that flight.", role="assistant")]) == []

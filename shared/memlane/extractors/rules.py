@@ -214,7 +214,8 @@ class RuleExtractor:
             sentences = [s for s in parts if not s.endswith("?") and (_ANSWER.match(s) or not pleasantry(s))]
         if not sentences:
             return []
-        text = " ".join(third_person(s, speaker) for s in sentences)
+        # A document (a plain-text add) has no speaker to put for "I": its words stay as written.
+        text = " ".join(s if message.role == "document" else third_person(s, speaker) for s in sentences)
         if message.role not in ("document",) and not text.startswith(speaker):
             text = f"{speaker}: {text}"
         resolved = timeexpr.resolve(text, message.created_at)
