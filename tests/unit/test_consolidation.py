@@ -100,6 +100,18 @@ def test_every_memory_the_statement_replaces_is_a_target():
     assert d.action == ExtractAction.UPDATE and {m.memory_id for m in d.targets} == {"a", "b"}
 
 
+def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
+    """A turn's memory can hold two facts: a move closes "User lives in Lisbon", but not a memory that also
+    holds the user's PIN — closing it hid the PIN from search (the newer statement ranks first anyway)."""
+    both = memory("User lives in Lisbon and User's PIN is ALICE4471.", mid="both")
+    alone = memory("User lives in Lisbon.", mid="alone")
+    moved = "User moved to Porto."
+    later = T0 + timedelta(days=9)
+    assert decide(moved, [Neighbour(both, 0.7)], duplicate_similarity=0.95, observed_at=later).action == ExtractAction.ADD
+    d = decide(moved, [Neighbour(both, 0.7), Neighbour(alone, 0.7)], duplicate_similarity=0.95, observed_at=later)
+    assert d.action == ExtractAction.UPDATE and [m.memory_id for m in d.targets] == ["alone"]
+
+
 def test_newer_first_moves_a_replacing_memory_before_the_one_it_replaces():
     old = memory("User's apartment is in Brooklyn.", day=0, mid="old")
     other = memory("User has a dog named Rex.", day=3, mid="dog")

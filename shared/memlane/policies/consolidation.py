@@ -588,11 +588,22 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
         return Decision(relation.action, (first.memory,), relation.confidence,
                         relation.reason + "; said before the memory, which stays current", older=True,
                         evidence=relation.evidence)
-    # Every memory the statement replaces or denies is closed, not only the nearest.
-    targets = tuple(n.memory for r, n in found if r.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
-                    and not _is_newer(n.memory, observed_at))
-    action = relation.action if relation.action != ExtractAction.NOOP else ExtractAction.UPDATE
-    return Decision(action, targets, relation.confidence, relation.reason, evidence=relation.evidence)
+    # Every memory the statement replaces or denies is closed, not only the nearest — unless it also says
+    # something this statement does not touch, which closing it would hide (the newer ranks first anyway).
+    closed = [(r, n) for r, n in found if r.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
+              and not _is_newer(n.memory, observed_at) and not _holds_more(statement(n.memory.text), new)]
+    if not closed:
+        return Decision(ExtractAction.ADD)
+    relation = closed[0][0]
+    return Decision(relation.action, tuple(n.memory for _, n in closed), relation.confidence, relation.reason,
+                    evidence=relation.evidence)
+
+
+def _holds_more(old: Statement, new: Statement) -> bool:
+    """`old` also says something `new` does not touch: a clause of its own, sharing no word with `new`, that
+    states a value ("User lives in Lisbon and User's PIN is 4471"). Closing `old` would hide that too."""
+    changed = _closest_clause(old, new)
+    return any(c is not changed and c.values and not c.content & new.content for c in old.clauses())
 
 
 def _is_newer(memory: Memory, than: datetime | None) -> bool:
