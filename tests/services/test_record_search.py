@@ -79,10 +79,13 @@ def test_exact_thread_match_stays_in_the_thread(deps, store):
     assert {h.memory.scope.run_id for h in wide} == {"t1", "t2"}
 
 
-def test_exact_thread_match_needs_one_thread(deps, store):
+@pytest.mark.parametrize("exact", [True, False])
+def test_exact_thread_match_needs_one_thread(deps, store, exact):
+    """Either way the search is made from one thread (`false` widens from it, as its access policy allows):
+    before, `false` without one thread was searched as if the flag were left out."""
     for scope in (BASE, {**BASE, "run_id": ["t1", "t2"]}, {**BASE, "run_id": "*"}):
         with pytest.raises(InvalidInput) as e:
-            search.search(deps, store, query="x", scope=scope, exact_thread_match=True)
+            search.search(deps, store, query="x", scope=scope, exact_thread_match=exact)
         assert e.value.code == "thread_required"
 
 

@@ -182,7 +182,7 @@ def _thread(where: ScopeFilter, exact: bool | None) -> bool | None:
     and stays in it or not."""
     if exact is None:
         return None
-    if exact and (where.run_ids is None or len(where.run_ids) != 1):
+    if where.run_ids is None or len(where.run_ids) != 1:
         raise InvalidInput("exact_thread_match needs the thread: one scope.run_id", code="thread_required",
                            field="scope.run_id")
     return bool(exact)
