@@ -71,6 +71,18 @@ def test_min_similarity_drops_weak_hits(deps, store):
     assert len(strong) < len(all_hits) and all(h.similarity >= 0.5 for h in strong)
 
 
+def test_a_keyword_search_compares_min_similarity_with_real_cosines(deps, store):
+    """With recipe keyword the query was never embedded: every similarity was 0 and any min_similarity dropped
+    every hit."""
+    strong = search.search(deps, store, query="nurse hospital", scope=BASE, top_k=10, recipe="keyword",
+                           min_similarity=0.1)
+    assert strong and all(h.similarity >= 0.1 for h in strong)
+    assert any("nurse" in t for t in texts(strong))
+    vector = search.search(deps, store, query="nurse hospital", scope=BASE, top_k=10, recipe="hybrid")
+    cosine = {h.memory.memory_id: h.similarity for h in vector}
+    assert all(h.similarity == cosine[h.memory.memory_id] for h in strong if h.memory.memory_id in cosine)
+
+
 def test_include_evidence_returns_source_messages(deps, store):
     [hit] = search.search(deps, store, query="beagle", scope=BASE, top_k=1, include_evidence=True)
     assert hit.evidence and hit.evidence[0].content == "I adopted a beagle named Max last Saturday."

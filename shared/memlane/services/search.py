@@ -71,7 +71,9 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     if thread is not None and not thread:
         where = where.model_copy(update={"run_ids": None})  # the asking thread recalls: every thread of the tenant
 
-    vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 else None
+    # The query's vector: for the vector half, and for the similarity a hit reports and min_similarity compares
+    # (a keyword-only recipe embeds the query only when a minimum is asked for).
+    vector = deps.embedder.embed([query])[0] if plan.vector_weight > 0 or min_similarity > 0 else None
     history = include_superseded or as_of is not None
     statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if history else (MemoryStatus.ACTIVE,)
     # A read narrowed to some agents or threads may not see what superseded a memory (an update told to
@@ -79,7 +81,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     narrowed = not history and (where.agent_ids is not None or where.run_ids is not None)
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
     result = deps.index.search(store, IndexQuery(
-        scope=where, text=query, vector=vector, k=plan.candidates,
+        scope=where, text=query, vector=vector if plan.vector_weight > 0 else None, k=plan.candidates,
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
 
