@@ -326,6 +326,22 @@ def test_a_cursor_only_continues_its_own_partition(table: Table) -> None:
         table.query(PK, cursor=cursor)
 
 
+def test_a_cursor_only_continues_its_own_listing(table: Table) -> None:
+    """A cursor of one listing of a partition (its prefix or range) given to another is refused: before, a tasks
+    cursor given to the memories list answered an empty last page, and a list that wanted all started over."""
+    fill(table, ["MEM#1", "MEM#2", "MEM#3", "TASK#1", "TASK#2", "TASK#3"])
+    tasks = table.query(PK, prefix="TASK#", limit=1).cursor
+    memories = table.query(PK, prefix="MEM#", limit=1).cursor
+    assert [i["sk"] for i in table.query(PK, prefix="TASK#", cursor=tasks).items] == ["TASK#2", "TASK#3"]
+    for prefix, cursor in (("MEM#", tasks), ("TASK#", memories)):
+        with pytest.raises(InvalidInput) as caught:
+            table.query(PK, prefix=prefix, cursor=cursor)
+        assert caught.value.code == "invalid_cursor"
+    with pytest.raises(InvalidInput):
+        table.query(PK, start="MEM#", end="MEM#~", cursor=tasks)
+    assert [i["sk"] for i in table.query(PK, cursor=memories).items][:2] == ["MEM#2", "MEM#3"]  # the whole partition
+
+
 def test_partition_isolation(table: Table) -> None:
     neighbours = ["s#a#t2", "s#a#t#x", "s#a#", "s#a#T", "s#a#t "]
     for pk in [PK, *neighbours]:

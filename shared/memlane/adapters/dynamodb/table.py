@@ -172,7 +172,7 @@ class DynamoDBTable:
             condition += f" AND {sk} <= {expr.value(end)}"
         params = {"TableName": self.table_name, "KeyConditionExpression": condition,
                   "ScanIndexForward": forward, "ConsistentRead": True, **expr.params()}
-        start_key = _key(pk, decode_cursor(pk, cursor)) if cursor is not None else None
+        start_key = _key(pk, decode_cursor(pk, cursor, prefix, start, end)) if cursor is not None else None
         # Read limit+1 items to know whether more remain: DynamoDB's LastEvaluatedKey may be set
         # when nothing is left, and a page may stop short (1 MB), so keep reading until sure.
         raw: list[dict[str, Any]] = []

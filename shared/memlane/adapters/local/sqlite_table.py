@@ -123,7 +123,7 @@ class SqliteTable:
             args.append(end)
         if cursor is not None:
             where.append("sk > ?" if forward else "sk < ?")
-            args.append(decode_cursor(pk, cursor))
+            args.append(decode_cursor(pk, cursor, prefix, start, end))
         sql = (f"SELECT pk, sk, body FROM items WHERE {' AND '.join(where)} "
                f"ORDER BY sk {'ASC' if forward else 'DESC'} LIMIT ?")
         with self._lock:
@@ -335,15 +335,21 @@ def encode_cursor(pk: str, sk: str) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def decode_cursor(pk: str, cursor: str) -> str:
-    """The sk to continue after; a cursor of another partition is refused, not reinterpreted."""
+def decode_cursor(pk: str, cursor: str, prefix: str | None = None, start: str | None = None,
+                  end: str | None = None) -> str:
+    """The sk to continue after; a cursor of another partition, or of another listing of it (an sk outside
+    this query's prefix or range: a tasks cursor given to the memories list), is refused, not reinterpreted."""
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
         key = None
     if not (isinstance(key, dict) and key.get("pk") == pk and isinstance(key.get("sk"), str) and key["sk"]):
         raise InvalidInput("malformed cursor", code="invalid_cursor", field="cursor")
-    return str(key["sk"])
+    sk = str(key["sk"])
+    if (prefix and not sk.startswith(prefix)) or (start is not None and sk < start) or (end is not None and sk > end):
+        raise InvalidInput("this cursor is another list's: pass a cursor back to the list that gave it",
+                           code="invalid_cursor", field="cursor")
+    return sk
 
 
 def _prefix_upper_bound(prefix: str) -> str | None:
