@@ -81,6 +81,20 @@ def test_dream_review_apply_undo_over_http(call, store):
     assert status == 200 and rejected["status"] == "rejected"
 
 
+def test_an_applied_action_whose_memory_was_deleted_says_it_cannot_be_undone(call, store):
+    """Before, it still said `undoable: true`, and undo told the user to undo the later changes first."""
+    _, task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": "app", "tenant_id": "u1"}, "sync": True})
+    update = next(a for a in task["actions"] if a["kind"] == "UPDATE")
+    assert call("POST", f"/v1/stores/demo/dream-actions/{update['action_id']}/apply")[1]["undoable"]
+    target = update["target_ids"][0]
+    assert call("DELETE", f"/v1/stores/demo/memories/{target}?app_id=app&tenant_id=u1")[0] == 200
+    status, action = call("GET", f"/v1/stores/demo/dream-actions/{update['action_id']}")
+    assert status == 200 and action["status"] == "applied" and not action["undoable"] and action["error"]
+    status, refused = call("POST", f"/v1/stores/demo/dream-actions/{update['action_id']}/undo")
+    assert (status, refused["error"]["code"]) == (409, "undo_conflict")
+    assert "deleted" in refused["error"]["message"] and "later changes" not in refused["error"]["message"]
+
+
 def test_async_dream_is_accepted(call, store):
     status, task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": "app", "tenant_id": "u1",
                                                                     "agent_id": "bot"}, "mode": "safe_auto",

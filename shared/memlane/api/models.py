@@ -573,7 +573,7 @@ class DreamActionOut(ApiModel):
                    keep_id=a.keep_id, before=[MemoryOut.of(m) for m in a.before],
                    after=MemoryDraftOut.of(a.after) if a.after else None,
                    profile=ProfileOut.of(a.profile) if a.profile else None, created_ids=a.created_ids,
-                   undoable=a.status == DreamActionStatus.APPLIED, created_at=a.created_at,
+                   undoable=a.status == DreamActionStatus.APPLIED and not a.error, created_at=a.created_at,
                    updated_at=a.updated_at, decided_at=a.decided_at, error=a.error)
 
 

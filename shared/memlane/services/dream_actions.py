@@ -150,13 +150,16 @@ def undo(deps: Deps, action: DreamAction) -> DreamAction:
     if action.status != DreamActionStatus.APPLIED:
         raise Conflict(f"action '{action.action_id}' is {action.status}; only an applied action can be undone",
                        code="action_not_applied")
+    if action.error:  # a deletion redacted it: what it changed is gone, not merely changed
+        raise Conflict(f"action '{action.action_id}' is about a memory deleted since it was applied: it can no "
+                       "longer be undone", code="undo_conflict")
     repo, now = deps.repo, deps.clock.now()
     items = repo.get_items([(e.pk, e.sk) for e in action.undo])
     writes: list[Write] = []
     for entry in action.undo:
         item = items.get((entry.pk, entry.sk))
+        what = f"memory '{entry.memory_id}'" if entry.memory_id else "the profile"
         if item is None or digest(item) != entry.after_digest:
-            what = f"memory '{entry.memory_id}'" if entry.memory_id else "the profile"
             raise Conflict(f"{what} changed after action '{action.action_id}' was applied; undo the later "
                            "changes first", code="undo_conflict")
         expect = {"updated_at": item.get("updated_at")}
@@ -261,4 +264,6 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
     changes["undo"] = undo
     if action.status == DreamActionStatus.PENDING:
         changes.update(status=DreamActionStatus.FAILED, error=REDACTED)
+    elif action.status == DreamActionStatus.APPLIED:
+        changes["error"] = f"{REDACTED}: it can no longer be undone"
     return action.model_copy(update=changes)
