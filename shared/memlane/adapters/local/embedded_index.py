@@ -146,8 +146,8 @@ class EmbeddedIndex:
             if dim is None:
                 raise NotFound(f"no index for store '{store}' (ensure_store first)", code="store_not_found")
             # A batch naming the same memory twice keeps the last version, as sequential upserts would.
-            latest = {(m.scope.app_id, m.scope.tenant_id, m.memory_id): (m, unit_vector(v, dim, f"embedding of {m.memory_id}"))
-                      for m, v in docs}
+            latest = {(m.scope.app_id, m.scope.tenant_id, m.memory_id):
+                      (m, unit_vector(v, dim, f"embedding of {m.memory_id}")) for m, v in docs}
             tenants: dict[tuple[str, str], list[str]] = {}
             for app_id, tenant_id, memory_id in latest:
                 tenants.setdefault((app_id, tenant_id), []).append(memory_id)
