@@ -79,6 +79,20 @@ def test_two_phrasings_of_one_fact_end_as_one_memory(deps, store):
     assert with_old == {keep.memory_id: MemoryStatus.ACTIVE, gone.memory_id: MemoryStatus.SUPERSEDED}
 
 
+def test_copies_of_a_fact_fold_into_one_merge_with_its_paraphrase(deps, store):
+    """Two identical memories and a paraphrase: the merge kept the paraphrase and folded one copy only, because
+    the other copy's pair with the survivor had not been judged one fact; a copy of a folded memory is folded too."""
+    from memlane.services import explicit
+
+    explicit.write(deps, store, scope=TENANT_SCOPE, memories=[
+        {"text": "Bob drinks coffee every morning.", "memory_id": "cof1"},
+        {"text": "Bob drinks coffee every morning.", "memory_id": "cof2"},
+        {"text": "Bob drinks coffee each morning.", "memory_id": "cof3"}])
+    task = run_dream(deps, store, kinds=[DreamActionKind.MERGE])
+    (merge,) = actions(deps, store, task)
+    assert {merge.keep_id, *merge.target_ids} == {"cof1", "cof2", "cof3"}
+
+
 def test_moving_supersedes_the_old_residence_with_links(deps, store):
     say(deps, store, "I live in Boston.", run="r1", day=0)
     say(deps, store, "I moved from Boston to Denver.", run="r2", day=30)

@@ -255,12 +255,22 @@ class _Merges:
         residual = set().union(*(dream_rules.content_words(o.text) - dream_rules.content_words(k.text)
                                  for o in others))
         conf = dream_rules.merge_confidence(min(sims), self.threshold, same_fact=same, residual_words=len(residual))
+        # A copy of a folded memory (the same words) goes with it, whatever its own pair with the survivor was
+        # judged: a copy of one fact is that fact, and adds nothing to the confidence.
+        said = {_words(self.m[i].text) for i in folded}
+        folded += [i for i in cluster if i != keep and i not in merged and i not in folded
+                   and _words(self.m[i].text) in said]
+        others = [self.m[i] for i in folded]
         merged.update(folded)
         why = (f"MERGE ({'same' if same else 'similar'}): {len(folded) + 1} memories state the same fact "
                f"(similarity {min(sims):.2f}" + (", one says nothing the other does not" if same else "")
                + "); kept the most informative")
         return [Proposal(DreamActionKind.MERGE, conf, why, k.scope, target_ids=tuple(o.memory_id for o in others),
                          keep_id=k.memory_id, after=draft_of(k, evidence=same_scope_evidence(k, others)))]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 # Summaries and procedures are long by nature: never read as statements of fact.
