@@ -215,7 +215,7 @@ def _said(m: Message) -> str:
 
 def _lines(name: str, text: str) -> Section:
     """A profile's lines as entries; the card bullets each one, so a line's own bullet goes."""
-    lines = [line.strip().removeprefix("- ") for line in text.splitlines() if line.strip().removeprefix("- ")]
+    lines = [t for t in (line.strip().removeprefix("- ") for line in text.splitlines()) if t]
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
 
 

@@ -201,7 +201,8 @@ class EmbeddedIndex:
     def search(self, store: str, query: IndexQuery) -> IndexResult:
         k = max(query.k, 0)
         f = Filter.of(query)
-        if k and query_terms(query.text):
+        terms = query_terms(query.text)  # analysed once: the term index is prepared for them outside the lock
+        if k and terms:
             self._prepare((store, query.scope.app_id, query.scope.tenant_id))
         with self._lock:
             dim = self._dim(store)
@@ -210,7 +211,7 @@ class EmbeddedIndex:
             qvec = None if query.vector is None else unit_vector(query.vector, dim, "query vector")
             # The vector half first: it loads the tenant's graph or matrix, which tell the keyword half its size.
             vector = [] if qvec is None else self._vector(store, f, qvec, k)
-            keyword = self._keyword(store, f, query.text, keyword_limit(query, k))
+            keyword = self._keyword(store, f, terms, keyword_limit(query, k))
         return IndexResult(keyword=keyword, vector=vector)
 
     def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
@@ -226,10 +227,9 @@ class EmbeddedIndex:
                                 named=list(ids))
         return {mid: float(np.frombuffer(blob, dtype=np.float32) @ qvec) for mid, blob in rows}
 
-    def _keyword(self, store: str, f: Filter, text: str, k: int) -> list[Hit]:
-        """BM25's best k that the filter lets through, scored by the tenant's term index (its own statistics,
-        index_terms.py); the best are checked by `_select` as the vector half's are."""
-        terms = query_terms(text)
+    def _keyword(self, store: str, f: Filter, terms: list[int], k: int) -> list[Hit]:
+        """BM25's best k of the query's `terms` that the filter lets through, scored by the tenant's term index
+        (its own statistics, index_terms.py); the best are checked by `_select` as the vector half's are."""
         if not terms or k <= 0:  # keyword_k 0: the query asks for no keyword hit
             return []
         key = (store, f.scope.app_id, f.scope.tenant_id)
