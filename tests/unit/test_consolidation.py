@@ -376,3 +376,23 @@ def test_two_facts_with_nothing_in_common_are_not_aligned(monkeypatch):
     assert action("User works at Shopify.", "User joined Notion in October.") == ExtractAction.UPDATE
     assert action("User's apartment is in Brooklyn.", "User's apartment is in Queens.") == ExtractAction.UPDATE
     assert len(aligned) >= 2
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Zurich.", "User might move to Munich next year, not sure yet."),
+    ("User lives in Raleigh.", "User is thinking of moving to Asheville."),
+    ("User lives in Zurich.", "If User gets the job at Google, User will move to Munich."),
+    ("User lives in Zurich.", "User would love to live in Lisbon someday."),
+    ("User works as an architect.", "User wants to work as a pilot."),
+])
+def test_a_possibility_a_wish_or_a_condition_changes_nothing_that_holds(old, new):
+    assert action(old, new, 0.7) == ExtractAction.ADD
+    assert action(old, new, 0.9) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Zurich.", "User moved to Munich in May."),  # the month, not the modal
+    ("User is called Liz.", "User would rather be called Elizabeth now."),  # a preference, in the present
+])
+def test_a_month_or_a_stated_preference_is_no_possibility(old, new):
+    assert action(old, new, 0.7) == ExtractAction.UPDATE

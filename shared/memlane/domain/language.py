@@ -176,6 +176,19 @@ def stop_cue(words: list[str], text: str) -> bool:
     return not STOP_CUES.isdisjoint(words) or has_phrase(text, STOP_PHRASES)
 
 
+# Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",
+# "is thinking of moving", "would love to live in Lisbon"): it changes nothing that holds now. "would rather" and
+# "would prefer" say a preference, in the present. "may" only in lower case: "May" is the month.
+_IRREALIS = re.compile(
+    r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
+    r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
+    r"|(?:hopes?|hoping|hoped|wants?|wanting|wanted|wish(?:es)?|wishing|plans?|planning|planned) to|not sure)\b")
+
+
+def irrealis(text: str) -> bool:
+    return _IRREALIS.search(text) is not None
+
+
 def additive_cue(words: list[str], text: str) -> bool:
     return not ADDITIVE_CUES.isdisjoint(words) or has_phrase(text, ADDITIVE_PHRASES)
 

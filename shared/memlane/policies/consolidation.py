@@ -358,7 +358,14 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None
     if not (new.reported_change or new.moves or _share_words(new, old)):
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
-    return _read_change(new, old, similarity)
+    relation = _read_change(new, old, similarity)
+    if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT \
+            and lang.irrealis(new.text):
+        return None  # "might move to Munich", "if User gets the job": a possibility changes nothing that holds
+    return relation
+
+
+_CHANGES = (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
 def _one_holder(new: Statement, old: Statement) -> bool:
