@@ -17,12 +17,14 @@ from typing import Any, Sequence
 
 from ..domain import limits
 from ..domain.deadline import Deadline
-from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, Overloaded, PayloadTooLarge
+from ..domain.errors import (ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, NotFound, Overloaded,
+                             PayloadTooLarge)
 from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_prefix
-from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
+from ..domain.models import AccessPolicy, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from . import embedder_guard, extract, jobs, message_index, summaries
+from ..repository import message_sk, tenant_pk
+from . import embedder_guard, erase, extract, jobs, message_index, summaries
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -172,13 +174,21 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     else:
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
+    assert task is not None
+    # The dream scheduler's registry (global partition), which is also how a store's purge finds its tenants.
+    repo.touch_activity(store, write, now)
     # Searchable at once. Accepted even if this fails: the job (or, without extraction, the sweeper
     # through the open-task entry left open) indexes them again.
     indexed = message_index.index_after_add(deps, store, msgs)
-    assert task is not None
+    if not _still_the_store(deps, store_obj):
+        _withdraw(deps, task, msgs, created=info is None)
+        raise NotFound(f"store '{store}' was deleted while the add was written; nothing of it was kept",
+                       code="store_not_found")
     if indexed and task.extract and not sync:
-        repo.mark_messages_indexed(task)  # so its job does not embed them again
-    repo.touch_activity(store, write, now)  # the dream scheduler's registry (global partition)
+        try:
+            repo.mark_messages_indexed(task)  # so its job does not embed them again
+        except ConditionFailed:
+            pass  # the task is gone already: its store deleted, or its tenant erased, since the check
     if task.extract:
         # A summary is distilled like the memories: only threads whose policy extracts get one.
         summaries.after_add(deps, store_obj, write, msgs, committing)
@@ -198,6 +208,40 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         deps.queue.discard(job)  # the safety net is not needed
         return Added(done)
     return Added(task)
+
+
+def _still_the_store(deps: Deps, validated: Store) -> bool:
+    """Whether the store this add checked at its start is still there — not deleted, nor deleted and made
+    again under its name — now that everything of the add is written. If so, a delete from now on finds the
+    add: its purge walks the activity registry, which the add has entered."""
+    try:
+        return deps.repo.get_store(validated.name).created_at == validated.created_at
+    except NotFound:
+        return False
+
+
+def _withdraw(deps: Deps, task: Task, msgs: Sequence[Message], *, created: bool) -> None:
+    """Take back an add whose store was deleted while it was written: a purge that read the activity
+    registry before the add entered it left its items, and a store made again under the name would show
+    them. Its messages' index documents and items, its task and pointers go, and the run's entry if this
+    add made it (and nothing has been added to it since). Its job, if it ran meanwhile, is taken back too:
+    what it wrote stands only on these messages; a job still running sees the messages gone and takes
+    back its own writes (extract._deleted_meanwhile); one not yet run finds no task."""
+    repo, store, s = deps.repo, task.store, task.scope
+    ids = [m.message_id for m in msgs]
+    done = repo.find_task(store, s.app_id, s.tenant_id, task.request_id)
+    written = [o.memory_id for o in done.outcomes] if done is not None else []
+    erase.clear_memories(deps, store, s, written, evidence=ids)  # index first: nothing stays findable
+    pk = tenant_pk(store, s.app_id, s.tenant_id)
+    repo.delete_items([(pk, f"TASK#{task.request_id}"), *((pk, message_sk(s, i)) for i in ids)])
+    entry = repo.get_scope(store, s) if created else None
+    if entry is not None and entry.message_count == len(msgs):
+        try:
+            repo.transact(repo.run_removal(store, entry))
+        except ConditionFailed:
+            pass  # another add wrote to the run meanwhile: it is that add's now
+    repo.close_task(store, task.request_id, s.app_id, s.tenant_id)
+    repo.delete_items([repo.request_pointer_key(store, s.app_id, s.tenant_id, task.request_id)])
 
 
 def _sync_delay(deps: Deps, deadline: Deadline) -> float:

@@ -1,0 +1,76 @@
+"""An add racing its store's deletion. The add checks the store at its start; the store is deleted — its purge
+run to the end, the name freed, perhaps a store made again under it — before the add has written everything.
+The purge finds a store's tenants in the activity registry, which such an add entered too late: nothing of the
+add may stay behind, neither in the deleted store's partition nor in a store made again under the name. Both
+table backends: the services code is shared."""
+
+import pytest
+
+from memlane.domain.errors import NotFound
+from memlane.domain.models import RecordType
+from memlane.domain.scope import Scope, ScopeFilter
+from memlane.ports import IndexQuery
+from memlane.repository import tenant_pk
+from memlane.services import ingest, message_index, stores
+from tests.isolation.test_scope_properties import service_on
+
+RUN = {"app_id": "app", "tenant_id": "carol", "agent_id": "bot", "run_id": "r1"}
+SAID = "My locker code is Xq4242 and I keep bees on the roof."
+
+
+def found(deps):
+    """The tenant's index documents of the text (memories and messages)."""
+    hits = deps.index.search("s", IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="carol"), text=SAID,
+                                             vector=deps.embedder.embed([SAID])[0],
+                                             record_types=(RecordType.MEMORY, RecordType.MESSAGE)))
+    return {h.memory_id for h in [*hits.vector, *hits.keyword]}
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "dynamodb-moto"])
+@pytest.mark.parametrize("made_again", [False, True], ids=["deleted", "deleted-and-made-again"])
+@pytest.mark.parametrize("sync", [False, True], ids=["async", "sync"])
+def test_an_add_whose_store_is_deleted_meanwhile_leaves_nothing(backend, made_again, sync, tmp_path, monkeypatch):
+    with service_on(backend, tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        real, fired = message_index.index_after_add, []
+
+        def store_deleted_meanwhile(d, store, msgs):
+            if not fired:
+                fired.append(True)
+                stores.delete(deps, "s")
+                svc.drain()  # the purge (and the add's job, already queued) run to the end
+                assert deps.repo.purge_state("s") is None  # the name is free
+                if made_again:
+                    stores.create(deps, name="s")
+            return real(d, store, msgs)
+
+        monkeypatch.setattr(message_index, "index_after_add", store_deleted_meanwhile)
+        with pytest.raises(NotFound) as refused:
+            ingest.add(deps, "s", scope=RUN, request_id="add-1", sync=sync,
+                       messages=[{"role": "user", "content": SAID}])
+        assert refused.value.code == "store_not_found"
+        monkeypatch.setattr(message_index, "index_after_add", real)
+        svc.drain()
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
+        if made_again:
+            assert deps.repo.list_messages("s", Scope(**RUN), limit=10, cursor=None)[0] == []
+            assert found(deps) == set()
+            # The name is the new store's: the same add, sent again, is a new add there.
+            again = ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+            assert again.request_id == "add-1" and found(deps)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "dynamodb-moto"])
+def test_a_store_deleted_after_the_adds_check_is_purged_of_it(backend, tmp_path, monkeypatch):
+    """The other side of the check: a delete that comes once the add has written everything (and entered
+    the registry) purges the add with the store."""
+    with service_on(backend, tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+        stores.delete(deps, "s")
+        svc.drain()
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
+        stores.create(deps, name="s")
+        assert found(deps) == set()
