@@ -62,6 +62,44 @@ def test_nothing_deleted_comes_back_from_a_job_that_read_it_before(service, deps
     assert task.request_id == "add-1"
 
 
+@pytest.mark.parametrize("deleter", [delete_the_run, erase_the_tenant], ids=["run-deleted", "tenant-erased"])
+@pytest.mark.parametrize("late", [False, True], ids=["index-write-between-the-passes", "index-write-after-both"])
+def test_an_add_deleted_before_it_indexed_its_messages_leaves_no_document(service, deps, monkeypatch, deleter, late):
+    """The add committed its messages; the deletion removed them (and the documents it found) before the add
+    wrote their index documents. Those are removed: by the deletion's second pass, or by the add itself,
+    which finds its messages gone."""
+    from memlane.services import message_index
+
+    stores.create(deps, name="s")
+    real, fired = message_index.index_after_add, []
+
+    def deleted_meanwhile(d, store, msgs):
+        if not fired:
+            fired.append(True)
+            if late:
+                deleter(deps)
+                return real(d, store, msgs)
+            # The add's write lands inside the deletion: after its first pass over the documents.
+            original = deps.index.delete
+
+            def first_pass_then_index(*args, **kwargs):
+                monkeypatch.setattr(deps.index, "delete", original)
+                original(*args, **kwargs)
+                real(d, store, msgs)
+
+            monkeypatch.setattr(deps.index, "delete", first_pass_then_index)
+            deleter(deps)
+            return True
+        return real(d, store, msgs)
+
+    monkeypatch.setattr(message_index, "index_after_add", deleted_meanwhile)
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    service.drain()
+    assert fired
+    assert documents(deps) == set()
+    assert [d for d in deps.index.documents("s")] == []
+
+
 def _written_memory(deps):
     from memlane.services import explicit
 

@@ -94,8 +94,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
-    if memory_ids:  # again: an edit that wrote before the items went may have indexed after the first delete
-        deps.index.delete(store, memory_ids, app_id=run.app_id, tenant_id=run.tenant_id)
+    if indexed:  # again: an edit or an add that wrote before the items went may have indexed after the first delete
+        deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()
@@ -204,9 +204,10 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
     # finds its item gone and removes its own document; one that indexed before is removed here. The
-    # memories' again: an edit that wrote before the items went may have indexed after the first delete.
+    # memories' and messages' again: an edit, or an add, that wrote before the items went may have indexed
+    # after the first delete (an add indexing later finds its messages gone and removes its own documents).
     summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
-    again = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")] + summary_docs
+    again = documents + summary_docs
     if again:
         tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
     deps.repo.delete_items(guards + outside)

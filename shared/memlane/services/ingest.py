@@ -184,6 +184,12 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         _withdraw(deps, task, msgs, created=info is None)
         raise NotFound(f"store '{store}' was deleted while the add was written; nothing of it was kept",
                        code="store_not_found")
+    if indexed and not repo.get_messages(store, write, [msgs[0].message_id]):
+        # Its thread deleted or its tenant erased meanwhile, by a deletion that removed the documents it found
+        # before these were written: they go too. (Deletions remove messages' documents again after their
+        # items, so a document written after that second pass is this check's to remove.)
+        deps.index.delete(store, [m.message_id for m in msgs], app_id=write.app_id, tenant_id=write.tenant_id)
+        return Added(task)
     if indexed and task.extract and not sync:
         try:
             repo.mark_messages_indexed(task)  # so its job does not embed them again
