@@ -1,5 +1,8 @@
 """Deletion: a run, and a whole tenant in every store — nothing of it readable or searchable after."""
 
+import dataclasses
+from datetime import timedelta
+
 import pytest
 
 from memlane.domain.models import TaskStatus
@@ -83,6 +86,57 @@ def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(load
             {"messages": 2, "memories": 2, "tasks": 2}, done.deleted
 
 
+@pytest.mark.parametrize("dies", ["before-the-catalog", "before-the-index"])
+def test_a_store_delete_that_dies_after_its_commit_is_finished_by_its_job(service, loaded, monkeypatch, dies):
+    """kill -9 inside DELETE /stores/{name}: the purge job was committed with the record that holds the name,
+    so it takes the store out of the catalog and the index and purges it; the name is free after."""
+    deps = loaded
+    from memlane.repository import Repository
+
+    target = Repository if dies == "before-the-catalog" else deps.index
+    name = "delete_store" if dies == "before-the-catalog" else "drop_store"
+
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(target, name, killed)
+    with pytest.raises(SystemExit):
+        stores.delete(deps, "one")
+    monkeypatch.undo()
+    service.drain()  # the process comes back: its worker runs the queue
+    for tenant in ("alice", "bob"):
+        assert deps.table.query(tenant_pk("one", "app", tenant), limit=10).items == []
+    stores.create(deps, name="one")
+    assert hits(deps, "one", "alice") == []
+    assert len(hits(deps, "two", "alice")) == 2
+
+
+def test_a_lost_purge_job_is_sent_again_by_the_sweeper(service, loaded, monkeypatch):
+    """On SQS the job is sent after the record commits: a crash in between loses it. The sweeper sends the
+    purge of a record that waited past the deadline again; a redelivered purge after it is done does nothing."""
+    from memlane.domain.errors import Conflict
+    from memlane.services import sweep
+
+    deps = loaded
+    monkeypatch.setattr(deps.queue, "commit", lambda table, writes, job, **kw: table.transact(writes))
+    stores.delete(deps, "one")
+    monkeypatch.undo()
+    service.drain()
+    with pytest.raises(Conflict):
+        stores.create(deps, name="one")  # no job ran: the name is still held
+    assert sweep.sweep(deps).requeued == 0  # within the deadline: the job may still be on its way
+    later = dataclasses.replace(deps, clock=_Later(deps.clock, deps.settings.task_deadline_seconds + 1))
+    assert sweep.sweep(later).requeued == 1
+    assert sweep.sweep(later).requeued == 0  # sent: its record waits another deadline
+    service.drain()
+    assert deps.table.query(tenant_pk("one", "app", "alice"), limit=10).items == []
+    made = stores.create(deps, name="one")
+    ingest.add(deps, "one", scope=ALICE_R1, request_id="new", messages=[{"role": "user", "content": "I keep bees."}])
+    deps.queue.enqueue(stores.purge_job("one"))  # a late copy of the old purge job
+    service.drain()
+    assert stores.get(deps, "one") == made and messages.list_(deps, "one", scope=ALICE_R1, limit=10, cursor=None)[0]
+
+
 def test_deleting_a_store_purges_its_items_and_frees_the_name_after(service, loaded):
     from memlane.domain.errors import Conflict, NotFound
     from memlane.repository import activity_pk
@@ -102,3 +156,13 @@ def test_deleting_a_store_purges_its_items_and_frees_the_name_after(service, loa
     assert len(hits(deps, "two", "alice")) == 2  # the other store is untouched
     stores.create(deps, name="one")
     assert hits(deps, "one", "alice") == []
+
+
+class _Later:
+    """The clock, `seconds` ahead."""
+
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+
+    def now(self):
+        return self.clock.now() + timedelta(seconds=self.seconds)

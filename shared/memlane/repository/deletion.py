@@ -16,11 +16,23 @@ class DeletionRecords:
     table: Table
 
     # -- store deletion ----------------------------------------------------------------------
-    def mark_purging(self, store: str) -> None:
-        self.table.put({"pk": PURGING_PK, "sk": store})
+    def purging_put(self, store: str, since: datetime) -> Put:
+        """The deleted store's record while its purge runs (the queue commits its job with it)."""
+        return Put({"pk": PURGING_PK, "sk": store, "since": since.isoformat()})
 
-    def is_purging(self, store: str) -> bool:
-        return self.table.get(PURGING_PK, store) is not None
+    def purging(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every deleted store whose purge has not finished, with its record."""
+        cursor = None
+        while True:
+            page = self.table.query(PURGING_PK, limit=500, cursor=cursor)
+            yield from ((i["sk"], i) for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
+    def purge_requeued(self, store: str, at: datetime) -> None:
+        item = self.table.get(PURGING_PK, store)
+        if item is not None and item.get("status") != "FAILED":
+            self.table.put({**item, "since": at.isoformat()})
 
     def purged(self, store: str) -> None:
         self.table.delete(PURGING_PK, store)

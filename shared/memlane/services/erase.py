@@ -17,7 +17,7 @@ from ..domain.models import Erasure, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
 from ..repository import tenant_pk
-from . import redaction, summaries
+from . import redaction, stores, summaries
 from .deps import Deps
 
 _RACE_RETRIES = 20  # each retry means an add to the run committed first
@@ -225,7 +225,12 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
 
 def purge_store(deps: Deps, store: str) -> int:
     """Delete every table item of a deleted store (its audit log excepted: it expires by itself).
-    Idempotent: a retry deletes what is left. Returns how many items it deleted."""
+    Idempotent: a retry deletes what is left. Returns how many items it deleted. Only while the store's
+    purge record holds the name: a job delivered again after the purge finished (and the name was perhaps
+    taken by a new store) does nothing."""
+    if deps.repo.purge_state(store) is None:
+        return 0
+    stores.retire(deps, store)  # again: the delete that queued this job may have died before it did
     tenants = list(deps.repo.iter_tenants(store))
     deleted = 0
     for app_id, tenant_id in tenants:

@@ -94,10 +94,20 @@ def list_(deps: Deps, *, limit: int, cursor: str | None) -> tuple[list[Store], s
 
 
 def delete(deps: Deps, name: str) -> None:
-    """Gone at once from the catalog and the index; its table items are purged by a queued job.
-    The name cannot be reused until the purge has finished."""
+    """Gone at once from the catalog and the index; its table items are purged by a queued job, committed
+    with the record that keeps the name taken until the purge has finished (a crash after the commit leaves
+    the job, which does all of this again; on SQS the sweeper sends it again)."""
     get(deps, name)
-    deps.repo.mark_purging(name)
+    deps.queue.commit(deps.table, [deps.repo.purging_put(name, deps.clock.now())], purge_job(name))
+    retire(deps, name)
+
+
+def purge_job(name: str) -> Job:
+    return Job(kind="purge_store", store=name, request_id=name)
+
+
+def retire(deps: Deps, name: str) -> None:
+    """Out of the catalog, then out of the index: an add that still finds the store in the catalog once it
+    has written has entered the activity registry by then, where the purge will find it (services/ingest.py)."""
     deps.repo.delete_store(name)
     deps.index.drop_store(name)
-    deps.queue.enqueue(Job(kind="purge_store", store=name, request_id=name))

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Task, TaskStatus
 from ..domain.scope import Scope
-from . import extract, jobs, message_index
+from . import extract, jobs, message_index, stores
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,25 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                 report.requeued += 1
         if cursor is None or report.checked >= limit:
             break
+    report.requeued += _requeue_purges(deps, now, deadline)
     if report.requeued or report.failed:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
                     report.checked)
     return report
+
+
+def _requeue_purges(deps: Deps, now: datetime, deadline: timedelta) -> int:
+    """Send again the purge of each deleted store whose record has waited past the deadline (its job was lost:
+    on SQS it is sent after the record commits). Not one that failed: its dead letter is redriven by hand."""
+    sent = 0
+    for name, record in deps.repo.purging():
+        since = record.get("since")
+        if record.get("status") == "FAILED" or since and now - datetime.fromisoformat(since) < deadline:
+            continue
+        deps.queue.enqueue(stores.purge_job(name))
+        deps.repo.purge_requeued(name, now)
+        sent += 1
+    return sent
 
 
 def _index_messages(deps: Deps, store: str, task: Task) -> bool:
