@@ -337,3 +337,53 @@ def test_edits_whose_index_writes_land_out_of_order_leave_the_index_as_the_table
     memories.update(deps, "s", app_id="app", tenant_id="alice", memory_id="bees", text="Version two.")
     (doc,) = [d for d in deps.index.documents("s") if d.memory_id == "bees"]
     assert doc.text == memories.get(deps, "s", app_id="app", tenant_id="alice", memory_id="bees").text
+
+
+def test_an_extraction_finishing_after_its_tenant_was_erased_writes_nothing_back(service, deps, monkeypatch):
+    """The erasure lands between the job's last look at its run and its final task write: the write is
+    conditional on the task it moved to RUNNING, so the erased partition stays empty, and the add sent again
+    is a new add (not the replay of a task that should not exist)."""
+    from memlane.services import extract
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    real, fired = extract._deleted_meanwhile, []
+
+    def erased_right_after_the_check(d, store, task):
+        seen = real(d, store, task)
+        if not fired:
+            fired.append(True)
+            erase_the_tenant(deps)
+        return seen
+
+    monkeypatch.setattr(extract, "_deleted_meanwhile", erased_right_after_the_check)
+    service.drain()
+    assert fired
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+    assert documents(deps) == set()
+    again = ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    assert again.status == TaskStatus.PENDING
+
+
+def test_a_forced_summary_refresh_does_not_write_its_task_into_an_erased_tenant(service, deps, monkeypatch):
+    from memlane.domain.scope import Scope
+    from memlane.services import summaries
+
+    stores.create(deps, name="s")
+    for i in range(4):
+        ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "content": f"Turn {i}: {SAID}"}])
+    service.drain()
+    summaries.request_refresh(deps.for_tenant("s", "app", "alice"), "s", Scope(**RUN))
+    real, fired = summaries.refresh, []
+
+    def erased_meanwhile(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not fired:
+            fired.append(True)
+            erase_the_tenant(deps)
+        return out
+
+    monkeypatch.setattr(summaries, "refresh", erased_meanwhile)
+    service.drain()
+    assert fired
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []

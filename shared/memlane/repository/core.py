@@ -193,6 +193,15 @@ class CoreRecords:
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
                         **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
 
+    def move_task(self, task: Task, *, expect: TaskStatus) -> Task | None:
+        """Write `task` if its item still says `expect`; else the item as it is now — None when it is gone (its
+        tenant erased, its thread deleted, its store purged: a job must not write it back)."""
+        try:
+            self.save_task(task, expect_status=expect)
+            return task
+        except ConditionFailed:
+            return self.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
+
     def list_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                    cursor: str | None) -> tuple[list[Task], str | None]:
         page = self.table.query(tenant_pk(store, app_id, tenant_id), prefix="TASK#", limit=limit, cursor=cursor,

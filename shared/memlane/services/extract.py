@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..domain.errors import ConditionFailed, MemlaneError
+from ..domain.errors import ConditionFailed, MemlaneError, NotFound
 from ..domain.models import ExtractAction, Message, Store, Task, TaskStatus
 from . import consolidate, embedder_guard, erase, message_index
 from .deps import Deps
@@ -26,9 +26,13 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
     store_obj = embedder_guard.ensure(deps, store_obj or repo.get_store(store))  # vectors of the store's model only
-    task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
-                                   "updated_at": deps.clock.now()})
-    repo.save_task(task)
+    running = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
+                                      "updated_at": deps.clock.now()})
+    task = repo.move_task(running, expect=task.status)  # conditional: an erased task is never written back
+    if task is None:
+        raise NotFound(f"task '{request_id}' is gone: its tenant was erased or its store deleted", code="task_not_found")
+    if task.status.finished:  # another delivery finished it meanwhile
+        return task
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
@@ -53,7 +57,11 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
                                    "updated_at": deps.clock.now()})
-    repo.save_task(done)
+    stored = repo.move_task(done, expect=TaskStatus.RUNNING)
+    if stored is None:  # erased meanwhile, after the check above: what it wrote goes too
+        return _withdrawn(deps, store, task, written)
+    if stored is not done:
+        return stored  # another delivery finished it first
     # Checked again after the write: a deletion that began after the check above redacts this task
     # itself, and one that finished in between is seen here.
     if _deleted_meanwhile(deps, store, task):

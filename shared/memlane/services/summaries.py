@@ -205,12 +205,14 @@ def run_job(deps: Deps, job_: Job) -> Task | None:
         return task
     running = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
                                       "updated_at": deps.clock.now()})
-    repo.save_task(running)
+    # Both writes conditional: a task erased with its tenant meanwhile is not written back.
+    if repo.move_task(running, expect=task.status) is None:
+        return None
     refresh(deps, job_.store, scope, force=True)
     done = running.model_copy(update={"status": TaskStatus.SUCCEEDED, "error": None, "updated_at": deps.clock.now()})
-    repo.save_task(done)
+    stored = repo.move_task(done, expect=TaskStatus.RUNNING)
     repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
-    return done
+    return stored
 
 
 # -- the refresh -----------------------------------------------------------------------------------
