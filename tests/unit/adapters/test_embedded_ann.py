@@ -248,6 +248,20 @@ def test_dropping_the_store_drops_its_graphs(tmp_path: Path) -> None:
     assert [m for m, _ in vector_search(idx, x[4])][:1] == ["m00004"]
 
 
+def test_dropping_the_store_drops_the_graphs_not_loaded_since_the_start(tmp_path: Path) -> None:
+    """A graph saved by an earlier process, its tenant not searched since this one started: its file (every
+    vector of the tenant) goes with the store, and a store made again under the name starts without it."""
+    x = vectors(1000)
+    first = open_index(tmp_path)
+    load(first, x)
+    vector_search(first, x[0])
+    first.close()
+    assert list((tmp_path / "index.db.ann").glob("*.faiss"))
+    again = open_index(tmp_path)
+    again.drop_store("s")
+    assert not list((tmp_path / "index.db.ann").glob("*.faiss"))
+
+
 def test_fallback_without_the_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss → ImportError
     assert not index_ann.available()

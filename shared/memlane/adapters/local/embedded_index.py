@@ -125,6 +125,10 @@ class EmbeddedIndex:
 
     def drop_store(self, store: str) -> None:
         with self._lock:
+            # Every graph of the store: loaded, being built, or only on disk (not searched since the start).
+            graphs = {tuple(r) for r in self._db.execute(
+                "SELECT store, app_id, tenant_id FROM ann_graphs WHERE store = ?", (store,))}
+            graphs |= {k for k in (*self._graphs, *self._building) if k[0] == store}
             with self._write():
                 self._db.execute("DELETE FROM docs WHERE store = ?", (store,))
                 self._db.execute("DELETE FROM stores WHERE store = ?", (store,))
@@ -133,7 +137,7 @@ class EmbeddedIndex:
             self._terms.evict_store(store)
             self._epoch += 1
             self._shares = {key: share for key, share in self._shares.items() if key[0] != store}
-            for key in [k for k in self._graphs if k[0] == store]:
+            for key in graphs:
                 self._forget_graph(key)
                 self._files.remove_except(key, None)
 
