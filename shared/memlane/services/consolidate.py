@@ -19,7 +19,7 @@ from ..policies import consolidation
 from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
 from . import consolidate_llm as judge
-from . import dream_actions
+from . import dream_actions, redaction
 from .deps import Deps
 
 
@@ -162,6 +162,9 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
     try:
         return dream_actions.apply(deps, stored).action_id
     except Conflict:
+        # Stale: a memory it would close was deleted meanwhile — its words must not stay in this action.
+        s = stored.scope
+        redaction.after_compare(deps, stored.store, s.app_id, s.tenant_id, {*stored.target_ids, stored.keep_id or ""})
         return None
 
 

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..domain.errors import ConditionFailed, MemlaneError, NotFound
 from ..domain.models import ExtractAction, Message, Store, Task, TaskStatus
-from . import consolidate, embedder_guard, erase, message_index
+from . import consolidate, embedder_guard, erase, message_index, redaction
 from .deps import Deps
 
 
@@ -62,6 +62,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         return _withdrawn(deps, store, task, written)
     if stored is not done:
         return stored  # another delivery finished it first
+    redaction.after_compare(deps, store, task.scope.app_id, task.scope.tenant_id,
+                            {t for o in outcomes for t in (o.target_id or "", *o.target_ids)})
     # Checked again after the write: a deletion that began after the check above redacts this task
     # itself, and one that finished in between is seen here.
     if _deleted_meanwhile(deps, store, task):

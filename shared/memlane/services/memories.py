@@ -108,7 +108,10 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     # of the delete redacts the rest (redaction is idempotent).
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
     deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
-    # Again: an edit that wrote before the table delete may have indexed its text after the first one.
+    # Again: an edit that wrote before the table delete may have indexed its text after the first one, and a
+    # job that compared with the memory may have written its words into a task or an action after the first
+    # redaction (one writing after this pass finds the memory gone: redaction.after_compare).
     deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
+    report = report + redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
     deps.compact()
     return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)

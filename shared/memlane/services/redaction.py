@@ -33,6 +33,10 @@ class Redacted:
     dream_actions: int = 0
     profiles: int = 0
 
+    def __add__(self, other: "Redacted") -> "Redacted":
+        return Redacted(self.tasks + other.tasks, self.dream_actions + other.dream_actions,
+                        self.profiles + other.profiles)
+
 
 def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: set[str],
            run: Scope | None = None) -> Redacted:
@@ -61,6 +65,18 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
     return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
                     dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", action),
                     profiles=_rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile))
+
+
+def after_compare(deps: Deps, store: str, app_id: str, tenant_id: str, compared: set[str]) -> Redacted | None:
+    """A job wrote a record quoting memories it compared with (a task's outcomes, a write-time action): those
+    deleted meanwhile leave it as they left every other record. A delete redacts again after removing the
+    memory, so a record written before that pass is its; one written after finds the memory gone here."""
+    compared.discard("")
+    if not compared:
+        return None
+    present = {m.memory_id for m in deps.repo.get_memories(store, app_id, tenant_id, sorted(compared))}
+    gone = compared - present
+    return redact(deps, store, app_id, tenant_id, memory_ids=gone) if gone else None
 
 
 def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task | None:
