@@ -188,3 +188,28 @@ def test_health_reports_the_worker_and_503_when_it_is_dead(svc):
         thread.join(20)
     status, body, _ = call(api, "GET", "/health")
     assert (status, body["status"], body["worker"]["alive"]) == (503, "worker_dead", False)
+
+
+def test_a_supersede_whose_index_write_died_is_indexed_by_the_redelivery(service, deps, monkeypatch):
+    """Killed between the UPDATE's table transaction and its index write: the action is APPLIED, the old
+    memory superseded in the table and still `active` in the index. The job's redelivery meets the applied
+    action and writes its index documents again: table and index agree (fsck), for good."""
+    from memlane.services import dream_actions, extract, fsck, ingest, stores
+
+    stores.create(deps, name="s")
+    scope = {"app_id": "app", "tenant_id": "t", "agent_id": "bot", "run_id": "r"}
+    ingest.add(deps, "s", scope=scope, sync=True, messages=[{"role": "user", "content": "My apartment is in Brooklyn."}])
+    ingest.add(deps, "s", scope=scope, request_id="move",
+               messages=[{"role": "user", "content": "My apartment is in Queens now."}])
+    real = dream_actions._index
+
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(dream_actions, "_index", killed)
+    with pytest.raises(SystemExit):
+        extract.run(deps, "s", "move", app_id="app", tenant_id="t")
+    monkeypatch.setattr(dream_actions, "_index", real)
+    assert fsck.fsck(deps, "s").stale == 1  # what the crash leaves
+    extract.run(deps, "s", "move", app_id="app", tenant_id="t")  # the redelivery
+    assert fsck.fsck(deps, "s").stale == 0

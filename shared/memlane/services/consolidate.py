@@ -155,7 +155,8 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
     except NotFound:
         repo.put_action(action, sk)
         stored = action
-    if stored.status == DreamActionStatus.APPLIED:
+    if stored.status == DreamActionStatus.APPLIED:  # an earlier attempt applied it: its index writes again
+        dream_actions.reindex(deps, stored)
         return stored.action_id
     if stored.status != DreamActionStatus.PENDING:
         return None

@@ -244,6 +244,8 @@ def action_owner(deps: Deps, store: str, action_id: str, visible: Visible = ever
 
 def _auto(deps: Deps, task: DreamTask, action: DreamAction) -> DreamAction:
     """safe_auto: apply an action at or above the threshold; one that went stale meanwhile is marked failed."""
+    if action.status == DreamActionStatus.APPLIED:  # by an earlier attempt of this dream: its index writes again
+        executor.reindex(deps, action)
     if action.status != DreamActionStatus.PENDING or action.confidence < task.threshold:
         return action
     try:

@@ -134,6 +134,19 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     return done
 
 
+def reindex(deps: Deps, action: DreamAction) -> None:
+    """The index writes of an applied action, again from the table: the process that applied it may have died
+    between its transaction and its index write, leaving a superseded memory `active` in the index for good.
+    Called where a redelivered job meets the action already APPLIED (idempotent: an upsert)."""
+    s = action.scope
+    involved = [*action.target_ids, *([action.keep_id] if action.keep_id else []), *action.created_ids]
+    if not involved:
+        return
+    held = deps.repo.get_memories(action.store, s.app_id, s.tenant_id, sorted(set(involved)))
+    _index(deps, action.store, s, [m for m in held if m.status != MemoryStatus.DELETED],
+           [m.memory_id for m in held if m.status == MemoryStatus.DELETED])
+
+
 def reject(deps: Deps, action: DreamAction) -> DreamAction:
     if action.status != DreamActionStatus.PENDING:
         raise Conflict(f"action '{action.action_id}' is {action.status}, not pending", code="action_not_pending")
