@@ -228,3 +228,18 @@ def test_a_known_path_with_an_unsupported_method_is_405_with_allow_not_404(world
     assert result["statusCode"] == 405 and json.loads(result["body"])["error"]["code"] == "method_not_allowed"
     assert {k.lower(): v for k, v in result.get("headers", {}).items()}["allow"] == "GET"
     assert call(api, "GET", "/v1/stores/demo/no-such-thing", key=keys["alice"])[0] == 404
+
+
+def test_each_add_of_a_batch_is_audited_under_the_tenant_it_names(world):
+    """A batch's adds may name several tenants: each one's row names its own, accepted or refused — the
+    single route's and the ingestion queue's rule — so a tenant's audit view misses none of its adds."""
+    api, deps, keys, _ = world
+    status, body = call(api, "POST", "/v1/stores/demo/memories:batch", key=keys["alice"], body={"adds": [
+        {"scope": {**BOB, "run_id": "r9"}, "text": "alice writes into bob", "request_id": "into-bob"},
+        {"scope": {**ALICE, "run_id": "r9"}, "text": "alice writes her own", "request_id": "own"}]})
+    assert status == 200 and [r["outcome"] for r in body["results"]] == ["refused", "accepted"]
+    rows = [r for r in audit_rows(deps) if r.operation.endswith("(an add)")]
+    assert {(r.tenant_id, r.status, r.error_code, r.principal) for r in rows} == {
+        ("bob", 403, "outside_grant", "alice-app"), ("alice", 202, None, "alice-app")}
+    status, seen = call(api, "GET", "/v1/stores/demo/requests?tenant_id=bob&limit=50", key=keys["admin"])
+    assert status == 200 and any(r["operation"].endswith("(an add)") and r["status"] == 403 for r in seen["requests"])

@@ -37,8 +37,9 @@ class Gate:
     whether or not the store or id exists.
     """
 
-    def __init__(self, deps: Deps, mode: access.AuthMode):
+    def __init__(self, deps: Deps, mode: access.AuthMode, *, audit_retention_days: int = 30):
         self.deps, self.mode = deps, mode
+        self.audit_retention_days = audit_retention_days  # for the rows a route writes itself (a batch's adds)
         self._local = threading.local()  # one request per thread at a time; keyed by the event itself
 
     def checked(self, event: APIGatewayProxyEventV2 | dict[str, Any]) -> Checked:

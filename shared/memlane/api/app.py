@@ -111,7 +111,7 @@ class Api:
     def __init__(self, deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
                  audit_retention_days: int = 30):
         # one gate for the routes and the audit record: it keeps what it checked for each request
-        self.gate = Gate(deps, auth)
+        self.gate = Gate(deps, auth, audit_retention_days=audit_retention_days)
         self.app = build_app(deps, families, auth=auth, gate=self.gate)
         self.deps, self.retention_days = deps, audit_retention_days
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -8,8 +9,12 @@ from ...domain.scope import DEFAULT
 from ...services.deps import Deps
 from ..access import Gate
 from ..adds import add_one, write
+from ..audit import record_add
 from .common import request_deadline
 from ..models import AddAccepted, AddBatchIn, AddBatchOut, AddIn, ExplicitWriteOut, TaskOut
+
+
+BATCH_OPERATION = "POST /v1/stores/{store}/memories:batch (an add)"  # the audit log's name of one add of a batch
 
 
 def routes(deps: Deps, gate: Gate) -> Router:
@@ -39,12 +44,22 @@ def routes(deps: Deps, gate: Gate) -> Router:
                                                  "failed (429/5xx: send it again with the same request_id)",
                                   "content": {"application/json": {"model": AddBatchOut}}}})
     def add_batch(store: str, body: AddBatchIn) -> dict[str, Any]:
-        # Each add is checked against the caller's grant with its own scope; the batch's audit record names
-        # no scope (its adds may name several tenants).
-        caller = gate.caller(router.current_event)
+        # Each add is checked against the caller's grant with its own scope, and audited with it — accepted or
+        # refused, under the tenant it named — as the single route and the ingestion queue do; the batch's own
+        # record names no scope (its adds may name several tenants).
+        event = router.current_event
+        caller = gate.caller(event)
         deadline = request_deadline(router.lambda_context, deps.settings)
-        results = [add_one(deps, caller, store, raw, index=i, deadline=deadline).result
-                   for i, raw in enumerate(body.adds)]
+        request_id = (event.raw_event.get("requestContext") or {}).get("requestId") or "-"
+        results = []
+        for i, raw in enumerate(body.adds):
+            started = time.perf_counter()
+            done = add_one(deps, caller, store, raw, index=i, deadline=deadline)
+            record_add(deps, operation=BATCH_OPERATION, request_id=f"{request_id}#{i}", principal=caller.principal,
+                       store=store, result=done.result, scope=done.scope,
+                       latency_ms=(time.perf_counter() - started) * 1000,
+                       retention_days=gate.audit_retention_days)
+            results.append(done.result)
         counts = {outcome: sum(r.outcome == outcome for r in results)
                   for outcome in ("accepted", "replayed", "refused", "failed")}
         return AddBatchOut(results=results, **counts).model_dump(mode="json")
