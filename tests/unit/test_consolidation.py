@@ -396,3 +396,27 @@ def test_a_possibility_a_wish_or_a_condition_changes_nothing_that_holds(old, new
 ])
 def test_a_month_or_a_stated_preference_is_no_possibility(old, new):
     assert action(old, new, 0.7) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User is vegan and allergic to soy.", "User is not vegan anymore."),
+    ("User lives in Austin, works as a lawyer and has a cat named Pixel.", "User moved to San Diego."),
+    ("User's brother works at Tesla, and User works at Ford.", "User's brother got a new job at Rivian."),
+])
+def test_a_change_of_one_fact_does_not_close_a_memory_holding_another(old, new):
+    """Closing the memory would hide what its other clause still says (the allergy, the job, the user's own
+    employer): it stays active, the newer statement ranks first."""
+    prior = memory(old, 0, "old")
+    decision = decide(new, [Neighbour(prior, 0.8)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=30))
+    assert prior not in decision.targets
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User bought a house in Austin and loves the neighborhood.", "User relocated to Chicago."),  # points back
+    ("User works at Google, in the Zurich office.", "User works at Meta now."),  # a detail of the same fact
+    ("User broke User's ankle and User is on crutches.", "User's ankle has healed and User is off crutches."),
+])
+def test_a_clause_that_goes_with_the_changed_one_is_closed_with_it(old, new):
+    prior = memory(old, 0, "old")
+    decision = decide(new, [Neighbour(prior, 0.8)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=30))
+    assert prior in decision.targets

@@ -105,6 +105,14 @@ TIME_ADVERBS = frozenset("now currently still also really just recently finally 
 VALUE_ENDS = frozenset("in at on for with since from to by during last next this every because and but "
                        "when while after before who which that".split())
 
+# What opens a clause that only adds to the one before it ("in the Zurich office", "which User loves", "so
+# User walks"): a detail of that clause, not a fact of its own.
+DEPENDENT_OPENERS = frozenset("in at on for with from to by of as about into near since during after before while "
+                              "when where which who whom whose that so because then though although than or like "
+                              "until unless if".split())
+# A definite reference ("the neighborhood", "their school", "there") points back at what the sentence is about:
+# such a clause goes with it ("bought a house in Austin and loves the neighborhood": a move ends both).
+REFERS_BACK = frozenset("the their its this that these those there it".split())
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())

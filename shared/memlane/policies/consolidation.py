@@ -608,9 +608,25 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
 
 def _holds_more(old: Statement, new: Statement) -> bool:
     """`old` also says something `new` does not touch: a clause of its own, sharing no word with `new`, that
-    states a value ("User lives in Lisbon and User's PIN is 4471"). Closing `old` would hide that too."""
+    states a value ("User lives in Lisbon and User's PIN is 4471") or a fact of its own ("User is vegan and
+    allergic to soy", "User lives in Austin, works as a lawyer") — or one of another holder than `new`'s ("User's
+    brother works at Tesla, and User works at Ford"). Closing `old` would hide that too."""
     changed = _closest_clause(old, new)
-    return any(c is not changed and c.values and not c.content & new.content for c in old.clauses())
+    return any(c is not changed and (c.values or _own_fact(c)) and (not c.content & new.content or _another_persons(new, c))
+               for c in old.clauses())
+
+
+def _another_persons(new: Statement, clause: Statement) -> bool:
+    # "User's brother got a job at Rivian" changes nothing "User works at Ford" says, however many words they share.
+    return new.owner in _PEOPLE and clause.owner != new.owner
+
+
+def _own_fact(clause: Statement) -> bool:
+    """A clause stating something of its own: three words or more, one of them a content word, not opened by a
+    word that makes it a detail of the clause before it, and not pointing back at what that clause names."""
+    words = [w for w in clause.words if w not in ("and", "but", "also")]
+    return (len(words) >= 3 and bool(clause.content) and words[0] not in lang.DEPENDENT_OPENERS
+            and lang.REFERS_BACK.isdisjoint(words))
 
 
 def _is_newer(memory: Memory, than: datetime | None) -> bool:
