@@ -420,3 +420,10 @@ def test_a_clause_that_goes_with_the_changed_one_is_closed_with_it(old, new):
     prior = memory(old, 0, "old")
     decision = decide(new, [Neighbour(prior, 0.8)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=30))
     assert prior in decision.targets
+
+
+def test_a_thousands_separator_is_no_clause_break():
+    """"$95,000" was read as the clauses "$95" and "000 now": the raise did not align with the old salary."""
+    assert [c.text for c in Statement("User makes $95,000 a year now, and User likes it.").clauses()] == [
+        "User makes $95,000 a year now", "User likes it."]
+    assert action("User makes $85,000 a year.", "User makes $95,000 a year now.") == ExtractAction.UPDATE

@@ -118,3 +118,9 @@ def test_hidden_keywords_come_from_the_speakers_own_turns_only():
     assert "oslo" not in words and "residency" not in words  # another person's words
     opted_in = next(c for c in RuleExtractor().extract(turns, keywords_from_assistant=True) if c.evidence == ["3"])
     assert "chemotherapy" in opted_in.keywords.lower().split()  # the store asked for it
+
+
+def test_a_title_or_an_abbreviation_does_not_end_the_sentence():
+    """"St. Luke's" was cut at "St.": the memory said "works night shifts in the ER at St." and lost the name."""
+    [c] = RuleExtractor().extract([msg("I work night shifts in the ER at St. Luke's. Dr. Patel runs it.")])
+    assert c.text == "Caroline works night shifts in the ER at St. Luke's. Dr. Patel runs it."

@@ -113,6 +113,10 @@ DEPENDENT_OPENERS = frozenset("in at on for with from to by of as about into nea
 # A definite reference ("the neighborhood", "their school", "there") points back at what the sentence is about:
 # such a clause goes with it ("bought a house in Austin and loves the neighborhood": a move ends both).
 REFERS_BACK = frozenset("the their its this that these those there it".split())
+# Where one sentence ends and the next begins: after . ! or ?, before what opens a sentence — not after a title or
+# an abbreviation that a name follows ("St. Luke's", "Dr. Patel").
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{a}\.)" for a in (
+    "St", "Dr", "Mr", "Ms", "Mrs", "Jr", "Sr", "Mt", "Ft", "Prof", "vs", "Inc", "Ave", "Rd")) + r"\s+(?=[\"'(A-Z0-9])")
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())

@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Collection, Sequence
 
-from ..domain.language import CONTEXT_STOP_WORDS, pleasantry
+from ..domain.language import CONTEXT_STOP_WORDS, SENTENCE_BREAK, pleasantry
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
+_SENTENCE = SENTENCE_BREAK
 _FIRST_PERSON = [
     (re.compile(r"\bI'm\b|\bI am\b", re.I), "{s} is"),
     (re.compile(r"\bI've\b|\bI have\b"), "{s} has"),

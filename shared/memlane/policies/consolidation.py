@@ -68,7 +68,7 @@ _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give 
 _REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
 # A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
 _MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|for)\b", re.I)
-_CLAUSE = re.compile(r"[,;]|\s(?:and|but|so|because)\s")
+_CLAUSE = re.compile(r",(?!\d{3}\b)|;|\s(?:and|but|so|because)\s")  # not the comma of "$95,000"
 
 
 @dataclass(frozen=True)

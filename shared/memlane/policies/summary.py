@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
-from ..domain.language import FILLER, pleasantry
+from ..domain.language import FILLER, SENTENCE_BREAK, pleasantry
 
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
 MAX_ITEMS = 5  # open items and decisions kept, newest first
 _MIN_WORDS = 4
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
+_SENTENCE = SENTENCE_BREAK
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
 _NUMBER = re.compile(r"\d+")
 _RENDERED = re.compile(r"^\d{4}-\d{2}-\d{2} [^:]{1,128}: ")
