@@ -427,3 +427,12 @@ def test_a_thousands_separator_is_no_clause_break():
     assert [c.text for c in Statement("User makes $95,000 a year now, and User likes it.").clauses()] == [
         "User makes $95,000 a year now", "User likes it."]
     assert action("User makes $85,000 a year.", "User makes $95,000 a year now.") == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("User lives in Houston.", "Just so you know, User no longer lives in Houston.", ExtractAction.DELETE),
+    ("User drives a blue Mazda 3.", "As User told you, User sold the Mazda.", ExtractAction.DELETE),
+    ("User lives in Houston.", "User says you should visit Houston.", ExtractAction.ADD),  # said to someone
+])
+def test_an_aside_to_the_listener_does_not_make_a_statement_conversation(old, new, expected):
+    assert action(old, new, 0.7) == expected

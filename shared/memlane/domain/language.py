@@ -117,6 +117,11 @@ REFERS_BACK = frozenset("the their its this that these those there it".split())
 # an abbreviation that a name follows ("St. Luke's", "Dr. Patel").
 SENTENCE_BREAK = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{a}\.)" for a in (
     "St", "Dr", "Mr", "Ms", "Mrs", "Jr", "Sr", "Mt", "Ft", "Prof", "vs", "Inc", "Ave", "Rd")) + r"\s+(?=[\"'(A-Z0-9])")
+# Asides that speak to the listener without making the statement one about them ("Just so you know, User no longer
+# lives in Houston", "As User told you, ..."): the "you" in them does not address the fact to someone.
+ASIDE_TO_LISTENER = re.compile(
+    r"\b(?:just so you know|so you know|as you know|you know|as \w+ told you|like \w+ told you|\w+ told you|"
+    r"did \w+ tell you|to be honest with you|let me tell you|you see|mind you|trust me)\b", re.I)
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())

@@ -68,6 +68,8 @@ _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give 
 _REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
 # A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
 _MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|for)\b", re.I)
+_ASIDE = re.compile(r"^\W*(?:" + lang.ASIDE_TO_LISTENER.pattern + r")\W*|,?\s*(?:" + lang.ASIDE_TO_LISTENER.pattern
+                    + r")\s*,?(?=\s)", re.I)
 _CLAUSE = re.compile(r",(?!\d{3}\b)|;|\s(?:and|but|so|because)\s")  # not the comma of "$95,000"
 
 
@@ -154,6 +156,8 @@ class Statement:
         self.speaker = bool(m)  # the subject came from a "Speaker: " prefix, not from the statement
         if m:
             body = body[m.end():]
+        if "you" in body.lower():  # an aside to the listener ("Just so you know, ...") is not what it says
+            body = _ASIDE.sub("", body).strip(" ,")
         self.text = body
         self._raw = raw = _TOKEN.findall(body)
         if not self.subject and raw:
