@@ -339,6 +339,21 @@ def test_edits_whose_index_writes_land_out_of_order_leave_the_index_as_the_table
     assert doc.text == memories.get(deps, "s", app_id="app", tenant_id="alice", memory_id="bees").text
 
 
+def erased_once_after(monkeypatch, deps, owner, name: str) -> list[bool]:
+    """`owner.name` runs, then the tenant is erased — the first time only."""
+    real, fired = getattr(owner, name), []
+
+    def then_erased(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if not fired:
+            fired.append(True)
+            erase_the_tenant(deps)
+        return out
+
+    monkeypatch.setattr(owner, name, then_erased)
+    return fired
+
+
 def test_an_extraction_finishing_after_its_tenant_was_erased_writes_nothing_back(service, deps, monkeypatch):
     """The erasure lands between the job's last look at its run and its final task write: the write is
     conditional on the task it moved to RUNNING, so the erased partition stays empty, and the add sent again
@@ -347,16 +362,7 @@ def test_an_extraction_finishing_after_its_tenant_was_erased_writes_nothing_back
 
     stores.create(deps, name="s")
     ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
-    real, fired = extract._deleted_meanwhile, []
-
-    def erased_right_after_the_check(d, store, task):
-        seen = real(d, store, task)
-        if not fired:
-            fired.append(True)
-            erase_the_tenant(deps)
-        return seen
-
-    monkeypatch.setattr(extract, "_deleted_meanwhile", erased_right_after_the_check)
+    fired = erased_once_after(monkeypatch, deps, extract, "_deleted_meanwhile")  # right after the job's check
     service.drain()
     assert fired
     assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
@@ -374,16 +380,7 @@ def test_a_forced_summary_refresh_does_not_write_its_task_into_an_erased_tenant(
         ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "content": f"Turn {i}: {SAID}"}])
     service.drain()
     summaries.request_refresh(deps.for_tenant("s", "app", "alice"), "s", Scope(**RUN))
-    real, fired = summaries.refresh, []
-
-    def erased_meanwhile(*args, **kwargs):
-        out = real(*args, **kwargs)
-        if not fired:
-            fired.append(True)
-            erase_the_tenant(deps)
-        return out
-
-    monkeypatch.setattr(summaries, "refresh", erased_meanwhile)
+    fired = erased_once_after(monkeypatch, deps, summaries, "refresh")
     service.drain()
     assert fired
     assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
