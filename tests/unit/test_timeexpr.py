@@ -38,3 +38,15 @@ def test_no_time_expression():
 
 def test_earliest_expression_wins():
     assert resolve("yesterday, and also last year", REF).when.date().isoformat() == "2023-05-07"
+
+
+@pytest.mark.parametrize("text, day", [
+    ("I'm flying to Paris in March.", "2024-03-01"),  # said in May 2023: next March, not the last one
+    ("We will move in December.", "2023-12-01"),
+    ("The marathon is scheduled in April, and I'm training for it.", "2024-04-01"),
+    ("I'm starting the new job in May.", "2023-05-01"),  # this month
+    ("I ran a marathon in April.", "2023-04-01"),  # said of the past: the last one
+    ("We're going to talk about what happened last March.", "2022-03-01"),
+])
+def test_a_month_of_a_plan_is_the_next_one(text, day):
+    assert resolve(text, REF).when.date().isoformat() == day

@@ -33,7 +33,14 @@ class ResolvedTime:
         return f"{self.when:%Y}"
 
 
-def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
+# A statement about what is to come: "will", "going to", a plan, or an arrangement said in the progressive ("is
+# flying to Paris in March"). A month it names without a year is the next such month, not the last one.
+_AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|hopes? to|about to|upcoming|booked|"
+                    r"scheduled|looking forward)\b|(?:\b(?:am|is|are)|['’](?:m|re|s))(?: \w+ly)? (?:flying|going|travell?ing|moving|starting|"
+                    r"leaving|visiting|getting|running|taking|having|heading|coming)\b|['’]ll\b", re.I)
+
+
+def _rules(ref: datetime, ahead: bool = False) -> list[tuple[re.Pattern[str], object]]:
     def weekday(match: re.Match[str], direction: int) -> ResolvedTime:
         target = _WEEKDAYS.index(match.group(1).lower())
         delta = (ref.weekday() - target) % 7 or 7
@@ -52,6 +59,8 @@ def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
         idx = _MONTHS.index(match.group(2).lower()) + 1
         if match.group(3):  # the year said with it: "in March 2027", "September 2024"
             year = int(match.group(3))
+        elif ahead and (match.group(1) or "").lower() != "last":  # "is flying to Paris in March": the next one
+            year = ref.year if idx >= ref.month else ref.year + 1
         else:  # the latest such month up to the message ("in March" said in May: this year's)
             year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
         return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
@@ -82,7 +91,7 @@ def _rules(ref: datetime) -> list[tuple[re.Pattern[str], object]]:
 def resolve(text: str, ref: datetime) -> ResolvedTime | None:
     """The first relative time expression in `text`, resolved against `ref`; None if there is none."""
     best: tuple[int, ResolvedTime] | None = None
-    for pattern, make in _rules(ref):
+    for pattern, make in _rules(ref, ahead=_AHEAD.search(text) is not None):
         match = pattern.search(text)
         if match and (best is None or match.start() < best[0]):
             best = (match.start(), make(match))  # type: ignore[operator]
