@@ -436,3 +436,41 @@ def test_a_thousands_separator_is_no_clause_break():
 ])
 def test_an_aside_to_the_listener_does_not_make_a_statement_conversation(old, new, expected):
     assert action(old, new, 0.7) == expected
+
+
+@pytest.mark.parametrize("old,new", [
+    # Entering a state, said as the state it enters: an age reached, an event moved to another time,
+    # a retirement, a couple's end said of both. Each aligns with the statement of that state.
+    ("User is 29 years old.", "User turned 30 yesterday."),
+    ("User's daughter is four years old.", "User's daughter turned five last week."),
+    ("User has a dentist appointment on Tuesday.", "User's dentist appointment was postponed to Friday."),
+    ("User's wedding is in June.", "User's wedding has been pushed back to October."),
+    ("The team meeting is on Wednesday.", "The team meeting was moved up to Monday."),
+    ("User works as an accountant at Deloitte.", "User retired last month."),
+    ("User is dating Mark.", "User and Mark split up."),
+])
+def test_reaching_a_state_updates_the_statement_of_it(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    # A promotion reports a change of the role: it counts for a statement about it, as other change cues do.
+    ("User is a junior engineer at Stripe.", "User got promoted to senior engineer."),
+    ("User works as a software engineer at Stripe.", "User was promoted to team lead in March."),
+])
+def test_a_promotion_updates_the_role(old, new):
+    assert action(old, new, similarity=0.55) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User is 29 years old.", "User's car is 10 years old."),  # another holder's value
+    ("User is 34 years old.", "User's daughter turned 5."),
+    ("User is 29 years old.", "User turned 30 percent of the garden into a vegetable patch."),  # no age
+    ("User uses an old laptop for work.", "User retired the old laptop."),  # a thing retired, not the user
+    ("User works as an accountant at Deloitte.", "User's boss retired."),
+    ("User works as a software engineer at Stripe.", "User's landlord was promoted to manager."),
+    ("User lives in Boston.", "User moved the meeting to Friday."),  # something moved, not the home
+    ("User lives in Denver.", "User moved the couch into the Boston office."),
+])
+def test_what_only_looks_like_reaching_a_state_changes_nothing(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.ADD

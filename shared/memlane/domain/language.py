@@ -16,7 +16,7 @@ from functools import lru_cache
 CHANGE_CUES = frozenset(
     "moved relocated switched changed now currently anymore instead new newly became become becomes turned "
     "joined left quit transferred sold cancelled canceled stopped started again gone replaced upgraded "
-    "updated renamed moving switching switch changing lately nowadays".split())
+    "updated renamed moving switching switch changing lately nowadays promoted postponed rescheduled retired".split())
 CHANGE_PHRASES = ("no longer", "any more", "these days", "from now on", "after all", "gave up", "give up",
                   "went up", "went down", "is now", "not anymore", "no more", "got married", "got engaged",
                   "got divorced", "got a job", "got a new job")
@@ -143,9 +143,39 @@ def stem(word: str) -> str:
     return w
 
 
+# More ways of entering a state, each said as the state it enters, so that it aligns with a statement of
+# that state: an age reached ("turned 30" → "is 30 years old"), a time an event was moved to ("was
+# postponed to Friday" → "is on Friday": passive only, "moved to Denver" is a move of home), a promotion
+# ("was promoted to team lead" → "works as team lead"), a retirement ("retired last year" → "stopped
+# working": not "retired the old laptop"), and a couple's end said of both ("User and Mark split up").
+_NUMBER = (r"(?:\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ](?:one|two|three|four|five|six|seven"
+           r"|eight|nine))?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+           r"|sixteen|seventeen|eighteen|nineteen)")
+_ENTERED = (
+    (re.compile(rf"\b(?:just\s+)?turn(?:ed|s)\s+({_NUMBER})\b(?!\s*(?:%|percent|degrees|points|minutes|times|pages|miles|km))", re.I),
+     r"is \1 years old"),
+    (re.compile(r"\b(?:was|were|has\s+been|have\s+been|had\s+been|got|is|are|been)\s+(?:just\s+|now\s+|finally\s+)?"
+                r"(?:postponed|rescheduled|delayed|pushed\s+back|pushed|moved|moved\s+up|brought\s+forward|bumped)"
+                r"\s+(?:to|until|till)\b", re.I), "is on"),
+    (re.compile(r"\b(?:postponed|rescheduled|delayed|pushed\s+back)\s+(?:it\s+|them\s+)?(?:to|until|till)\b", re.I),
+     "is on"),
+    (re.compile(r"\b(?:was|were|got|has\s+been|have\s+been|been|is|am|are)\s+(?:just\s+|recently\s+|finally\s+)?"
+                r"promoted\s+to\b", re.I), "works as"),
+    (re.compile(r"(?<!was )(?<!were )(?<!been )(?<!be )(?<!is )(?<!are )(?<!got )\bretired\b"
+                r"(?!\s+(?:the|his|her|their|my|our|its|that|this|those|these|some|all|an?|old)\b)", re.I),
+     "stopped working"),
+    (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"),
+     r"broke up with \1"),
+    (re.compile(r"\bsplit\s+up\s+with\b", re.I), "broke up with"),
+)
+
+
 def as_state(text: str) -> str:
     """`text` with each phrase that enters a state said as being in it ("got a job as" → "works as")."""
-    return _ENTRY.sub("works", text)
+    text = _ENTRY.sub("works", text)
+    for pattern, state in _ENTERED:
+        text = pattern.sub(state, text)
+    return text
 
 
 # A possessive "'s" is its word, as OpenSearch's english_possessive_stemmer reads it: split at the

@@ -447,6 +447,8 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if frame.subject != old.subject:
         return None
     al = _align(old.tokens, frame.tokens)
+    if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old):
+        return None  # another holder's value: "User's car is 10 years old" says nothing of "User is 29 years old"
     relation_words = _content(al.shared, new.subject)
     aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
     if len(al.replaced) != 1 or not relation_words or not aligned \
@@ -536,6 +538,11 @@ def _moved(to: str, old: Statement) -> str:
     return f"reports a move to '{to}' away from what the memory says ('{old.text.rstrip('.')}')"
 
 
+# A home move has no object ("moved to Bergen", "moved back to Oslo"); these open one.
+_HOME_MOVES = frozenset({"mov", "relocat"})
+_OBJECT_OPENERS = frozenset("the a an my his her our their its it them this that these those some all".split())
+
+
 def _changes_state_of(new: Statement, old: Statement) -> str:
     """"moved to Bergen" / "lives in Oslo": a change verb whose state the old statement is in, with
     a new name for where it now is (returned; "" when there is none)."""
@@ -545,6 +552,8 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
+            if after and after[0].lower() in _OBJECT_OPENERS and lang.stem(w) in _HOME_MOVES:
+                return ""  # "moved the meeting to Friday", "relocated our office": something moved, not the home
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
     return ""
 
