@@ -384,3 +384,90 @@ def test_a_forced_summary_refresh_does_not_write_its_task_into_an_erased_tenant(
     service.drain()
     assert fired
     assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+
+
+def test_a_dream_job_whose_tenant_is_erased_before_it_starts_writes_nothing_back(service, deps, monkeypatch):
+    """The erasure lands between the job's read of its task and its RUNNING write (the embedder check between
+    them may load a model for seconds): the write is conditional, so the erased partition stays empty."""
+    from memlane.domain.models import DreamMode
+    from memlane.services import dream, embedder_guard
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "content": SAID}])
+    task = dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, mode=DreamMode.SAFE_AUTO)
+    fired = erased_once_after(monkeypatch, deps, embedder_guard, "ensure")
+    service.drain()
+    assert fired
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+    with pytest.raises(Exception) as gone:
+        dream.get_task(deps, "s", task.task_id)
+    assert getattr(gone.value, "code", "") == "dream_task_not_found"
+
+
+@pytest.mark.parametrize("kind", ["extract", "dream"])
+def test_a_job_given_up_as_its_tenant_is_erased_writes_nothing_back(service, deps, monkeypatch, kind):
+    """The last delivery gives its job up (FAILED): it reads the task, the erasure lands, it writes FAILED —
+    conditionally, so the erased partition stays empty."""
+    from memlane.domain.models import DreamMode
+    from memlane.ports import Job
+    from memlane.repository import Repository
+    from memlane.services import dream, jobs
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    if kind == "dream":
+        service.drain()
+        request_id = dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"},
+                                 mode=DreamMode.SAFE_AUTO).task_id
+    else:
+        request_id = "add-1"
+    fired = erased_once_after(monkeypatch, deps, Repository, "locate_task" if kind == "extract" else "get_dream_task")
+    jobs.give_up(deps, Job.of_tenant(kind, "s", request_id, "app", "alice"), "gave up after 5 deliveries")
+    assert fired
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+
+
+def _open_entries(deps):
+    return [i for i in deps.table.query("s#~open", limit=100).items if i["tenant_id"] == "alice"]
+
+
+def test_an_erasure_leaves_no_open_task_entry_naming_the_tenants_request_ids(service, deps):
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="alice-crm-7731", messages=[{"role": "user", "content": SAID}])
+    assert [i["request_id"] for i in _open_entries(deps)] == ["alice-crm-7731"]  # its job not run yet
+    erase_the_tenant(deps)
+    assert _open_entries(deps) == []
+    service.drain()  # the held job finds nothing, and writes nothing
+    assert _open_entries(deps) == []
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+
+
+def test_a_job_whose_task_went_after_the_erasure_listed_the_tasks_closes_its_open_entry(service, deps, monkeypatch):
+    """An add racing the erasure: its entry is written, the erasure lists the tenant's items before the task
+    is, and the task goes after. The job, finding no task, closes the entry (the sweeper would only after
+    its deadline, 15 minutes later)."""
+    from memlane.ports import Job
+    from memlane.services import jobs
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    deps.table.delete(tenant_pk("s", "app", "alice"), "TASK#add-1")  # what the racing erasure deleted
+    jobs.handle(deps, Job.of_tenant("extract", "s", "add-1", "app", "alice"))
+    assert _open_entries(deps) == []
+
+
+def test_a_dropped_job_whose_task_is_still_there_keeps_its_open_entry(service, deps, monkeypatch):
+    """The entry is what lets the sweeper send a lost job again: a job dropped while its task exists keeps it."""
+    from memlane.domain.errors import NotFound
+    from memlane.ports import Job
+    from memlane.services import extract, jobs
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+
+    def not_found(*args, **kwargs):
+        raise NotFound("a record the job needed is gone", code="memory_not_found")
+
+    monkeypatch.setattr(extract, "run", not_found)
+    jobs.handle(deps, Job.of_tenant("extract", "s", "add-1", "app", "alice"))
+    assert [i["request_id"] for i in _open_entries(deps)] == ["add-1"]

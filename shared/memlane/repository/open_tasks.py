@@ -36,7 +36,10 @@ class OpenTaskRecords:
                         "since": now.isoformat()})
 
     def close_task(self, store: str, request_id: str, app_id: str, tenant_id: str) -> None:
-        self.table.delete(open_pk(store), _sk(request_id, app_id, tenant_id))
+        self.table.delete(*self.open_task_key(store, request_id, app_id, tenant_id))
+
+    def open_task_key(self, store: str, request_id: str, app_id: str, tenant_id: str) -> tuple[str, str]:
+        return open_pk(store), _sk(request_id, app_id, tenant_id)
 
     def swept(self, store: str, entry: "OpenTask", now: datetime) -> None:
         key = _sk(entry.request_id, entry.app_id, entry.tenant_id)

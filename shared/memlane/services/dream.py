@@ -106,10 +106,12 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     task = repo.get_dream_task(store, task_id)
     if task.status.finished:
         return task
-    embedder_guard.ensure(deps, repo.get_store(store))
+    embedder_guard.ensure(deps, repo.get_store(store))  # may take seconds (a cold model): the write below is conditional
     now = deps.clock.now()
-    task = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1, "updated_at": now})
-    repo.save_dream_task(task)
+    task = _move(deps, task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
+                                               "updated_at": now}), expect=task.status)
+    if task.status.finished:
+        return task
     deps.faults.point("dream.after_running")
     claimed = _claim(deps, task)
     engine = engine_for(deps)
@@ -150,6 +152,25 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     return done
 
 
+def _move(deps: Deps, task: DreamTask, *, expect: TaskStatus) -> DreamTask:
+    """Write `task` while its item is there and not finished; answer what the item now holds. Conditional, as
+    every task write of a job: a task erased with its tenant meanwhile is not written back (NotFound), and one
+    another delivery finished is left as it is (answered)."""
+    for _ in range(_MOVE_ATTEMPTS):
+        try:
+            deps.repo.save_dream_task(task, expect_status=expect)
+            return task
+        except ConditionFailed:
+            now = deps.repo.get_dream_task(task.store, task.task_id)  # NotFound: erased with its tenant
+            if now.status.finished:
+                return now
+            expect = now.status  # another delivery moved it on (QUEUED → RUNNING): as before, both run
+    raise Conflict(f"dream task '{task.task_id}' is too busy", code="busy")
+
+
+_MOVE_ATTEMPTS = 3
+
+
 def _take_back(deps: Deps, task: DreamTask, actions: list[DreamAction]) -> None:
     """What a dream wrote after its tenant's erasure had gone by: its actions, the memories they created
     and the profiles it emitted (the erasure left none), from table and index."""
@@ -170,7 +191,9 @@ def fail(deps: Deps, store: str, task_id: str, reason: str) -> DreamTask:
         return task
     now = deps.clock.now()
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000], "updated_at": now})
-    deps.repo.save_dream_task(failed)
+    current = _move(deps, failed, expect=task.status)
+    if current is not failed:
+        return current  # another delivery finished it meanwhile
     s = task.scope
     for sk, info in deps.repo.list_activity(store, s.app_id, s.tenant_id, s.agent_id, s.run_id):
         if info.last_dream_task == task_id and info.pending_since is None:

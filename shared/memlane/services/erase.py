@@ -197,9 +197,11 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]
     if documents:
         tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
-    # Global partitions that name the tenant: each task's request-id guard, the activity registry.
-    guards = [deps.repo.request_pointer_key(store, app_id, tenant_id, i["request_id"]) for i in items
-              if i["sk"].startswith("TASK#")]
+    # Global partitions that name the tenant: each task's request-id guard and open-task entry, the activity
+    # registry.
+    requests = [i["request_id"] for i in items if i["sk"].startswith("TASK#")]
+    guards = [key for r in requests for key in (deps.repo.request_pointer_key(store, app_id, tenant_id, r),
+                                                deps.repo.open_task_key(store, r, app_id, tenant_id))]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
@@ -214,8 +216,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     counts: dict[str, int] = {}
     for item in items:
         counts[_kind(item["sk"])] = counts.get(_kind(item["sk"]), 0) + 1
-    if guards:
-        counts["request_ids"] = len(guards)
+    if requests:
+        counts["request_ids"] = len(requests)
     if outside:
         counts["registry_entries"] = len(outside)
     if documents or summary_docs:

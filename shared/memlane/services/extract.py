@@ -127,9 +127,12 @@ def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | 
         return task
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
                                      "updated_at": deps.clock.now()})
-    deps.repo.save_task(failed)
+    # Conditional, as every task write of a job: a task erased with its tenant meanwhile is not written back.
+    stored = deps.repo.move_task(failed, expect=task.status)
     deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
-    return failed
+    if stored is None:
+        raise NotFound(f"task '{request_id}' was erased with its tenant", code="task_not_found")
+    return stored
 
 
 def describe(error: BaseException) -> str:

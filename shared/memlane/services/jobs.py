@@ -42,7 +42,16 @@ def handle(deps: Deps, job: Job) -> Task | None:
         return _run(deps, job)
     except NotFound as gone:
         log.warning("dropping %s job %s of store %s: %s", job.kind, job.request_id, job.store, gone.message)
+        _close_if_gone(deps, job)
         return None
+
+
+def _close_if_gone(deps: Deps, job: Job) -> None:
+    """A dropped job's task that is gone (erased with its tenant after the erasure listed its tasks) leaves no
+    open-task entry naming its request id; one whose task still exists keeps it, for the sweeper."""
+    if job.kind in ("extract", summaries.KIND) and job.app_id is not None and job.tenant_id is not None \
+            and deps.repo.find_task(job.store, job.app_id, job.tenant_id, job.request_id) is None:
+        deps.repo.close_task(job.store, job.request_id, job.app_id, job.tenant_id)
 
 
 def _run(deps: Deps, job: Job) -> Task | None:
