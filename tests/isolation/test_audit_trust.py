@@ -230,6 +230,16 @@ def test_a_known_path_with_an_unsupported_method_is_405_with_allow_not_404(world
     assert call(api, "GET", "/v1/stores/demo/no-such-thing", key=keys["alice"])[0] == 404
 
 
+def test_an_id_with_a_character_the_router_refuses_is_400_not_405(world):
+    """API Gateway hands the path over decoded: a client's `tasks/a%23b` arrives as `tasks/a#b`, which no route
+    pattern takes. The route does take GET, so the answer is the id's 400, as `memlane serve` gives."""
+    api, _, keys, _ = world
+    event = http_event("GET", "/v1/stores/demo/tasks/a", {"authorization": f"Bearer {keys['alice']}"}, b"", "127.0.0.1")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/v1/stores/demo/tasks/a#b"
+    result = api.resolve(event, _LambdaContext())
+    assert result["statusCode"] == 400 and json.loads(result["body"])["error"]["code"] == "invalid_input"
+
+
 def test_each_add_of_a_batch_is_audited_under_the_tenant_it_names(world):
     """A batch's adds may name several tenants: each one's row names its own, accepted or refused — the
     single route's and the ingestion queue's rule — so a tenant's audit view misses none of its adds."""

@@ -81,6 +81,10 @@ def register(app: ApiGatewayResolver) -> None:
     def _not_found(_: Exception) -> Response:
         path = app.current_event.path
         allowed = sorted({method for pattern, method in routes() if pattern.match(path)})
+        if app.current_event.http_method.upper() in allowed:
+            # The route takes this method, but the router refused a segment: a character no id may hold ("#",
+            # which API Gateway hands over decoded from "%23"). The same answer as an id checked by its route.
+            return error_response(400, "invalid_input", f"{path}: a path segment holds a character no id may hold")
         if allowed:  # the resource exists, the method does not: 405 with what it does take
             response = error_response(405, "method_not_allowed", f"{path} takes {', '.join(allowed)}")
             response.headers["Allow"] = ", ".join(allowed)
