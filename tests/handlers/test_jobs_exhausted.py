@@ -56,8 +56,10 @@ def _extract(deps: Any) -> Callable[[], tuple[str, str | None]]:
 
 def _summary(deps: Any) -> Callable[[], tuple[str, str | None]]:
     from memlane.domain.scope import write_scope
-    from memlane.services import summaries
+    from memlane.services import summaries, threads
 
+    scope = {k: v for k, v in SCOPE.items() if k != "run_id"}
+    threads.create(deps, "demo", scope=scope, thread_id=SCOPE["run_id"])  # the thread the refresh is of
     tenant = deps.for_tenant("demo", SCOPE["app_id"], SCOPE["tenant_id"])
     task = summaries.request_refresh(tenant, "demo", write_scope(SCOPE))
     return lambda: _task(deps, task.request_id)

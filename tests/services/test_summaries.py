@@ -600,3 +600,28 @@ def test_a_refresh_of_a_thread_deleted_and_taken_again_meanwhile_leaves_no_summa
     assert left is None or "Lisbon" not in left.text
     assert summaries.doc_id(THREAD) not in {d.memory_id for d in svc.deps.index.documents("demo")
                                             if "Lisbon" in d.text}
+
+
+def test_an_add_under_a_forced_refreshs_request_id_is_refused_not_swallowed(svc):
+    """A refresh's task holds its request id in the tenant's request-id space: an add sent under it is another
+    request, refused (409) — not a replay answered SUCCEEDED whose message is never stored."""
+    from memlane.domain.errors import Conflict
+
+    add_turns(svc.deps, 0, 2)
+    task = summaries.request_refresh(bound(svc), "demo", THREAD)
+    before = thread_ids(svc.deps)
+    with pytest.raises(Conflict) as refused:
+        ingest.add(svc.deps, "demo", scope=SCOPE, request_id=task.request_id,
+                   messages=[{"role": "user", "content": "My new door code is 4417."}])
+    assert refused.value.code == "request_id_reused"
+    assert thread_ids(svc.deps) == before
+
+
+def test_a_forced_refresh_of_a_thread_that_does_not_exist_is_404_and_writes_no_task(svc):
+    from memlane.domain.errors import NotFound
+
+    with pytest.raises(NotFound) as missing:
+        summaries.request_refresh(bound(svc), "demo", Scope(**{**SCOPE, "run_id": "never-made"}))
+    assert missing.value.code == "thread_not_found"
+    assert svc.deps.table.query(tenant_pk("demo", "app", "u1"), limit=10).items == []
+    assert queued(svc, "summarize") == 0

@@ -180,6 +180,8 @@ def request_refresh(deps: Deps, store: str, scope: Scope) -> Task:
     (GET .../tasks/{request_id}). `deps` bound to the tenant."""
     repo = deps.repo
     repo.get_store(store)
+    if repo.get_scope(store, scope) is None:  # a task for no thread would outlive the purge of its store
+        raise NotFound(f"thread '{scope.run_id}' of agent '{scope.agent_id}' not found", code="thread_not_found")
     now = deps.clock.now()
     task = Task(request_id=sortable_id(now), kind=KIND, store=store, scope=scope, created_at=now, updated_at=now,
                 extract=False)
