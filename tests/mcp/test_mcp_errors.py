@@ -67,3 +67,12 @@ def test_api_errors_keep_the_api_code(server: Server) -> None:
 def test_an_unreachable_server_is_a_tool_error_not_a_crash() -> None:
     (error,) = _errors(f"http://127.0.0.1:{free_port()}", [("recall", {"query": "anything"})])
     assert error["code"] == "connection_failed"
+
+
+def test_forget_of_a_dot_segment_is_refused_and_the_store_stays(server: Server) -> None:
+    """`forget("..")` once reached `DELETE /v1/stores/{store}` (the HTTP client resolved the dot segment): with
+    an admin client (`memlane mcp --local` has no keys) it deleted every tenant's memory of the store."""
+    errors = _errors(server.url, [("forget", {"memory_id": ".."}), ("forget", {"memory_id": "."})])
+    assert [(e["code"], e["field"]) for e in errors] == [("invalid_input", "memory_id")] * 2
+    with Memlane(server.url) as client:
+        assert client.stores.get(STORE).name == STORE

@@ -161,3 +161,27 @@ def test_the_async_client_does_the_same(server: Server) -> None:
                 iter(client.memories.list("async-demo", TENANT_SCOPE)).__next__()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("bad_id", ["..", ".", ""])
+def test_an_id_that_is_a_dot_segment_is_refused_before_sending_and_the_store_stays(client: Memlane, bad_id: str) -> None:
+    """An HTTP client resolves ".." in a path: `DELETE .../memories/..` would be sent as `DELETE /v1/stores/{store}`
+    and delete every tenant's memory of the store (found through the MCP server's `forget`)."""
+    client.stores.create("dots-demo") if "dots-demo" not in [s.name for s in client.stores.list()] else None
+    for call in (lambda: client.memories.delete("dots-demo", bad_id, **TENANT_SCOPE),
+                 lambda: client.threads.delete("dots-demo", bad_id, **TENANT_SCOPE),
+                 lambda: client.threads.get("dots-demo", bad_id, **TENANT_SCOPE)):
+        with pytest.raises(errors.BadRequest) as refused:
+            call()
+        assert refused.value.code == "invalid_input"
+    assert client.stores.get("dots-demo").name == "dots-demo"
+
+
+def test_an_answer_from_another_route_is_an_error_not_this_routes_result(client: Memlane) -> None:
+    """A route answered with a status it never gives (a proxy rewrote the path to another route) raises."""
+    from memlane.sdk.routes import Route
+
+    route = Route("memories.delete", "DELETE", "/v1/stores/{store}/memories/{memory_id}", responses={200: m.MemoryOut})
+    with pytest.raises(errors.ApiError) as unexpected:
+        route.parse(204, None)
+    assert unexpected.value.code == "unexpected_status"

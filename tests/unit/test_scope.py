@@ -29,7 +29,7 @@ class TestWriteScope:
             write_scope(raw)
         assert e.value.field == f"scope.{field}"
 
-    @pytest.mark.parametrize("bad", ["a#b", "a b", "x" * 129, "ü", "a/b", "a~b", 7, ["a"]])
+    @pytest.mark.parametrize("bad", ["a#b", "a b", "x" * 129, "ü", "a/b", "a~b", 7, ["a"], ".", "..", "..."])
     @pytest.mark.parametrize("field", ["app_id", "tenant_id", "agent_id", "run_id"])
     def test_malformed_ids_refused(self, field, bad):
         raw = {"app_id": "a", field: bad}

@@ -21,7 +21,8 @@ MAX_ID_LENGTH = 128
 MAX_ID_LIST = 50
 FIELDS = ("app_id", "tenant_id", "agent_id", "run_id")
 
-_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
+# Not dots alone: "." and ".." cannot be a URL's path segment (clients resolve them before sending).
+_ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:@+\-]{1,128}$")
 
 
 def validate_id(field: str, value: Any) -> str:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 
 from ..api import models as m
+from .errors import ApiError, BadRequest
 from ..api.context_models import ContextIn, ContextOut
 
 
@@ -28,10 +29,19 @@ class Route:
     idempotent: bool = False
 
     def url(self, **params: str) -> str:
+        for name, value in params.items():
+            # An HTTP client resolves a "." or ".." segment before sending: ".../memories/.." would reach the
+            # store itself (a DELETE of one memory, the store's delete). No id is one (domain/scope.py).
+            if str(value).strip(".") == "":
+                raise BadRequest(0, "invalid_input", f"{self.sdk}: {name} {str(value)!r} names no resource "
+                                                     "(refused before sending)", field=name)
         return self.path.format(**{k: quote(str(v), safe="") for k, v in params.items()})
 
     def parse(self, status: int, payload: Any) -> Any:
-        model = self.responses.get(status)
+        if status not in self.responses:  # another route answered (a proxy's rewrite): never taken as this one's
+            raise ApiError(status, "unexpected_status", f"{self.sdk}: {self.method} {self.path} answered {status}, "
+                                                        f"which it never answers ({', '.join(map(str, self.responses))})")
+        model = self.responses[status]
         if model is None or payload is None:
             return payload
         return _adapter(model).validate_python(payload)
