@@ -146,3 +146,22 @@ def test_audited_with_the_scope_and_ids_kept_out_of_operation_names(deps, store)
             ("POST /v1/stores/{store}/threads", "crm-sync", "app", "ann", 201),
             ("GET /v1/stores/{store}/threads/{id}", "crm-sync", "app", "ann", 200),
             ("PUT /v1/stores/{store}/agents/{id}/profile", "crm-sync", "app", "ann", 200)} <= seen
+
+
+def test_a_memory_id_of_a_messages_or_a_summarys_form_is_refused(deps, store):
+    """Messages and thread summaries are documents of the same index under the tenant's ids: a memory written
+    under one's id replaced its search document, and the thread's deletion then took the memory's away."""
+    from memlane.domain.models import RecordType
+    from memlane.domain.scope import Scope
+    from memlane.services import ingest, summaries
+
+    run = {**SCOPE, "agent_id": "bot", "run_id": "th"}
+    ingest.add(deps, store, scope=run, sync=True, messages=[{"role": "user", "content": "My locker code is 4417."}])
+    [message] = deps.table.query(tenant_pk(store, "app", "ann"), prefix="MSG#", limit=10).items
+    for taken in (message["message_id"], summaries.doc_id(Scope(**run))):
+        with pytest.raises(InvalidInput) as refused:
+            explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's seat is 14C.", "memory_id": taken}])
+        assert (refused.value.code, refused.value.field) == ("reserved_memory_id", "memories[0].memory_id")
+    hits = search.search(deps, store, query="locker code", scope={**SCOPE, "run_id": "th", "agent_id": "bot"},
+                         record_types=[RecordType.MESSAGE], top_k=3)
+    assert [h.memory.memory_id for h in hits] == [message["message_id"]]

@@ -29,6 +29,15 @@ def micro_prefix(when: datetime) -> str:
     return _b32((when - _EPOCH) // timedelta(microseconds=1), 11)
 
 
+# A message's id: its time, its arrival, its position in the add, a tail derived from the add (services/ingest.py).
+MESSAGE_ID_LENGTH = 10 + 11 + 2 + 14
+
+
+def message_id_shaped(value: str) -> bool:
+    """Whether `value` has the form of a message id the service makes (a client's memory id may not)."""
+    return len(value) == MESSAGE_ID_LENGTH and all(c in _ALPHABET for c in value)
+
+
 def ordinal(n: int) -> str:
     """2 characters that sort like n (n < 1024): the position of an item within one request."""
     return _b32(n, 2)

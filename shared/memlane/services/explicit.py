@@ -18,12 +18,12 @@ from typing import Any, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
-from ..domain.ids import derived_id, ordinal, sortable_id
+from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
 from ..domain.models import Memory, MemoryOrigin, MemoryType
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..ports import Put
-from . import embedder_guard
+from . import embedder_guard, summaries
 from .deps import Deps
 
 _ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
@@ -101,6 +101,10 @@ def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str 
         elif not isinstance(memory_id, str) or not _ID.fullmatch(memory_id):
             raise InvalidInput(f"{field}.memory_id must be 1-128 characters of letters, digits and _ . : @ + -",
                                field=f"{field}.memory_id")
+        elif memory_id.startswith(summaries.DOC_PREFIX) or message_id_shaped(memory_id):
+            # A message and a thread's summary are documents of the same index, under the tenant's same ids.
+            raise InvalidInput(f"{field}.memory_id '{memory_id}' has the form of a message's or a summary's id",
+                               code="reserved_memory_id", field=f"{field}.memory_id")
         if any(m.memory_id == memory_id for m in out):
             raise InvalidInput(f"{field}.memory_id '{memory_id}' is given twice", code="duplicate_memory_id",
                                field=f"{field}.memory_id")
