@@ -1,5 +1,7 @@
 """Add: atomic writes, idempotency on request_id, refusals that leave nothing behind."""
 
+from datetime import datetime, timezone
+
 import pytest
 
 from memlane.domain.errors import Conflict, InvalidInput, InvalidScope, NotFound, PayloadTooLarge
@@ -78,6 +80,9 @@ def test_request_ids_are_per_tenant(deps, store):
     ({"scope": SCOPE, "messages": CONVO, "metadata": {"a": {"b": {"c": {"d": {"e": 1}}}}}}, InvalidInput,
      "metadata"),
     ({"scope": SCOPE, "messages": CONVO, "request_id": "bad id"}, InvalidInput, "request_id"),
+    # before 1970 a message's id would sort as the newest (its time prefix wraps)
+    ({"scope": SCOPE, "messages": [{**CONVO[0], "created_at": datetime(1965, 3, 1, tzinfo=timezone.utc)}]},
+     InvalidInput, "messages[0].created_at"),
 ])
 def test_bad_input_refused_and_nothing_written(deps, store, kwargs, error, field):
     with pytest.raises(error) as e:

@@ -43,6 +43,9 @@ def _message_id(scope: Scope, created_at: datetime, arrived: datetime, request_i
     return time_prefix(created_at) + micro_prefix(arrived) + ordinal(index) + tail
 
 
+_EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
     if len(raw) > limits.MAX_MESSAGES_PER_ADD:
         raise PayloadTooLarge(f"an add may carry at most {limits.MAX_MESSAGES_PER_ADD} messages", field="messages")
@@ -59,6 +62,8 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
             raise PayloadTooLarge(f"{field}.content exceeds {limits.MAX_CONTENT_CHARS} characters",
                                   field=f"{field}.content")
         created = times[i]
+        if created < _EARLIEST:  # a message's id sorts by its time from 1970 on (domain/ids.py)
+            raise InvalidInput(f"{field}.created_at must be 1970-01-01 or later", field=f"{field}.created_at")
         out.append(Message(message_id=_message_id(scope, created, now, request_id, i), scope=scope, role=role,
                            content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
