@@ -63,3 +63,14 @@ def test_policy_is_set_on_first_use_visible_and_changeable(service, deps, store)
     service.drain()
     assert tasks.get(deps, store, task.request_id).outcomes  # store_only extracts
     assert recall(deps, store, "r1", "cycle") == []
+
+
+def test_an_add_refused_for_its_policy_leaves_no_pointer_or_open_entry(service, deps, store):
+    """The request-id pointer and the sweeper's entry are written before the run's policy is read: a refusal
+    took neither back, so the id stayed claimed (another tenant's lookup by id alone then met two owners)."""
+    tell(deps, store, "r1", "I run marathons.", policy="recall_only")
+    with pytest.raises(Conflict):
+        ingest.add(deps, store, scope={**BASE, "run_id": "r1"}, request_id="refused-1", access_policy="none",
+                   messages=[{"role": "user", "content": "I also swim."}])
+    assert deps.repo.task_owners(store, "refused-1") == []
+    assert [e for e in deps.repo.open_tasks(store) if e.request_id == "refused-1"] == []
