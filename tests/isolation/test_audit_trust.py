@@ -253,3 +253,20 @@ def test_each_add_of_a_batch_is_audited_under_the_tenant_it_names(world):
         ("bob", 403, "outside_grant", "alice-app"), ("alice", 202, None, "alice-app")}
     status, seen = call(api, "GET", "/v1/stores/demo/requests?tenant_id=bob&limit=50", key=keys["admin"])
     assert status == 200 and any(r["operation"].endswith("(an add)") and r["status"] == 403 for r in seen["requests"])
+
+
+@pytest.mark.parametrize("offset_hours", [2, -5, 0])
+def test_an_audit_window_given_in_any_offset_selects_the_same_rows(world, offset_hours):
+    """The rows' keys are UTC times: a bound given with another offset was compared as written (0 rows at
+    +02:00, rows from hours before at -05:00)."""
+    from datetime import timezone as tz
+
+    from memlane.services import audit
+
+    api, deps, keys, _ = world
+    assert call(api, "GET", "/v1/stores/demo", key=keys["admin"])[0] == 200
+    [row] = audit_rows(deps)
+    at = row.at.astimezone(tz(timedelta(hours=offset_hours)))
+    found, _ = audit.list_(deps, "demo", limit=200, cursor=None, since=at, until=at)
+    assert row.request_id in [r.request_id for r in found]
+    assert {r.at for r in found} == {row.at}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from ..domain.errors import InvalidInput
 from ..domain.models import AuditRecord
@@ -16,6 +16,13 @@ def record(deps: Deps, entry: AuditRecord, retention_days: int) -> None:
     deps.repo.put_audit(entry, int(expires.timestamp()))
 
 
+def _key_time(when: datetime | None) -> str | None:
+    """`when` as the rows' sort keys write it (UTC, ISO): an instant given with another offset compares the same."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+
+
 def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: datetime | None = None,
           until: datetime | None = None, principal: str | None = None, status: int | None = None,
           operation: str | None = None, tenant_id: str | None = None) -> tuple[list[AuditRecord], str | None]:
@@ -25,8 +32,7 @@ def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: date
     if store != GLOBAL_STORE:
         deps.repo.get_store(store)
     found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor,
-                                              since=since.isoformat() if since else None,
-                                              until=until.isoformat() if until else None)
+                                              since=_key_time(since), until=_key_time(until))
     kept = [r for r in found
             if (principal is None or r.principal == principal) and (status is None or r.status == status)
             and (operation is None or operation in r.operation) and (tenant_id is None or r.tenant_id == tenant_id)]
