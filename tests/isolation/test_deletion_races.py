@@ -2,6 +2,8 @@
 between reading its messages and writing what it found. Nothing of the deleted run may come back — no
 memory item, no index document (memory or message), no task item in an erased tenant."""
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from memlane.domain.models import RecordType, TaskStatus
@@ -471,3 +473,55 @@ def test_a_dropped_job_whose_task_is_still_there_keeps_its_open_entry(service, d
     monkeypatch.setattr(extract, "run", not_found)
     jobs.handle(deps, Job.of_tenant("extract", "s", "add-1", "app", "alice"))
     assert [i["request_id"] for i in _open_entries(deps)] == ["add-1"]
+
+
+T_DREAM = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def _explicit_write(service, deps, arm):
+    from memlane.services import explicit
+
+    arm()
+    explicit.write(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, memories=[{"text": SAID}])
+
+
+def _extraction(service, deps, arm):
+    arm()
+    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": SAID}])
+    service.drain()
+
+
+def _dream_action(service, deps, arm):
+    from memlane.domain.models import DreamMode
+    from memlane.services import dream, explicit
+
+    for day, text in ((1, "Ann lives in Boston."), (9, "Ann moved from Boston to Denver.")):
+        explicit.write(deps, "s", scope={"app_id": "app", "tenant_id": "alice"},
+                       memories=[{"text": text, "event_time": T_DREAM + timedelta(days=day)}])
+    arm()
+    done = dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, mode=DreamMode.SAFE_AUTO,
+                       threshold=0.0, sync=True)
+    assert done.stats.get("applied")  # the supersede was applied: its index write met the delete
+
+
+@pytest.mark.parametrize("write", [_explicit_write, _extraction, _dream_action], ids=["explicit", "extracted", "dream"])
+def test_a_memory_deleted_between_its_table_and_index_writes_leaves_no_document(service, deps, monkeypatch, write):
+    """Every memory write goes to the table, then the index: a delete in between (it found no document yet)
+    was undone by the late index write — the deleted text back in the index file, an orphan fsck reports."""
+    from memlane.domain.models import RecordType as Kind
+    from memlane.services import memories
+
+    stores.create(deps, name="s")
+    real, armed, deleted = deps.index.upsert, [], []
+
+    def deleted_first(store, docs):
+        mine = [m for m, _ in docs if m.record_type == Kind.MEMORY]
+        if mine and armed and not deleted:
+            deleted.append(mine[0].memory_id)
+            memories.delete(deps, "s", app_id="app", tenant_id="alice", memory_id=mine[0].memory_id)
+        return real(store, docs)
+
+    monkeypatch.setattr(deps.index, "upsert", deleted_first)
+    write(service, deps, lambda: armed.append(True))
+    assert deleted
+    assert deleted[0] not in {d.memory_id for d in deps.index.documents("s")}

@@ -21,6 +21,7 @@ from ..ports import IndexQuery
 from . import consolidate_llm as judge
 from . import dream_actions, redaction
 from .deps import Deps
+from .index_writes import index_memories
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
@@ -54,7 +55,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
             mine = earlier[memory_id]
             if mine.text != candidate.text:  # edited since: index what the table holds
                 vector = deps.embedder.embed([mine.text])[0]
-            deps.index.upsert(store, [(mine, vector)])  # that attempt may have died before the index
+            index_memories(deps, store, [(mine, vector)])  # that attempt may have died before the index
             outcomes.append(_resumed(deps, store, task, i, mine, candidate))
             continue
         if judged is not None:
@@ -91,8 +92,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
         if n == 0 and len(written) > 1:
             deps.faults.point("extract.mid_memories")
     deps.faults.point("extract.after_table_write")
-    if written:
-        deps.index.upsert(store, written)
+    index_memories(deps, store, written)
     deps.faults.point("extract.after_index_write")
     if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream

@@ -25,6 +25,7 @@ from ..domain.scope import Scope
 from ..policies import dream_profile
 from ..ports import Delete, Item, Put, Write
 from .deps import Deps
+from .index_writes import index_memories
 
 
 def digest(item: Item | None) -> str:
@@ -226,8 +227,7 @@ def _profile(deps: Deps, plan: _Plan, action: DreamAction, profile: Profile, now
 def _index(deps: Deps, store: str, scope: Scope, upsert: list[Memory], delete: list[str]) -> None:
     """An action's memories are all of its tenant (a dream runs on one tenant's)."""
     if upsert:
-        vectors = deps.embedder.embed([m.text for m in upsert])
-        deps.index.upsert(store, list(zip(upsert, vectors)))
+        index_memories(deps, store, list(zip(upsert, deps.embedder.embed([m.text for m in upsert]))))
     if delete:
         deps.index.delete(store, delete, app_id=scope.app_id, tenant_id=scope.tenant_id)
 

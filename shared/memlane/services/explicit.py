@@ -25,6 +25,7 @@ from ..domain.validation import check_metadata, check_request_id
 from ..ports import Put
 from . import embedder_guard, summaries
 from .deps import Deps
+from .index_writes import index_memories
 
 _ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
 _RACE_RETRIES = 5
@@ -67,7 +68,7 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
         raise Conflict("these memory ids are too busy; retry the write", code="busy")
     result = [stored.get(d.memory_id, d) for d in drafts]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
-    deps.index.upsert(store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
+    index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
     if new:
         repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
     return Written(memories=result, created=len(new))

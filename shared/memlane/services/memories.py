@@ -14,6 +14,7 @@ from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
 from . import embedder_guard, redaction
 from .deps import Deps
+from .index_writes import index_memories
 from .redaction import Redacted
 
 RACE_RETRIES = 20  # each retry means another writer changed the memory first
@@ -63,28 +64,9 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
             deps.repo.put_memory(store, updated, previous=memory)
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
-        deps.index.upsert(store, [(updated, deps.embedder.embed([updated.text])[0])])
-        _index_follows_table(deps, store, updated)
+        index_memories(deps, store, [(updated, deps.embedder.embed([updated.text])[0])])
         return updated
     raise Conflict("the memory is too busy; retry the update", code="busy")
-
-
-def _index_follows_table(deps: Deps, store: str, written: Memory) -> None:
-    """A delete (or another edit) that ran between this edit's table write and its index write left the
-    index with this edit's text: the table says what it must hold. Read again after each correction, until
-    the index holds what the table held after it was written (another edit's late index write is undone
-    by the same rule)."""
-    s, indexed = written.scope, written.updated_at
-    for _ in range(RACE_RETRIES):
-        try:
-            current = deps.repo.get_memory(store, s.app_id, s.tenant_id, written.memory_id)
-        except NotFound:
-            deps.index.delete(store, [written.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
-            return
-        if current.updated_at == indexed:
-            return
-        deps.index.upsert(store, [(current, deps.embedder.embed([current.text])[0])])
-        indexed = current.updated_at
 
 
 @dataclass(frozen=True)
