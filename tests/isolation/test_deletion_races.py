@@ -525,3 +525,71 @@ def test_a_memory_deleted_between_its_table_and_index_writes_leaves_no_document(
     write(service, deps, lambda: armed.append(True))
     assert deleted
     assert deleted[0] not in {d.memory_id for d in deps.index.documents("s")}
+
+
+@pytest.mark.parametrize("moment", ["before_the_claim_goes", "after_the_listing"])
+def test_a_thread_made_again_by_an_add_racing_the_erasure_keeps_its_id(service, deps, monkeypatch, moment):
+    """The add found its thread id's old claim (so wrote none) and committed while the erasure deleted what it
+    had listed, the claim included: the thread was listed but not found by its id, and another agent could
+    claim the id — two threads under one id."""
+    from memlane.repository import Repository
+    from memlane.services import threads
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": SAID}])
+    service.drain()
+    real, fired = Repository.tenant_keys, []
+
+    def listed(self, store, app_id, tenant_id, prefix=None):
+        out = list(real(self, store, app_id, tenant_id, prefix=prefix))
+        if prefix is None and not fired:  # the erasure has its list; the add comes in now
+            fired.append(True)
+            if moment == "before_the_claim_goes":
+                ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": "I keep wasps too."}])
+            else:
+                deleting = Repository.delete_items
+
+                def add_first(self_, keys):  # the add reads the claim, then the erasure deletes, then it commits
+                    Repository.delete_items = deleting
+                    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": "I keep wasps too."}])
+                    return deleting(self_, keys)
+                monkeypatch.setattr(Repository, "delete_items", add_first)
+        return out
+
+    monkeypatch.setattr(Repository, "tenant_keys", listed)
+    erase_the_tenant(deps)
+    assert fired
+    found = threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1")  # by its id, no agent named
+    assert found.scope.agent_id == "bot"
+    with pytest.raises(Exception) as taken:  # another agent cannot take the id
+        threads.create(deps, "s", scope={"app_id": "app", "tenant_id": "alice", "agent_id": "intruder"},
+                       thread_id="r1")
+    assert getattr(taken.value, "code", "") == "thread_exists"
+    assert ("app", "alice") in set(deps.repo.iter_tenants("s"))  # the store's purge finds what the add left
+
+
+def test_an_add_whose_threads_old_claim_goes_before_it_commits_claims_the_id_itself(service, deps, monkeypatch):
+    """The add read the old claim (a deletion under way had removed the run's entry, not yet the claim), wrote
+    none, and committed after the claim went — too late for the erasure to give the claim back. The add's
+    commit requires the claim it read: it reads again and claims the id itself."""
+    from memlane.repository import Repository
+    from memlane.services import threads
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": SAID}])
+    service.drain()
+    pk = tenant_pk("s", "app", "alice")
+    deps.table.delete(pk, "SCOPE#bot#r1")  # the deletion's first step: the run's entry
+    real, fired = Repository.new_run_claim, []
+
+    def claim_then_gone(self, store, scope):
+        writes = real(self, store, scope)
+        if not fired:
+            fired.append(True)
+            deps.table.delete(pk, "THREAD#r1")  # the deletion's later step, before the add commits
+        return writes
+
+    monkeypatch.setattr(Repository, "new_run_claim", claim_then_gone)
+    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": "I keep wasps too."}])
+    assert fired
+    assert threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1").scope.agent_id == "bot"

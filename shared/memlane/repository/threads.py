@@ -13,7 +13,7 @@ from typing import Sequence
 from ..domain.ids import time_prefix
 from ..domain.models import ScopeInfo
 from ..domain.scope import Scope
-from ..ports import Delete, Put, Table, Write
+from ..ports import Check, Delete, Put, Table, Write
 from .keys import tenant_pk
 
 RECENT = "RECENT#"
@@ -54,8 +54,13 @@ class ThreadRecords:
     def new_run_claim(self, store: str, scope: Scope) -> list[Write]:
         """For a run about to be created: its thread id's claim, if the id is still free in the tenant (a run
         id another agent already uses stays that agent's thread id; this run is found by naming its agent)."""
-        free = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id) is None
-        return [self.thread_claim(store, scope)] if free else []
+        holder = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id)
+        if holder is None:
+            return [self.thread_claim(store, scope)]
+        # Taken — by another agent's run, or left by a run of this one that a deletion is removing: the add
+        # commits only while the claim is there, so one deleted meanwhile is claimed by its next attempt.
+        return [Check(*self.thread_key(store, scope.app_id, scope.tenant_id, scope.run_id),
+                      expect={"agent_id": holder})]
 
     def run_removal(self, store: str, info: ScopeInfo) -> list[Write]:
         """A deleted run's registry entry — only as read (its version), so an add that moved the thread's

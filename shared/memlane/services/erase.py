@@ -191,7 +191,8 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     # the listing below (which then finds its writes) or finds its run gone after and withdraws them.
     gates = list(tenant.repo.tenant_keys(store, app_id, tenant_id, prefix="SCOPE#"))
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in gates])
-    items = gates + list(tenant.repo.tenant_keys(store, app_id, tenant_id))
+    # Not the gates again: a run an add makes anew after this point is that add's (kept whole, below).
+    items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
     # The tenant's index documents: its memories and its messages (searchable records too).
     documents = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]
@@ -213,8 +214,9 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     if again:
         tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
     deps.repo.delete_items(guards + outside)
+    _runs_made_meanwhile(deps, tenant, store, app_id, tenant_id)
     counts: dict[str, int] = {}
-    for item in items:
+    for item in gates + items:
         counts[_kind(item["sk"])] = counts.get(_kind(item["sk"]), 0) + 1
     if requests:
         counts["request_ids"] = len(requests)
@@ -223,6 +225,21 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     if documents or summary_docs:
         counts["index_documents"] = len(documents) + len(summary_docs)
     return counts
+
+
+def _runs_made_meanwhile(deps: Deps, tenant: Deps, store: str, app_id: str, tenant_id: str) -> None:
+    """Runs an add made anew while the erasure ran, after its listing: what names them outside their own items
+    went with the listed ones — their thread id's claim (the add found the old one and wrote none) and their
+    activity registry entry (how a store's purge finds the tenant). They get both back."""
+    for item in tenant.repo.tenant_keys(store, app_id, tenant_id, prefix="SCOPE#"):
+        _, agent_id, run_id = item["sk"].split("#", 2)
+        run = Scope(app_id=app_id, tenant_id=tenant_id, agent_id=agent_id, run_id=run_id)
+        deps.repo.know_scope(store, run, deps.clock.now())
+        if tenant.repo.thread_agent(store, app_id, tenant_id, run_id) is None:
+            try:
+                tenant.repo.transact([tenant.repo.thread_claim(store, run)])
+            except ConditionFailed:
+                pass  # claimed meanwhile
 
 
 def purge_store(deps: Deps, store: str) -> int:
