@@ -335,15 +335,16 @@ def _history_texts():
 
 
 def test_the_shortcut_never_hides_a_change_the_full_reading_finds():
-    """`relate` skips the word-by-word reading of two facts that share no content word and whose newer one
-    has no change cue or verb. Over every pair of the knowledge-update histories' statements, the full
+    """`relate` skips the word-by-word reading of two facts that share no content word and no attribute held
+    one value at a time, and whose newer one has no change cue or verb. Over every pair of the knowledge-update histories' statements, the full
     reading finds nothing (no change, no "nothing new") in a pair the shortcut skips, at any similarity:
     similarity only ever opens a reading (`similarity >= threshold`), so none found at 1.0 is none at all."""
     from memlane.policies.consolidation import _comparable, _facts, _read_change, _share_words, statement
 
     said = [statement(t) for t in _history_texts()]
     pairs = [(n, o) for n in said for o in said if n is not o and _comparable(n, o) and _facts(n, o)]
-    skipped = [(n, o) for n, o in pairs if not (n.reported_change or n.moves or _share_words(n, o))]
+    skipped = [(n, o) for n, o in pairs
+               if not (n.reported_change or n.moves or _share_words(n, o) or n.states.keys() & o.states.keys())]
     assert len(pairs) > 10_000 and len(skipped) > len(pairs) / 4  # the shortcut is taken, and often
     for new, old in skipped:
         assert _read_change(new, old, 1.0) is None, (new.text, old.text)
@@ -473,4 +474,27 @@ def test_a_promotion_updates_the_role(old, new):
     ("User lives in Denver.", "User moved the couch into the Boston office."),
 ])
 def test_what_only_looks_like_reaching_a_state_changes_nothing(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # An attribute held one value at a time: another value replaces it, with or without a word in common.
+    ("User is single.", "User got married last summer!"),
+    ("User is vegetarian.", "User went vegan in January."),
+    ("User is married to Tom.", "User is divorced now."),
+    ("User is vegan.", "User has been pescatarian since May."),
+])
+def test_another_value_of_an_attribute_held_one_at_a_time_is_an_update(old, new):
+    assert action(old, new, similarity=0.4) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User is vegetarian.", "User's sister is vegan."),  # another holder
+    ("User is vegetarian.", "User cooked a vegan dinner for friends."),  # a word about something else
+    ("User is vegetarian.", "User wants to go vegan."),  # a wish
+    ("User is married.", "User booked a single room."),
+    ("User is married.", "User is a single parent."),
+    ("User is married.", "User's parents are divorced."),
+])
+def test_a_word_of_such_an_attribute_that_is_not_the_subjects_value_changes_nothing(old, new):
     assert action(old, new, similarity=0.4) == ExtractAction.ADD

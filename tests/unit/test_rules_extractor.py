@@ -124,3 +124,14 @@ def test_a_title_or_an_abbreviation_does_not_end_the_sentence():
     """"St. Luke's" was cut at "St.": the memory said "works night shifts in the ER at St." and lost the name."""
     [c] = RuleExtractor().extract([msg("I work night shifts in the ER at St. Luke's. Dr. Patel runs it.")])
     assert c.text == "Caroline works night shifts in the ER at St. Luke's. Dr. Patel runs it."
+
+
+def test_a_short_statement_of_what_the_speaker_is_is_kept_and_a_short_remark_is_not():
+    """Under four words a turn was dropped: "I am vegan." was never a memory, so "I am no longer vegan." had
+    nothing to retract and a card kept the diet it replaced."""
+    kept = [RuleExtractor().extract([msg(t, mid=f"m{i}")]) for i, t in enumerate(
+        ["I am vegan.", "I'm a vegetarian.", "I'm 29.", "I'm from Oslo.", "My name is Ana."])]
+    assert [c.text for [c] in kept] == ["Caroline is vegan.", "Caroline is a vegetarian.", "Caroline is 29.",
+                                        "Caroline is from Oslo.", "Caroline's name is Ana."]
+    for remark in ("I'm so excited!", "I'm fine.", "I am tired.", "I love it!", "Yes I am."):
+        assert RuleExtractor().extract([msg(remark)]) == []

@@ -47,6 +47,8 @@ CHANGE_VERBS = {
 _ENTRY = re.compile(r"\b(?:(?:got|took|landed|accepted|found|started|began)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?"
                     r"(?:job|position|role|post)|(?:was|were|got|been|is|am|are)\s+(?:just\s+)?hired"
                     r"|(?:started|began|starts|begins)(?:\s+working)?)(?=\s+(?:as|at|for|with)\b)", re.I)
+# Words that open a verb's object ("moved the meeting", "retired her old laptop").
+OBJECT_OPENERS = frozenset("the a an my his her our their its it them this that these those some all".split())
 # Words that deny a statement ("not", "don't", "no longer").
 NEGATIONS = frozenset("not no never none nothing nobody neither nor cannot without".split())
 _NEGATED_VERB = re.compile(r"\b\w+n['’]t\b", re.I)  # don't, isn't, can't, doesn't
@@ -168,6 +170,30 @@ _ENTERED = (
      r"broke up with \1"),
     (re.compile(r"\bsplit\s+up\s+with\b", re.I), "broke up with"),
 )
+
+
+# Attributes a person holds one value of at a time: a statement of another value replaces the one before
+# ("I'm single." → "I got married last summer", "I'm vegetarian." → "I went vegan in January"). Only as what the
+# subject is or became ("is vegan", "went vegan"), not as a word about something else ("a vegan dinner").
+EXCLUSIVE_STATES = {
+    "relationship status": ("single", "married", "engaged", "divorced", "separated", "widowed"),
+    "diet": ("vegetarian", "vegan", "pescatarian", "flexitarian", "omnivore", "carnivore", "keto", "paleo"),
+}
+_EXCLUSIVE = {attribute: re.compile(
+    r"\b(?:is|am|are|was|were|been|being|['’]m|['’]s|got|get|gets|getting|became|become|becomes|went|goes|going|go|"
+    r"turned|stayed|stays)\s+(?:(?:now|fully|strictly|officially|happily|recently|finally|just|still|a|an)\s+)*"
+    rf"({'|'.join(values)})\b(?![- ](?:room|dish|dinner|meal|recipe|option|menu|restaurant|friend|life|parent|mom|dad))",
+    re.I) for attribute, values in EXCLUSIVE_STATES.items()}
+
+
+def exclusive_states(text: str) -> dict[str, str]:
+    """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two)."""
+    out = {}
+    for attribute, pattern in _EXCLUSIVE.items():
+        found = {m.group(1).lower() for m in pattern.finditer(text)}
+        if len(found) == 1:
+            out[attribute] = found.pop()
+    return out
 
 
 def as_state(text: str) -> str:

@@ -100,9 +100,17 @@ def third_person(sentence: str, speaker: str) -> str:
 
 def informative(sentence: str) -> bool:
     s = sentence.strip()
-    if len(s.split()) < _MIN_WORDS or pleasantry(s):
+    if pleasantry(s) or s.endswith("?"):  # a question asks; it rarely states something worth keeping
         return False
-    return not s.endswith("?")  # a question asks; it rarely states something worth keeping
+    return len(s.split()) >= _MIN_WORDS or _SHORT_FACT.match(s) is not None
+
+
+# A short statement of what the speaker is, which a longer one would only restate: "I'm vegan.", "I am 29.",
+# "I'm from Oslo.", "My name is Ana." — not a remark of the same length ("I'm so excited!", "I'm fine.").
+_SHORT_FACT = re.compile(
+    r"^(?:I'm|I am|I’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|from [A-Z]|"
+    r"(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|widowed|"
+    r"pregnant|retired|unemployed|left-handed)\b)")
 
 
 def classify(text: str, has_time: bool) -> MemoryType:

@@ -273,6 +273,11 @@ class Statement:
         return any(lang.stem(w) in lang.CHANGE_VERBS for w in self.words)
 
     @cached_property
+    def states(self) -> dict[str, str]:
+        """Attributes of which it states the one value its subject holds ("is vegan": diet)."""
+        return lang.exclusive_states(self.text)
+
+    @cached_property
     def additive(self) -> bool:
         return lang.additive_cue(self.words, self.text)
 
@@ -360,7 +365,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
                 and _closest_clause(new, old).negated == old.negated and _one_holder(new, old)):
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
-    if not (new.reported_change or new.moves or _share_words(new, old)):
+    if not (new.reported_change or new.moves or _share_words(new, old) or new.states.keys() & old.states.keys()):
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT \
@@ -378,6 +383,17 @@ def _one_holder(new: Statement, old: Statement) -> bool:
 
 
 _PEOPLE = {lang.stem(w) for w in lang.PEOPLE}
+
+
+def _another_state(new: Statement, old: Statement) -> Relation | None:
+    """Another value of an attribute held one at a time (lang.EXCLUSIVE_STATES), said of the same holder."""
+    if new.owner != old.owner or new.negated or old.negated or new.additive:
+        return None
+    for attribute in new.states.keys() & old.states.keys():
+        if new.states[attribute] != old.states[attribute]:
+            return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
+                            f"another {attribute}: '{old.states[attribute]}' → '{new.states[attribute]}'")
+    return None
 
 
 def _other_persons(new: Statement, old: Statement) -> bool:
@@ -407,6 +423,9 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
     retraction = _retraction(new, old, similarity)
     if retraction is not None:
         return retraction
+    state = _another_state(new, old)
+    if state is not None:
+        return state
     al = _align(old.tokens, new.tokens)
     same_polarity = _closest_clause(new, old).negated == old.negated
     relation_words = _content(al.shared, new.subject)
@@ -538,9 +557,8 @@ def _moved(to: str, old: Statement) -> str:
     return f"reports a move to '{to}' away from what the memory says ('{old.text.rstrip('.')}')"
 
 
-# A home move has no object ("moved to Bergen", "moved back to Oslo"); these open one.
+# A home move has no object ("moved to Bergen", "moved back to Oslo"), as "moved the meeting" has.
 _HOME_MOVES = frozenset({"mov", "relocat"})
-_OBJECT_OPENERS = frozenset("the a an my his her our their its it them this that these those some all".split())
 
 
 def _changes_state_of(new: Statement, old: Statement) -> str:
@@ -552,7 +570,7 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
-            if after and after[0].lower() in _OBJECT_OPENERS and lang.stem(w) in _HOME_MOVES:
+            if after and after[0].lower() in lang.OBJECT_OPENERS and lang.stem(w) in _HOME_MOVES:
                 return ""  # "moved the meeting to Friday", "relocated our office": something moved, not the home
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
     return ""
