@@ -90,3 +90,20 @@ def test_the_cap_holds_for_any_cap(count):
         previous = summary.extract(messages[:20], count, cap)
         merged = summary.merge(previous, summary.extract(messages[20:], count, cap), count, cap)
         assert summary.tokens(merged, count) <= cap
+
+
+def test_a_statement_said_again_is_kept_once_where_it_was_said_last_citing_every_time(count):
+    """A fact the user repeated filled the summary (and the card's summary section) once per time it was said."""
+    said = "My new door code is 4417, please remember it."
+    draft = summary.extract([msg(1, said), msg(2, "I keep bees on my roof in Brooklyn."), msg(3, said.upper()),
+                             msg(4, said, role="assistant")], count, cap=400)
+    assert [(s.text, s.evidence) for s in draft.sentences] == [
+        ("2023-05-08 User: I keep bees on my roof in Brooklyn.", ["m0002"]),
+        ("2023-05-08 User: " + said.upper(), ["m0001", "m0003"]),
+        ("2023-05-08 Assistant: " + said, ["m0004"]),  # another speaker says it: another statement
+    ]
+    later = summary.extract([msg(5, said, day=2), msg(6, "I will fly to Lisbon on March 21.", day=2)], count, cap=400)
+    merged = summary.merge(summary.merge(draft, later, count, cap=400), later, count, cap=400)
+    door = [s for s in merged.sentences if "4417" in s.text and "User" in s.text]
+    assert [(s.text[:10], s.evidence) for s in door] == [("2023-05-10", ["m0001", "m0003", "m0005"])]
+    assert merged.open_items.count("2023-05-10 User: I will fly to Lisbon on March 21.") == 1

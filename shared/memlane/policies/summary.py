@@ -19,7 +19,7 @@ go. Nothing is rewritten, so every kept sentence still cites the messages it cam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
@@ -55,6 +55,7 @@ class _Statement:
     message_id: str
     order: int
     value: float
+    evidence: tuple[str, ...] = ()  # every message that said it (the statement is kept once)
 
 
 def speaker(message: Message) -> str:
@@ -92,6 +93,7 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
             if statement(sentence):
                 found.append(_Statement(f"{message.created_at:%Y-%m-%d} {speaker(message)}: {sentence}", sentence,
                                         message.message_id, len(found), value(sentence)))
+    found = _said_once(found)
     open_items = [s.text for s in found if _OPEN.search(s.sentence)][-MAX_ITEMS:]
     decisions = [s.text for s in found if _DECIDED.search(s.sentence)][-MAX_ITEMS:]
     budget = cap - sum(count(open_items + decisions))
@@ -103,14 +105,46 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
             kept.append(found[i])
             used += sizes[i]
     kept.sort(key=lambda s: s.order)
-    return Draft([SummarySentence(text=s.text, evidence=[s.message_id]) for s in kept], open_items, decisions)
+    return Draft([SummarySentence(text=s.text, evidence=list(s.evidence)) for s in kept], open_items, decisions)
+
+
+def _said_once(found: list[_Statement]) -> list[_Statement]:
+    """A statement said again by the same speaker is kept once, where it was said last, citing every time."""
+    last: dict[str, _Statement] = {}
+    for s in found:
+        before = last.pop(_key(s.text), None)
+        cited = (*before.evidence, s.message_id) if before else (s.message_id,)
+        last[_key(s.text)] = replace(s, evidence=tuple(dict.fromkeys(cited)))
+    return sorted(last.values(), key=lambda s: s.order)
+
+
+def _key(rendered: str) -> str:
+    """Who said a rendered statement ("YYYY-MM-DD Speaker: ...") and what, without its date, case or punctuation."""
+    found = _RENDERED.match(rendered)
+    speaker = rendered[len("YYYY-MM-DD "):found.end() - len(": ")] if found else ""
+    return f"{speaker}|{' '.join(_WORD.findall(_said(rendered).lower()))}"
+
+
+def _once(texts: list[str]) -> list[str]:
+    """Rendered statements, each said once: where it was said last."""
+    last = {_key(t): i for i, t in enumerate(texts)}
+    return [t for i, t in enumerate(texts) if last[_key(t)] == i]
 
 
 def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
-    """`previous` followed by `new`, cut to `cap` tokens: the older half's least valuable sentences go first."""
-    open_items = (previous.open_items + new.open_items)[-MAX_ITEMS:]
-    decisions = (previous.decisions + new.decisions)[-MAX_ITEMS:]
-    sentences = list(previous.sentences) + list(new.sentences)
+    """`previous` followed by `new`, cut to `cap` tokens: the older half's least valuable sentences go first.
+    A statement the new part says again is kept once, where it was said last, citing every time."""
+    open_items = _once(previous.open_items + new.open_items)[-MAX_ITEMS:]
+    decisions = _once(previous.decisions + new.decisions)[-MAX_ITEMS:]
+    again = {_key(s.text) for s in new.sentences}
+    sentences, cited = [], {}
+    for s in previous.sentences:
+        if _key(s.text) in again:
+            cited.setdefault(_key(s.text), []).extend(s.evidence)
+        else:
+            sentences.append(s)
+    sentences += [SummarySentence(text=s.text, evidence=list(dict.fromkeys([*cited.get(_key(s.text), []), *s.evidence])))
+                  for s in new.sentences]
     budget = cap - sum(count(open_items + decisions))
     sizes = count([s.text for s in sentences]) if sentences else []
     total = sum(sizes)
