@@ -143,7 +143,8 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
             cited.setdefault(_key(s.text), []).extend(s.evidence)
         else:
             sentences.append(s)
-    sentences += [SummarySentence(text=s.text, evidence=list(dict.fromkeys([*cited.get(_key(s.text), []), *s.evidence])))
+    sentences += [SummarySentence(text=s.text,
+                                  evidence=list(dict.fromkeys([*cited.get(_key(s.text), []), *s.evidence])))
                   for s in new.sentences]
     budget = cap - sum(count(open_items + decisions))
     sizes = count([s.text for s in sentences]) if sentences else []

@@ -32,7 +32,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
-    @router.get("/v1/stores/<store>/tasks", tags=["tasks"], summary="List a tenant's tasks, newest first")
+    @router.get("/v1/stores/<store>/tasks", tags=["tasks"],
+                summary="List a tenant's tasks by request id, descending (generated ids: newest first)")
     def list_tasks(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> TaskList:
         d = gate.bind(router.current_event, store, app_id, tenant_id)
