@@ -92,7 +92,10 @@ def test_bad_input_is_refused_and_nothing_written(deps, store):
              ({"attributes": {"k": "v" * (limits.MAX_PROFILE_VALUE_CHARS + 1)}}, PayloadTooLarge, "attributes.k"),
              ({"attributes": {f"k{i}": "v" for i in range(limits.MAX_PROFILE_ATTRIBUTES + 1)}}, PayloadTooLarge,
               "attributes"),
-             ({"text": "  ", "attributes": {}}, InvalidInput, "text")]
+             ({"text": "  ", "attributes": {}}, InvalidInput, "text"),
+             # one name three ways (names match whatever their case and separators): which value would hold?
+             ({"attributes": {"lives_in": "Oslo", "Lives In": "Bergen", "lives-in": "Paris"}}, InvalidInput,
+              "attributes.Lives In")]
     for body, error, field in cases:
         with pytest.raises(error) as e:
             profiles.put(deps, store, app_id=APP, tenant_id=TENANT, **body)

@@ -18,12 +18,12 @@ def merge(app_id: str, tenant_id: str, agent_id: str | None, explicit: ExplicitP
         return None
     stated = [ProfileFact(name=name, value=value, origin="explicit")
               for name, value in sorted((explicit.attributes if explicit else {}).items())]
-    named = {_key(f.name) for f in stated}
+    named = {name_key(f.name) for f in stated}
     attributes = _distilled(distilled.attributes) if distilled else []
     preferences = _distilled(distilled.preferences) if distilled else []
-    overridden = [f for f in attributes + preferences if _key(f.name) in named]
-    merged = stated + [f for f in attributes if _key(f.name) not in named]
-    kept_preferences = [f for f in preferences if _key(f.name) not in named]
+    overridden = [f for f in attributes + preferences if name_key(f.name) in named]
+    merged = stated + [f for f in attributes if name_key(f.name) not in named]
+    kept_preferences = [f for f in preferences if name_key(f.name) not in named]
     skills = list(distilled.skills) if distilled else []
     text = explicit.text.strip() if explicit else ""
     lines = [text] if text else []
@@ -39,5 +39,6 @@ def _distilled(entries: list[ProfileEntry]) -> list[ProfileFact]:
                         evidence=list(e.evidence), since=e.since) for e in entries]
 
 
-def _key(name: str) -> str:
+def name_key(name: str) -> str:
+    """What a profile attribute's name says, whatever its case and its separators ("Lives In" = "lives_in")."""
     return " ".join(name.lower().replace("_", " ").replace("-", " ").replace(".", " ").split())

@@ -96,6 +96,12 @@ def _checked(text: Any, attributes: Any) -> tuple[str, dict[str, str]]:
         if len(value) > limits.MAX_PROFILE_VALUE_CHARS:
             raise PayloadTooLarge(f"attributes.{name} exceeds {limits.MAX_PROFILE_VALUE_CHARS} characters",
                                   field=f"attributes.{name}")
+    named: dict[str, str] = {}
+    for name in attributes:
+        if (first := named.setdefault(actor_profile.name_key(name), name)) != name:
+            raise InvalidInput(f"attributes '{first}' and '{name}' are one name (case and _ - . or a space between "
+                               "words do not tell names apart); give it once", code="duplicate_attribute",
+                               field=f"attributes.{name}")
     if not text.strip() and not attributes:
         raise InvalidInput("a profile needs a text or attributes", field="text")
     return text.strip(), dict(attributes)
