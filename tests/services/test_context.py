@@ -344,3 +344,24 @@ def test_the_recent_turns_name_their_day_once_not_on_every_line(deps, store) -> 
     assert len(result.kept["recent"]) == len(SECOND_THREAD)
     assert result.text.count(day) == 1 and f"\n{day}:\n- user: {SECOND_THREAD[0][1]}" in result.text
     assert result.text.rstrip().endswith(f"- user: {SECOND_THREAD[-1][1]}")
+
+
+def test_an_open_item_cites_its_messages_and_is_not_shown_twice(deps, store, monkeypatch) -> None:
+    """The summary's open items were entries with no evidence (the card's evidence promises every entry's
+    messages), and one its sentences said already was in the card twice."""
+    first = deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    also_said = "2026-01-01 Priya: I will fly to Goa on March 21."
+    summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now,
+                            sentences=[SummarySentence(text=also_said, evidence=[first[1].message_id])],
+                            open_items=["2026-01-01 Priya: I want to find a pottery class for Anjali.", also_said],
+                            cited={"2026-01-01 Priya: I want to find a pottery class for Anjali.": [first[2].message_id],
+                                   also_said: [first[1].message_id]})
+    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+
+    result = card(deps, store, thread_id="thread-1", query="pottery class and Goa", recent_messages=0)
+
+    plans = [e for e in result.kept["plans"] if e.key.startswith("open-")]
+    assert [(e.text, e.evidence) for e in plans] == [(summary.open_items[0], (first[2].message_id,))]
+    assert [e.text for e in result.kept["summary"]] == [also_said]
+    assert first[2].message_id in result.evidence

@@ -107,3 +107,10 @@ def test_a_statement_said_again_is_kept_once_where_it_was_said_last_citing_every
     door = [s for s in merged.sentences if "4417" in s.text and "User" in s.text]
     assert [(s.text[:10], s.evidence) for s in door] == [("2023-05-10", ["m0001", "m0003", "m0005"])]
     assert merged.open_items.count("2023-05-10 User: I will fly to Lisbon on March 21.") == 1
+
+
+def test_open_items_and_decisions_cite_the_messages_that_said_them(count):
+    first = summary.extract([msg(1, "I plan to repaint the kitchen in May.")], count, cap=400)
+    merged = summary.merge(first, summary.extract([msg(2, "We decided to book the Alfama flat.")], count, cap=400),
+                           count, cap=400)
+    assert merged.cited == {merged.open_items[0]: ["m0001"], merged.decisions[0]: ["m0002"]}

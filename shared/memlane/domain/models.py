@@ -192,6 +192,7 @@ class ThreadSummary(BaseModel):
     sentences: list[SummarySentence] = Field(default_factory=list)
     open_items: list[str] = Field(default_factory=list)  # goals, questions, plans still open
     decisions: list[str] = Field(default_factory=list)
+    cited: dict[str, list[str]] = Field(default_factory=dict)  # an open item's or decision's messages (extractive)
     covered_until: str | None = None  # id of the newest message the summary covers
     covered_messages: int = 0
     # Messages stored below `covered_until` after it was written (an add stamped earlier, or committed

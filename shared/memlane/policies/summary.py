@@ -46,6 +46,11 @@ class Draft:
     sentences: list[SummarySentence] = field(default_factory=list)
     open_items: list[str] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    cited: dict[str, list[str]] = field(default_factory=dict)  # an open item's or decision's messages
+
+    def citing(self) -> dict[str, list[str]]:
+        """`cited` of its open items and decisions only (what the cut left out is not kept)."""
+        return {t: self.cited[t] for t in dict.fromkeys(self.open_items + self.decisions) if t in self.cited}
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,9 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
             kept.append(found[i])
             used += sizes[i]
     kept.sort(key=lambda s: s.order)
-    return Draft([SummarySentence(text=s.text, evidence=list(s.evidence)) for s in kept], open_items, decisions)
+    cited = {s.text: list(s.evidence) for s in found}
+    draft = Draft([SummarySentence(text=s.text, evidence=list(s.evidence)) for s in kept], open_items, decisions, cited)
+    return replace(draft, cited=draft.citing())
 
 
 def _said_once(found: list[_Statement]) -> list[_Statement]:
@@ -136,15 +143,20 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
     A statement the new part says again is kept once, where it was said last, citing every time."""
     open_items = _once(previous.open_items + new.open_items)[-MAX_ITEMS:]
     decisions = _once(previous.decisions + new.decisions)[-MAX_ITEMS:]
+    cited = {**previous.cited}
+    for text, evidence in new.cited.items():  # said again: every time cites
+        earlier = [e for t, es in previous.cited.items() if _key(t) == _key(text) for e in es]
+        cited[text] = list(dict.fromkeys([*earlier, *evidence]))
     again = {_key(s.text) for s in new.sentences}
-    sentences, cited = [], {}
+    sentences: list[SummarySentence] = []
+    earlier_said: dict[str, list[str]] = {}
     for s in previous.sentences:
         if _key(s.text) in again:
-            cited.setdefault(_key(s.text), []).extend(s.evidence)
+            earlier_said.setdefault(_key(s.text), []).extend(s.evidence)
         else:
             sentences.append(s)
     sentences += [SummarySentence(text=s.text,
-                                  evidence=list(dict.fromkeys([*cited.get(_key(s.text), []), *s.evidence])))
+                                  evidence=list(dict.fromkeys([*earlier_said.get(_key(s.text), []), *s.evidence])))
                   for s in new.sentences]
     budget = cap - sum(count(open_items + decisions))
     sizes = count([s.text for s in sentences]) if sentences else []
@@ -154,7 +166,8 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
         drop = min(older, key=lambda i: (value(_said(sentences[i].text)), i))
         total -= sizes[drop]
         del sentences[drop], sizes[drop]
-    return Draft(sentences, open_items, decisions)
+    draft = Draft(sentences, open_items, decisions, cited)
+    return replace(draft, cited=draft.citing())
 
 
 def _said(text: str) -> str:

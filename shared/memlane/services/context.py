@@ -131,7 +131,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
         if "plans" in wanted:
-            parts.append(_plans(summary, ahead))
+            parts.append(_plans(summary, ahead, summarised="summary" in wanted))
         if "memories" in wanted:
             # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
             shown = [_turn(m) for m in recent] + ([s.text for s in summary.sentences] if summary else [])
@@ -262,11 +262,13 @@ def _text(m: Memory) -> str:
     return m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
 
 
-def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]]) -> Section:
-    """The thread summary's open items, and the tenant's plans relevant to the turn that are still ahead
-    (or undated). A plan from search is worth its rank like a memory: valued flat, a plan search ranked
+def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool) -> Section:
+    """The thread summary's open items (each citing its messages, but not one its sentences say already), and
+    the tenant's plans relevant to the turn that are still ahead (or undated). A plan from search is worth its rank like a memory: valued flat, a plan search ranked
     80th went in before the memory it ranked 15th."""
-    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i) for i, item in enumerate(summary.open_items if summary else [])]
+    said = {s.text for s in summary.sentences} if summary and summarised else set()  # in its section already
+    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, tuple(summary.cited.get(item, [])))
+               for i, item in enumerate(summary.open_items if summary else []) if item not in said]
     entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), RANK_DECAY ** rank,
                       len(entries) + i, tuple(h.memory.evidence)) for i, (rank, h) in enumerate(ahead)]
     return Section("plans", tuple(entries))

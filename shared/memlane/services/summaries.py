@@ -315,8 +315,8 @@ def _eligible(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary | 
 def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary | None,
                batch: list[Message]) -> ThreadSummary:
     count, cap = _tokenizer(deps).count_many, deps.settings.summary_max_tokens
-    old = extractive.Draft(list(previous.sentences), list(previous.open_items), list(previous.decisions)) \
-        if previous else extractive.Draft()
+    old = extractive.Draft(list(previous.sentences), list(previous.open_items), list(previous.decisions),
+                           dict(previous.cited)) if previous else extractive.Draft()
     draft = _with_llm(deps, old, batch, cap) if deps.llm is not None else None
     origin = "llm"
     if draft is None:
@@ -325,7 +325,7 @@ def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary |
     now = deps.clock.now()
     taken = {m.message_id for m in batch}
     return ThreadSummary(scope=scope, sentences=draft.sentences, open_items=draft.open_items,
-                         decisions=draft.decisions,
+                         decisions=draft.decisions, cited=draft.cited,
                          covered_until=max(filter(None, [previous.covered_until if previous else None,
                                                          batch[-1].message_id])),
                          covered_messages=(previous.covered_messages if previous else 0) + len(batch),
