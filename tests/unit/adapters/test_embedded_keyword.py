@@ -347,3 +347,26 @@ def test_a_write_while_a_term_index_is_built_outside_the_lock_is_not_missed(tmp_
     hits = {h.memory_id for h in index.search("s", q).keyword}
     assert "t-0011" in hits and "t-0001" not in hits
     index.close()
+
+
+def test_rows_tied_with_the_kth_are_checked_alone_not_by_widening(tmp_path: Path, monkeypatch) -> None:
+    """BM25 ties often (documents of one length, one occurrence): when rows not checked tie the k-th, only they
+    are checked — the first check widened 4x (and again) for them, reading hundreds of rows to order a tie —
+    and the answer is the same: the best k, ties by memory id."""
+    rng = np.random.default_rng(3)
+    index = EmbeddedIndex(tmp_path / "i.db", ann=False)
+    index.ensure_store("s", DIM)
+    index.upsert("s", [memory("t", i, "the violin lesson", "", rng) for i in range(100)])
+    checked: list[int] = []
+    real = index._checked
+
+    def counted(store, f, ids, sims, k):
+        checked.append(ids.size)
+        return real(store, f, ids, sims, k)
+
+    monkeypatch.setattr(index, "_checked", counted)
+    q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t"), text="violin", vector=None, k=10)
+    found = [h.memory_id for h in index.search("s", q).keyword]
+    assert found == [f"t-{i:04d}" for i in range(100) if i % 5 and i % 7][:10]  # all tie: the first ten by id
+    assert sum(checked) == 100  # the first 20, then the 80 tied with the 10th: no row twice
+    index.close()

@@ -262,12 +262,21 @@ class EmbeddedIndex:
         added after `ids` were read is left out, not mis-scored."""
         want = self._first_want(key, k)
         while want < ids.size:
-            best = np.argpartition(-scores, want)[:want]
+            order = np.argpartition(-scores, want)  # order[want]: the best row not checked
+            best = order[:want]
             hits, passed = self._checked(store, f, ids[best], scores[best], k)
             self._learn_share(key, want, passed)
-            # Enough, unless a row not checked ties the k-th: equal scores are ordered by memory id.
-            if len(hits) >= k and hits[k - 1].score > np.max(np.delete(scores, best)):
-                return hits
+            if len(hits) >= k:
+                kth = hits[k - 1].score
+                if kth > scores[order[want]]:
+                    return hits
+                # Rows not checked tie the k-th (equal scores are ordered by memory id): they alone can
+                # still enter, so they are checked, not `want` grown for them (BM25 ties often).
+                tied = np.flatnonzero(scores == kth)
+                tied = tied[~np.isin(tied, best)]
+                if tied.size <= WIDEST * k:
+                    more = self._checked(store, f, ids[tied], scores[tied], k)[0]
+                    return sorted(hits + more, key=lambda h: (-h.score, h.memory_id))[:k]
             if want >= WIDEST * k:  # a selective filter: read the rows it allows once
                 keep = np.isin(ids, np.fromiter((r[0] for r in self._select(store, f, "d.id")), dtype=np.int64))
                 ids, scores = ids[keep], scores[keep]
