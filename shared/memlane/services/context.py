@@ -111,11 +111,16 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
     query = query or _default_query(turns)
 
     parts: list[Section] = []
+    user = _lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id)) \
+        if "user_profile" in wanted else None
     if "agent_profile" in wanted and scope.agent_id != DEFAULT:
+        # What the agent's memories say of the user (a dream distils an agent's profile from them) is the user
+        # profile's to show: the agent's section keeps its role, its instructions and what the user's lacks.
+        told = {e.text for e in user.entries} if user is not None else set()
         parts.append(_lines("agent_profile", agent_profile(deps, store, scope.app_id, scope.tenant_id,
-                                                           scope.agent_id)))
-    if "user_profile" in wanted:
-        parts.append(_lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id)))
+                                                           scope.agent_id), leaving=told))
+    if user is not None:
+        parts.append(user)
     if "summary" in wanted and summary is not None:
         parts.append(Section("summary", tuple(Entry(f"s{i}", s.text, SUMMARY_VALUE, i, tuple(s.evidence))
                                               for i, s in enumerate(summary.sentences))))
@@ -213,9 +218,9 @@ def _said(m: Message) -> str:
     return f"{m.name or m.role}: {m.content}"
 
 
-def _lines(name: str, text: str) -> Section:
-    """A profile's lines as entries; the card bullets each one, so a line's own bullet goes."""
-    lines = [t for t in (line.strip().removeprefix("- ") for line in text.splitlines()) if t]
+def _lines(name: str, text: str, leaving: set[str] | frozenset[str] = frozenset()) -> Section:
+    """A profile's lines as entries, but those in `leaving`; the card bullets each one, so a line's own bullet goes."""
+    lines = [t for t in (line.strip().removeprefix("- ") for line in text.splitlines()) if t and t not in leaving]
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
 
 
