@@ -498,3 +498,44 @@ def test_another_value_of_an_attribute_held_one_at_a_time_is_an_update(old, new)
 ])
 def test_a_word_of_such_an_attribute_that_is_not_the_subjects_value_changes_nothing(old, new):
     assert action(old, new, similarity=0.4) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # Narration of a time gone by changes nothing that holds now.
+    ("User works as a pharmacist.", "Back in high school User worked as a cashier at a diner."),
+    ("User lives in Leeds.", "When User was a teenager User lived in Madrid."),
+    ("User is married to Priya.", "User was engaged once before, years ago."),
+    # Two holders of one kind, named apart: one's value is not the other's.
+    ("User's dog Biscuit is 7.", "User's dog Pepper just turned 3."),
+    ("User's horse Comet weighs 500 kg.", "User's horse Dusty weighs 420 kg."),
+    # A person of the user's, behind a modifier, is still that person.
+    ("User works for Shopify.", "User's former colleague left Shopify and joined Figma."),
+    # A month is a time, not where someone moved.
+    ("User lives in Porto.", "User and Rui moved in together in June."),
+    # A weak cue does not make a relation of several values take one only.
+    ("User plays the cello in an orchestra.", "User started playing the piano recently."),
+])
+def test_what_only_looks_like_a_change_of_a_fact_that_holds_changes_nothing(old, new):
+    assert action(old, new, similarity=0.6) == ExtractAction.ADD
+
+
+def test_the_same_named_holder_still_changes_its_own_value():
+    assert action("User's dog Biscuit is 7.", "User's dog Biscuit just turned 8.", similarity=0.6) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    # One sentence of a turn changes the fact; the others are talk around it.
+    ("User lives in Leeds.", "Huge news! User moved to Glasgow last month. Still surrounded by boxes lol."),
+    ("User is dating Omar.", "User and Omar broke up in March. User is single again."),
+    ("User is vegetarian.", "Quick update. User went vegan in January."),
+])
+def test_a_turn_of_several_sentences_changes_a_fact_when_one_of_them_does(old, new):
+    assert action(old, new, similarity=0.6) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Leeds.", "Huge news! User might move to Glasgow. Still deciding."),  # a possibility
+    ("User lives in Leeds.", "User's brother moved to Glasgow. User helped with the boxes."),  # another person
+])
+def test_a_turn_of_several_sentences_none_of_which_changes_the_fact_keeps_it(old, new):
+    assert action(old, new, similarity=0.6) == ExtractAction.ADD

@@ -174,14 +174,16 @@ _ENTERED = (
 
 # Attributes a person holds one value of at a time: a statement of another value replaces the one before
 # ("I'm single." → "I got married last summer", "I'm vegetarian." → "I went vegan in January"). Only as what the
-# subject is or became ("is vegan", "went vegan"), not as a word about something else ("a vegan dinner").
+# subject is or became ("is vegan", "went vegan", "has been vegan"), not as a word about something else ("a vegan
+# dinner") nor as what it was ("was engaged once").
 EXCLUSIVE_STATES = {
     "relationship status": ("single", "married", "engaged", "divorced", "separated", "widowed"),
     "diet": ("vegetarian", "vegan", "pescatarian", "flexitarian", "omnivore", "carnivore", "keto", "paleo"),
 }
 _EXCLUSIVE = {attribute: re.compile(
-    r"\b(?:is|am|are|was|were|been|being|['’]m|['’]s|got|get|gets|getting|became|become|becomes|went|goes|going|go|"
-    r"turned|stayed|stays)\s+(?:(?:now|fully|strictly|officially|happily|recently|finally|just|still|a|an)\s+)*"
+    r"\b(?:is|am|are|(?:has|have|['’]ve|['’]s)\s+been|['’]m|['’]s|got|get|gets|getting|became|become|becomes|went|"
+    r"goes|going|go|turned|stayed|stays)\s+(?:(?:now|fully|strictly|officially|happily|recently|finally|just|still|a|an)"
+    r"\s+)*"
     rf"({'|'.join(values)})\b(?![- ](?:room|dish|dinner|meal|recipe|option|menu|restaurant|friend|life|parent|mom|dad))",
     re.I) for attribute, values in EXCLUSIVE_STATES.items()}
 
@@ -260,6 +262,19 @@ _IRREALIS = re.compile(
 
 def irrealis(text: str) -> bool:
     return _IRREALIS.search(text) is not None
+
+
+# Said of a time gone by ("Back in college User worked as a lifeguard", "When User was a kid User lived in
+# Tokyo", "years ago"): narration of the past changes nothing that holds now. Not "used to" (it says the
+# habit ended: a retraction) nor a date.
+_PAST_FRAME = re.compile(
+    r"\b(?:[Ww]hen (?:\w+ )?(?:was|were) (?:a |an |in |at |still |younger|little|small|young)|[Bb]ack (?:in|when|then)"
+    r"|as an? (?:kid|child|teen|teenager|student|undergrad)|[Gg]rowing up|(?:years|decades|ages) ago|once before"
+    r"|in (?:\w+['’]s |my |our |their )(?:teens|twenties|thirties|forties|childhood|youth)|long ago|at the time)\b")
+
+
+def past_frame(text: str) -> bool:
+    return _PAST_FRAME.search(text) is not None
 
 
 def additive_cue(words: list[str], text: str) -> bool:

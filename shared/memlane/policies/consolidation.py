@@ -154,6 +154,7 @@ class Statement:
         m = _SPEAKER.match(body)
         self.subject = m.group("speaker").lower() if m else ""
         self.speaker = bool(m)  # the subject came from a "Speaker: " prefix, not from the statement
+        self._prefix = body[:m.end()] if m else ""
         if m:
             body = body[m.end():]
         if "you" in body.lower():  # an aside to the listener ("Just so you know, ...") is not what it says
@@ -180,11 +181,27 @@ class Statement:
 
     @cached_property
     def owner(self) -> str:
-        """"Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject."""
+        """"Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject (a person
+        among the next few: "Ann's old coworker" is the coworker's)."""
+        return self._holder[0]
+
+    @cached_property
+    def holder_name(self) -> str:
+        """The name the holder is given, if any: "Ann's cat Mochi" → "mochi"."""
+        return self._holder[1]
+
+    @cached_property
+    def _holder(self) -> tuple[str, str]:
         raw = self._raw
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
-        held = [w for w in raw[at + 1:at + 4] if w.lower() not in lang.CHANGE_CUES] if at is not None else []
-        return lang.stem(held[0]) if held else ""
+        if at is None:
+            return "", ""
+        held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
+        if not held:
+            return "", ""
+        i = next((i for i in held if lang.stem(raw[i].lower()) in _PEOPLE), held[0])
+        name = raw[i + 1] if i + 1 < len(raw) and raw[i + 1][:1].isupper() else ""
+        return lang.stem(raw[i]), name.lower()
 
     @cached_property
     def shown(self) -> dict[str, str]:
@@ -285,6 +302,12 @@ class Statement:
         return self._clauses
 
     @cached_property
+    def parts(self) -> list["Statement"]:
+        """Its sentences, each read alone (with its speaker), when it has several."""
+        said = [p.strip() for p in _SENTENCE.split(self.text) if p.strip()]
+        return [statement(self._prefix + p) for p in said] if len(said) > 1 else []
+
+    @cached_property
     def _clauses(self) -> list["Statement"]:
         # Read once: every pair a search or a write compares asks for the newer statement's clauses.
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
@@ -356,6 +379,10 @@ def _set_valued(words: list[str]) -> bool:
 
 def relate(new: Statement, old: Statement, similarity: float) -> Relation | None:
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
+    if new.parts and old.sentences <= 1:
+        changed = _sentence_that_changes(new, old, similarity)
+        if changed is not None:
+            return changed
     if not _comparable(new, old):
         return None
     if not _facts(new, old):
@@ -369,17 +396,35 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT \
-            and lang.irrealis(new.text):
-        return None  # "might move to Munich", "if User gets the job": a possibility changes nothing that holds
+            and (lang.irrealis(new.text) or lang.past_frame(new.text)):
+        # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
+        # narration of the past ("back in college User worked as a lifeguard").
+        return None
     return relation
 
 
 _CHANGES = (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 
+def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
+    """A turn of several sentences changes a fact when one of its sentences, read alone, does ("Big news: we
+    moved to Raleigh! Still unpacking boxes."): the others are talk around it, or facts of their own."""
+    for part in new.parts:
+        relation = relate(part, old, similarity)
+        if relation is not None and relation.action in _CHANGES:
+            return relation
+    return None
+
+
 def _one_holder(new: Statement, old: Statement) -> bool:
-    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder.
-    return new.owner == old.owner
+    # "Ann lives in Paris" says something "Ann's sister lives in Paris" does not: another holder; and "Ann's cat
+    # Mochi" is not "Ann's cat Tofu".
+    return new.owner == old.owner and not _named_apart(new, old)
+
+
+def _named_apart(new: Statement, old: Statement) -> bool:
+    """Two holders of one kind, each named, by other names ("my cat Mochi is 5" / "my cat Tofu turned 2")."""
+    return bool(new.holder_name and old.holder_name and new.holder_name != old.holder_name)
 
 
 _PEOPLE = {lang.stem(w) for w in lang.PEOPLE}
@@ -417,7 +462,7 @@ def _share_words(new: Statement, old: Statement) -> bool:
 
 def _read_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
     """`relate` for two statements of fact, word by word."""
-    if _other_persons(new, old):
+    if _other_persons(new, old) or _named_apart(new, old):
         return None
     one_holder = _one_holder(new, old)
     retraction = _retraction(new, old, similarity)
@@ -475,7 +520,7 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
         return None
     a, b = (_value(span) for span in al.replaced[0])
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
-            and len(b) <= MAX_VALUE_WORDS and (new.change or not _set_valued(relation_words))):
+            and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
@@ -572,7 +617,9 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
             after = _TOKEN.findall(new.text)[i + 1:i + 5]
             if after and after[0].lower() in lang.OBJECT_OPENERS and lang.stem(w) in _HOME_MOVES:
                 return ""  # "moved the meeting to Friday", "relocated our office": something moved, not the home
-            return next((t for t in after if t[:1].isupper() and t.lower() not in old.words), "")
+            # A place is named ("to Bergen"): not a time ("moved in together in May").
+            return next((t for t in after if t[:1].isupper() and t.lower() not in old.words
+                         and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS), "")
     return ""
 
 
