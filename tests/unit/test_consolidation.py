@@ -539,3 +539,14 @@ def test_a_turn_of_several_sentences_changes_a_fact_when_one_of_them_does(old, n
 ])
 def test_a_turn_of_several_sentences_none_of_which_changes_the_fact_keeps_it(old, new):
     assert action(old, new, similarity=0.6) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # A thing's schedule, as the speaker says it, is a fact of the thing: another time replaces it, said
+    # plainly or as a move.
+    ("User: The choir meets on Mondays.", "User: The choir meets on Wednesdays now."),
+    ("User: The board review is on the 12th.", "User: The board review got moved to the 19th."),
+    ("User: The pool opens at 7am.", "User: The pool opens at 6am from this week."),
+])
+def test_a_things_schedule_changed_is_an_update(old, new):
+    assert action(old, new, similarity=0.6) == ExtractAction.UPDATE

@@ -57,7 +57,9 @@ _SPEAKER = re.compile(r"^(?P<speaker>[A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
 _TOKEN = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|[$€£]?\d[\d,.:/\-]*\d|[$€£]?\d|@[\w\-]+|[A-Za-z][\w'’\-+]*")
 _OPENERS = frozenset("turns so well actually anyway also and but then now today yesterday lately recently "
                      "honestly apparently sadly luckily finally oh hey".split())
-_DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?)\b", re.I)
+# A thing defined, or its schedule ("The book club meets on Tuesdays", "Our rent is $2,100").
+_DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?|meets?|starts?"
+                         r"|opens?|closes?|runs?|ends?|happens?|takes place)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 # Weak cues that are narration on their own ("it's new to me", "excited to get started", "again"):
 # they count only for two statements that align word for word. "now", "currently" still count alone.
@@ -251,7 +253,8 @@ class Statement:
         return (self.subject in self.words and (self.speaker or self.words[:1] != [self.subject])
                 or self.subject in self.words and not self.speaker
                 or any(w in ("we", "our", "us", "ours") for w in self.words)  # the speaker among others
-                or bool(_DEFINITION.match(self.text)))
+                or bool(_DEFINITION.match(self.text))
+                or self.entered and bool(_DEFINITION.match(lang.as_state(self.text))))  # "... got moved to the 27th"
 
     @cached_property
     def sentences(self) -> int:
