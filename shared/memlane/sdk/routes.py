@@ -14,8 +14,8 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 
 from ..api import models as m
-from .errors import ApiError, BadRequest
 from ..api.context_models import ContextIn, ContextOut
+from .errors import ApiError, BadRequest
 
 
 @dataclass(frozen=True)

@@ -269,8 +269,8 @@ def _text(m: Memory) -> str:
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
-    the tenant's plans relevant to the turn that are still ahead (or undated). A plan from search is worth its rank like a memory: valued flat, a plan search ranked
-    80th went in before the memory it ranked 15th."""
+    the tenant's plans relevant to the turn that are still ahead (or undated). A plan from search is worth its
+    rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
     said = {s.text for s in summary.sentences} if summary and summarised else set()  # in its section already
     entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, tuple(summary.cited.get(item, [])))
                for i, item in enumerate(summary.open_items if summary else []) if item not in said]

@@ -106,7 +106,8 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     task = repo.get_dream_task(store, task_id)
     if task.status.finished:
         return task
-    embedder_guard.ensure(deps, repo.get_store(store))  # may take seconds (a cold model): the write below is conditional
+    # May take seconds (a cold model) while the tenant is erased: the write below is conditional.
+    embedder_guard.ensure(deps, repo.get_store(store))
     now = deps.clock.now()
     task = _move(deps, task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
                                                "updated_at": now}), expect=task.status)

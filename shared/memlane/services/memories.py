@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput
 from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFound
 from ..domain.ids import derived_id, sortable_id
