@@ -177,6 +177,21 @@ def test_an_id_that_is_a_dot_segment_is_refused_before_sending_and_the_store_sta
     assert client.stores.get("dots-demo").name == "dots-demo"
 
 
+def test_the_dict_clients_paths_by_hand_refuse_dot_segments_too(server: Server, client: Memlane) -> None:
+    """The dict client builds its paths by hand (`Memlane.request`): `delete_thread(store, "..")` was sent as
+    `DELETE /v1/stores/{store}` and deleted the store."""
+    from memlane.client import MemlaneClient
+
+    client.stores.create("dots-legacy")
+    legacy = MemlaneClient(server.url)
+    for call in (lambda: legacy.delete_thread("dots-legacy", "..", **TENANT_SCOPE),
+                 lambda: legacy.get_task("dots-legacy", ".", **TENANT_SCOPE),
+                 lambda: client.request("DELETE", "/v1/stores/dots-legacy/memories/..")):
+        with pytest.raises(errors.BadRequest):
+            call()
+    assert client.stores.get("dots-legacy").name == "dots-legacy"
+
+
 def test_an_answer_from_another_route_is_an_error_not_this_routes_result(client: Memlane) -> None:
     """A route answered with a status it never gives (a proxy rewrote the path to another route) raises."""
     from memlane.sdk.routes import Route

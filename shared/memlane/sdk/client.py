@@ -11,6 +11,7 @@ from ..api.context_models import ContextOut
 from . import resources as r
 from .auth import auth_for
 from .errors import ConnectionFailed, error_for
+from .routes import refuse_dot_segments
 from .transport import AsyncRunner, Retry, Runner, SyncRunner, payload_of, retry_after_of
 
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -68,6 +69,7 @@ class Memlane(_Client):
 
     def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         """Any route by hand, once, no retry: the JSON answer, or the typed error."""
+        refuse_dot_segments(method, path)
         try:
             # no params at all keeps a query written into `path` (httpx drops it for an empty dict)
             query = {k: v for k, v in (params or {}).items() if v is not None} or None

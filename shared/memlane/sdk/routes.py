@@ -52,6 +52,15 @@ def _adapter(model: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model)
 
 
+def refuse_dot_segments(method: str, path: str) -> None:
+    """A path by hand (the dict client's) with a "." or ".." segment is refused before sending: the HTTP client
+    would resolve it, and `DELETE /v1/stores/s/threads/..` be sent as the store's delete."""
+    segments = path.split("?", 1)[0].split("/")
+    if any(s in (".", "..") for s in segments):
+        raise BadRequest(0, "invalid_input", f"{method} {path}: a path segment is '.' or '..', which names no "
+                                             "resource (refused before sending)")
+
+
 def _get(sdk: str, path: str, out: Any) -> Route:
     return Route(sdk, "GET", path, responses={200: out}, idempotent=True)
 
