@@ -74,3 +74,28 @@ def test_an_add_refused_for_its_policy_leaves_no_pointer_or_open_entry(service, 
                    messages=[{"role": "user", "content": "I also swim."}])
     assert deps.repo.task_owners(store, "refused-1") == []
     assert [e for e in deps.repo.open_tasks(store) if e.request_id == "refused-1"] == []
+
+
+def test_an_add_refused_for_its_policy_leaves_a_concurrent_adds_pointer_alone(service, deps, store, monkeypatch):
+    """Two adds of one request id: the refused one, deciding while the other was between its claim and its
+    commit, took back the claim they share — the accepted add's task was then found by nobody's id alone."""
+    from memlane.repository import Repository
+
+    tell(deps, store, "r1", "I run marathons.", policy="recall_only")
+    real, fired = Repository.claim_request, []
+
+    def then_refused(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        if not fired:
+            fired.append(True)
+            with pytest.raises(Conflict):
+                ingest.add(deps, store, scope={**BASE, "run_id": "r1"}, request_id="req-1", access_policy="none",
+                           messages=[{"role": "user", "content": "I also swim."}])
+        return out
+
+    monkeypatch.setattr(Repository, "claim_request", then_refused)
+    ingest.add(deps, store, scope={**BASE, "run_id": "r1"}, request_id="req-1",
+               messages=[{"role": "user", "content": "I also swim."}])
+    assert fired
+    assert deps.repo.task_owners(store, "req-1") == [("app", "ann")]
+    assert tasks.get(deps, store, "req-1").request_id == "req-1"  # found by its id alone

@@ -593,3 +593,52 @@ def test_an_add_whose_threads_old_claim_goes_before_it_commits_claims_the_id_its
     ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": "I keep wasps too."}])
     assert fired
     assert threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1").scope.agent_id == "bot"
+
+
+def test_a_thread_created_as_its_old_claim_goes_claims_its_id(service, deps, monkeypatch):
+    """POST /threads found its agent's old claim (a deletion had removed the run, not yet the claim), wrote none,
+    and committed after the claim went: the thread was listed but not found by its id."""
+    from memlane.repository import Repository
+    from memlane.services import threads
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, messages=[{"role": "user", "content": SAID}])
+    service.drain()
+    pk = tenant_pk("s", "app", "alice")
+    deps.table.delete(pk, "SCOPE#bot#r1")  # the deletion's first step
+    real, fired = Repository.thread_agent, []
+
+    def read_then_gone(self, store, app_id, tenant_id, thread_id):
+        holder = real(self, store, app_id, tenant_id, thread_id)
+        if not fired:
+            fired.append(True)
+            deps.table.delete(pk, "THREAD#r1")  # the deletion's later step, before the create commits
+        return holder
+
+    monkeypatch.setattr(Repository, "thread_agent", read_then_gone)
+    _, created = threads.create(deps, "s", scope={"app_id": "app", "tenant_id": "alice", "agent_id": "bot"},
+                                thread_id="r1")
+    assert fired and created
+    assert threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1").scope.agent_id == "bot"
+
+
+def test_a_thread_created_again_as_a_deletion_removes_it_is_made_again_not_a_500(service, deps, monkeypatch):
+    from memlane.repository import Repository
+    from memlane.services import threads
+
+    stores.create(deps, name="s")
+    scope = {"app_id": "app", "tenant_id": "alice", "agent_id": "bot"}
+    threads.create(deps, "s", scope=scope, thread_id="r1")
+    real, fired = Repository.get_scope, []
+
+    def deleted_after_the_read(self, store, where):
+        found = real(self, store, where)
+        if found is not None and not fired:  # the create read it: the deletion lands now
+            fired.append(True)
+            erase.delete_run(deps, "s", scope={**scope, "run_id": "r1"})
+        return found
+
+    monkeypatch.setattr(Repository, "get_scope", deleted_after_the_read)
+    info, _ = threads.create(deps, "s", scope=scope, thread_id="r1")
+    assert fired and info.scope.run_id == "r1"
+    assert threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1").scope.agent_id == "bot"

@@ -139,6 +139,8 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         return Added(replay, replayed=True)
 
     _refuse_when_backlogged(deps)
+    # Refused for its run's policy before anything is written (the commit below checks it again).
+    _run_policy(repo.get_scope(store, write), access_policy)
     # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
     # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
     repo.claim_request(store, request_id, write)
@@ -149,11 +151,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
     for _ in range(_RACE_RETRIES):
         info = repo.get_scope(store, write)
-        try:
-            policy = _run_policy(info, access_policy)
-        except Conflict:
-            _unclaim(deps, store, request_id, write)
-            raise
+        policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest,
@@ -181,7 +179,6 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
             if replay is not None:
                 return Added(replay, replayed=True)
     else:
-        _unclaim(deps, store, request_id, write)
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
     assert task is not None
@@ -234,14 +231,6 @@ def _still_the_store(deps: Deps, validated: Store) -> bool:
         return deps.repo.get_store(validated.name).created_at == validated.created_at
     except NotFound:
         return False
-
-
-def _unclaim(deps: Deps, store: str, request_id: str, scope: Scope) -> None:
-    """A refused add leaves nothing: its request-id pointer and open-task entry go, unless a task holds the id
-    (a concurrent add of the same id, written meanwhile, owns them)."""
-    if deps.repo.find_task(store, scope.app_id, scope.tenant_id, request_id) is None:
-        deps.repo.close_task(store, request_id, scope.app_id, scope.tenant_id)
-        deps.repo.delete_items([deps.repo.request_pointer_key(store, scope.app_id, scope.tenant_id, request_id)])
 
 
 def _withdraw(deps: Deps, task: Task, msgs: Sequence[Message], *, created: bool) -> None:

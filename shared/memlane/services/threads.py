@@ -47,16 +47,18 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
         now = deps.clock.now()
         info = existing or ScopeInfo(scope=where, access_policy=access_policy or AccessPolicy.RECALL_AND_STORE,
                                      first_seen=now, last_activity=now, metadata=metadata)
-        writes = repo.scope_writes(store, info, previous=existing) if existing is None else []
-        if claimed is None:
-            writes.append(repo.thread_claim(store, where))
+        if existing is None:  # the run, with its id's claim — or, if an old one is there, while it still is
+            writes = [*repo.scope_writes(store, info, previous=None), *repo.new_run_claim(store, where)]
+        else:
+            writes = [repo.thread_claim(store, where)] if claimed is None else []
         try:
             if writes:
                 repo.transact(writes)
         except ConditionFailed:
-            continue  # an add or another create came first: read again
+            continue  # an add, another create or a deletion came first: read again
         found = repo.get_scope(store, where)
-        assert found is not None
+        if found is None:
+            continue  # deleted (or erased) since: made again
         return found, existing is None
     raise Conflict("the thread is too busy; retry the create", code="busy")
 
