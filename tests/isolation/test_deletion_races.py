@@ -642,3 +642,28 @@ def test_a_thread_created_again_as_a_deletion_removes_it_is_made_again_not_a_500
     info, _ = threads.create(deps, "s", scope=scope, thread_id="r1")
     assert fired and info.scope.run_id == "r1"
     assert threads.get(deps, "s", app_id="app", tenant_id="alice", thread_id="r1").scope.agent_id == "bot"
+
+
+def test_a_memory_written_again_under_its_id_during_its_delete_keeps_its_document(service, deps, monkeypatch):
+    """The delete's second index pass (for an edit that indexed late) removed the document of a memory an
+    explicit write had made again under the id after the table delete: a live memory search never found."""
+    from memlane.repository import Repository
+    from memlane.services import explicit, memories
+
+    stores.create(deps, name="s")
+    tenant = {"app_id": "app", "tenant_id": "alice"}
+    explicit.write(deps, "s", scope=tenant, memories=[{"text": SAID, "memory_id": "bees"}])
+    real, fired = Repository.delete_memory, []
+
+    def written_again(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        if not fired:
+            fired.append(True)
+            explicit.write(deps, "s", scope=tenant, memories=[{"text": "I keep wasps now.", "memory_id": "bees"}])
+        return out
+
+    monkeypatch.setattr(Repository, "delete_memory", written_again)
+    memories.delete(deps, "s", memory_id="bees", **tenant)
+    assert fired
+    assert memories.get(deps, "s", memory_id="bees", **tenant).text == "I keep wasps now."
+    assert [d.text for d in deps.index.documents("s") if d.memory_id == "bees"] == ["I keep wasps now."]

@@ -95,5 +95,9 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     # redaction (one writing after this pass finds the memory gone: redaction.after_compare).
     deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     report = report + redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
+    # A memory written again under the id since the table delete (an explicit write) lost its document to the
+    # pass above: the index follows the table.
+    again = deps.repo.get_memories(store, s.app_id, s.tenant_id, [memory_id])
+    index_memories(deps, store, [(m, deps.embedder.embed([m.text])[0]) for m in again])
     deps.compact()
     return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)
