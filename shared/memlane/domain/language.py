@@ -188,14 +188,25 @@ _EXCLUSIVE = {attribute: re.compile(
     re.I) for attribute, values in EXCLUSIVE_STATES.items()}
 
 
+STATE_WORDS = frozenset(v for values in EXCLUSIVE_STATES.values() for v in values)
+
+
 def exclusive_states(text: str) -> dict[str, str]:
-    """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two)."""
-    out = {}
+    """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two).
+    A caller holding the text's words skips a text with none of `STATE_WORDS` (most): a scan per attribute."""
+    out: dict[str, str] = {}
     for attribute, pattern in _EXCLUSIVE.items():
         found = {m.group(1).lower() for m in pattern.finditer(text)}
         if len(found) == 1:
             out[attribute] = found.pop()
     return out
+
+
+# A word each phrase above has: a caller holding a text's words skips `as_state` for a text with none (most:
+# a search reads each of its first ten hits, and every substitution is a scan of the text).
+ENTERING_WORDS = frozenset("got took landed accepted found started began starts begins hired turned turns postponed "
+                           "rescheduled delayed pushed moved bumped brought promoted retired split broke separated "
+                           "divorced".split())
 
 
 def as_state(text: str) -> str:
