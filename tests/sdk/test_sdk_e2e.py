@@ -186,6 +186,8 @@ def test_the_dict_clients_paths_by_hand_refuse_dot_segments_too(server: Server, 
     legacy = MemlaneClient(server.url)
     for call in (lambda: legacy.delete_thread("dots-legacy", "..", **TENANT_SCOPE),
                  lambda: legacy.get_task("dots-legacy", ".", **TENANT_SCOPE),
+                 lambda: legacy.delete_thread("dots-legacy", "..#", **TENANT_SCOPE),  # "#" cuts the path there
+                 lambda: legacy.delete_thread("dots-legacy#", "x", **TENANT_SCOPE),
                  lambda: client.request("DELETE", "/v1/stores/dots-legacy/memories/..")):
         with pytest.raises(errors.BadRequest):
             call()

@@ -53,12 +53,12 @@ def _adapter(model: Any) -> TypeAdapter[Any]:
 
 
 def refuse_dot_segments(method: str, path: str) -> None:
-    """A path by hand (the dict client's) with a "." or ".." segment is refused before sending: the HTTP client
-    would resolve it, and `DELETE /v1/stores/s/threads/..` be sent as the store's delete."""
-    segments = path.split("?", 1)[0].split("/")
-    if any(s in (".", "..") for s in segments):
-        raise BadRequest(0, "invalid_input", f"{method} {path}: a path segment is '.' or '..', which names no "
-                                             "resource (refused before sending)")
+    """A path by hand (the dict client's) with a "." or ".." segment, or a "#", is refused before sending: the
+    HTTP client would resolve the one and cut the path at the other, so `DELETE /v1/stores/s/threads/..` (or
+    `.../threads/..#`, or `/v1/stores/s#/threads/x`) would be sent as the store's delete."""
+    if "#" in path or any(s in (".", "..") for s in path.split("?", 1)[0].split("/")):
+        raise BadRequest(0, "invalid_input", f"{method} {path}: a path segment is '.' or '..', or holds a '#': "
+                                             "it names no resource (refused before sending)")
 
 
 def _get(sdk: str, path: str, out: Any) -> Route:
