@@ -667,3 +667,29 @@ def test_a_memory_written_again_under_its_id_during_its_delete_keeps_its_documen
     assert fired
     assert memories.get(deps, "s", memory_id="bees", **tenant).text == "I keep wasps now."
     assert [d.text for d in deps.index.documents("s") if d.memory_id == "bees"] == ["I keep wasps now."]
+
+
+def test_two_agents_creating_one_thread_id_at_once_get_one_thread(service, deps, monkeypatch):
+    """The first create read the id free; the second committed its claim; the first, reading the claim again
+    before its commit, required the second's claim instead of claiming — both were answered 'created'."""
+    from memlane.domain.errors import Conflict
+    from memlane.repository import Repository
+    from memlane.services import threads
+
+    stores.create(deps, name="s")
+    tenant = {"app_id": "app", "tenant_id": "alice"}
+    real, fired = Repository.get_scope, []
+
+    def beta_first(self, store, where):
+        found = real(self, store, where)
+        if not fired and where.agent_id == "alpha":  # alpha read the id free; beta creates it now
+            fired.append(True)
+            threads.create(deps, "s", scope={**tenant, "agent_id": "beta"}, thread_id="r1")
+        return found
+
+    monkeypatch.setattr(Repository, "get_scope", beta_first)
+    with pytest.raises(Conflict) as taken:
+        threads.create(deps, "s", scope={**tenant, "agent_id": "alpha"}, thread_id="r1")
+    assert fired and taken.value.code == "thread_exists"
+    listed, _ = threads.list_(deps, "s", limit=10, cursor=None, **tenant)
+    assert [(t.scope.agent_id, t.scope.run_id) for t in listed] == [("beta", "r1")]

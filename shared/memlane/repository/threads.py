@@ -54,11 +54,14 @@ class ThreadRecords:
     def new_run_claim(self, store: str, scope: Scope) -> list[Write]:
         """For a run about to be created: its thread id's claim, if the id is still free in the tenant (a run
         id another agent already uses stays that agent's thread id; this run is found by naming its agent)."""
-        holder = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id)
+        return self.claim_as_read(store, scope, self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id))
+
+    def claim_as_read(self, store: str, scope: Scope, holder: str | None) -> list[Write]:
+        """The thread id's claim as the caller read it (`holder`): written if it was free (only if it still is),
+        else required to be there still, held by the same agent — by another agent's run, or left by a run a
+        deletion is removing: a claim deleted meanwhile fails the commit, and the next attempt claims the id."""
         if holder is None:
             return [self.thread_claim(store, scope)]
-        # Taken — by another agent's run, or left by a run of this one that a deletion is removing: the add
-        # commits only while the claim is there, so one deleted meanwhile is claimed by its next attempt.
         return [Check(*self.thread_key(store, scope.app_id, scope.tenant_id, scope.run_id),
                       expect={"agent_id": holder})]
 

@@ -47,8 +47,8 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
         now = deps.clock.now()
         info = existing or ScopeInfo(scope=where, access_policy=access_policy or AccessPolicy.RECALL_AND_STORE,
                                      first_seen=now, last_activity=now, metadata=metadata)
-        if existing is None:  # the run, with its id's claim — or, if an old one is there, while it still is
-            writes = [*repo.scope_writes(store, info, previous=None), *repo.new_run_claim(store, where)]
+        if existing is None:  # the run, with its id's claim as read above (free, or this agent's old one)
+            writes = [*repo.scope_writes(store, info, previous=None), *repo.claim_as_read(store, where, claimed)]
         else:
             writes = [repo.thread_claim(store, where)] if claimed is None else []
         try:
