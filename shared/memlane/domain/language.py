@@ -188,12 +188,18 @@ _EXCLUSIVE = {attribute: re.compile(
     re.I) for attribute, values in EXCLUSIVE_STATES.items()}
 
 
-STATE_WORDS = frozenset(v for values in EXCLUSIVE_STATES.values() for v in values)
+_STATE_WORDS = tuple(v for values in EXCLUSIVE_STATES.values() for v in values)
+
+
+def may_hold_state(text: str) -> bool:
+    """Whether `exclusive_states` can find anything in `text`: one of its values is in it, anywhere ("vegan-ish"
+    too). Most statements have none; a search reads each of its first ten hits, and each attribute is a scan."""
+    lowered = text.lower()
+    return any(v in lowered for v in _STATE_WORDS)
 
 
 def exclusive_states(text: str) -> dict[str, str]:
-    """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two).
-    A caller holding the text's words skips a text with none of `STATE_WORDS` (most): a scan per attribute."""
+    """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two)."""
     out: dict[str, str] = {}
     for attribute, pattern in _EXCLUSIVE.items():
         found = {m.group(1).lower() for m in pattern.finditer(text)}
@@ -202,11 +208,16 @@ def exclusive_states(text: str) -> dict[str, str]:
     return out
 
 
-# A word each phrase above has: a caller holding a text's words skips `as_state` for a text with none (most:
-# a search reads each of its first ten hits, and every substitution is a scan of the text).
-ENTERING_WORDS = frozenset("got took landed accepted found started began starts begins hired turned turns postponed "
-                           "rescheduled delayed pushed moved bumped brought promoted retired split broke separated "
-                           "divorced".split())
+# A word each phrase above has (as a part of it, whatever the case: "semi-retired", "re-scheduled").
+_ENTERING_WORDS = tuple("got took landed accepted found started began starts begins hired turn postponed scheduled "
+                        "delayed pushed moved bumped brought promoted retired split broke separated divorced".split())
+
+
+def may_enter(text: str) -> bool:
+    """Whether `as_state` can change `text`: one of the words its phrases turn on is in it. Most statements have
+    none; a search reads each of its first ten hits, and each substitution is a scan of the text."""
+    lowered = text.lower()
+    return any(w in lowered for w in _ENTERING_WORDS)
 
 
 def as_state(text: str) -> str:

@@ -173,7 +173,7 @@ class Statement:
     def _framed(self) -> tuple[bool, list[str]]:
         """What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
         so the two align; the words as written keep the cues ("started", "got a job")."""
-        state = self.text if lang.ENTERING_WORDS.isdisjoint(self.words) else lang.as_state(self.text)
+        state = lang.as_state(self.text) if lang.may_enter(self.text) else self.text
         entered = state != self.text  # "got a job as", "was hired as": a change cue in itself
         return entered, [_base(w) for w in _TOKEN.findall(state)] if entered else self.words
 
@@ -295,7 +295,7 @@ class Statement:
     @cached_property
     def states(self) -> dict[str, str]:
         """Attributes of which it states the one value its subject holds ("is vegan": diet)."""
-        return {} if lang.STATE_WORDS.isdisjoint(self.words) else lang.exclusive_states(self.text)
+        return lang.exclusive_states(self.text) if lang.may_hold_state(self.text) else {}
 
     @cached_property
     def additive(self) -> bool:
