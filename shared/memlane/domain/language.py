@@ -150,12 +150,13 @@ def stem(word: str) -> str:
 # postponed to Friday" → "is on Friday": passive only, "moved to Denver" is a move of home), a promotion
 # ("was promoted to team lead" → "works as team lead"), a retirement ("retired last year" → "stopped
 # working": not "retired the old laptop"), and a couple's end said of both ("User and Mark split up").
-_NUMBER = (r"(?:\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[- ](?:one|two|three|four|five|six|seven"
-           r"|eight|nine))?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+_NUMBER = (r"(?:\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+           r"(?:[- ](?:one|two|three|four|five|six|seven|eight|nine))?"
+           r"|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
            r"|sixteen|seventeen|eighteen|nineteen)")
+_NOT_AN_AGE = r"(?!\s*(?:%|percent|degrees|points|minutes|times|pages|miles|km))"
 _ENTERED = (
-    (re.compile(rf"\b(?:just\s+)?turn(?:ed|s)\s+({_NUMBER})\b(?!\s*(?:%|percent|degrees|points|minutes|times|pages|miles|km))", re.I),
-     r"is \1 years old"),
+    (re.compile(rf"\b(?:just\s+)?turn(?:ed|s)\s+({_NUMBER})\b{_NOT_AN_AGE}", re.I), r"is \1 years old"),
     (re.compile(r"\b(?:was|were|has\s+been|have\s+been|had\s+been|got|is|are|been)\s+(?:just\s+|now\s+|finally\s+)?"
                 r"(?:postponed|rescheduled|delayed|pushed\s+back|pushed|moved|moved\s+up|brought\s+forward|bumped)"
                 r"\s+(?:to|until|till)\b", re.I), "is on"),
@@ -180,12 +181,12 @@ EXCLUSIVE_STATES = {
     "relationship status": ("single", "married", "engaged", "divorced", "separated", "widowed"),
     "diet": ("vegetarian", "vegan", "pescatarian", "flexitarian", "omnivore", "carnivore", "keto", "paleo"),
 }
-_EXCLUSIVE = {attribute: re.compile(
-    r"\b(?:is|am|are|(?:has|have|['’]ve|['’]s)\s+been|['’]m|['’]s|got|get|gets|getting|became|become|becomes|went|"
-    r"goes|going|go|turned|stayed|stays)\s+(?:(?:now|fully|strictly|officially|happily|recently|finally|just|still|a|an)"
-    r"\s+)*"
-    rf"({'|'.join(values)})\b(?![- ](?:room|dish|dinner|meal|recipe|option|menu|restaurant|friend|life|parent|mom|dad))",
-    re.I) for attribute, values in EXCLUSIVE_STATES.items()}
+_BECAME = (r"\b(?:is|am|are|(?:has|have|['’]ve|['’]s)\s+been|['’]m|['’]s|got|get|gets|getting|became|become|"
+           r"becomes|went|goes|going|go|turned|stayed|stays)\s+"
+           r"(?:(?:now|fully|strictly|officially|happily|recently|finally|just|still|a|an)\s+)*")
+_NOT_OF_IT = r"(?![- ](?:room|dish|dinner|meal|recipe|option|menu|restaurant|friend|life|parent|mom|dad))"
+_EXCLUSIVE = {attribute: re.compile(rf"{_BECAME}({'|'.join(values)})\b{_NOT_OF_IT}", re.I)
+              for attribute, values in EXCLUSIVE_STATES.items()}
 
 
 _STATE_WORDS = tuple(v for values in EXCLUSIVE_STATES.values() for v in values)

@@ -54,7 +54,8 @@ class ThreadRecords:
     def new_run_claim(self, store: str, scope: Scope) -> list[Write]:
         """For a run about to be created: its thread id's claim, if the id is still free in the tenant (a run
         id another agent already uses stays that agent's thread id; this run is found by naming its agent)."""
-        return self.claim_as_read(store, scope, self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id))
+        holder = self.thread_agent(store, scope.app_id, scope.tenant_id, scope.run_id)
+        return self.claim_as_read(store, scope, holder)
 
     def claim_as_read(self, store: str, scope: Scope, holder: str | None) -> list[Write]:
         """The thread id's claim as the caller read it (`holder`): written if it was free (only if it still is),

@@ -39,8 +39,9 @@ class Route:
 
     def parse(self, status: int, payload: Any) -> Any:
         if status not in self.responses:  # another route answered (a proxy's rewrite): never taken as this one's
+            expected = ", ".join(map(str, self.responses))
             raise ApiError(status, "unexpected_status", f"{self.sdk}: {self.method} {self.path} answered {status}, "
-                                                        f"which it never answers ({', '.join(map(str, self.responses))})")
+                                                        f"which it never answers ({expected})")
         model = self.responses[status]
         if model is None or payload is None:
             return payload
