@@ -48,9 +48,12 @@ def handle(deps: Deps, job: Job) -> Task | None:
 
 def _close_if_gone(deps: Deps, job: Job) -> None:
     """A dropped job's task that is gone (erased with its tenant after the erasure listed its tasks) leaves no
-    open-task entry naming its request id; one whose task still exists keeps it, for the sweeper."""
-    if job.kind in ("extract", summaries.KIND) and job.app_id is not None and job.tenant_id is not None \
-            and deps.repo.find_task(job.store, job.app_id, job.tenant_id, job.request_id) is None:
+    open-task entry naming its request id; one whose task still exists keeps it, for the sweeper. The task is
+    read with the tenant's credentials (on AWS the function's own reach no tenant partition)."""
+    if job.kind not in ("extract", summaries.KIND) or job.app_id is None or job.tenant_id is None:
+        return
+    tenant = deps.for_tenant(job.store, job.app_id, job.tenant_id)
+    if tenant.repo.find_task(job.store, job.app_id, job.tenant_id, job.request_id) is None:
         deps.repo.close_task(job.store, job.request_id, job.app_id, job.tenant_id)
 
 
