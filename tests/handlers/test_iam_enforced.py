@@ -289,6 +289,11 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     erasure = fn.http("Tasks", "POST", "/v1/tenants/erase", TENANT, expect=202)
     assert fn.drain() == 1
     assert fn.http("Tasks", "GET", f"/v1/erasures/{erasure['erasure_id']}")["status"] == "SUCCEEDED"
+    # A job whose task went with the erasure: dropped, its task looked for with the tenant's credentials.
+    from memlane.ports import Job
+    aws.sqs.send_message(QueueUrl=aws.queue_url,
+                         MessageBody=Job.of_tenant("extract", "demo", "req-gone", "support", "u-42").model_dump_json())
+    assert fn.drain() == 1
     add(fn, "req-5", "Bob likes tea.", run="r-5")
     assert fn.drain() == 1
     fn.http("Ingest", "DELETE", "/v1/stores/demo", expect=204)
