@@ -140,7 +140,8 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
 
     _refuse_when_backlogged(deps)
     # Refused for its run's policy before anything is written (the commit below checks it again).
-    _run_policy(repo.get_scope(store, write), access_policy)
+    info = repo.get_scope(store, write)
+    _run_policy(info, access_policy)
     # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
     # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
     repo.claim_request(store, request_id, write)
@@ -149,8 +150,9 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     job = jobs.extract_job(store, request_id, write)
     task = None
     tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
-    for _ in range(_RACE_RETRIES):
-        info = repo.get_scope(store, write)
+    for attempt in range(_RACE_RETRIES):
+        if attempt:  # the first uses the read above: the commit is conditioned on it, so a stale one retries
+            info = repo.get_scope(store, write)
         policy = _run_policy(info, access_policy)
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
