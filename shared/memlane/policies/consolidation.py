@@ -33,10 +33,11 @@ store's `dream_threshold` (0.8 by default).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from difflib import SequenceMatcher
-from functools import cached_property, lru_cache
+from functools import lru_cache
 
 from ..domain.models import ExtractAction, Memory
 from ..domain import language as lang
@@ -73,6 +74,20 @@ _MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|fo
 _ASIDE = re.compile(r"^\W*(?:" + lang.ASIDE_TO_LISTENER.pattern + r")\W*|,?\s*(?:" + lang.ASIDE_TO_LISTENER.pattern
                     + r")\s*,?(?=\s)", re.I)
 _CLAUSE = re.compile(r",(?!\d{3}\b)|;|\s(?:and|but|so|because)\s")  # not the comma of "$95,000"
+
+
+class _read_once:
+    """`functools.cached_property` without the lock Python 3.11 takes on every first read: a statement's
+    properties are pure, so two threads reading one at once only compute it twice."""
+
+    def __init__(self, read):
+        self.read, self.name, self.__doc__ = read, read.__name__, read.__doc__
+
+    def __get__(self, statement, owner=None):
+        if statement is None:
+            return self
+        value = statement.__dict__[self.name] = self.read(statement)
+        return value
 
 
 @dataclass(frozen=True)
@@ -169,7 +184,7 @@ class Statement:
             self.subject = _base(opening)
         self.words = [_base(w) for w in raw]
 
-    @cached_property
+    @_read_once
     def _framed(self) -> tuple[bool, list[str]]:
         """What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
         so the two align; the words as written keep the cues ("started", "got a job")."""
@@ -177,22 +192,22 @@ class Statement:
         entered = state != self.text  # "got a job as", "was hired as": a change cue in itself
         return entered, [_base(w) for w in _TOKEN.findall(state)] if entered else self.words
 
-    @cached_property
+    @_read_once
     def entered(self) -> bool:
         return self._framed[0]
 
-    @cached_property
+    @_read_once
     def owner(self) -> str:
         """"Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject (a person
         among the next few: "Ann's old coworker" is the coworker's)."""
         return self._holder[0]
 
-    @cached_property
+    @_read_once
     def holder_name(self) -> str:
         """The name the holder is given, if any: "Ann's cat Mochi" → "mochi"."""
         return self._holder[1]
 
-    @cached_property
+    @_read_once
     def _holder(self) -> tuple[str, str]:
         raw = self._raw
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
@@ -205,7 +220,7 @@ class Statement:
         name = raw[i + 1] if i + 1 < len(raw) and raw[i + 1][:1].isupper() else ""
         return lang.stem(raw[i]), name.lower()
 
-    @cached_property
+    @_read_once
     def shown(self) -> dict[str, str]:
         """stem → a word it stands for (as written), to explain a decision."""
         shown: dict[str, str] = {}
@@ -213,7 +228,7 @@ class Statement:
             shown.setdefault(lang.stem(base), w[:-2] if w.endswith(("'s", "’s")) else w)
         return shown
 
-    @cached_property
+    @_read_once
     def tokens(self) -> list[str]:
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
@@ -221,32 +236,51 @@ class Statement:
                 if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                 and w not in ("just", "really", "still", "recently", "finally", "actually")]
 
-    @cached_property
+    @_read_once
     def content(self) -> set[str]:
         return {lang.stem(w) for w in self._framed[1] if w not in lang.FILLER and w != self.subject
                 and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
                 and "n't" not in w and "n’t" not in w}
 
-    @cached_property
+    @_read_once
+    def keys(self) -> frozenset[str]:
+        """Its tokens that can show two statements are about one thing (not filler or a negation)."""
+        return frozenset(w for w in self.tokens if w not in lang.FILLER and w not in lang.NEGATIONS)
+
+    @_read_once
+    def token_set(self) -> frozenset[str]:
+        return frozenset(self.tokens)
+
+    @_read_once
+    def counts(self) -> Counter[str]:
+        return Counter(self.tokens)
+
+    @_read_once
+    def reach(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The content stems and the tokens of it and of each of its clauses (what `_share_words` compares)."""
+        parts = (self, *self.clauses())
+        return (frozenset().union(*(c.content for c in parts)), frozenset().union(*(c.tokens for c in parts)))
+
+    @_read_once
     def values(self) -> set[str]:
         return {w for w in self._raw[1:] if any(map(str.isdigit, w)) or "@" in w}
 
-    @cached_property
+    @_read_once
     def negated(self) -> bool:
         return lang.negated(self.words, self.text)
 
-    @cached_property
+    @_read_once
     def _plain(self) -> tuple[list[str], str]:
         """The words and text without a stop cue under a negation ("won't give up" is no cue) or of
         motion ("stopped by")."""
         text = _MOTION.sub(" ", _GOES_ON.sub(" ", self.text))
         return [_base(w) for w in _TOKEN.findall(text)], text
 
-    @cached_property
+    @_read_once
     def change(self) -> bool:
         return self.entered or lang.change_cue(*self._plain)
 
-    @cached_property
+    @_read_once
     def factual(self) -> bool:
         """States something of its subject ("Ann lives ...", "Ann's dog is ...") or defines a thing
         ("The code word is ..."); "Can't wait to see it!" does neither."""
@@ -256,61 +290,61 @@ class Statement:
                 or bool(_DEFINITION.match(self.text))
                 or self.entered and bool(_DEFINITION.match(lang.as_state(self.text))))  # "... got moved to the 27th"
 
-    @cached_property
+    @_read_once
     def sentences(self) -> int:
         return len([p for p in _SENTENCE.split(self.text) if p.strip()])
 
-    @cached_property
+    @_read_once
     def reported_change(self) -> bool:
         """A change cue that counts without word-for-word alignment (not narration such as "new")."""
         words, text = self._plain
         return lang.change_cue([w for w in words if w not in _NARRATION], text)
 
-    @cached_property
+    @_read_once
     def strong_change(self) -> bool:
         return lang.change_cue(*self._plain, strong=True)
 
-    @cached_property
+    @_read_once
     def replaced(self) -> bool:
         """A change cue besides a stop cue: what ended was replaced ("became", "got a job as")."""
         words, text = self._plain
         return (self.entered or any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
                 or lang.has_phrase(text, _REPLACING_PHRASES))
 
-    @cached_property
+    @_read_once
     def addressed(self) -> bool:
         """Said to someone ("you", "your"): conversation, not a fact about the subject."""
         return any(w in lang.SECOND_PERSON for w in self.words)
 
-    @cached_property
+    @_read_once
     def stops(self) -> bool:
         return lang.stop_cue(*self._plain)
 
-    @cached_property
+    @_read_once
     def moves(self) -> bool:
         """A change verb ("moved", "joined"): it reports a change of another statement's state without
         sharing a word with it ("joined Notion" / "works at Shopify": `_changes_state_of`)."""
         return any(lang.stem(w) in lang.CHANGE_VERBS for w in self.words)
 
-    @cached_property
+    @_read_once
     def states(self) -> dict[str, str]:
         """Attributes of which it states the one value its subject holds ("is vegan": diet)."""
         return lang.exclusive_states(self.text) if lang.may_hold_state(self.text) else {}
 
-    @cached_property
+    @_read_once
     def additive(self) -> bool:
         return lang.additive_cue(self.words, self.text)
 
     def clauses(self) -> list["Statement"]:
         return self._clauses
 
-    @cached_property
+    @_read_once
     def parts(self) -> list["Statement"]:
         """Its sentences, each read alone (with its speaker), when it has several."""
         said = [p.strip() for p in _SENTENCE.split(self.text) if p.strip()]
         return [statement(self._prefix + p) for p in said] if len(said) > 1 else []
 
-    @cached_property
+    @_read_once
     def _clauses(self) -> list["Statement"]:
         # Read once: every pair a search or a write compares asks for the newer statement's clauses.
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
@@ -459,8 +493,8 @@ def _share_words(new: Statement, old: Statement) -> bool:
     """Whether `new`, or a clause of it, shares a content word with `old`: what a denial (its content
     stems), a restatement and another value (their aligned tokens) each need first. Set operations
     only: a search compares each pair of its first ten hits, and most pairs share nothing."""
-    return any(c.content & old.content or _content(list(set(c.tokens) & set(old.tokens)), new.subject)
-               for c in (new, *new.clauses()))
+    content, tokens = new.reach
+    return bool(content & old.content or (tokens & old.keys) - {new.subject})
 
 
 def _read_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -474,15 +508,16 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
     state = _another_state(new, old)
     if state is not None:
         return state
-    al = _align(old.tokens, new.tokens)
-    same_polarity = _closest_clause(new, old).negated == old.negated
-    relation_words = _content(al.shared, new.subject)
-    new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
-    old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
-    if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
-        return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
-    if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder:
-        return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
+    if _one_holds_the_other(new, old):
+        al = _align(old.tokens, new.tokens)
+        same_polarity = _closest_clause(new, old).negated == old.negated
+        relation_words = _content(al.shared, new.subject)
+        new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
+        old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
+        if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
+            return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
+        if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder:
+            return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
     # The whole statement, or the clause of it about what the old one says ("got a job as a developer"
@@ -493,6 +528,22 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
         if value is not None:
             return value
     return _reported_change(new, old, similarity)
+
+
+def _one_holds_the_other(new: Statement, old: Statement) -> bool:
+    """Whether every content word of one is among the other's words: what "says nothing new" and "restates it"
+    need of an alignment, checked on sets first (a search reads most of its hits' pairs this far)."""
+    subject = {new.subject}
+    return new.keys - subject <= old.token_set or old.keys - subject <= new.token_set
+
+
+def _may_align(frame: Statement, old: Statement) -> bool:
+    """Whether the two can share a relation word and most of their words (`_another_value`'s first tests), read
+    from their word counts: an alignment shares no more than both hold."""
+    if not (frame.keys & old.keys) - {frame.subject}:
+        return False
+    shared = sum((frame.counts & old.counts).values())
+    return shared >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
 
 
 def _comparable(new: Statement, old: Statement) -> bool:
@@ -511,7 +562,7 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     """`frame` (`new`, or a clause of it) says what `old` says with one value changed: the shared
     words are most of it, one span differs, and each side's span (up to where a phrase of time, place
     or reason starts: "barista | on weekends while ...") is a short value."""
-    if frame.subject != old.subject:
+    if frame.subject != old.subject or not _may_align(frame, old):
         return None
     al = _align(old.tokens, frame.tokens)
     if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old):
