@@ -345,7 +345,8 @@ class ScriptedLLM:
 
 GOOD = {"sentences": [{"text": "The user plans a Lisbon trip near Alfama.", "messages": [1, 2]},
                       {"text": "Budget items were listed day by day.", "messages": [3]}],
-        "open_items": ["book the hotel"], "decisions": ["stay near Alfama"]}
+        "open_items": [{"text": "book the hotel", "messages": [2]}],
+        "decisions": [{"text": "stay near Alfama", "messages": [1, 2]}]}
 BAD_NUMBERS = {"sentences": [{"text": "The user plans a Lisbon trip.", "messages": [1, 99]}]}
 
 
@@ -361,6 +362,7 @@ def test_the_llm_summary_maps_its_numbers_to_message_ids(svc):
     assert found.origin == "llm"
     assert found.sentences[0].evidence == ids[:2] and found.sentences[1].evidence == [ids[2]]
     assert found.open_items == ["book the hotel"] and found.decisions == ["stay near Alfama"]
+    assert found.cited == {"book the hotel": [ids[1]], "stay near Alfama": ids[:2]}
     assert "[1] 2024-03-01 User: On day 0" in llm.prompts[0]
     assert ids[-1] not in llm.prompts[0] and "day 15" not in llm.prompts[0]  # recent turns are not shown
 
@@ -401,6 +403,36 @@ def test_the_second_llm_refresh_shows_the_previous_summary_not_the_old_messages(
     assert "[1] 2024-03-01 User: On day 10 " in llm.prompts[0]
     assert found.sentences[0].evidence == ids[:2]  # kept sentence keeps its citations
     assert found.sentences[1].evidence == [ids[10]]
+
+
+def test_the_second_llm_refresh_shows_the_open_items_and_decisions_and_what_it_keeps_keeps_its_citations(svc):
+    # The model keeps an open item only if it sees it: before, a second refresh lost every earlier one.
+    add_turns(svc.deps, 0, 16)
+    summaries.refresh(with_llm(svc, ScriptedLLM(GOOD)), "demo", THREAD)
+    add_turns(svc.deps, 16, 10)
+    keep = {"sentences": [{"text": "The user plans a Lisbon trip near Alfama.", "previous": [1]}],
+            "open_items": [{"text": "book the hotel", "previous": [1]},
+                           {"text": "ask about airport transfers", "messages": [2]}],
+            "decisions": [{"text": "stay near Alfama", "previous": [1], "messages": [1]}]}
+    llm = ScriptedLLM(keep)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert "[o1] book the hotel" in llm.prompts[0] and "[d1] stay near Alfama" in llm.prompts[0]
+    assert found.open_items == ["book the hotel", "ask about airport transfers"]
+    assert found.cited == {"book the hotel": [ids[1]], "ask about airport transfers": [ids[11]],
+                           "stay near Alfama": [ids[10], ids[0], ids[1]]}
+
+
+@pytest.mark.parametrize("item,error", [
+    ({"text": "book the hotel"}, "open item 1 cites nothing"),
+    ({"text": "book the hotel", "previous": [2]}, "open item 1 cites [o2], which were not shown"),
+])
+def test_an_open_item_citing_nothing_or_what_was_not_shown_gets_the_repair_turn(svc, item, error):
+    add_turns(svc.deps, 0, 16)
+    llm = ScriptedLLM({**GOOD, "open_items": [item]}, GOOD)
+    found = summaries.refresh(with_llm(svc, llm), "demo", THREAD)
+    assert found.origin == "llm" and error in llm.prompts[1]
+    assert found.open_items == ["book the hotel"]
 
 
 # -- fsck and reindex know summary documents -----------------------------------------------------------

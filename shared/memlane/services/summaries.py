@@ -341,12 +341,17 @@ def _with_llm(deps: Deps, previous: extractive.Draft, batch: list[Message], cap:
     None when it is still unusable (the caller falls back to the extractive summary)."""
     assert deps.llm is not None
     count = _tokenizer(deps).count_many
+    def numbered(mark: str, texts: list[str]) -> str:
+        return "\n".join(f"[{mark}{i}] {text}" for i, text in enumerate(texts, start=1)) or "(none yet)"
+
     request = prompt.TEMPLATE.format(
-        previous="\n".join(f"[p{i}] {s.text}" for i, s in enumerate(previous.sentences, start=1)) or "(none yet)",
+        previous=numbered("p", [s.text for s in previous.sentences]),
+        open_items=numbered("o", previous.open_items), decisions=numbered("d", previous.decisions),
         messages="\n".join(f"[{i}] {extractive.line(m)}" for i, m in enumerate(batch, start=1)), cap=cap)
 
     def usable(answer: prompt.SummaryAnswer) -> tuple[extractive.Draft, list[str]]:
-        errors = prompt.resolve(answer, messages=len(batch), previous=len(previous.sentences))
+        errors = prompt.resolve(answer, messages=len(batch), previous=len(previous.sentences),
+                                open_items=len(previous.open_items), decisions=len(previous.decisions))
         draft = _draft(answer, batch, previous) if not errors else extractive.Draft()
         if not errors and (size := extractive.tokens(draft, count)) > cap:
             errors.append(f"the summary has {size} tokens; at most {cap}")
@@ -370,13 +375,20 @@ def _with_llm(deps: Deps, previous: extractive.Draft, batch: list[Message], cap:
 
 
 def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extractive.Draft) -> extractive.Draft:
-    sentences = []
-    for s in answer.sentences:
-        evidence = [batch[m - 1].message_id for m in s.messages]
-        evidence += [e for p in s.previous for e in previous.sentences[p - 1].evidence]
-        sentences.append(SummarySentence(text=" ".join(s.text.split()), evidence=list(dict.fromkeys(evidence))))
-    return extractive.Draft(sentences, [" ".join(i.split()) for i in answer.open_items if i.strip()],
-                            [" ".join(d.split()) for d in answer.decisions if d.strip()])
+    """The answer with its numbers read as message ids: each part cites its new messages and what the previous
+    parts it keeps cited."""
+    def cited(part: prompt.Sentence | prompt.Item, kept: list[list[str]]) -> list[str]:
+        return list(dict.fromkeys([*(batch[m - 1].message_id for m in part.messages),
+                                   *(e for p in part.previous for e in kept[p - 1])]))
+
+    sentences = [SummarySentence(text=" ".join(s.text.split()),
+                                 evidence=cited(s, [p.evidence for p in previous.sentences])) for s in answer.sentences]
+    def items(parts: list[prompt.Item], kept: list[str]) -> list[tuple[str, list[str]]]:
+        return [(" ".join(i.text.split()), cited(i, [previous.cited.get(t, []) for t in kept])) for i in parts]
+
+    open_items, decisions = items(answer.open_items, previous.open_items), items(answer.decisions, previous.decisions)
+    return extractive.Draft(sentences, [t for t, _ in open_items], [t for t, _ in decisions],
+                            dict(open_items + decisions))
 
 
 def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
