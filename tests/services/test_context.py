@@ -367,6 +367,29 @@ def test_an_open_item_cites_its_messages_and_is_not_shown_twice(deps, store, mon
     assert first[2].message_id in result.evidence
 
 
+def test_a_plan_drawn_from_the_messages_an_open_item_cites_is_shown_once(deps, store, monkeypatch) -> None:
+    """The summary's open item and the plan memory extracted from the same turn were both in the card."""
+    first = deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]
+    now = deps.clock.now()
+    item = "2026-01-01 Priya: I want to find a pottery class for Anjali."
+    summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now, open_items=[item],
+                            cited={item: [first[2].message_id]})
+    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+    for n, (text, evidence) in enumerate((("Priya plans to find a pottery class for Anjali's birthday.",
+                                           [first[2].message_id]),
+                                          ("Priya plans a pottery weekend in Porto with Anjali.", [first[0].message_id]))):
+        memory = Memory(memory_id=f"pottery-plan-{n}", scope=Scope(**OLD),
+                        memory_type=MemoryType.PLAN, text=text, evidence=evidence, created_at=now, updated_at=now)
+        deps.repo.put_memory(store, memory)
+        deps.index.upsert(store, [(memory, deps.embedder.embed([text])[0])])
+
+    plans = [e.text for e in card(deps, store, thread_id="thread-1", query="pottery class for Anjali",
+                                  recent_messages=0).kept["plans"]]
+
+    assert plans[0] == item and not any("birthday" in t for t in plans)
+    assert any("pottery weekend in Porto" in t for t in plans)  # another turn's plan stays
+
+
 def test_what_the_agents_profile_says_of_the_user_is_shown_once_in_the_user_profile(deps, store, monkeypatch) -> None:
     """A dream distils an agent's profile from the agent's memories, which are about the user: every user fact
     was in the card twice, under the agent's profile and under the user's."""
