@@ -71,6 +71,13 @@ class RequestScopedResolver(APIGatewayHttpResolver):
     def context(self, value: dict[str, Any]) -> None:
         self._request.context = value
 
+    def build_routes(self) -> None:
+        """Build every route's middleware chain now, once all routes are registered. Powertools builds it on
+        the route's first call with an unlocked check-then-build: two first calls at once both built it, the
+        second wrapping the first's chain, and the route answered 500 until the process restarted."""
+        for route in [*self._static_routes, *self._dynamic_routes]:
+            route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
+
     def resolve(self, event: Any, context: Any) -> dict[str, Any]:
         # The base class also writes the event to the shared class attribute; nothing here reads it.
         self.current_event, self.lambda_context, self.context = self._to_proxy_event(event), context, {}
@@ -102,6 +109,7 @@ def build_app(deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: Au
                            "oldest_pending_seconds": q.oldest_pending_seconds, "dead_letters": q.dead}}
         return Response(status_code=200 if ok else 503, content_type=content_types.APPLICATION_JSON, body=body)
 
+    app.build_routes()
     return app
 
 
