@@ -283,6 +283,15 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     fn.http("Search", "POST", "/v1/stores/demo/search", {"query": "x", "scope": TENANT}, expect=403,
             caller=f"arn:aws:sts::{ACCOUNT}:assumed-role/stranger/s")
 
+    # Sweep: an add that died before its task left its open-task entry and request-id pointer; past the
+    # deadline both go, in one transaction of the Tasks function's own.
+    for pk, extra in (("demo#~open", {"since": {"S": "2020-01-01T00:00:00+00:00"}}), ("demo#~requests", {})):
+        aws.dynamodb.put_item(TableName=TABLE, Item={"pk": {"S": pk}, "sk": {"S": "req-dead#support#u-42"},
+                                                     "request_id": {"S": "req-dead"}, "app_id": {"S": "support"},
+                                                     "tenant_id": {"S": "u-42"}, **extra})
+    assert fn.run("Tasks", load_event("tasks", "sweep"))["closed"] >= 1
+    assert [i for pk in ("demo#~open", "demo#~requests") for i in aws.items(pk, "req-dead#")] == []
+
     # Deletion: a memory, a run, a tenant (a job), the store (a purge job)
     fn.http("Search", "DELETE", f"/v1/stores/demo/memories/{memory_id}", query=TENANT)
     fn.http("Tasks", "DELETE", "/v1/stores/demo/runs/r-2", query={**TENANT, "agent_id": "helpdesk"})

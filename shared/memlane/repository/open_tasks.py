@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterator
 
+from ..domain.errors import ConditionFailed
 from ..domain.scope import Scope
-from ..ports import Table
+from ..ports import Delete, Table
 from .keys import open_pk
 
 
@@ -37,6 +38,18 @@ class OpenTaskRecords:
 
     def close_task(self, store: str, request_id: str, app_id: str, tenant_id: str) -> None:
         self.table.delete(*self.open_task_key(store, request_id, app_id, tenant_id))
+
+    def release_request(self, store: str, request_id: str, app_id: str, tenant_id: str, since: datetime) -> bool:
+        """Take back what an add that wrote no task left in the global partitions: its open-task entry, if it is
+        still the one registered at `since` (an add of the same id registered later owns it now), and with it,
+        in one transaction, the request-id pointer. False when the entry is another's (or gone)."""
+        try:
+            self.table.transact([
+                Delete(*self.open_task_key(store, request_id, app_id, tenant_id), expect={"since": since.isoformat()}),
+                Delete(*self.request_pointer_key(store, app_id, tenant_id, request_id))])  # type: ignore[attr-defined]
+        except ConditionFailed:
+            return False
+        return True
 
     def open_task_key(self, store: str, request_id: str, app_id: str, tenant_id: str) -> tuple[str, str]:
         return open_pk(store), _sk(request_id, app_id, tenant_id)

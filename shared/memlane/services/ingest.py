@@ -144,16 +144,22 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     _run_policy(info, access_policy)
     # The request-id pointer lives in a global partition, the task and messages in the tenant's: two
     # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
+    # The sweeper's entry first: a pointer always has one until its task exists, so an add that dies or is
+    # refused before its task leaves nothing the sweeper does not take back (`release_request`).
+    repo.open_task(store, request_id, write, now)
     repo.claim_request(store, request_id, write)
     deps.faults.point("add.after_request_claim")
-    repo.open_task(store, request_id, write, now)  # the sweeper's list, written before the task exists
     job = jobs.extract_job(store, request_id, write)
     task = None
     tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
     for attempt in range(_RACE_RETRIES):
         if attempt:  # the first uses the read above: the commit is conditioned on it, so a stale one retries
             info = repo.get_scope(store, write)
-        policy = _run_policy(info, access_policy)
+        try:
+            policy = _run_policy(info, access_policy)
+        except Conflict:  # the run was made, or its policy changed, since the check before the claim
+            repo.release_request(store, request_id, write.app_id, write.tenant_id, now)
+            raise
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
                     status=TaskStatus.PENDING if policy.extracts else TaskStatus.SUCCEEDED, body_hash=digest,
@@ -181,6 +187,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
             if replay is not None:
                 return Added(replay, replayed=True)
     else:
+        repo.release_request(store, request_id, write.app_id, write.tenant_id, now)
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
     assert task is not None

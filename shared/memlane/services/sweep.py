@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Task, TaskStatus
-from ..domain.scope import Scope
 from . import extract, jobs, message_index, stores
 from .deps import Deps
 
@@ -29,7 +28,7 @@ class SweepReport:
     checked: int = 0
     requeued: int = 0
     failed: int = 0
-    closed: int = 0  # registry entries of finished tasks, or of adds that died before their task existed
+    closed: int = 0  # registry entries of finished tasks, or of adds that died (or were refused) before their task
 
 
 def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
@@ -53,9 +52,12 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                     # tenant was erased. Left alone within the deadline: the add may still be running.
                     if task is not None and not task.extract and not _index_messages(tenant, store.name, task):
                         continue  # an add without extraction stays open until its messages are indexed
-                    if task is not None or now - entry.since > deadline:
+                    if task is not None:
                         deps.repo.close_task(store.name, entry.request_id, entry.app_id, entry.tenant_id)
                         report.closed += 1
+                    elif now - entry.since > deadline and deps.repo.release_request(
+                            store.name, entry.request_id, entry.app_id, entry.tenant_id, entry.since):
+                        report.closed += 1  # and the request-id pointer the add claimed: nothing names it now
                     continue
                 if now - max(task.updated_at, entry.since) < deadline:
                     continue
