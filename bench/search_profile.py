@@ -3,9 +3,10 @@
 scale bench's embedder and corpus; wall and CPU ms per search (CPU time: what a loaded machine inflates least),
 then cProfile of the searches.
 
-`--parts` times each part of a search instead of profiling it (wall ms p50 / p95 of the index call and its two
-halves, the table reads, the reranker, `newer_first`): what cProfile's overhead and its second pass over the same
-queries (warm caches) would distort.
+The searches run with the garbage collector settled as `memlane serve` settles it (memlane/process.py);
+`--default-gc` keeps Python's defaults. `--parts` times each part of a search instead of profiling it (wall
+ms p50 / p95 of the index call and its two halves, the table reads, the reranker, `newer_first`): what
+cProfile's overhead and its second pass over the same queries (warm caches) would distort.
 
   python bench/search_profile.py
   python bench/search_profile.py --tenants 1 --per-tenant 100000 --queries 300 --parts
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memlane import process
 from memlane.bench import metrics, scale
 from memlane.services.search import search
 
@@ -41,10 +43,14 @@ def main() -> None:
     ap.add_argument("--per-tenant", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--parts", action="store_true", help="wall time of each part of a search, no profile")
+    ap.add_argument("--default-gc", action="store_true",
+                    help="Python's default garbage collector settings, not the server's (memlane.process.settle)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         emb = scale.RandomEmbedder()
         b = scale.build("embedded", Path(tmp), emb)
+        if not args.default_gc:
+            process.settle()  # as `memlane serve` does once built: the tenant's data is loaded after it
         corpus = scale.Corpus(seed=5)
         target = None
         for t in range(args.tenants):

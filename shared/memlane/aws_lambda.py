@@ -37,7 +37,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from . import bootstrap
+from . import bootstrap, process
 from .config import Settings
 from .services.deps import Deps
 
@@ -73,7 +73,9 @@ def runtime() -> Runtime:
     def count(metric: str) -> None:  # what the core's adapters count (RerankFallback), flushed per invocation
         metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
 
-    return Runtime(settings, bootstrap.build(settings, count=count), logger, Tracer(), metrics)
+    built = Runtime(settings, bootstrap.build(settings, count=count), logger, Tracer(), metrics)
+    process.settle()  # a warm container serves many invocations: what it built stays out of the collector's way
+    return built
 
 
 # -- API functions -----------------------------------------------------------------------------

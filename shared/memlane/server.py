@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .api.app import build_api
 from .api.app import Api
-from . import bootstrap
+from . import bootstrap, process
 from .bootstrap import DataDirInUse, LocalService, Misconfigured, auth_mode, build_local
 from .domain.schema import SchemaMismatch
 from .config import Settings
@@ -411,4 +411,5 @@ def serve(settings: Settings) -> None:
         print(f"authentication: {auth}", flush=True)
     if threading.current_thread() is threading.main_thread():
         server.stop_on_signals()
+    process.settle()
     server.serve_forever()

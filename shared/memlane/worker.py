@@ -301,7 +301,7 @@ class QueueWorker:
 
 def work(settings: "Settings") -> None:  # noqa: F821
     """`memlane worker`: the jobs of the shared queue the settings name, until SIGTERM/SIGINT."""
-    from . import bootstrap
+    from . import bootstrap, process
 
     source = bootstrap.build_job_source(settings)  # Misconfigured before a model is loaded
     deps = bootstrap.build(settings)
@@ -315,6 +315,7 @@ def work(settings: "Settings") -> None:  # noqa: F821
     if settings.worker_health_port is not None:
         probe = worker.serve_health(settings.worker_health_host, settings.worker_health_port)
         print(f"health on http://{settings.worker_health_host}:{probe.server_address[1]}/health", flush=True)
+    process.settle()
     try:
         worker.run()
     finally:

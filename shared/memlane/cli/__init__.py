@@ -71,8 +71,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _bench(argv: list[str]) -> int:
+    from .. import process
     from ..bench import main as bench_main
 
+    process.settle()  # measured as `memlane serve` runs: with its garbage collector settings
     try:
         return bench_main(argv)
     except SystemExit as done:  # its parser's usage error is ours (64); -h exits 0
