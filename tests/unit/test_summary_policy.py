@@ -114,3 +114,32 @@ def test_open_items_and_decisions_cite_the_messages_that_said_them(count):
     merged = summary.merge(first, summary.extract([msg(2, "We decided to book the Alfama flat.")], count, cap=400),
                            count, cap=400)
     assert merged.cited == {merged.open_items[0]: ["m0001"], merged.decisions[0]: ["m0002"]}
+
+
+def test_an_open_item_reported_done_later_is_no_longer_open(count):
+    """The card offered "need to book the hotel" as open after the thread said it was booked."""
+    first = summary.extract([
+        msg(1, "I need to book the hotel near Alfama.", name="Priya"),
+        msg(2, "I need to renew my passport before June.", name="Priya"),
+        msg(3, "I also want to order a travel adapter.", name="Priya"),
+        msg(4, "I ordered a travel adapter online.", name="Priya"),  # done in the same batch
+    ], count, cap=400)
+    assert [summary._said(t) for t in first.open_items] == ["I need to book the hotel near Alfama.",
+                                                            "I need to renew my passport before June."]
+    later = summary.extract([
+        msg(5, "I haven't renewed my passport before June yet.", name="Priya", day=2),  # not done: negated
+        msg(6, "I booked the hotel near Alfama yesterday, a quiet street.", name="Priya", day=2),
+        msg(7, "I booked the flight too, finally.", name="Priya", day=2),  # names less than the item
+    ], count, cap=400)
+    merged = summary.merge(first, later, count, cap=400)
+    assert [summary._said(t) for t in merged.open_items] == ["I need to renew my passport before June."]
+    assert set(merged.cited) == set(merged.open_items + merged.decisions)
+
+
+def test_a_done_cue_on_something_else_closes_nothing(count):
+    draft = summary.extract([
+        msg(1, "I need to book the flight to Lisbon.", name="Priya"),
+        msg(2, "I booked the hotel in Lisbon.", name="Priya"),
+        msg(3, "Finished it!", name="Priya"),
+    ], count, cap=400)
+    assert [summary._said(t) for t in draft.open_items] == ["I need to book the flight to Lisbon."]

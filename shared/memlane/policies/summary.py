@@ -8,7 +8,10 @@ in the order they were said. Each becomes "YYYY-MM-DD Speaker: sentence" — the
 kept beside any date it names — and cites its message id.
 
 Open items are the statements with a plan or goal cue ("I will", "need to", "next week"), decisions
-those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept.
+those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept. An
+open item is closed by a later statement, not negated, with a decision or done cue ("booked", "paid",
+"finished") that names everything the item names ("need to book the hotel near Alfama" / "booked the
+hotel near Alfama yesterday"): a card does not offer as open what the thread says is done.
 
 Merge (incremental refresh). The new summary is the previous one followed by the statements of the
 new messages. Over the cap, the older half gives way first: its least valuable sentence is dropped,
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
-from ..domain.language import FILLER, SENTENCE_BREAK, pleasantry
+from ..domain.language import FILLER, SENTENCE_BREAK, negated, pleasantry, stem
 
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
@@ -37,6 +40,8 @@ _OPEN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|need to|needs to
                    r"hope to|intend|todo|to-do|remind|next (week|month|year)|tomorrow|deadline|still need)\b", re.I)
 _DECIDED = re.compile(r"\b(decided|decide on|agreed|let's go with|we'll go with|chose|chosen|settled on|booked|"
                       r"confirmed|signed|picked|going with)\b", re.I)
+_DONE = re.compile(r"\b(done|finished|completed|bought|sent|paid|fixed|sorted|submitted|ordered|reserved|"
+                   r"scheduled|cancell?ed)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
                 found.append(_Statement(f"{message.created_at:%Y-%m-%d} {speaker(message)}: {sentence}", sentence,
                                         message.message_id, len(found), value(sentence)))
     found = _said_once(found)
-    open_items = [s.text for s in found if _OPEN.search(s.sentence)][-MAX_ITEMS:]
+    open_items = [s.text for k, s in enumerate(found) if _OPEN.search(s.sentence)
+                  and not _done(s.sentence, [later.sentence for later in found[k + 1:]])][-MAX_ITEMS:]
     decisions = [s.text for s in found if _DECIDED.search(s.sentence)][-MAX_ITEMS:]
     budget = cap - sum(count(open_items + decisions))
     sizes = count([s.text for s in found]) if found else []
@@ -141,7 +147,9 @@ def _once(texts: list[str]) -> list[str]:
 def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
     """`previous` followed by `new`, cut to `cap` tokens: the older half's least valuable sentences go first.
     A statement the new part says again is kept once, where it was said last, citing every time."""
-    open_items = _once(previous.open_items + new.open_items)[-MAX_ITEMS:]
+    said_since = [_said(t) for t in [*(s.text for s in new.sentences), *new.decisions]]
+    still_open = [t for t in previous.open_items if not _done(_said(t), said_since)]
+    open_items = _once(still_open + new.open_items)[-MAX_ITEMS:]
     decisions = _once(previous.decisions + new.decisions)[-MAX_ITEMS:]
     cited = {**previous.cited}
     for text, evidence in new.cited.items():  # said again: every time cites
@@ -168,6 +176,20 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
         del sentences[drop], sizes[drop]
     draft = Draft(sentences, open_items, decisions, cited)
     return replace(draft, cited=draft.citing())
+
+
+def _done(item: str, later: Sequence[str]) -> bool:
+    """Whether a later sentence reports the open item `item` done or decided: a done or decision cue, not
+    negated, naming every content word the item names (two at least: "finished it" closes nothing)."""
+    named = _content_stems(item)
+    return len(named) >= 2 and any(
+        (_DECIDED.search(s) or _DONE.search(s)) and named <= _content_stems(s)
+        and not negated([w.lower() for w in _WORD.findall(s)], s) for s in later)
+
+
+def _content_stems(sentence: str) -> set[str]:
+    # The plan's own cue words ("need to", "will", "next week") are not what it is about.
+    return {stem(w.lower()) for w in _WORD.findall(_OPEN.sub(" ", sentence)) if w.lower() not in FILLER}
 
 
 def _said(text: str) -> str:
