@@ -270,3 +270,30 @@ def test_an_audit_window_given_in_any_offset_selects_the_same_rows(world, offset
     found, _ = audit.list_(deps, "demo", limit=200, cursor=None, since=at, until=at)
     assert row.request_id in [r.request_id for r in found]
     assert {r.at for r in found} == {row.at}
+
+
+def test_an_audit_window_with_one_bound_without_an_offset_is_read_as_utc_not_a_crash(world):
+    """`since` without an offset and `until` with one were compared before either was made UTC: a TypeError,
+    answered 500 (and, an internal error, audited nowhere)."""
+    api, deps, keys, _ = world
+    status, body = call(api, "GET", "/v1/stores/demo/requests?since=2024-01-01T00:00:00"
+                                    "&until=2024-01-01T06:00:00%2B05:00", key=keys["admin"])
+    assert status == 200, body  # 01:00 UTC is after midnight UTC
+    status, body = call(api, "GET", "/v1/stores/demo/requests?since=2024-01-01T02:00:00"
+                                    "&until=2024-01-01T06:00:00%2B05:00", key=keys["admin"])
+    assert status == 400 and body["error"]["field"] == "since", body
+
+
+def test_a_request_that_fails_with_an_internal_error_is_answered_500_and_audited(world, monkeypatch):
+    """A route raising anything but a MemlaneError escaped `Api.resolve`: the server answered 500 and no audit
+    row was written anywhere."""
+    api, deps, keys, _ = world
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(stores, "get", broken)
+    status, body = call(api, "GET", "/v1/stores/demo", key=keys["admin"])
+    assert status == 500 and body == {"error": {"code": "internal_error", "message": "internal error"}}
+    assert [(r.operation, r.status, r.principal) for r in audit_rows(deps) if r.status == 500] == [
+        ("GET /v1/stores/{store}", 500, "ops")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import logging
 import threading
 import time
 from typing import Any, Callable, Iterable
@@ -20,6 +21,8 @@ from . import errors
 from ..services.access import AuthMode
 from .access import Gate
 from .audit import record_request
+
+log = logging.getLogger(__name__)
 
 # The route families, each a module of api/routes with a `routes(deps, gate)`. A Lambda function imports
 # only the families it serves (their services and models are much of its cold start: docs/benchmarks.md §9).
@@ -125,7 +128,11 @@ class Api:
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
-        result = self._refuse_non_json(event) or self.app.resolve(event, context)
+        try:
+            result = self._refuse_non_json(event) or self.app.resolve(event, context)
+        except Exception:  # noqa: BLE001 — a bug answers 500 and is audited like any other answer
+            log.exception("unhandled error on %s", event.get("routeKey") or event.get("rawPath"))
+            result = _error_result(500, "internal_error", "internal error")
         record_request(self.deps, self.gate, event, result, (time.perf_counter() - started) * 1000,
                        self.retention_days)
         return result

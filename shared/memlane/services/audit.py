@@ -27,12 +27,12 @@ def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: date
           until: datetime | None = None, principal: str | None = None, status: int | None = None,
           operation: str | None = None, tenant_id: str | None = None) -> tuple[list[AuditRecord], str | None]:
     """Newest first. Time bounds narrow the key range; the other filters apply within the page."""
-    if since and until and since > until:
+    start, end = _key_time(since), _key_time(until)  # one given with an offset, one without: both UTC now
+    if start and end and start > end:
         raise InvalidInput("since must not be after until", field="since")
     if store != GLOBAL_STORE:
         deps.repo.get_store(store)
-    found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor,
-                                              since=_key_time(since), until=_key_time(until))
+    found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor, since=start, until=end)
     kept = [r for r in found
             if (principal is None or r.principal == principal) and (status is None or r.status == status)
             and (operation is None or operation in r.operation) and (tenant_id is None or r.tenant_id == tenant_id)]
