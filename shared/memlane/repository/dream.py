@@ -180,8 +180,11 @@ class DreamRecords:
         return None
 
     def put_action(self, action: DreamAction, sk: str) -> None:
+        """Store a new action; ConditionFailed when its item exists (another delivery of the task stored it, and
+        may have decided it since: what it holds stands)."""
         s = action.scope
-        self.table.put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": sk, **_dump(action)})
+        self.table.put({"pk": tenant_pk(action.store, s.app_id, s.tenant_id), "sk": sk, **_dump(action)},
+                       if_absent=True)
 
     def action_tenant(self, store: str, action_id: str) -> tuple[str, str] | None:
         """(app_id, tenant_id) of a dream action, from its pointer; None if unknown."""

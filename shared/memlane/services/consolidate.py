@@ -10,7 +10,7 @@ once), so it is undone like any dream action and a retry finishes what a crash l
 
 from __future__ import annotations
 
-from ..domain.errors import Conflict, NotFound
+from ..domain.errors import ConditionFailed, Conflict, NotFound
 from ..domain.ids import derived_id
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
@@ -153,8 +153,11 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
     try:
         stored = repo.get_action(action.store, action.action_id)
     except NotFound:
-        repo.put_action(action, sk)
-        stored = action
+        try:
+            repo.put_action(action, sk)
+            stored = action
+        except ConditionFailed:  # another attempt of the job stored it meanwhile: what it holds stands
+            stored = repo.get_action(action.store, action.action_id)
     if stored.status == DreamActionStatus.APPLIED:  # an earlier attempt applied it: its index writes again
         dream_actions.reindex(deps, stored)
         return stored.action_id

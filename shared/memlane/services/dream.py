@@ -143,14 +143,42 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
             _take_back(deps, task, [*actions, *waiting])
             raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran",
                            code="dream_task_not_found") from None
-    gone = {m.memory_id for m in data.memories} - {
-        m.memory_id for m in repo.get_memories(store, task.scope.app_id, task.scope.tenant_id,
-                                               [m.memory_id for m in data.memories])}
+    s = task.scope
+    now_held = {m.memory_id: m for m in repo.get_memories(store, s.app_id, s.tenant_id,
+                                                          [m.memory_id for m in data.memories])}
+    # Gone, or deleted and written again under its id (another memory now): what was read is gone either way.
+    gone = {m.memory_id for m in data.memories
+            if m.memory_id not in now_held or now_held[m.memory_id].created_at != m.created_at}
     if gone:  # a memory or a run deleted while the dream ran: no copy of it may stay in what it wrote
-        redaction.redact(deps, store, task.scope.app_id, task.scope.tenant_id, memory_ids=gone)
+        redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids=gone)
+    _without_deleted_messages(deps, task, data, actions)
     for sk in claimed:
         repo.transact([repo.activity_update(store, sk, {"last_dream": now})])
     return done
+
+
+def _without_deleted_messages(deps: Deps, task: DreamTask, data: DreamInput, actions: list[DreamAction]) -> None:
+    """Messages the dream read (for skills and added memories) whose run was deleted while it ran: the memories
+    its actions made from them go, and no action keeps a copy of them or of their run."""
+    repo, s = deps.repo, task.scope
+    deleted: set[str] = set()
+    runs = []
+    for said in data.messages:
+        if said:
+            ids = [m.message_id for m in said]
+            missing = set(ids) - {m.message_id for m in repo.get_messages(task.store, said[0].scope, ids)}
+            if missing:
+                deleted |= missing
+                runs.append(said[0].scope)
+    if not deleted:
+        return
+    made = [m for m in repo.get_memories(task.store, s.app_id, s.tenant_id, [i for a in actions for i in a.created_ids])
+            if deleted & set(m.evidence)]
+    if made:
+        deps.index.delete(task.store, [m.memory_id for m in made], app_id=s.app_id, tenant_id=s.tenant_id)
+        repo.delete_items([repo.memory_key(task.store, s, m.memory_id) for m in made])
+    for run in runs:
+        redaction.redact(deps, task.store, s.app_id, s.tenant_id, memory_ids={m.memory_id for m in made}, run=run)
 
 
 def _move(deps: Deps, task: DreamTask, *, expect: TaskStatus) -> DreamTask:
@@ -361,9 +389,14 @@ def _record(deps: Deps, task: DreamTask, proposals: list[Proposal],
             if earlier.status == DreamActionStatus.PENDING:
                 waiting.append(earlier)
             continue
-        repo.put_action(action, sk)
+        try:
+            repo.put_action(action, sk)
+            stats["proposed"] += 1
+        except ConditionFailed:
+            # Another delivery of this task stored it after the listing above, and may have applied it: the
+            # stored one stands (written over, an APPLIED action went back to PENDING without its undo).
+            action = repo.get_action(task.store, aid)
         by_id[aid] = action
-        stats["proposed"] += 1
     return list(by_id.values()), waiting, stats
 
 

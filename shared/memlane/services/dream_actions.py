@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 from ..domain.errors import ConditionFailed, Conflict
@@ -201,6 +202,8 @@ def _stale(action: DreamAction, current: dict[str, Item | None]) -> str | None:
             return f"memory '{mid}' is {item.get('status')} now"
         if mid in seen and item.get("text") != seen[mid].text:
             return f"memory '{mid}' was edited since the proposal"
+        if mid in seen and datetime.fromisoformat(item["created_at"]) != seen[mid].created_at:
+            return f"memory '{mid}' was deleted and written again since the proposal"
     return None
 
 
