@@ -223,6 +223,51 @@ def test_a_read_that_cannot_see_the_update_keeps_the_value_it_was_told(deps, sto
     assert boston not in cities(agent_id=["assistant", "travel"])
 
 
+def test_a_narrowed_read_of_a_past_moment_keeps_the_value_it_was_told_then(deps, store):
+    """`as_of` skipped the narrowed read's rule: a memory superseded by then through another agent was left out
+    as closed, and its successor as out of sight — neither, where the same read of now keeps the value."""
+    old = say(deps, store, "I live in Boston.", day=0, run="conv-1")
+    new = say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2", agent="travel")
+    assert new.outcomes[0].action == ExtractAction.UPDATE
+    boston, denver = old.outcomes[0].memory_id, new.outcomes[0].memory_id
+
+    def cities(as_of, **narrowed):
+        hits = search.search(deps, store, query="Which city does the user live in?", top_k=5, as_of=as_of,
+                             scope={"app_id": APP, "tenant_id": TENANT, **narrowed})
+        return [h.memory.memory_id for h in hits]
+
+    later = T0 + timedelta(days=90)
+    assert cities(later, agent_id="assistant") == [boston]  # as the same read of now
+    assert cities(later) == [denver] and cities(later, agent_id="travel") == [denver]  # those that see the update
+    assert cities(T0 + timedelta(days=30), agent_id="assistant") == [boston]  # before the move: held anyway
+    assert cities(T0 - timedelta(days=1), agent_id="assistant") == []  # before it was said
+
+
+def test_a_memory_id_taken_again_after_its_delete_is_not_the_successor_of_what_it_superseded(deps, store):
+    """"home-2" superseded "home-1" and was deleted: "home-1" is hidden from every read (its update went). An
+    unrelated memory of another agent then took the free id; a read narrowed away from it followed the old link
+    to it, found it out of sight, and showed the stale "home-1" again."""
+    from memlane.domain.models import DreamActionKind, DreamMode, MemoryStatus
+    from memlane.services import dream, explicit, memories
+
+    planner = {"app_id": APP, "tenant_id": TENANT, "agent_id": "planner"}
+    explicit.write(deps, store, scope=planner, memories=[{"text": "Ann lives in Boston.", "memory_id": "home-1"},
+                                                         {"text": "Ann moved from Boston to Denver.", "memory_id": "home-2"}])
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, mode=DreamMode.SAFE_AUTO, threshold=0.0,
+                kinds=[DreamActionKind.UPDATE], sync=True)
+    assert deps.repo.get_memory(store, APP, TENANT, "home-1").status == MemoryStatus.SUPERSEDED
+    memories.delete(deps, store, app_id=APP, tenant_id=TENANT, memory_id="home-2")
+
+    def narrowed():
+        return [h.memory.memory_id for h in search.search(deps, store, query="Where does Ann live?", top_k=5,
+                                                           scope=planner)]
+
+    before = narrowed()
+    explicit.write(deps, store, scope={**planner, "agent_id": "garage"},
+                   memories=[{"text": "Ann's car is red.", "memory_id": "home-2"}])
+    assert "home-1" not in before and narrowed() == before
+
+
 def test_a_thread_narrowed_read_keeps_its_value_when_a_later_thread_of_the_agent_changed_it(deps, store):
     old = say(deps, store, "I live in Boston.", day=0, run="conv-1")
     new = say(deps, store, "I moved from Boston to Denver last month.", day=60, run="conv-2")

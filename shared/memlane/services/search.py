@@ -78,7 +78,10 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     statuses = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if history else (MemoryStatus.ACTIVE,)
     # A read narrowed to some agents or threads may not see what superseded a memory (an update told to
     # another agent or in another thread): it keeps the value it was told, so it fetches the superseded too.
-    narrowed = not history and (where.agent_ids is not None or where.run_ids is not None)
+    narrowed_read = where.agent_ids is not None or where.run_ids is not None
+    narrowed = not history and narrowed_read
+    # ... and so does a narrowed read of a past moment: what had been superseded by then out of its sight.
+    narrowed_then = as_of is not None and not include_superseded and narrowed_read
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
     result = deps.index.search(store, IndexQuery(
         scope=where, text=query, vector=vector if plan.vector_weight > 0 else None, k=plan.candidates,
@@ -98,9 +101,14 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     # The table is the truth: drop what the index still holds but the table no longer shows.
     candidates = [mid for mid in ranked[:depth] if mid in memories and memories[mid].status in fetched
                   and where.matches(memories[mid].scope.as_dict())
-                  and (as_of is None or _held_at(memories[mid], as_of))]
+                  and (as_of is None or _held_at(memories[mid], as_of)
+                       or narrowed_then and _said_by(memories[mid], as_of))]
     if narrowed:
         candidates = _current_here(deps, store, where, memories, candidates)
+    elif narrowed_then:
+        closed = [mid for mid in candidates if as_of is not None and not _held_at(memories[mid], as_of)]
+        kept = set(_current_here(deps, store, where, memories, closed)) if closed else set()
+        candidates = [mid for mid in candidates if mid in kept or mid not in closed]
     scores = {mid: fused[mid] for mid in candidates}
     if reranking and len(candidates) > 1:
         # Only the head is reranked, so the first results do not depend on how many were asked for.
@@ -148,20 +156,22 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
                   candidates: list[str]) -> list[str]:
     """The candidates without the superseded memories whose successor — or one further down their
     chain — this read can see: a superseded memory stays only where its update is out of sight."""
-    pending = {mid: memories[mid].superseded_by for mid in candidates
-               if memories[mid].status == MemoryStatus.SUPERSEDED}
+    # Each candidate → the memory its chain has reached (whose `superseded_by` is the next to read).
+    pending = {mid: memories[mid] for mid in candidates if memories[mid].status == MemoryStatus.SUPERSEDED}
     hidden: set[str] = set()
     for _ in range(_CHAIN_HOPS):
-        pending = {mid: nxt for mid, nxt in pending.items() if nxt}
+        pending = {mid: at for mid, at in pending.items() if at.superseded_by}
         if not pending:
             break
-        successors = {m.memory_id: m for m in deps.repo.get_memories(store, where.app_id, where.tenant_id,
-                                                                     sorted(set(pending.values())))}
-        later: dict[str, str | None] = {}
-        for mid, nxt in pending.items():
-            successor = successors.get(nxt)
+        successors = {m.memory_id: m for m in deps.repo.get_memories(
+            store, where.app_id, where.tenant_id, sorted({str(at.superseded_by) for at in pending.values()}))}
+        later: dict[str, Memory] = {}
+        for mid, at in pending.items():
+            successor = successors.get(str(at.superseded_by))
+            if successor is not None and successor.created_at > at.updated_at:
+                successor = None  # written under the id after the one that superseded `at` was deleted: gone
             if successor is not None and not where.matches(successor.scope.as_dict()):
-                later[mid] = successor.superseded_by
+                later[mid] = successor
             else:  # in sight, or gone (hidden as from every read)
                 hidden.add(mid)
         pending = later
@@ -225,9 +235,13 @@ def _summaries(deps: Deps, store: str, where: ScopeFilter, ids: list[str],
 
 def _held_at(memory: Memory, when: datetime) -> bool:
     """Said by `when` and not yet superseded at it."""
-    start = consolidation.observed(memory)
     end = memory.valid_to or (memory.updated_at if memory.status != MemoryStatus.ACTIVE else None)
-    return (start is None or start <= when) and (end is None or when < end)
+    return _said_by(memory, when) and (end is None or when < end)
+
+
+def _said_by(memory: Memory, when: datetime) -> bool:
+    start = consolidation.observed(memory)
+    return start is None or start <= when
 
 
 def _recipe(name: str) -> SearchRecipe:
