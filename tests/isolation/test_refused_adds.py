@@ -125,3 +125,40 @@ def test_the_sweeper_leaves_the_entry_an_add_of_the_same_id_registered_again(dem
     demo.repo.open_task("demo", "req-3", write_scope(RUN), entry_time + timedelta(seconds=5))  # again
     assert demo.repo.release_request("demo", "req-3", "app", "alice", stale.since) is False
     assert named(demo) == {"pointers": ["req-3"], "open": ["req-3"]}
+
+
+def test_a_refused_add_leaves_the_entry_and_pointer_of_an_add_of_the_same_id_under_way(demo) -> None:
+    """B (same tenant and id) registered and claimed first, then A registered over B's entry and was refused:
+    releasing on its own `since`, A took B's entry and pointer, and B's accepted task was found by its id alone
+    nowhere (404) and off the sweeper's list. A refused add now releases only an entry it made."""
+    held = HoldFirstRunRead(demo.table, "A")
+    out: dict[str, Any] = {}
+    b_paused, b_go = threading.Event(), threading.Event()
+
+    def pause(point: str) -> None:
+        b_paused.set()
+        assert b_go.wait(30)
+
+    def add(name: str, deps, **kwargs: Any) -> None:
+        try:
+            out[name] = ingest.add(deps, "demo", scope=RUN, request_id="req-1", text="My locker code is 4411.", **kwargs)
+        except Exception as error:  # noqa: BLE001
+            out[name] = error
+
+    a = threading.Thread(target=add, args=("a", dataclasses.replace(demo, table=held)),
+                         kwargs={"access_policy": AccessPolicy.RECALL_ONLY}, name="A")
+    a.start()
+    assert held.read.wait(30)  # A checked the run (none yet): recall_only passes
+    ingest.add(demo, "demo", scope=RUN, text="Hello.")  # another add makes the run, recall_and_store
+    b = threading.Thread(target=add, args=("b", dataclasses.replace(
+        demo, faults=Faults("add.after_request_claim", crash=pause))), name="B")
+    b.start()
+    assert b_paused.wait(30)  # B registered its entry and claimed req-1
+    held.release.set()
+    a.join(30)  # A registers over B's entry, claims, is refused
+    assert isinstance(out["a"], Conflict) and out["a"].code == "access_policy_mismatch", out
+    b_go.set()
+    b.join(30)
+    assert out["b"].request_id == "req-1"  # B accepted
+    assert "req-1" in named(demo)["pointers"] and "req-1" in named(demo)["open"]
+    assert tasks.get(demo, "demo", "req-1").scope.tenant_id == "alice"

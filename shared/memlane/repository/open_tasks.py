@@ -31,18 +31,27 @@ class OpenTaskRecords:
     table: Table
 
     # Request ids are per tenant: the entry is keyed by the request id and its tenant.
-    def open_task(self, store: str, request_id: str, scope: Scope, now: datetime) -> None:
-        self.table.put({"pk": open_pk(store), "sk": _sk(request_id, scope.app_id, scope.tenant_id),
-                        "request_id": request_id, "app_id": scope.app_id, "tenant_id": scope.tenant_id,
-                        "since": now.isoformat()})
+    def open_task(self, store: str, request_id: str, scope: Scope, now: datetime) -> bool:
+        """Register (or register again) the task of a request id; whether this made the entry — False when one
+        was there (another add of the id under way, or one that died): its `since` moves to `now` either way."""
+        item = {"pk": open_pk(store), "sk": _sk(request_id, scope.app_id, scope.tenant_id), "request_id": request_id,
+                "app_id": scope.app_id, "tenant_id": scope.tenant_id, "since": now.isoformat()}
+        try:
+            self.table.put(item, if_absent=True)
+            return True
+        except ConditionFailed:
+            self.table.put(item)
+            return False
 
     def close_task(self, store: str, request_id: str, app_id: str, tenant_id: str) -> None:
         self.table.delete(*self.open_task_key(store, request_id, app_id, tenant_id))
 
     def release_request(self, store: str, request_id: str, app_id: str, tenant_id: str, since: datetime) -> bool:
         """Take back what an add that wrote no task left in the global partitions: its open-task entry, if it is
-        still the one registered at `since` (an add of the same id registered later owns it now), and with it,
-        in one transaction, the request-id pointer. False when the entry is another's (or gone)."""
+        still the one registered at `since` (an add of the same id registered later shares it now), and with it,
+        in one transaction, the request-id pointer. False when the entry is another's (or gone). Only for an
+        entry its caller made (`open_task` said so) or one past the sweeper's deadline: an entry found there
+        may be an add's still under way, which would lose its pointer."""
         try:
             self.table.transact([
                 Delete(*self.open_task_key(store, request_id, app_id, tenant_id), expect={"since": since.isoformat()}),

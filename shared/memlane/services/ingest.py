@@ -23,7 +23,7 @@ from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_pr
 from ..domain.models import AccessPolicy, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
-from ..repository import message_sk, tenant_pk
+from ..repository import Repository, message_sk, tenant_pk
 from . import embedder_guard, erase, extract, jobs, message_index, summaries
 from .deps import Deps
 
@@ -146,7 +146,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     # writes, never one transaction (on AWS no single credential may write both; see split_table.py).
     # The sweeper's entry first: a pointer always has one until its task exists, so an add that dies or is
     # refused before its task leaves nothing the sweeper does not take back (`release_request`).
-    repo.open_task(store, request_id, write, now)
+    own_entry = repo.open_task(store, request_id, write, now)
     repo.claim_request(store, request_id, write)
     deps.faults.point("add.after_request_claim")
     job = jobs.extract_job(store, request_id, write)
@@ -158,7 +158,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         try:
             policy = _run_policy(info, access_policy)
         except Conflict:  # the run was made, or its policy changed, since the check before the claim
-            repo.release_request(store, request_id, write.app_id, write.tenant_id, now)
+            _release(repo, store, request_id, write, now, own_entry)
             raise
         task = Task(request_id=request_id, store=store, scope=write, created_at=now, updated_at=now,
                     message_ids=[m.message_id for m in msgs], metadata=metadata, extract=policy.extracts,
@@ -187,7 +187,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
             if replay is not None:
                 return Added(replay, replayed=True)
     else:
-        repo.release_request(store, request_id, write.app_id, write.tenant_id, now)
+        _release(repo, store, request_id, write, now, own_entry)
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
     deps.faults.point("add.after_messages_and_task")
     assert task is not None
@@ -230,6 +230,13 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         deps.queue.discard(job)  # the safety net is not needed
         return Added(done)
     return Added(task)
+
+
+def _release(repo: Repository, store: str, request_id: str, scope: Scope, registered: datetime, own: bool) -> None:
+    """A refused add takes back its entry and pointer — only if it made the entry: one it found is another add's
+    of the same id (under way: its pointer must stay; or dead: the sweeper's), and it is left as it is."""
+    if own:
+        repo.release_request(store, request_id, scope.app_id, scope.tenant_id, registered)
 
 
 def _still_the_store(deps: Deps, validated: Store) -> bool:

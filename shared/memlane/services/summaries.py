@@ -185,8 +185,8 @@ def request_refresh(deps: Deps, store: str, scope: Scope) -> Task:
     now = deps.clock.now()
     task = Task(request_id=sortable_id(now), kind=KIND, store=store, scope=scope, created_at=now, updated_at=now,
                 extract=False)
-    repo.claim_request(store, task.request_id, scope)  # GET .../tasks/{id} finds it without the tenant named
     repo.open_task(store, task.request_id, scope, now)  # the sweeper's net for a job lost before it ran
+    repo.claim_request(store, task.request_id, scope)  # GET .../tasks/{id} finds it without the tenant named
     deps.queue.commit(deps.table, [repo.task_put(task)], job(store, task.request_id, scope))
     return task
 
