@@ -100,16 +100,6 @@ def test_every_memory_the_statement_replaces_is_a_target():
     assert d.action == ExtractAction.UPDATE and {m.memory_id for m in d.targets} == {"a", "b"}
 
 
-@pytest.mark.parametrize("old,new", [
-    ("User works at Ford in Dearborn.", "User switched teams at Ford."),
-    ("User drives a Prius.", "User washed the Prius."),
-    ("User teaches piano at the community center.", "User painted the community center."),
-])
-def test_another_predicate_on_a_shared_object_is_another_relation_not_another_value(old, new):
-    # What differs is the verb right after the subject; the words they share name only what it is done with.
-    assert action(old, new, similarity=0.3) == ExtractAction.ADD
-
-
 def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
     """A turn's memory can hold two facts: a move closes "User lives in Lisbon", but not a memory that also
     holds the user's PIN — closing it hid the PIN from search (the newer statement ranks first anyway)."""

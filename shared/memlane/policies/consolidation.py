@@ -372,7 +372,6 @@ class _Alignment:
     only_old: list[str] = field(default_factory=list)  # words of the older statement the newer lacks
     only_new: list[str] = field(default_factory=list)
     shared: list[str] = field(default_factory=list)
-    first_replaced: int | None = None  # where in the older statement its first replaced span starts
 
 
 def _align(old: list[str], new: list[str]) -> _Alignment:
@@ -396,7 +395,6 @@ def _aligned(old: tuple[str, ...], new: tuple[str, ...]) -> _Alignment:
                 out.replaced[-1] = (last[0] + a, last[1] + b)
             else:
                 out.replaced.append((a, b))
-                out.first_replaced = i1 if out.first_replaced is None else out.first_replaced
         elif tag == "delete":
             out.only_old += old[i1:i2]
         else:
@@ -573,11 +571,6 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
     if len(al.replaced) != 1 or not relation_words or not aligned \
             or _closest_clause(frame, old).negated != old.negated:
-        return None
-    if not new.entered and all(w == old.subject for w in old.tokens[:al.first_replaced]):
-        # What differs is the predicate itself, right after the subject: the words they share name only what
-        # it is done with ("drives a Prius" / "changed the oil in the Prius"): another relation, not a value.
-        # (A state entered is said as being in it on purpose: "split up with Mark" / "is dating Mark".)
         return None
     a, b = (_value(span) for span in al.replaced[0])
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
