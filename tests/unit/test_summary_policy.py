@@ -143,3 +143,27 @@ def test_a_done_cue_on_something_else_closes_nothing(count):
         msg(3, "Finished it!", name="Priya"),
     ], count, cap=400)
     assert [summary._said(t) for t in draft.open_items] == ["I need to book the flight to Lisbon."]
+
+
+NOT_DONE = [
+    ("a question", "Wait, have I booked the hotel near Alfama?", "Priya"),
+    ("the assistant asks", "Have you booked the hotel near Alfama yet?", None),
+    ("a plan of its own", "I'll tell you once I've booked the hotel near Alfama.", "Priya"),
+    ("a condition", "If I booked the hotel near Alfama today, could I still cancel it?", "Priya"),
+    ("a wish", "I wish I had already booked the hotel near Alfama.", "Priya"),
+    ("someone else's doing", "Mark booked the hotel near Alfama for his own trip last year.", "Priya"),
+    ("another clause's", "The flights are booked but the hotel near Alfama is still to do.", "Priya"),
+    ("undone", "The hotel near Alfama cancelled my booking, so I must book again.", "Priya"),
+]
+
+
+@pytest.mark.parametrize("said,name", [(s, n) for _, s, n in NOT_DONE], ids=[c for c, _, _ in NOT_DONE])
+def test_a_sentence_that_does_not_say_the_speaker_did_it_closes_no_open_item(count, said, name):
+    """The first rule closed the item on a done cue anywhere in a later sentence (session 19's regression trial)."""
+    item = msg(1, "I need to book the hotel near Alfama.", name="Priya")
+    later = msg(2, said, role="user" if name else "assistant", name=name)
+    at_once = summary.extract([item, later], count, cap=400)
+    merged = summary.merge(summary.extract([item], count, cap=400), summary.extract([later], count, cap=400),
+                           count, cap=400)
+    for draft in (at_once, merged):
+        assert [summary._said(t) for t in draft.open_items] == ["I need to book the hotel near Alfama."]

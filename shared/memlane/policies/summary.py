@@ -9,9 +9,10 @@ kept beside any date it names — and cites its message id.
 
 Open items are the statements with a plan or goal cue ("I will", "need to", "next week"), decisions
 those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept. An
-open item is closed by a later statement, not negated, with a decision or done cue ("booked", "paid",
-"finished") that names everything the item names ("need to book the hotel near Alfama" / "booked the
-hotel near Alfama yesterday"): a card does not offer as open what the thread says is done.
+open item is closed by a later statement in which the speaker says they did it ("I booked", "we've paid":
+a decision or done cue right after I or we, in a clause naming everything the item names — "need to book
+the hotel near Alfama" / "I booked the hotel near Alfama yesterday"), not negated, asked, wished, or made
+a condition: a card does not offer as open what the thread says is done.
 
 Merge (incremental refresh). The new summary is the previous one followed by the statements of the
 new messages. Over the cap, the older half gives way first: its least valuable sentence is dropped,
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
-from ..domain.language import FILLER, SENTENCE_BREAK, negated, pleasantry, stem
+from ..domain.language import FILLER, SENTENCE_BREAK, irrealis, negated, pleasantry, stem
 
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
@@ -41,7 +42,11 @@ _OPEN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|need to|needs to
 _DECIDED = re.compile(r"\b(decided|decide on|agreed|let's go with|we'll go with|chose|chosen|settled on|booked|"
                       r"confirmed|signed|picked|going with)\b", re.I)
 _DONE = re.compile(r"\b(done|finished|completed|bought|sent|paid|fixed|sorted|submitted|ordered|reserved|"
-                   r"scheduled|cancell?ed)\b", re.I)
+                   r"scheduled)\b", re.I)
+# A clause the speaker says of their own doing: "I booked", "we've just paid", "I have finally sent".
+_OWN_DOING = re.compile(r"\b(?:I|we)(?:['’](?:ve|d))?(?: (?:have|had|just|finally|already|now|also))* (\w+)", re.I)
+_NOT_YET = re.compile(r"['’]ll\b|\bwish(?:es|ed)?\b", re.I)  # "I'll tell you once I've booked", "I wish I had"
+_CLAUSE = re.compile(r",|;|\s(?:and|but|so|because|once|when|after|before|while)\s", re.I)
 
 
 @dataclass(frozen=True)
@@ -179,12 +184,19 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
 
 
 def _done(item: str, later: Sequence[str]) -> bool:
-    """Whether a later sentence reports the open item `item` done or decided: a done or decision cue, not
-    negated, naming every content word the item names (two at least: "finished it" closes nothing)."""
+    """Whether a later sentence reports the open item `item` done or decided: one of its clauses says the speaker
+    did it ("I booked", "we've paid": a done or decision cue right after I or we) and names every content word
+    the item names (two at least: "finished it" closes nothing); the sentence neither negated, nor a question,
+    a wish, a condition or a plan of its own ("I'll tell you once I've booked ...")."""
     named = _content_stems(item)
     return len(named) >= 2 and any(
-        (_DECIDED.search(s) or _DONE.search(s)) and named <= _content_stems(s)
-        and not negated([w.lower() for w in _WORD.findall(s)], s) for s in later)
+        not s.rstrip().endswith("?") and not _OPEN.search(s) and not irrealis(s) and not _NOT_YET.search(s)
+        and not negated([w.lower() for w in _WORD.findall(s)], s)
+        and any(named <= _content_stems(clause) and _did(clause) for clause in _CLAUSE.split(s)) for s in later)
+
+
+def _did(clause: str) -> bool:
+    return any(_DECIDED.fullmatch(verb) or _DONE.fullmatch(verb) for verb in _OWN_DOING.findall(clause))
 
 
 def _content_stems(sentence: str) -> set[str]:
