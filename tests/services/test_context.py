@@ -377,7 +377,10 @@ def test_a_plan_drawn_from_the_messages_an_open_item_cites_is_shown_once(deps, s
     monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
     for n, (text, evidence) in enumerate((("Priya plans to find a pottery class for Anjali's birthday.",
                                            [first[2].message_id]),
-                                          ("Priya plans a pottery weekend in Porto with Anjali.", [first[0].message_id]))):
+                                          ("Priya plans a pottery weekend in Porto with Anjali.", [first[0].message_id]),
+                                          # the same turn's other plan (regression trial: it was dropped too)
+                                          ("Priya flies to Lisbon with Anjali on June 3 for the pottery fair.",
+                                           [first[2].message_id]))):
         memory = Memory(memory_id=f"pottery-plan-{n}", scope=Scope(**OLD),
                         memory_type=MemoryType.PLAN, text=text, evidence=evidence, created_at=now, updated_at=now)
         deps.repo.put_memory(store, memory)
@@ -388,6 +391,7 @@ def test_a_plan_drawn_from_the_messages_an_open_item_cites_is_shown_once(deps, s
 
     assert plans[0] == item and not any("birthday" in t for t in plans)
     assert any("pottery weekend in Porto" in t for t in plans)  # another turn's plan stays
+    assert any("June 3" in t for t in plans)  # and another plan of the same turn
 
 
 def test_what_the_agents_profile_says_of_the_user_is_shown_once_in_the_user_profile(deps, store, monkeypatch) -> None:

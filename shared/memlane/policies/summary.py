@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..domain.models import Message, SummarySentence
-from ..domain.language import FILLER, SENTENCE_BREAK, irrealis, negated, pleasantry, stem
+from ..domain.language import FILLER, SENTENCE_BREAK, drop_possessive, irrealis, negated, pleasantry, stem
 
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
@@ -201,7 +201,13 @@ def _did(clause: str) -> bool:
 
 def _content_stems(sentence: str) -> set[str]:
     # The plan's own cue words ("need to", "will", "next week") are not what it is about.
-    return {stem(w.lower()) for w in _WORD.findall(_OPEN.sub(" ", sentence)) if w.lower() not in FILLER}
+    return {stem(w.lower()) for w in _WORD.findall(_OPEN.sub(" ", drop_possessive(sentence))) if w.lower() not in FILLER}
+
+
+def says_item(text: str, item: str) -> bool:
+    """Whether `text` (a plan memory) names two thirds of what the rendered open item `item` names: the same plan."""
+    named = _content_stems(_said(item))
+    return bool(named) and 3 * len(named & _content_stems(text)) >= 2 * len(named)
 
 
 def _said(text: str) -> str:

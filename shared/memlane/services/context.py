@@ -22,6 +22,7 @@ from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
 from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
+from ..policies import summary as extractive
 from ..policies.context_card import SECTIONS, Card, Entry, Section, compact, distinct, pack
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
@@ -269,18 +270,21 @@ def _text(m: Memory) -> str:
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
-    the tenant's plans relevant to the turn that are still ahead (or undated), but not one drawn from the
-    messages an open item cites (the same plan, said twice). A plan from search is worth its rank like a
-    memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
+    the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
+    says (drawn from the messages it cites, naming most of what it names). A plan from search is worth its
+    rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
     said = {s.text for s in summary.sentences} if summary and summarised else set()  # in its section already
-    items = [(item, tuple(summary.cited.get(item, []))) for item in (summary.open_items if summary else [])]
-    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, cited) for i, (item, cited) in enumerate(items)
+    items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]
+    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
                if item not in said]
-    # An item the summary section shows counts too: the plan is in the card either way.
-    told = {message for _, cited in items for message in cited}
+
+    def told(plan: Memory) -> bool:  # an item the summary section shows counts too: the plan is in the card
+        return any(plan.evidence and set(plan.evidence) <= set(cited) and extractive.says_item(plan.text, item)
+                   for item, cited in items)
+
     entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), RANK_DECAY ** rank,
                       len(entries) + i, tuple(h.memory.evidence))
-                for i, (rank, h) in enumerate(ahead) if not (h.memory.evidence and set(h.memory.evidence) <= told)]
+                for i, (rank, h) in enumerate(ahead) if not told(h.memory)]
     return Section("plans", tuple(entries))
 
 
