@@ -241,6 +241,11 @@ def test_a_narrowed_read_of_a_past_moment_keeps_the_value_it_was_told_then(deps,
     assert cities(later) == [denver] and cities(later, agent_id="travel") == [denver]  # those that see the update
     assert cities(T0 + timedelta(days=30), agent_id="assistant") == [boston]  # before the move: held anyway
     assert cities(T0 - timedelta(days=1), agent_id="assistant") == []  # before it was said
+    # A later move told to the assistant itself: the chain as it stood at day 90 ended at Denver, out of sight
+    # (read as it stands now, it reached Austin and hid Boston: neither, session 19's regression trial).
+    austin = say(deps, store, "I moved from Denver to Austin last week.", day=120, run="conv-3").outcomes[0].memory_id
+    assert cities(later, agent_id="assistant") == [boston]
+    assert cities(T0 + timedelta(days=150), agent_id="assistant") == [austin]
 
 
 def test_a_memory_id_taken_again_after_its_delete_is_not_the_successor_of_what_it_superseded(deps, store):

@@ -107,7 +107,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         candidates = _current_here(deps, store, where, memories, candidates)
     elif narrowed_then:
         closed = [mid for mid in candidates if as_of is not None and not _held_at(memories[mid], as_of)]
-        kept = set(_current_here(deps, store, where, memories, closed)) if closed else set()
+        kept = set(_current_here(deps, store, where, memories, closed, as_of)) if closed else set()
         candidates = [mid for mid in candidates if mid in kept or mid not in closed]
     scores = {mid: fused[mid] for mid in candidates}
     if reranking and len(candidates) > 1:
@@ -153,9 +153,10 @@ _CHAIN_HOPS = 8  # supersede chains are short; a longer one is cut, its memory s
 
 
 def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str, Memory],
-                  candidates: list[str]) -> list[str]:
+                  candidates: list[str], as_of: datetime | None = None) -> list[str]:
     """The candidates without the superseded memories whose successor — or one further down their
-    chain — this read can see: a superseded memory stays only where its update is out of sight."""
+    chain — this read can see: a superseded memory stays only where its update is out of sight. `as_of`: the
+    chain as it stood then (a successor said later was not there yet)."""
     # Each candidate → the memory its chain has reached (whose `superseded_by` is the next to read).
     pending = {mid: memories[mid] for mid in candidates if memories[mid].status == MemoryStatus.SUPERSEDED}
     hidden: set[str] = set()
@@ -170,6 +171,8 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
             successor = successors.get(str(at.superseded_by))
             if successor is not None and successor.created_at > at.updated_at:
                 successor = None  # written under the id after the one that superseded `at` was deleted: gone
+            elif successor is not None and as_of is not None and not _said_by(successor, as_of):
+                continue  # not said yet then: the chain ended out of sight, and the memory stays
             if successor is not None and not where.matches(successor.scope.as_dict()):
                 later[mid] = successor
             else:  # in sight, or gone (hidden as from every read)
