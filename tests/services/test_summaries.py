@@ -423,6 +423,16 @@ def test_the_second_llm_refresh_shows_the_open_items_and_decisions_and_what_it_k
                            "stay near Alfama": [ids[10], ids[0], ids[1]]}
 
 
+def test_an_llm_item_of_blanks_is_left_out_and_one_text_as_item_and_decision_cites_both(svc):
+    add_turns(svc.deps, 0, 16)
+    answer = {**GOOD, "open_items": [{"text": "   ", "messages": [1]}, {"text": "book the hotel", "messages": [2]}],
+              "decisions": [{"text": "book the hotel", "messages": [3]}]}
+    found = summaries.refresh(with_llm(svc, ScriptedLLM(answer)), "demo", THREAD)
+    ids = thread_ids(svc.deps)
+    assert found.open_items == ["book the hotel"] and found.decisions == ["book the hotel"]
+    assert found.cited == {"book the hotel": [ids[1], ids[2]]}
+
+
 @pytest.mark.parametrize("item,error", [
     ({"text": "book the hotel"}, "open item 1 cites nothing"),
     ({"text": "book the hotel", "previous": [2]}, "open item 1 cites [o2], which were not shown"),

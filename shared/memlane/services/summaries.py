@@ -384,11 +384,14 @@ def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extract
     sentences = [SummarySentence(text=" ".join(s.text.split()),
                                  evidence=cited(s, [p.evidence for p in previous.sentences])) for s in answer.sentences]
     def items(parts: list[prompt.Item], kept: list[str]) -> list[tuple[str, list[str]]]:
-        return [(" ".join(i.text.split()), cited(i, [previous.cited.get(t, []) for t in kept])) for i in parts]
+        return [(" ".join(i.text.split()), cited(i, [previous.cited.get(t, []) for t in kept]))
+                for i in parts if i.text.strip()]
 
     open_items, decisions = items(answer.open_items, previous.open_items), items(answer.decisions, previous.decisions)
-    return extractive.Draft(sentences, [t for t, _ in open_items], [t for t, _ in decisions],
-                            dict(open_items + decisions))
+    citing: dict[str, list[str]] = {}
+    for text, evidence in open_items + decisions:  # an item and a decision of one text cite what both cite
+        citing[text] = list(dict.fromkeys([*citing.get(text, []), *evidence]))
+    return extractive.Draft(sentences, [t for t, _ in open_items], [t for t, _ in decisions], citing)
 
 
 def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
