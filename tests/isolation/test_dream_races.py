@@ -133,3 +133,50 @@ def test_a_redelivered_dream_job_does_not_overwrite_an_applied_action(service, d
     assert superseded  # the merge did change the memories
     assert merge.status == DreamActionStatus.APPLIED and merge.undo, (merge.status, merge.error, merge.undo)
     dream.undo_action(deps, "s", merge.action_id)  # and it can be undone
+
+
+def _two_runs_asking_for_the_router_steps(deps) -> None:
+    stores.create(deps, name="s")
+    for run, day, ask in (("r1", 0, "How do I reset my router?"), ("r2", 3, "How can I reset the router?")):
+        ingest.add(deps, "s", scope={**SCOPE, "run_id": run}, sync=True, messages=[
+            {"role": "user", "content": ask, "created_at": T0 + timedelta(days=day)},
+            {"role": "assistant", "content": STEPS, "created_at": T0 + timedelta(days=day, seconds=5)},
+            {"role": "user", "content": "That worked, thanks!", "created_at": T0 + timedelta(days=day, seconds=60)}])
+
+
+def test_a_proposed_skill_from_a_run_deleted_while_the_dream_ran_keeps_no_copy(service, deps, monkeypatch):
+    _two_runs_asking_for_the_router_steps(deps)
+    service.drain()
+    real = RulesEngine.propose
+
+    def run_deleted_meanwhile(self, data):
+        erase.delete_run(deps, "s", scope={**SCOPE, "run_id": "r2"})
+        return real(self, data)
+
+    monkeypatch.setattr(RulesEngine, "propose", run_deleted_meanwhile)
+    dream.start(deps, "s", scope=TENANT_SCOPE, mode=DreamMode.PROPOSAL, kinds=[DreamActionKind.EMIT_SKILL], sync=True)
+    actions = [i for i in _items(deps) if i["sk"].startswith("DACT#")]
+    assert actions and not [a["action_id"] for a in actions if "Unplug the router" in json.dumps(a, default=str)]
+
+
+def test_a_new_add_in_a_run_deleted_and_made_again_while_the_dream_ran_keeps_what_it_said(service, deps,
+                                                                                          monkeypatch):
+    """The first fix redacted every record of the deleted run's scope, the new add's too: its task's
+    metadata, and so its memories', were wiped (session 19's second regression trial)."""
+    _two_runs_asking_for_the_router_steps(deps)
+    service.drain()
+    real = RulesEngine.propose
+
+    def made_again(self, data):
+        erase.delete_run(deps, "s", scope={**SCOPE, "run_id": "r2"})
+        ingest.add(deps, "s", scope={**SCOPE, "run_id": "r2"}, request_id="new-1", text="I moved to Denver last week.",
+                   metadata={"source": "crm"})
+        return real(self, data)
+
+    monkeypatch.setattr(RulesEngine, "propose", made_again)
+    dream.start(deps, "s", scope=TENANT_SCOPE, mode=DreamMode.SAFE_AUTO, threshold=0.0,
+                kinds=[DreamActionKind.EMIT_SKILL], sync=True)
+    assert deps.repo.find_task("s", APP, TENANT, "new-1").metadata == {"source": "crm"}
+    service.drain()
+    made = [m for m in deps.repo.iter_memories("s", APP, TENANT) if m.request_id == "new-1"]
+    assert made and all(m.metadata.get("source") == "crm" for m in made)

@@ -159,7 +159,8 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
 
 def _without_deleted_messages(deps: Deps, task: DreamTask, data: DreamInput, actions: list[DreamAction]) -> None:
     """Messages the dream read (for skills and added memories) whose run was deleted while it ran: the memories
-    its actions made from them go, and no action keeps a copy of them or of their run."""
+    its actions made from them go, and none of its actions keeps a copy of them or of their run (the run's own
+    records went with it; one made again by a new add meanwhile is that add's, and stands)."""
     repo, s = deps.repo, task.scope
     deleted: set[str] = set()
     runs = []
@@ -177,8 +178,9 @@ def _without_deleted_messages(deps: Deps, task: DreamTask, data: DreamInput, act
     if made:
         deps.index.delete(task.store, [m.memory_id for m in made], app_id=s.app_id, tenant_id=s.tenant_id)
         repo.delete_items([repo.memory_key(task.store, s, m.memory_id) for m in made])
+        redaction.redact(deps, task.store, s.app_id, s.tenant_id, memory_ids={m.memory_id for m in made})
     for run in runs:
-        redaction.redact(deps, task.store, s.app_id, s.tenant_id, memory_ids={m.memory_id for m in made}, run=run)
+        redaction.redact_task_actions(deps, task.store, s.app_id, s.tenant_id, task.task_id, run)
 
 
 def _move(deps: Deps, task: DreamTask, *, expect: TaskStatus) -> DreamTask:

@@ -67,6 +67,16 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
                     profiles=_rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile))
 
 
+def redact_task_actions(deps: Deps, store: str, app_id: str, tenant_id: str, task_id: str, run: Scope) -> int:
+    """The actions of one dream task with no copy left of anything of `run` (its messages read, then deleted):
+    only that task's — a run deleted and made again by a new add has records of its own, which stand."""
+    def action(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        new = redacted_action(DreamAction.model_validate(item), set(), run)
+        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
+
+    return _rewrite_all(deps, store, app_id, tenant_id, f"DACT#{task_id}#", action)
+
+
 def after_compare(deps: Deps, store: str, app_id: str, tenant_id: str, compared: set[str]) -> Redacted | None:
     """A job wrote a record quoting memories it compared with (a task's outcomes, a write-time action): those
     deleted meanwhile leave it as they left every other record. A delete redacts again after removing the
