@@ -154,7 +154,24 @@ NOT_DONE = [
     ("someone else's doing", "Mark booked the hotel near Alfama for his own trip last year.", "Priya"),
     ("another clause's", "The flights are booked but the hotel near Alfama is still to do.", "Priya"),
     ("undone", "The hotel near Alfama cancelled my booking, so I must book again.", "Priya"),
+    ("another verb", "I sent you a reminder to book the hotel near Alfama.", None),
+    ("no room left", "I confirmed the hotel near Alfama is fully booked.", "Priya"),
+    ("another's, after a clause of one's own", "I paid the deposit, and Mark booked the hotel near Alfama for himself.",
+     "Priya"),
+    ("not this time", "I booked the hotel near Alfama last year, this time I'll try Baixa.", "Priya"),
+    ("still open", "We booked the hotel near Alfama for the wrong trip, so it is still open.", "Priya"),
 ]
+DONE = ["We booked the hotel near Alfama!", "Just booked the hotel near Alfama.", "The hotel near Alfama is booked.",
+        "I've gone ahead and booked the hotel near Alfama.", "We booked the hotel near Alfama for next week.",
+        "I booked the hotel near Alfama, so we will have a base.", "OK, I went ahead and booked the hotel near Alfama."]
+
+
+@pytest.mark.parametrize("said", DONE)
+def test_the_items_own_verb_done_by_the_speaker_or_as_a_passive_closes_it(count, said):
+    """A cue right after an explicit I/we missed these (session 19's second regression trial)."""
+    draft = summary.extract([msg(1, "I need to book the hotel near Alfama.", name="Priya"),
+                             msg(2, said, name="Priya")], count, cap=400)
+    assert "I need to book the hotel near Alfama." not in [summary._said(t) for t in draft.open_items]
 
 
 @pytest.mark.parametrize("said,name", [(s, n) for _, s, n in NOT_DONE], ids=[c for c, _, _ in NOT_DONE])

@@ -9,10 +9,11 @@ kept beside any date it names — and cites its message id.
 
 Open items are the statements with a plan or goal cue ("I will", "need to", "next week"), decisions
 those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept. An
-open item is closed by a later statement in which the speaker says they did it ("I booked", "we've paid":
-a decision or done cue right after I or we, in a clause naming everything the item names — "need to book
-the hotel near Alfama" / "I booked the hotel near Alfama yesterday"), not negated, asked, wished, or made
-a condition: a card does not offer as open what the thread says is done.
+open item is closed by a later statement saying its own verb was done — a past form of it by the speaker
+("I booked", "we've gone ahead and booked"), opening a clause ("Just booked ...") or as a passive ("... is
+booked"), in a clause naming everything the item names ("need to book the hotel near Alfama" / "I booked
+the hotel near Alfama yesterday") — not negated, asked, wished, planned or made a condition: a card does
+not offer as open what the thread says is done.
 
 Merge (incremental refresh). The new summary is the previous one followed by the statements of the
 new messages. Over the cap, the older half gives way first: its least valuable sentence is dropped,
@@ -41,11 +42,17 @@ _OPEN = re.compile(r"\b(will|going to|gonna|plan|plans|planning|need to|needs to
                    r"hope to|intend|todo|to-do|remind|next (week|month|year)|tomorrow|deadline|still need)\b", re.I)
 _DECIDED = re.compile(r"\b(decided|decide on|agreed|let's go with|we'll go with|chose|chosen|settled on|booked|"
                       r"confirmed|signed|picked|going with)\b", re.I)
-_DONE = re.compile(r"\b(done|finished|completed|bought|sent|paid|fixed|sorted|submitted|ordered|reserved|"
-                   r"scheduled)\b", re.I)
-# A clause the speaker says of their own doing: "I booked", "we've just paid", "I have finally sent".
-_OWN_DOING = re.compile(r"\b(?:I|we)(?:['’](?:ve|d))?(?: (?:have|had|just|finally|already|now|also))* (\w+)", re.I)
-_NOT_YET = re.compile(r"['’]ll\b|\bwish(?:es|ed)?\b", re.I)  # "I'll tell you once I've booked", "I wish I had"
+# Not done (yet), whatever a clause of it says: "I'll tell you once I've booked", "I wish I had booked", "it is
+# still open", "the hotel is fully booked" (no room left).
+_NOT_YET = re.compile(r"['’]ll\b|\bwish(?:es|ed)?\b|\bstill (?:open|to do|pending)\b|\b(?:fully|completely) booked\b"
+                      r"|\bbooked (?:up|solid|out)\b", re.I)
+_PLANNING = re.compile(r"\b(will|going to|gonna|need to|needs to|have to|has to|want to|wants to|hope to|intend|"
+                       r"plan to|plans to|planning to|still need)\b", re.I)
+# Between a speaker's "I"/"we" (or a clause's start, or "is" of a passive) and the verb of what they did.
+_ON_THE_WAY = frozenset("just finally already now also all ahead and gone went have had 've got ok okay done so then "
+                        "really actually us".split())
+_SUBJECTS = frozenset({"i", "we", "i've", "we've", "i’ve", "we’ve", "is", "are", "was", "were", "been", "be", "get",
+                       "gets", "it's", "it’s"})
 _CLAUSE = re.compile(r",|;|\s(?:and|but|so|because|once|when|after|before|while)\s", re.I)
 
 
@@ -190,13 +197,24 @@ def _done(item: str, later: Sequence[str]) -> bool:
     a wish, a condition or a plan of its own ("I'll tell you once I've booked ...")."""
     named = _content_stems(item)
     return len(named) >= 2 and any(
-        not s.rstrip().endswith("?") and not _OPEN.search(s) and not irrealis(s) and not _NOT_YET.search(s)
+        not s.rstrip().endswith("?") and not irrealis(s) and not _NOT_YET.search(s)
         and not negated([w.lower() for w in _WORD.findall(s)], s)
-        and any(named <= _content_stems(clause) and _did(clause) for clause in _CLAUSE.split(s)) for s in later)
+        and any(named <= _content_stems(clause) and not _PLANNING.search(clause) and _did(clause, named)
+                for clause in _CLAUSE.split(s)) for s in later)
 
 
-def _did(clause: str) -> bool:
-    return any(_DECIDED.fullmatch(verb) or _DONE.fullmatch(verb) for verb in _OWN_DOING.findall(clause))
+def _did(clause: str, named: set[str]) -> bool:
+    """The clause says the item's own verb was done, by the speaker or as a passive: a past form of one of the
+    item's words ("booked" of "book") opening the clause, or after I/we or "is" ("Just booked ...", "we've
+    gone ahead and booked ...", "the hotel is booked") — not another's doing ("Mark booked ...") nor another
+    verb ("sent a reminder to book ...")."""
+    words = [w.lower() for w in _WORD.findall(clause)]
+    for i, w in enumerate(words):
+        if stem(w) in named and stem(w) != w and w.endswith("ed"):
+            before = [b for b in words[:i] if b not in _ON_THE_WAY]
+            if not before or before[-1] in _SUBJECTS:
+                return True
+    return False
 
 
 def _content_stems(sentence: str) -> set[str]:
