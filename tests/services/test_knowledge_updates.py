@@ -271,6 +271,10 @@ def test_a_memory_id_taken_again_after_its_delete_is_not_the_successor_of_what_i
     explicit.write(deps, store, scope={**planner, "agent_id": "garage"},
                    memories=[{"text": "Ann's car is red.", "memory_id": "home-2"}])
     assert "home-1" not in before and narrowed() == before
+    # An edit of the superseded memory moves its updated_at past the new memory's creation: still not its
+    # successor (the second regression trial: the stale "Boston" came back).
+    memories.update(deps, store, app_id=APP, tenant_id=TENANT, memory_id="home-1", importance=0.9)
+    assert narrowed() == before
 
 
 def test_a_thread_narrowed_read_keeps_its_value_when_a_later_thread_of_the_agent_changed_it(deps, store):
