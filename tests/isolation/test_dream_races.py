@@ -24,12 +24,7 @@ def _items(deps):
 
 
 def test_a_skill_from_a_run_deleted_while_the_dream_ran_does_not_come_back(service, deps, monkeypatch):
-    stores.create(deps, name="s")
-    for run, day, ask in (("r1", 0, "How do I reset my router?"), ("r2", 3, "How can I reset the router?")):
-        ingest.add(deps, "s", scope={**SCOPE, "run_id": run}, sync=True, messages=[
-            {"role": "user", "content": ask, "created_at": T0 + timedelta(days=day)},
-            {"role": "assistant", "content": STEPS, "created_at": T0 + timedelta(days=day, seconds=5)},
-            {"role": "user", "content": "That worked, thanks!", "created_at": T0 + timedelta(days=day, seconds=60)}])
+    _two_runs_asking_for_the_router_steps(deps)
     service.drain()
     real, fired = RulesEngine.propose, []
 

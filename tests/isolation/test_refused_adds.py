@@ -22,31 +22,15 @@ from memlane.faults import Faults
 from memlane.repository import requests_pk
 from memlane.services import erase, ingest, stores, sweep, tasks
 
+from .test_access_policy_races import HoldAfterScopeRead
+
 RUN = {"app_id": "app", "tenant_id": "alice", "agent_id": "bot", "run_id": "r-new"}
-
-
-class HoldFirstRunRead:
-    """The table, pausing the named thread's first read of a run entry until released."""
-
-    def __init__(self, table: Any, thread: str):
-        self.table, self.thread = table, thread
-        self.read, self.release = threading.Event(), threading.Event()
-
-    def get(self, pk: str, sk: str) -> Any:
-        item = self.table.get(pk, sk)
-        if sk.startswith("SCOPE#") and threading.current_thread().name == self.thread and not self.read.is_set():
-            self.read.set()
-            assert self.release.wait(30)
-        return item
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.table, name)
 
 
 def refused_add(deps) -> None:
     """alice's add asks recall_only of a run that does not exist yet: its check passes; another add then makes
     the run (recall_and_store), so its commit fails and its retry is refused."""
-    held = HoldFirstRunRead(deps.table, "adder")
+    held = HoldAfterScopeRead(deps.table, "adder")
     out: dict[str, Any] = {}
 
     def add() -> None:
@@ -131,7 +115,7 @@ def test_a_refused_add_leaves_the_entry_and_pointer_of_an_add_of_the_same_id_und
     """B (same tenant and id) registered and claimed first, then A registered over B's entry and was refused:
     releasing on its own `since`, A took B's entry and pointer, and B's accepted task was found by its id alone
     nowhere (404) and off the sweeper's list. A refused add now releases only an entry it made."""
-    held = HoldFirstRunRead(demo.table, "A")
+    held = HoldAfterScopeRead(demo.table, "A")
     out: dict[str, Any] = {}
     b_paused, b_go = threading.Event(), threading.Event()
 

@@ -51,12 +51,10 @@ class Sentence(BaseModel):
                                 description="numbers of the previous sentences it keeps: 2 for [p2]")
 
 
-class Item(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Item(Sentence):
+    """An open item or a decision: cited as a sentence is, its `previous` numbering the previous items."""
 
     text: str = Field(min_length=1, max_length=300)
-    messages: list[int] = Field(default_factory=list, max_length=50,
-                                description="numbers of the new messages it comes from: 3 for [3]")
     previous: list[int] = Field(default_factory=list, max_length=10,
                                 description="numbers of the previous items it keeps: 2 for [o2] (or [d2])")
 
