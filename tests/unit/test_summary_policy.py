@@ -160,10 +160,23 @@ NOT_DONE = [
      "Priya"),
     ("not this time", "I booked the hotel near Alfama last year, this time I'll try Baixa.", "Priya"),
     ("still open", "We booked the hotel near Alfama for the wrong trip, so it is still open.", "Priya"),
+    ("another's, as a passive", "The hotel near Alfama was booked by Mark for his own trip.", "Priya"),
+    ("long ago", "I booked the hotel near Alfama last year.", "Priya"),
+    ("in doubt", "Mark asked whether I booked the hotel near Alfama.", "Priya"),
 ]
 DONE = ["We booked the hotel near Alfama!", "Just booked the hotel near Alfama.", "The hotel near Alfama is booked.",
         "I've gone ahead and booked the hotel near Alfama.", "We booked the hotel near Alfama for next week.",
         "I booked the hotel near Alfama, so we will have a base.", "OK, I went ahead and booked the hotel near Alfama."]
+
+
+@pytest.mark.parametrize("item,said", [
+    ("I need to pay the electricity bill.", "I paid the electricity bill this morning."),
+    ("I have to cancel the gym membership.", "I cancelled the gym membership."),
+    ("I need to book the hotel near Alfama.", "I booked the hotel near Alfama but not the flight."),
+])
+def test_an_irregular_or_doubled_past_form_closes_its_item(count, item, said):
+    draft = summary.extract([msg(1, item, name="Priya"), msg(2, said, name="Priya")], count, cap=400)
+    assert item not in [summary._said(t) for t in draft.open_items]
 
 
 @pytest.mark.parametrize("said", DONE)

@@ -51,8 +51,16 @@ _PLANNING = re.compile(r"\b(will|going to|gonna|need to|needs to|have to|has to|
 # Between a speaker's "I"/"we" (or a clause's start, or "is" of a passive) and the verb of what they did.
 _ON_THE_WAY = frozenset("just finally already now also all ahead and gone went have had 've got ok okay done so then "
                         "really actually us".split())
-_SUBJECTS = frozenset({"i", "we", "i've", "we've", "i’ve", "we’ve", "is", "are", "was", "were", "been", "be", "get",
-                       "gets", "it's", "it’s"})
+# The speaker, or a present passive ("is booked"); not "was booked" (by whom, and is it still?).
+_SUBJECTS = frozenset({"i", "we", "i've", "we've", "i’ve", "we’ve", "is", "are", "it's", "it’s"})
+# A clause that reports a doing long past or in doubt: "last year", "whether I booked", "I thought I booked".
+_NOT_NOW = re.compile(r"\b(?:last (?:year|time|month|summer|winter)|years? ago|whether|thought|forgot|turns? out)\b",
+                      re.I)
+# Past forms a suffix does not give: "paid" of "pay".
+_IRREGULAR = {"paid": "pay", "bought": "buy", "sent": "send", "wrote": "write", "got": "get", "made": "make",
+              "did": "do", "took": "take", "gave": "give", "found": "find", "sold": "sell", "told": "tell",
+              "brought": "bring", "spent": "spend", "chose": "choose", "built": "build", "left": "leave",
+              "met": "meet", "won": "win", "ran": "run", "kept": "keep", "set": "set", "put": "put", "read": "read"}
 _CLAUSE = re.compile(r",|;|\s(?:and|but|so|because|once|when|after|before|while)\s", re.I)
 
 
@@ -191,15 +199,15 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
 
 
 def _done(item: str, later: Sequence[str]) -> bool:
-    """Whether a later sentence reports the open item `item` done or decided: one of its clauses says the speaker
-    did it ("I booked", "we've paid": a done or decision cue right after I or we) and names every content word
-    the item names (two at least: "finished it" closes nothing); the sentence neither negated, nor a question,
-    a wish, a condition or a plan of its own ("I'll tell you once I've booked ...")."""
+    """Whether a later sentence reports the open item `item` done: one of its clauses, not negated nor a plan,
+    says the item's own verb was done (`_did`) and names every content word the item names (two at least:
+    "finished it" closes nothing); the sentence neither a question, a wish, a condition, a plan of its own
+    ("I'll tell you once I've booked ..."), nor a doing long past or in doubt ("last year", "whether")."""
     named = _content_stems(item)
     return len(named) >= 2 and any(
-        not s.rstrip().endswith("?") and not irrealis(s) and not _NOT_YET.search(s)
-        and not negated([w.lower() for w in _WORD.findall(s)], s)
-        and any(named <= _content_stems(clause) and not _PLANNING.search(clause) and _did(clause, named)
+        not s.rstrip().endswith("?") and not irrealis(s) and not _NOT_YET.search(s) and not _NOT_NOW.search(s)
+        and any(named <= _content_stems(clause) | _done_in(clause) and not _PLANNING.search(clause)
+                and not negated([w.lower() for w in _WORD.findall(clause)], clause) and _did(clause, named)
                 for clause in _CLAUSE.split(s)) for s in later)
 
 
@@ -210,11 +218,25 @@ def _did(clause: str, named: set[str]) -> bool:
     verb ("sent a reminder to book ...")."""
     words = [w.lower() for w in _WORD.findall(clause)]
     for i, w in enumerate(words):
-        if stem(w) in named and stem(w) != w and w.endswith("ed"):
+        if _done_stems(w) & named:
             before = [b for b in words[:i] if b not in _ON_THE_WAY]
             if not before or before[-1] in _SUBJECTS:
                 return True
     return False
+
+
+def _done_stems(word: str) -> set[str]:
+    """The stems of the verb a past form may be of ("booked" → book, "cancelled" → cancel or cancell, "paid" →
+    pay); none for a word that is no past form ("bed", "need")."""
+    if word in _IRREGULAR:
+        return {stem(_IRREGULAR[word])}
+    if not word.endswith("ed") or stem(word) == word:
+        return set()
+    return {stem(word), *([stem(word[:-3])] if len(word) > 5 and word[-3] == word[-4] else [])}
+
+
+def _done_in(clause: str) -> set[str]:
+    return {d for w in _WORD.findall(clause) for d in _done_stems(w.lower())}
 
 
 def _content_stems(sentence: str) -> set[str]:
