@@ -14,12 +14,12 @@ from memlane.server import _LambdaContext, http_event
 from memlane.services import stores
 
 CALLERS = 8
-PATH = "/v1/stores/demo/memories?app_id=a&tenant_id=t"
 
 
-def _status(api: Api) -> int | str:
+def _status(api: Api, tenant: str = "t0") -> int | str:
+    path = f"/v1/stores/demo/memories?app_id=a&tenant_id={tenant}"  # each caller its own tenant
     try:
-        return api.resolve(http_event("GET", PATH, {"content-type": "application/json"}, b"", "127.0.0.1"),
+        return api.resolve(http_event("GET", path, {"content-type": "application/json"}, b"", "127.0.0.1"),
                            _LambdaContext())["statusCode"]
     except Exception as error:  # noqa: BLE001  (memlane serve answers 500 for it)
         return repr(error)
@@ -35,11 +35,11 @@ def test_first_calls_of_a_route_at_once_leave_it_working(service, deps) -> None:
             go = threading.Barrier(CALLERS)
             statuses: list[int | str] = []
 
-            def first_call() -> None:
+            def first_call(tenant: str) -> None:
                 go.wait()
-                statuses.append(_status(api))
+                statuses.append(_status(api, tenant))
 
-            callers = [threading.Thread(target=first_call) for _ in range(CALLERS)]
+            callers = [threading.Thread(target=first_call, args=(f"t{n}",)) for n in range(CALLERS)]
             for t in callers:
                 t.start()
             for t in callers:

@@ -46,10 +46,6 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
         new = _redacted_task(found, memory_ids, run)
         return (new, {"status": str(found.status), "updated_at": item["updated_at"]}) if new else None
 
-    def action(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-        new = redacted_action(DreamAction.model_validate(item), memory_ids, run)
-        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
-
     def profile(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = Profile.model_validate(item)
         if not dream_profile.supported_by(found, memory_ids):
@@ -63,18 +59,22 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
         return new, {"version": found.version}
 
     return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
-                    dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", action),
+                    dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", _action(memory_ids, run)),
                     profiles=_rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile))
 
 
 def redact_task_actions(deps: Deps, store: str, app_id: str, tenant_id: str, task_id: str, run: Scope) -> int:
     """The actions of one dream task with no copy left of anything of `run` (its messages read, then deleted):
     only that task's — a run deleted and made again by a new add has records of its own, which stand."""
-    def action(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-        new = redacted_action(DreamAction.model_validate(item), set(), run)
-        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
+    return _rewrite_all(deps, store, app_id, tenant_id, f"DACT#{task_id}#", _action(set(), run))
 
-    return _rewrite_all(deps, store, app_id, tenant_id, f"DACT#{task_id}#", action)
+
+def _action(memory_ids: set[str], run: Scope | None) -> Callable[[dict[str, Any]], tuple[Any, dict[str, Any]] | None]:
+    """A dream action item's redacted rewrite (and the state it is conditioned on), or None if untouched."""
+    def change(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+        new = redacted_action(DreamAction.model_validate(item), memory_ids, run)
+        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
+    return change
 
 
 def after_compare(deps: Deps, store: str, app_id: str, tenant_id: str, compared: set[str]) -> Redacted | None:

@@ -185,8 +185,8 @@ def _succeeds(successor: Memory, superseded: Memory) -> bool:
     """Whether `successor` is the memory that superseded `superseded`, not one written under its id after that
     one was deleted: it was there when the supersede was written (an edit of the superseded memory since moves
     its `updated_at`, not its `valid_to`, which is when its successor was said)."""
-    return successor.created_at <= superseded.updated_at and (
-        superseded.valid_to is None or (consolidation.observed(successor) or successor.created_at) <= superseded.valid_to)
+    said = consolidation.observed(successor) or successor.created_at
+    return successor.created_at <= superseded.updated_at and (superseded.valid_to is None or said <= superseded.valid_to)
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:

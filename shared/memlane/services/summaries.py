@@ -341,6 +341,7 @@ def _with_llm(deps: Deps, previous: extractive.Draft, batch: list[Message], cap:
     None when it is still unusable (the caller falls back to the extractive summary)."""
     assert deps.llm is not None
     count = _tokenizer(deps).count_many
+
     def numbered(mark: str, texts: list[str]) -> str:
         return "\n".join(f"[{mark}{i}] {text}" for i, text in enumerate(texts, start=1)) or "(none yet)"
 
@@ -377,12 +378,13 @@ def _with_llm(deps: Deps, previous: extractive.Draft, batch: list[Message], cap:
 def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extractive.Draft) -> extractive.Draft:
     """The answer with its numbers read as message ids: each part cites its new messages and what the previous
     parts it keeps cited."""
-    def cited(part: prompt.Sentence | prompt.Item, kept: list[list[str]]) -> list[str]:
+    def cited(part: prompt.Sentence, kept: list[list[str]]) -> list[str]:  # an Item is a Sentence
         return list(dict.fromkeys([*(batch[m - 1].message_id for m in part.messages),
                                    *(e for p in part.previous for e in kept[p - 1])]))
 
     sentences = [SummarySentence(text=" ".join(s.text.split()),
                                  evidence=cited(s, [p.evidence for p in previous.sentences])) for s in answer.sentences]
+
     def items(parts: list[prompt.Item], kept: list[str]) -> list[tuple[str, list[str]]]:
         return [(" ".join(i.text.split()), cited(i, [previous.cited.get(t, []) for t in kept]))
                 for i in parts if i.text.strip()]
