@@ -13,7 +13,9 @@ stops scaling.
 
 A tenant past `ann_min_rows` documents gets an HNSW graph (index_ann.py, docs/adr/0002-ann-index.md),
 built in the background from its matrix and kept on disk; until it is ready, and whenever it cannot
-be trusted, the search is exact. The graph only proposes doc ids: `_select` still decides.
+be trusted, the search is exact. The graph only proposes doc ids: the filter still decides, through
+`_select` or, for a filter on scope, status and record type only, the tenant's term index, which holds
+those columns of the rows `_select` read for it (`_allowed`).
 """
 
 from __future__ import annotations
@@ -47,11 +49,13 @@ __all__ = ["EmbeddedIndex", "TenantEmbeddedIndex"]
 
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's bound-parameter limit
 _CHECK_COLUMNS = "d.id, d.memory_id, d.record_type, d.agent_id, d.run_id"
-_TEXT_COLUMNS = "d.id, d.text, d.keywords"
+# What a term index reads of a row: its words, and the facts a search's filter checks (index_terms.Facts).
+_TEXT_COLUMNS = "d.id, d.text, d.keywords, d.memory_id, d.record_type, d.agent_id, d.run_id, d.status"
 # Each half checks about MARGIN × k / (the share of its candidates the tenant's last filter let through)
 # of its best rows first, 4× more while short of k, and past WIDEST × k reads the rows the filter allows instead.
 MARGIN = 1.2
 WIDEST = 16
+_RECORD_TYPES = {str(t): t for t in RecordType}
 SHARES_KEPT = 100_000  # tenants whose last share the index remembers
 
 
@@ -319,9 +323,22 @@ class EmbeddedIndex:
         if ids.size == 0:
             return [], 0
         score = dict(zip(ids.tolist(), sims.tolist()))
-        rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
+        rows = self._allowed(store, f, ids)
+        if rows is None:
+            rows = self._select(store, f, _CHECK_COLUMNS, within=list(score))
         ranked = sorted(rows, key=lambda r: (-score[r[0]], r[1]))[:k]
-        return [Hit(mid, float(score[i]), RecordType(kind), agent, run) for i, mid, kind, agent, run in ranked], len(rows)
+        return [Hit(mid, float(score[i]), _RECORD_TYPES[kind], agent, run) for i, mid, kind, agent, run in ranked], len(rows)
+
+    def _allowed(self, store: str, f: Filter, ids: np.ndarray) -> list[tuple[Any, ...]] | None:
+        """What `_select` would answer for these candidates (`_CHECK_COLUMNS`), read from the tenant's term
+        index when it holds what the filter checks: the rows it read through `_select` and has followed
+        since. None when it cannot tell (no term index yet, or a filter on other columns)."""
+        terms = self._terms.get((store, f.scope.app_id, f.scope.tenant_id)) if f.on_facts else None
+        found = None if terms is None else terms.facts(ids)
+        if found is None:
+            return None
+        return [(i, mid, kind, agent, run) for i, (mid, kind, agent, run, status) in found
+                if f.admits(kind, agent, run, status)]
 
     def _first_want(self, key: TenantKey, k: int) -> int:
         """How many of its best rows a half checks first to find k that the filter lets through:

@@ -49,6 +49,19 @@ class Filter:
             time_to=None if q.time_to is None else utc_iso(q.time_to),
         )
 
+    @property
+    def on_facts(self) -> bool:
+        """Whether `admits` decides it: it narrows by nothing but scope, status and record type (what a
+        tenant's term index holds of each row), not by memory type, metadata or time."""
+        return self.memory_types is None and not self.metadata and self.time_from is None and self.time_to is None
+
+    def admits(self, record_type: str, agent_id: str, run_id: str, status: str) -> bool:
+        """`where`'s conditions beyond store and tenant, on one row of the tenant (a filter `on_facts`)."""
+        s = self.scope
+        return ((s.agent_ids is None or agent_id in s.agent_ids) and (s.run_ids is None or run_id in s.run_ids)
+                and (self.statuses is None or status in self.statuses)
+                and (self.record_types is None or record_type in self.record_types))
+
 
 def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
     """The conditions on `docs` (alias d) of one search: store and tenant always, then the rest."""

@@ -16,8 +16,9 @@ process's write drops it (`EmbeddedIndex._check_foreign_writes`).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from ...domain.analysis import document_tokens, query_tokens
 
 K1, B = 1.2, 0.75
 _MAX_SEGMENTS = 8
+# What a search's filter checks of a row, read with its text: (memory_id, record_type, agent_id, run_id, status).
+Facts = tuple[str, str, str, str, str]
+_FACTS_BYTES = 200  # about what one row's facts hold in memory (its tuple, its id; the other values are shared)
 
 
 def query_terms(text: str) -> list[int]:
@@ -48,28 +52,31 @@ class Segment:
     starts: np.ndarray  # int64, len(terms) + 1
     rows: np.ndarray  # int32 row of each posting
     freqs: np.ndarray  # float32 occurrences of the term in the row
+    facts: np.ndarray  # object: the `Facts` of each row (empty if its reader read none)
     live: np.ndarray = field(init=False)  # False once the row is deleted
 
     def __post_init__(self) -> None:
         self.live = np.ones(self.ids.size, dtype=bool)
 
     @classmethod
-    def of(cls, docs: Iterable[tuple[int, str, str]]) -> Segment:
-        """From (docs.id, text, keywords) rows in id order."""
-        ids, lengths, terms, rows = [], [], [], []
-        for row, (doc_id, text, keywords) in enumerate(docs):
+    def of(cls, docs: Iterable[Sequence[Any]]) -> Segment:
+        """From (docs.id, text, keywords, *facts) rows in id order: `facts` are what a search's filter
+        checks of a row (`Facts`), kept so that its candidates need not be read again."""
+        ids, lengths, terms, rows, facts = [], [], [], [], []
+        for row, (doc_id, text, keywords, *known) in enumerate(docs):
             found, length = _document(text, keywords or "")
             ids.append(doc_id)
             lengths.append(length)
             terms.extend(found)
             rows.extend([row] * len(found))
+            facts.append(_facts(known))
         return cls.postings(np.array(ids, dtype=np.int64), np.array(lengths, dtype=np.float64),
                             np.array(terms, dtype=np.int64), np.array(rows, dtype=np.int32),
-                            np.ones(len(terms), dtype=np.float32))
+                            np.ones(len(terms), dtype=np.float32), _objects(facts))
 
     @classmethod
     def postings(cls, ids: np.ndarray, lengths: np.ndarray, terms: np.ndarray, rows: np.ndarray,
-                 freqs: np.ndarray) -> Segment:
+                 freqs: np.ndarray, facts: np.ndarray) -> Segment:
         """A segment from (term, row, freq) triples in any order, a (term, row) pair possibly repeated."""
         order = np.lexsort((rows, terms))
         terms, rows, freqs = terms[order], rows[order], freqs[order]
@@ -81,12 +88,12 @@ class Segment:
         new_term = np.ones(terms.size, dtype=bool)
         new_term[1:] = terms[1:] != terms[:-1]
         starts = np.append(np.flatnonzero(new_term), terms.size).astype(np.int64)
-        return cls(ids, lengths, terms[new_term], starts, rows, freqs.astype(np.float32))
+        return cls(ids, lengths, terms[new_term], starts, rows, freqs.astype(np.float32), facts)
 
     @property
     def nbytes(self) -> int:
         arrays = (self.ids, self.lengths, self.terms, self.starts, self.rows, self.freqs, self.live)
-        return sum(a.nbytes for a in arrays)
+        return sum(a.nbytes for a in arrays) + self.facts.size * _FACTS_BYTES
 
     def postings_of(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         """The live rows holding `term`, and how often each holds it."""
@@ -102,13 +109,22 @@ class Segment:
 _NO_ROWS = np.empty(0, dtype=np.int32)
 _NO_FREQS = np.empty(0, dtype=np.float32)
 _NO_IDS = np.empty(0, dtype=np.int64)
+
+
+def _facts(known: Sequence[Any]) -> tuple[str, ...]:
+    """A row's facts, the values many rows repeat (type, agent, run, status) held once."""
+    return (known[0], *map(sys.intern, known[1:])) if known else ()
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    return np.fromiter(items, dtype=object, count=len(items))  # one object per item, tuples kept whole
 _NO_SCORES = np.empty(0, dtype=np.float64)
 
 
 class TermIndex:
     """One tenant's keyword index: its segments, its live document count and total length."""
 
-    def __init__(self, docs: Iterable[tuple[int, str, str]]):
+    def __init__(self, docs: Iterable[Sequence[Any]]):
         self.segments: list[Segment] = []
         self.size, self.total_length = 0, 0.0
         self.add(docs)
@@ -117,7 +133,7 @@ class TermIndex:
     def nbytes(self) -> int:
         return sum(s.nbytes for s in self.segments)
 
-    def add(self, docs: Iterable[tuple[int, str, str]]) -> None:
+    def add(self, docs: Iterable[Sequence[Any]]) -> None:
         segment = Segment.of(docs)
         if segment.ids.size:
             self.segments.append(segment)
@@ -137,6 +153,20 @@ class TermIndex:
             self.total_length -= float(s.lengths[rows].sum())
         self._merge()
 
+    def facts(self, ids: np.ndarray) -> list[tuple[int, Facts]] | None:
+        """The live rows among `ids` with their facts, or None if they were not read: a search's check of its
+        candidates, answered from memory (an id not here is not one of the tenant's rows)."""
+        found: list[tuple[int, Facts]] = []
+        for s in self.segments:
+            if s.facts.size and not s.facts[0]:
+                return None
+            at = np.searchsorted(s.ids, ids)
+            inside = at < s.ids.size
+            at = at[inside][s.ids[at[inside]] == ids[inside]]
+            at = at[s.live[at]]
+            found += zip(s.ids[at].tolist(), s.facts[at].tolist())
+        return found
+
     def scores(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """(docs.id, BM25 score) of each live row holding one of `terms`, in no order."""
         if not self.size or not terms:
@@ -155,11 +185,17 @@ class TermIndex:
         ids, scores = [_NO_IDS], [_NO_SCORES]
         for part, s in zip(parts, self.segments):
             if part:
-                total = np.bincount(np.concatenate([r for r, _ in part]),
-                                    weights=np.concatenate([w for _, w in part]), minlength=s.ids.size)
-                hit = np.flatnonzero(total)
+                rows = np.concatenate([r for r, _ in part])
+                weights = np.concatenate([w for _, w in part])
+                if rows.size * 16 < s.ids.size:  # few postings: summed per row they hold, not over every row
+                    hit, at = np.unique(rows, return_inverse=True)
+                    total = np.bincount(at, weights=weights, minlength=hit.size)
+                else:
+                    total = np.bincount(rows, weights=weights, minlength=s.ids.size)
+                    hit = np.flatnonzero(total)
+                    total = total[hit]
                 ids.append(s.ids[hit])
-                scores.append(total[hit])
+                scores.append(total)
         return np.concatenate(ids), np.concatenate(scores)
 
     def _merge(self) -> None:
@@ -183,7 +219,7 @@ class TermIndex:
 
 def _merged(segments: list[Segment]) -> Segment:
     """One segment of the live rows of `segments` (in id order: each is newer than the one before)."""
-    ids, lengths, terms, rows, freqs = [], [], [], [], []
+    ids, lengths, terms, rows, freqs, facts = [], [], [], [], [], []
     offset = 0
     for s in segments:
         renumber = np.cumsum(s.live) - 1 + offset  # a live row's place among the merged rows
@@ -194,5 +230,6 @@ def _merged(segments: list[Segment]) -> Segment:
         terms.append(per_posting[alive])
         rows.append(renumber[s.rows[alive]].astype(np.int32))
         freqs.append(s.freqs[alive])
+        facts.append(s.facts[s.live])
         offset += int(s.live.sum())
-    return Segment.postings(*(np.concatenate(a) for a in (ids, lengths, terms, rows, freqs)))
+    return Segment.postings(*(np.concatenate(a) for a in (ids, lengths, terms, rows, freqs, facts)))
