@@ -5,7 +5,8 @@ then cProfile of the searches.
 
 The searches run with the garbage collector settled as `memlane serve` settles it (memlane/process.py);
 `--default-gc` keeps Python's defaults. `--parts` times each part of a search instead of profiling it (wall
-ms p50 / p95 of the index call and its two halves, the table reads, the reranker, `newer_first`): what
+ms p50 / p95 of the index call and its two halves, the table reads, the reranker, `newer_first`, the query
+embedding — the scale bench's seeded random vector, not a model's — and the search without it): what
 cProfile's overhead and its second pass over the same queries (warm caches) would distort.
 
   python bench/search_profile.py
@@ -93,11 +94,15 @@ def parts(b, qs, scope) -> None:
     index = b.deps.index
     for owner, name, label in ((index, "search", "index call"), (index, "_keyword", "keyword half"),
                                (index, "_vector", "vector half"), (service, "_load", "table reads"),
-                               (service, "_rerank", "reranker"), (consolidation, "newer_first", "newer_first")):
+                               (service, "_rerank", "reranker"), (consolidation, "newer_first", "newer_first"),
+                               (b.deps.embedder, "embed", "query embedding")):
         timed_part(owner, name, label)
     wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
     print(line("search", list(wall), list(cpu)))
     p = metrics.percentile
+    # One embedding per search: the target is the search without it (a real model's is ~9 ms, §2).
+    bare = [w - e for w, e in zip(wall, times["query embedding"], strict=True)]
+    print(f"search without the query embedding: wall ms p50/p95 {p(bare, 50):.2f} / {p(bare, 95):.2f}")
     for label, ms in times.items():
         print(f"  {label}: wall ms p50/p95 {p(ms, 50):.2f} / {p(ms, 95):.2f}")
 
