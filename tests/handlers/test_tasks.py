@@ -58,3 +58,50 @@ def test_openapi_document_of_the_deployed_api_describes_every_route(aws: Aws, be
     # the whole API, not only the routes of the function that happens to serve the document
     assert routes == family_routes(list(FAMILIES))
     assert document["info"]["title"] == "memlane"
+
+
+def test_deleting_a_run_through_the_tasks_function_reinstates_what_it_superseded(aws: Aws, bedrock: Bedrock,
+                                                                                  store: str) -> None:
+    """DynamoDB (moto) and the Tasks function: the reinstate's conditional write and its index write (one
+    embedding: the function may call the embedding model for it, nothing else)."""
+    import urllib.parse
+    from datetime import datetime, timezone
+
+    from memlane import bootstrap
+    from memlane.config import Settings
+    from memlane.domain.models import Memory, MemoryStatus, RecordType
+    from memlane.domain.scope import Scope, ScopeFilter
+    from memlane.ports import IndexQuery
+    from tests.handlers.conftest import unit
+
+    tenant = {"app_id": "support", "tenant_id": "u-42"}
+    deps = bootstrap.build(Settings.from_env()).for_tenant(store, **tenant)
+    said = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    moved = datetime(2025, 2, 1, tzinfo=timezone.utc)
+    paris = Memory(memory_id="home-1", scope=Scope(**tenant, agent_id="helpdesk", run_id="a"),
+                   text="Ann lives in Paris.", created_at=said, updated_at=moved, valid_to=moved,
+                   status=MemoryStatus.SUPERSEDED, superseded_by="home-2")
+    berlin = Memory(memory_id="home-2", scope=Scope(**tenant, agent_id="helpdesk", run_id="b"),
+                    text="Ann moved to Berlin.", created_at=moved, updated_at=moved, supersedes="home-1")
+    for m, axis in ((paris, 3), (berlin, 4)):
+        deps.repo.put_memory(store, m)
+        deps.index.upsert(store, [(m, unit(axis))])
+    bedrock.embedding("Ann lives in Paris.", unit(3))  # the reinstate's index write
+
+    event = load_event("tasks", "task_status")
+    path = f"/v1/stores/{store}/runs/b"
+    query = {**tenant, "agent_id": "helpdesk"}
+    event["routeKey"] = event["requestContext"]["routeKey"] = "DELETE /v1/stores/{store}/runs/{run_id}"
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = "DELETE"
+    event["rawQueryString"], event["queryStringParameters"] = urllib.parse.urlencode(query), query
+    event["pathParameters"] = {"store": store, "run_id": "b"}
+    response = aws.load("tasks")(event)
+
+    assert response["statusCode"] == 200, response
+    (item,) = aws.items(f"{store}#support#u-42", "MEM#")
+    assert item["memory_id"] == "home-1" and item["status"] == "active"
+    assert item.get("superseded_by") is None and item.get("valid_to") is None
+    found = deps.index.search(store, IndexQuery(scope=ScopeFilter(**tenant), text="Paris", vector=unit(3), k=5,
+                                                statuses=(MemoryStatus.ACTIVE,), record_types=(RecordType.MEMORY,)))
+    assert {h.memory_id for h in found.vector} == {"home-1"}

@@ -791,6 +791,14 @@ def observed(memory: Memory) -> datetime | None:
     return memory.observed_at or memory.valid_from or memory.created_at
 
 
+def succeeds(successor: Memory, superseded: Memory) -> bool:
+    """Whether `successor` is the memory that superseded `superseded`, not one written under its id after that
+    one was deleted: it was there when the supersede was written (an edit of the superseded memory since moves
+    its `updated_at`, not its `valid_to`, which is when its successor was said)."""
+    said = observed(successor) or successor.created_at
+    return successor.created_at <= superseded.updated_at and (superseded.valid_to is None or said <= superseded.valid_to)
+
+
 def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
     """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
     Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""

@@ -13,12 +13,13 @@ from typing import Any, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.ids import sortable_id
-from ..domain.models import Erasure, TaskStatus
+from ..domain.models import Erasure, Memory, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id
 from ..ports import Job
 from ..repository import tenant_pk
 from . import redaction, stores, summaries
 from .deps import Deps
+from .reinstate import reinstate
 
 _RACE_RETRIES = 20  # each retry means an add to the run committed first
 
@@ -78,7 +79,9 @@ def finish_run_deletion(deps: Deps, job: Job) -> None:
 
 def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = ()) -> dict[str, int]:
     """What delete_run does once the run's registry entry is gone (also what a job that raced the deletion
-    calls, naming the extra index `documents` it may have written back: the messages it indexed)."""
+    calls, naming the extra index `documents` it may have written back: the messages it indexed). The tenant's
+    memory is left as if the run had never been said: what its memories superseded is reinstated
+    (services/reinstate.py; an explicit delete of one memory does not do that)."""
     pk = tenant_pk(store, run.app_id, run.tenant_id)
     message_items = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
                                                prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
@@ -92,6 +95,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
+    # What the run's memories superseded is current again, before they go: a retry still finds them to follow.
+    reinstate(deps, store, [Memory.model_validate(i) for i in memory_items])
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
     if indexed:  # again: an edit or an add that wrote before the items went may have indexed after the first delete
@@ -107,7 +112,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
 def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str], *, evidence: Sequence[str]) -> None:
     """Take back what a job of a deleted run wrote after the run's id was taken again by a new add: the
     memories among `memory_ids` that stand only on the deleted messages (`evidence`), and those messages'
-    index documents — not the run, which is the new add's now."""
+    index documents — not the run, which is the new add's now. What they superseded is reinstated, as in
+    clear_run."""
     said = set(evidence)
     mine = [m for m in deps.repo.get_memories(store, run.app_id, run.tenant_id, list(memory_ids))
             if m.scope == run and m.evidence and said.issuperset(m.evidence)]
@@ -115,6 +121,7 @@ def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str]
     deps.index.delete(store, list(dict.fromkeys([*ids, *evidence])), app_id=run.app_id, tenant_id=run.tenant_id)
     if ids:
         redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(ids))
+        reinstate(deps, store, mine)
         deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"MEM#{i}") for i in ids])
     deps.compact()
 

@@ -169,7 +169,7 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
         later: dict[str, Memory] = {}
         for mid, at in pending.items():
             successor = successors.get(str(at.superseded_by))
-            if successor is not None and not _succeeds(successor, at):
+            if successor is not None and not consolidation.succeeds(successor, at):
                 successor = None  # written under the id after the one that superseded `at` was deleted: gone
             elif successor is not None and as_of is not None and not _said_by(successor, as_of):
                 continue  # not said yet then: the chain ended out of sight, and the memory stays
@@ -179,14 +179,6 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
                 hidden.add(mid)
         pending = later
     return [mid for mid in candidates if mid not in hidden]
-
-
-def _succeeds(successor: Memory, superseded: Memory) -> bool:
-    """Whether `successor` is the memory that superseded `superseded`, not one written under its id after that
-    one was deleted: it was there when the supersede was written (an edit of the superseded memory since moves
-    its `updated_at`, not its `valid_to`, which is when its successor was said)."""
-    said = consolidation.observed(successor) or successor.created_at
-    return successor.created_at <= superseded.updated_at and (superseded.valid_to is None or said <= superseded.valid_to)
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:

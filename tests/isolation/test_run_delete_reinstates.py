@@ -1,0 +1,217 @@
+"""Deleting a run makes the tenant's memory as if the run had never been said: what one of its memories
+superseded (a write-time update) or absorbed (a dream merge) in another run — whose conversation is still
+there — is current again, or superseded by the memory further down its chain that stays. Before, it stayed
+SUPERSEDED by a memory that no longer existed: hidden from every read, with a stale id in the history."""
+
+import dataclasses
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain.errors import Conflict
+from memlane.domain.models import DreamActionKind, DreamMode, ExtractAction, MemoryStatus, RecordType
+from memlane.domain.scope import ScopeFilter
+from memlane.ports import IndexQuery
+from memlane.services import dream, erase, explicit, ingest, search, stores
+
+APP, TENANT = "app", "u1"
+T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
+WHERE = "Where does the user live?"
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def run_of(run, tenant=TENANT):
+    return {"app_id": APP, "tenant_id": tenant, "agent_id": "assistant", "run_id": run}
+
+
+def say(deps, store, text, *, day, run, tenant=TENANT, **message):
+    return ingest.add(deps, store, scope=run_of(run, tenant), sync=True,
+                      messages=[{"role": "user", "content": text, "created_at": T0 + timedelta(days=day), **message}])
+
+
+def ask(deps, store, query=WHERE, tenant=TENANT, **kw):
+    return search.search(deps, store, query=query, scope={"app_id": APP, "tenant_id": tenant}, top_k=5, **kw)
+
+
+def no_stale_links(deps, store, tenant=TENANT):
+    """Every supersede link in the tenant's history names a memory that exists."""
+    held = {m.memory_id for m in deps.repo.iter_memories(store, APP, tenant)}
+    for h in ask(deps, store, tenant=tenant, include_superseded=True):
+        assert h.memory.superseded_by in (None, *held), h.memory
+        assert h.memory.supersedes in (None, *held), h.memory
+
+
+def paris_then_berlin(deps, store, tenant=TENANT):
+    paris = say(deps, store, "I live in Paris.", day=0, run="a", tenant=tenant).outcomes[0].memory_id
+    (moved,) = say(deps, store, "I moved from Paris to Berlin.", day=30, run="b", tenant=tenant).outcomes
+    assert moved.action == ExtractAction.UPDATE and moved.target_id == paris
+    assert not any("Paris" in h.memory.text and "Berlin" not in h.memory.text for h in ask(deps, store, tenant=tenant))
+    return paris
+
+
+def assert_back(deps, store, memory_id, tenant=TENANT, query=WHERE):
+    back = deps.repo.get_memory(store, APP, tenant, memory_id)
+    assert back.status == MemoryStatus.ACTIVE and back.superseded_by is None and back.valid_to is None
+    assert [h.memory.memory_id for h in ask(deps, store, query, tenant=tenant)][:1] == [memory_id]
+    # The index says so too (a default search asks the index for active documents only).
+    found = deps.index.search(store, IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id=tenant), text=query,
+                                                vector=deps.embedder.embed([query])[0], k=10,
+                                                statuses=(MemoryStatus.ACTIVE,), record_types=(RecordType.MEMORY,)))
+    assert memory_id in {h.memory_id for h in [*found.keyword, *found.vector]}
+
+
+def test_deleting_the_thread_that_said_the_move_gives_the_old_city_back(deps, store):
+    paris = paris_then_berlin(deps, store)
+    erase.delete_run(deps, store, scope=run_of("b"))
+    assert_back(deps, store, paris)
+    assert "Paris" in ask(deps, store)[0].memory.text
+    history = ask(deps, store, include_superseded=True)
+    assert not any("Berlin" in h.memory.text for h in history)
+    no_stale_links(deps, store)
+
+
+def test_deleting_the_middle_of_a_chain_links_the_first_to_the_last(deps, store):
+    paris = paris_then_berlin(deps, store)
+    berlin = deps.repo.get_memory(store, APP, TENANT, paris).superseded_by
+    (rome,) = say(deps, store, "I moved from Berlin to Rome.", day=60, run="c").outcomes
+    assert rome.action == ExtractAction.UPDATE and rome.target_id == berlin
+    erase.delete_run(deps, store, scope=run_of("b"))
+
+    first = deps.repo.get_memory(store, APP, TENANT, paris)
+    assert first.status == MemoryStatus.SUPERSEDED and first.superseded_by == rome.memory_id
+    assert first.valid_to == T0 + timedelta(days=60)  # held until Rome was said
+    last = deps.repo.get_memory(store, APP, TENANT, rome.memory_id)
+    assert last.status == MemoryStatus.ACTIVE and last.supersedes == paris
+    now = ask(deps, store)
+    assert "Rome" in now[0].memory.text and not any("Paris" in h.memory.text and "Rome" not in h.memory.text
+                                                     for h in now)
+    history = {h.memory.memory_id for h in ask(deps, store, include_superseded=True)}
+    assert {paris, rome.memory_id} <= history and berlin not in history
+    no_stale_links(deps, store)
+    then = ask(deps, store, as_of=T0 + timedelta(days=45))  # Berlin was never said: Paris held until Rome
+    assert "Paris" in then[0].memory.text
+
+
+def test_deleting_the_run_of_a_merge_survivor_gives_the_retired_duplicate_back(deps, store, monkeypatch):
+    # Two phrasings kept apart at write time (as memories written before write-time consolidation): a dream merges.
+    monkeypatch.setattr(deps, "settings", dataclasses.replace(deps.settings, consolidate_on_write=False))
+    say(deps, store, "I'm allergic to peanuts.", day=0, run="a", name="Ann")
+    say(deps, store, "I have a peanut allergy.", day=1, run="b", name="Ann")
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.MERGE],
+                       sync=True)
+    assert task.engine == "rules"
+    (merge,) = [a for a in dream.list_actions(deps, store, task.task_id)[0] if a.kind == DreamActionKind.MERGE]
+    dream.apply_action(deps, store, merge.action_id)
+    (retired,) = merge.target_ids
+    keep = deps.repo.get_memory(store, APP, TENANT, merge.keep_id)
+    assert deps.repo.get_memory(store, APP, TENANT, retired).superseded_by == keep.memory_id
+
+    erase.delete_run(deps, store, scope=keep.scope.as_dict())
+    assert_back(deps, store, retired, query="peanut allergy")
+    no_stale_links(deps, store)
+    # The applied merge cannot be undone into a broken state: its survivor is gone, it refuses.
+    with pytest.raises(Conflict):
+        dream.undo_action(deps, store, merge.action_id)
+    assert deps.repo.get_memory(store, APP, TENANT, retired).status == MemoryStatus.ACTIVE
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("moment", ["before-the-reinstate-is-written", "after-its-table-write",
+                                    "before-the-runs-items-go"])
+def test_a_run_deletion_that_dies_half_way_still_gives_the_old_city_back(service, deps, store, monkeypatch, moment):
+    """The clear_run job finishes a deletion that died; whatever had been written, the memory comes back (not
+    current in the table but superseded in the index, which a retry would not look at again)."""
+    paris = paris_then_berlin(deps, store)
+    repo_type, fired = type(deps.repo), []
+    name = {"before-the-reinstate-is-written": "put_memory", "after-its-table-write": "put_memory",
+            "before-the-runs-items-go": "delete_items"}[moment]
+    original = getattr(repo_type, name)
+
+    def dies(repo, *args, **kwargs):
+        if moment == "after-its-table-write":
+            original(repo, *args, **kwargs)
+        fired.append(True)
+        raise Crash(moment)
+
+    monkeypatch.setattr(repo_type, name, dies)
+    soon = dataclasses.replace(deps, settings=dataclasses.replace(deps.settings, sync_retry_delay=0.2))
+    with pytest.raises(Crash):
+        erase.delete_run(soon, store, scope=run_of("b"))
+    monkeypatch.undo()
+    assert fired
+    service.drain()  # the clear_run job
+    assert not deps.repo.newest_messages(store, erase.exact_scope(run_of("b")), limit=1)[0]  # finished
+    assert_back(deps, store, paris)
+    assert not any("Berlin" in h.memory.text for h in ask(deps, store, include_superseded=True))
+    no_stale_links(deps, store)
+
+
+def test_another_tenant_with_the_same_memory_ids_is_untouched(deps, store):
+    for tenant in ("alice", "bob"):
+        explicit.write(deps, store, scope=run_of("a", tenant), memories=[{"text": "Ann lives in Paris.",
+                                                                          "memory_id": "home-1"}])
+        explicit.write(deps, store, scope=run_of("b", tenant),
+                       memories=[{"text": "Ann moved from Paris to Berlin.", "memory_id": "home-2"}])
+        dream.start(deps, store, scope={"app_id": APP, "tenant_id": tenant}, mode=DreamMode.SAFE_AUTO,
+                    threshold=0.0, kinds=[DreamActionKind.UPDATE], sync=True)
+        assert deps.repo.get_memory(store, APP, tenant, "home-1").superseded_by == "home-2"
+
+    erase.delete_run(deps, store, scope=run_of("b", "alice"))
+    assert_back(deps, store, "home-1", tenant="alice", query="Where does Ann live?")
+    bob = deps.repo.get_memory(store, APP, "bob", "home-1")
+    assert bob.status == MemoryStatus.SUPERSEDED and bob.superseded_by == "home-2"
+    assert [h.memory.memory_id for h in ask(deps, store, "Where does Ann live?", tenant="bob")] == ["home-2"]
+
+
+def test_an_explicit_delete_of_the_successor_leaves_what_it_superseded_as_it_was(deps, store):
+    """A deleted memory was wrong, not unsaid: only a run deletion reinstates."""
+    from memlane.services import memories
+
+    paris = paris_then_berlin(deps, store)
+    berlin = deps.repo.get_memory(store, APP, TENANT, paris).superseded_by
+    memories.delete(deps, store, app_id=APP, tenant_id=TENANT, memory_id=berlin)
+    kept = deps.repo.get_memory(store, APP, TENANT, paris)
+    assert kept.status == MemoryStatus.SUPERSEDED and kept.superseded_by == berlin
+    assert not any(h.memory.memory_id == paris for h in ask(deps, store))
+
+
+@pytest.mark.parametrize("meanwhile", ["an-edit", "a-new-supersede"])
+def test_a_reinstate_racing_another_write_keeps_that_write(deps, store, monkeypatch, meanwhile):
+    """The reinstate is written over the version it read: an edit that lands first is kept (and the memory
+    still comes back); a new supersede that lands first is not undone."""
+    from memlane.services import memories
+
+    paris = paris_then_berlin(deps, store)
+    (elsewhere,) = explicit.write(deps, store, scope=run_of("c"),
+                                  memories=[{"text": "Ann lives in Lyon.", "memory_id": "lyon"}]).memories
+    repo_type, fired = type(deps.repo), []
+    original = repo_type.put_memory
+
+    def other_write_first(repo, store_, memory, **kwargs):
+        if memory.memory_id == paris and not fired:
+            fired.append(True)
+            if meanwhile == "an-edit":
+                memories.update(deps, store, app_id=APP, tenant_id=TENANT, memory_id=paris, importance=0.9)
+            else:
+                now = deps.repo.get_memory(store, APP, TENANT, paris)
+                original(repo, store, now.model_copy(update={"superseded_by": "lyon", "updated_at": deps.clock.now(),
+                                                             "valid_to": elsewhere.created_at}), previous=now)
+        return original(repo, store_, memory, **kwargs)
+
+    monkeypatch.setattr(repo_type, "put_memory", other_write_first)
+    erase.delete_run(deps, store, scope=run_of("b"))
+    assert fired
+    if meanwhile == "an-edit":
+        assert deps.repo.get_memory(store, APP, TENANT, paris).importance == 0.9
+        assert_back(deps, store, paris)
+    else:
+        kept = deps.repo.get_memory(store, APP, TENANT, paris)
+        assert kept.status == MemoryStatus.SUPERSEDED and kept.superseded_by == "lyon"
+        assert paris not in {h.memory.memory_id for h in ask(deps, store)}
