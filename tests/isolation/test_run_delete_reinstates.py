@@ -215,3 +215,31 @@ def test_a_reinstate_racing_another_write_keeps_that_write(deps, store, monkeypa
         kept = deps.repo.get_memory(store, APP, TENANT, paris)
         assert kept.status == MemoryStatus.SUPERSEDED and kept.superseded_by == "lyon"
         assert paris not in {h.memory.memory_id for h in ask(deps, store)}
+
+
+def test_a_store_of_another_embedder_gets_its_reinstated_memories_at_its_reindex(tmp_path, minilm):
+    """The process that deletes the run may embed with another model than the store's vectors (a changed
+    setting): the deletion is not refused for it — the memory is current again in the table, and the reindex
+    that the store needs before any search indexes it with the rest."""
+    from memlane.adapters.embedders.hashing import HashingEmbedder
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+    from memlane.services.reindex import reindex
+
+    data = tmp_path / "data"
+    first = build_local(Settings.from_env(env={}, data_dir=data, reranker="none"), embedder=minilm)
+    stores.create(first.deps, name="demo")
+    paris = paris_then_berlin(first.deps, "demo")
+    first.close()
+    # Another dimension too: its vectors could not even be written to the store's index.
+    second = build_local(Settings.from_env(env={}, data_dir=data, reranker="none"), embedder=HashingEmbedder(dim=64))
+    try:
+        deps = second.deps
+        erase.delete_run(deps, "demo", scope=run_of("b"))
+        assert deps.repo.get_memory("demo", APP, TENANT, paris).status == MemoryStatus.ACTIVE
+        with pytest.raises(Conflict):
+            ask(deps, "demo")
+        reindex(deps, "demo")
+        assert [h.memory.memory_id for h in ask(deps, "demo", "Paris")][:1] == [paris]
+    finally:
+        second.close()

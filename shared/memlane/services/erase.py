@@ -86,8 +86,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     message_items = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
                                                prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
     messages = [(i["pk"], i["sk"]) for i in message_items]
-    memory_items = [i for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#")
-                    if Scope.model_validate(i["scope"]) == run]
+    every_memory = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#"))
+    memory_items = [i for i in every_memory if Scope.model_validate(i["scope"]) == run]
     memory_ids = [i["memory_id"] for i in memory_items]
     # Index first: a memory or message must never stay findable after its table item is gone.
     indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
@@ -96,7 +96,8 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # What the run's memories superseded is current again, before they go: a retry still finds them to follow.
-    reinstate(deps, store, [Memory.model_validate(i) for i in memory_items])
+    reinstate(deps, store, [Memory.model_validate(i) for i in memory_items],
+              (Memory.model_validate(i) for i in every_memory if Scope.model_validate(i["scope"]) != run))
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
     if indexed:  # again: an edit or an add that wrote before the items went may have indexed after the first delete

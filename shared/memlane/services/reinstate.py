@@ -10,25 +10,32 @@ that memory was wrong, not that it was never said: what it superseded stays supe
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import Memory, MemoryStatus
 from ..policies.consolidation import succeeds
+from . import embedder_guard
 from .deps import Deps
 from .index_writes import RACE_RETRIES, index_memories
 
+log = logging.getLogger(__name__)
 
-def reinstate(deps: Deps, store: str, deleted: Sequence[Memory]) -> int:
+
+def reinstate(deps: Deps, store: str, deleted: Sequence[Memory], others: Iterable[Memory] | None = None) -> int:
     """Move every supersede of the tenant that names one of the `deleted` memories past them. Called while their
     items are still in the table (with `deps` bound to their tenant): a retry after a crash lists them again and
-    finds what is left to do. Returns how many memories were rewritten."""
+    finds what is left to do. `others`: the tenant's other memories, if the caller has read them already.
+    Returns how many memories were rewritten."""
     gone = {m.memory_id: m for m in deleted}
     if not gone:
         return 0
     app_id, tenant_id, now = deleted[0].scope.app_id, deleted[0].scope.tenant_id, deps.clock.now()
-    held = {m.memory_id: m for m in deps.repo.iter_memories(store, app_id, tenant_id) if m.memory_id not in gone}
+    if others is None:
+        others = deps.repo.iter_memories(store, app_id, tenant_id)
+    held = {m.memory_id: m for m in others if m.memory_id not in gone}
     # Who supersedes whom once the chains are moved: a successor's link back names one of its predecessors.
     after = {mid: m.model_copy(update=_past(m, gone, held, now) or {}) for mid, m in held.items()}
     first: dict[str, str] = {}
@@ -43,7 +50,22 @@ def reinstate(deps: Deps, store: str, deleted: Sequence[Memory]) -> int:
             changes.update(supersedes=first.get(m.memory_id), updated_at=now)
         return m.model_copy(update=changes) if changes else None
 
-    return sum(_rewrite(deps, store, m, change) for m in held.values() if change(m) is not None)
+    changed = [m for m in held.values() if change(m) is not None]
+    indexed = changed and _embeds_for(deps, store)
+    return sum(_rewrite(deps, store, m, change, indexed=indexed) for m in changed)
+
+
+def _embeds_for(deps: Deps, store: str) -> bool:
+    """Whether this process embeds as the store's vectors were embedded. If not, the deletion still goes on:
+    the memories are reinstated in the table, and the store, which no search can read until `memlane reindex`
+    moves it to this process's model (409 embedder_mismatch), gets them indexed by that reindex."""
+    try:
+        embedder_guard.ensure(deps, deps.repo.get_store(store))
+    except Conflict:
+        log.warning("store %s: reinstated memories are indexed at its next `memlane reindex` (its embedder "
+                    "is not this process's)", store)
+        return False
+    return True
 
 
 def _past(m: Memory, gone: dict[str, Memory], held: dict[str, Memory], now: datetime) -> dict[str, Any] | None:
@@ -62,24 +84,27 @@ def _past(m: Memory, gone: dict[str, Memory], held: dict[str, Memory], now: date
     return {"status": MemoryStatus.ACTIVE, "superseded_by": None, "valid_to": None, "updated_at": now}
 
 
-def _rewrite(deps: Deps, store: str, m: Memory, change: Any) -> bool:
+def _rewrite(deps: Deps, store: str, m: Memory, change: Any, *, indexed: bool) -> bool:
     """Write `change(m)` over `m` as read, conditioned on it (a concurrent edit or a new supersede wins, and the
     change is planned again on what it wrote)."""
     for _ in range(RACE_RETRIES):
         new = change(m)
         if new is None:
             return False
-        vector = deps.embedder.embed([new.text])[0]
+        # The index keeps no vector to reuse (OpenSearch's source leaves it out): the text is embedded again.
+        vector = deps.embedder.embed([new.text])[0] if indexed else None
         # The index first: a crash after the table write would leave a memory current in the table but
         # superseded in the index, never found by a default search, and a retry would find nothing to do.
         # An index ahead of the table is harmless: search checks every hit against the table.
-        deps.index.upsert(store, [(new, vector)])
+        if vector is not None:
+            deps.index.upsert(store, [(new, vector)])
         try:
             deps.repo.put_memory(store, new, previous=m)
             written = True
         except ConditionFailed:
             written = False
-        index_memories(deps, store, [(new, vector)])  # the index as the table holds it now, whoever won
+        if vector is not None:
+            index_memories(deps, store, [(new, vector)])  # the index as the table holds it now, whoever won
         if written:
             return True
         fresh = deps.repo.get_memories(store, m.scope.app_id, m.scope.tenant_id, [m.memory_id])
