@@ -112,6 +112,33 @@ def test_a_lambda_killed_mid_extraction_is_redelivered_without_duplicates(aws: A
     assert len(aws.items(TENANT_PK, "MEM#")) == len(FACTS)
 
 
+
+def test_a_redelivery_the_model_answers_otherwise_neither_loses_nor_duplicates(aws: Aws, bedrock: Bedrock, store: str,
+                                                                               ingest, killed_at, tmp_path) -> None:
+    """The model's output is not byte-for-byte repeatable (nor are the store's instructions fixed between
+    deliveries): the retry answers the statements in another order, one more. Ids were the candidate's place
+    in the answer: the retry took its first statement for the one written before — one statement never
+    written, the other twice, and the task naming one memory with the other's text."""
+    add(ingest, "req-1", FACTS[:2])
+    killed_at("extract.after_table_write@1")
+    stub_extraction(bedrock, FACTS[:1])
+    with pytest.raises(LambdaKilled):
+        aws.load("extract")(receive(aws, 1))
+    killed_at("")
+    bedrock.extraction([{"text": FACTS[1], "memory_type": "fact", "evidence": [1]},
+                        {"text": " ".join(FACTS[0].upper().split()), "memory_type": "fact", "evidence": [0]}])
+    for i in range(2):
+        body = json.dumps({"embedding": unit(i), "inputTextTokenCount": 8}).encode()
+        bedrock.runtime.add_response("invoke_model", {"body": StreamingBody(io.BytesIO(body), len(body)),
+                                                      "contentType": "application/json"})
+    assert aws.load("extract")(receive(aws, 2)) == {"batchItemFailures": []}
+    check_invariants(aws, tmp_path, {"req-1": FACTS[:2]})
+    held = {m["memory_id"]: m["text"] for m in aws.items(TENANT_PK, "MEM#")}
+    assert sorted(held.values()) == sorted(FACTS[:2])  # the first attempt's wording of the first stands
+    [task] = aws.items(TENANT_PK, "TASK#req-1")
+    assert task["status"] == "SUCCEEDED" and {o["memory_id"]: o["text"] for o in task["outcomes"]} == held
+
+
 def test_killed_on_every_receive_the_last_delivery_ends_it_failed(aws: Aws, bedrock: Bedrock, store: str, ingest,
                                                                   killed_at, tmp_path) -> None:
     """A function timeout runs no give_up: the last delivery the queue allows gives the job up before

@@ -175,3 +175,27 @@ def test_a_new_add_in_a_run_deleted_and_made_again_while_the_dream_ran_keeps_wha
     service.drain()
     made = [m for m in deps.repo.iter_memories("s", APP, TENANT) if m.request_id == "new-1"]
     assert made and all(m.metadata.get("source") == "crm" for m in made)
+
+
+def test_two_deliveries_proposing_other_actions_at_one_place_keep_each_its_own(service, deps):
+    """A task's actions are stored in proposal order; two deliveries of one job whose answers differ (a model's,
+    or a write-time job retried after the store's instructions changed) propose another action at the same
+    place. The item was named by the place alone: the second action's pointer led to the first's item, so
+    applying or undoing "it" acted on the other."""
+    from memlane.domain.models import DreamAction, DreamActionStatus
+    from memlane.domain.scope import Scope
+
+    stores.create(deps, name="demo")
+    scope = Scope(app_id="app", tenant_id="u1", agent_id="bot", run_id="r1")
+    when = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+    def action(action_id: str, target: str) -> DreamAction:
+        return DreamAction(action_id=action_id, task_id="req-1", store="demo", kind=DreamActionKind.DELETE,
+                           status=DreamActionStatus.PENDING, confidence=0.9, rationale="r", scope=scope,
+                           target_ids=[target], created_at=when, updated_at=when)
+
+    first, second = action("act-first", "m1"), action("act-second", "m2")
+    for a in (first, second):
+        deps.repo.put_action(a, deps.repo.claim_action(a, 0))
+    assert deps.repo.get_action("demo", "act-first").target_ids == ["m1"]
+    assert deps.repo.get_action("demo", "act-second").target_ids == ["m2"]

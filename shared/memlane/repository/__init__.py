@@ -18,7 +18,7 @@ Partitions (pk) and sort keys (sk):
     ~stores-purging               <store>                         deleted stores whose items are being purged
     <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
     <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
-    <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>           dream actions, in proposal order (with undo records)
+    <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>#<id>      dream actions, in proposal order (with undo records)
     <store>#<app>#<tenant>        PROFILE#~tenant                 the tenant's profile
     <store>#<app>#<tenant>        PROFILE#AGENT#<agent>           the profile of one agent of the tenant
     <store>#<app>#<tenant>        SUM#<agent>#<run>               a thread's rolling summary (versioned)

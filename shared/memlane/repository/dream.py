@@ -159,7 +159,9 @@ class DreamRecords:
         its item gets (`put_action`), or None when another dream holds that id. A pointer whose item was
         never written (a crash between the two writes) is taken over; the same task's own is reused."""
         s = action.scope
-        sk = f"DACT#{action.task_id}#{ordinal:04d}"
+        # In proposal order, and the action's own: two attempts of a job whose answers differ may propose
+        # other actions at one place, and one action's item must never be found under another's id.
+        sk = f"DACT#{action.task_id}#{ordinal:04d}#{action.action_id[:12]}"
         pointer = {"pk": dream_pk(action.store), "sk": f"ACT#{action.action_id}", "app_id": s.app_id,
                    "tenant_id": s.tenant_id, "task_id": action.task_id, "item_sk": sk}
         try:

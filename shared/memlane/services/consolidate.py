@@ -2,13 +2,19 @@
 memories of its subject (every run and agent of the tenant), decided by policies/consolidation.py,
 written idempotently.
 
-Memory ids are derived from (request_id, candidate number), so a redelivered or retried job writes
-the same ids again, and a memory found with the id a candidate would get is this job's own earlier
-write. An UPDATE or DELETE is applied as an action of the dream action log (derived id, claimed
-once), so it is undone like any dream action and a retry finishes what a crash left pending.
+Memory ids are derived from the request id and the candidate's text (`_statement_key`), so a
+redelivered or retried job writes the same ids again, and a memory found with the id a candidate would
+get is this job's own earlier write — even when the model answers the retry otherwise (another order,
+a statement more or less: its output is not byte-for-byte repeatable, and the store's instructions may
+have changed between deliveries). What an earlier attempt wrote that this answer does not say again is
+a neighbour like any memory, so a rephrasing of it is not written twice. An UPDATE or DELETE is applied
+as an action of the dream action log (derived id, claimed once), so it is undone like any dream action
+and a retry finishes what a crash left pending.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from ..domain.errors import ConditionFailed, Conflict, NotFound
 from ..domain.ids import derived_id
@@ -30,6 +36,10 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     of the tenant) and with what this job already produced, and decide (policies/consolidation).
     UPDATE and DELETE supersede through an applied action of the dream action log, so each is
     undone like any dream action; NOOP writes nothing."""
+    once: dict[str, Candidate] = {}
+    for c in candidates:
+        once.setdefault(_statement_key(c), c)  # one statement said twice in an answer is one memory
+    candidates = list(once.values())
     if not candidates:
         return []
     now = deps.clock.now()
@@ -42,9 +52,10 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
-    ids = [_task_id(task, str(i)) for i in range(len(candidates))]
+    keys = [_statement_key(c) for c in candidates]
+    ids = [_task_id(task, key) for key in keys]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
-    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.request_id != task.request_id]
+    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in ids]
                for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
     # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
     # after its repair turn: ADD), the rules do.
@@ -56,7 +67,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
             if mine.text != candidate.text:  # edited since: index what the table holds
                 vector = deps.embedder.embed([mine.text])[0]
             index_memories(deps, store, [(mine, vector)])  # that attempt may have died before the index
-            outcomes.append(_resumed(deps, store, task, i, mine, candidate))
+            outcomes.append(_resumed(deps, store, task, keys[i], i, mine))
             continue
         if judged is not None:
             decision = judged[i]
@@ -97,7 +108,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
     for i, k, memory, decision in changes:
-        action_id = _supersede(deps, store, task, i, memory, decision)
+        action_id = _supersede(deps, store, task, keys[i], i, memory, decision)
         outcome = outcomes[k]
         outcomes[k] = (outcome.model_copy(update={"action_id": action_id}) if action_id else
                        outcome.model_copy(update={"action": ExtractAction.ADD, "target_id": None, "target_ids": [],
@@ -118,6 +129,11 @@ def _visible_here(decision: Decision, task: Task) -> Decision:
                                               "kept so this agent's reads find it")
 
 
+def _statement_key(candidate: Candidate) -> str:
+    """What names a candidate among a job's: its text, whitespace and case aside."""
+    return hashlib.sha256(" ".join(candidate.text.split()).casefold().encode()).hexdigest()[:32]
+
+
 def _task_id(task: Task, *parts: str) -> str:
     """An id this task writes (a memory, an action), the same on every attempt of the job. Request ids are
     the tenant's own (two tenants may both send "req-1"), and memory and action ids are unique per store:
@@ -125,7 +141,8 @@ def _task_id(task: Task, *parts: str) -> str:
     return derived_id(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id, *parts)
 
 
-def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decision: Decision) -> str | None:
+def _supersede(deps: Deps, store: str, task: Task, key: str, i: int, memory: Memory,
+               decision: Decision) -> str | None:
     """Apply the decision as a dream action (UPDATE: the survivor supersedes the others), recorded in
     the action log with its undo. None when it could not be applied (its memories changed meanwhile)."""
     if decision.older:  # the memory said later stays current; the new statement is history
@@ -134,7 +151,7 @@ def _supersede(deps: Deps, store: str, task: Task, i: int, memory: Memory, decis
         keep, targets = memory, list(decision.targets)
     now = deps.clock.now()
     action = DreamAction(
-        action_id=_task_id(task, str(i), "consolidate"), task_id=task.request_id, store=store,
+        action_id=_task_id(task, key, "consolidate"), task_id=task.request_id, store=store,
         kind=DreamActionKind.UPDATE, status=DreamActionStatus.PENDING, confidence=decision.confidence,
         rationale=f"{_WRITE_TIME} {decision.action}: {decision.reason}"[:1000], scope=keep.scope,
         target_ids=[t.memory_id for t in targets], keep_id=keep.memory_id, before=[*targets, keep],
@@ -172,10 +189,10 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
         return None
 
 
-def _resumed(deps: Deps, store: str, task: Task, i: int, memory: Memory, candidate: Candidate) -> TaskOutcome:
-    """The outcome of a candidate an earlier attempt wrote: its supersede action finished if it was left
-    pending (the attempt died between writing the memory and applying it)."""
-    action_id = _task_id(task, str(i), "consolidate")
+def _resumed(deps: Deps, store: str, task: Task, key: str, i: int, memory: Memory) -> TaskOutcome:
+    """The outcome of a candidate an earlier attempt wrote (as it wrote it): its supersede action finished if
+    it was left pending (the attempt died between writing the memory and applying it)."""
+    action_id = _task_id(task, key, "consolidate")
     try:
         action = deps.repo.get_action(store, action_id)
     except NotFound:
@@ -186,10 +203,10 @@ def _resumed(deps: Deps, store: str, task: Task, i: int, memory: Memory, candida
             older = action.keep_id != memory.memory_id
             targets = [action.keep_id or ""] if older else list(action.target_ids)
             return TaskOutcome(action=ExtractAction(kind) if kind in ExtractAction.__members__ else ExtractAction.UPDATE,
-                               memory_id=memory.memory_id, text=candidate.text, target_id=targets[0],
+                               memory_id=memory.memory_id, text=memory.text, target_id=targets[0],
                                target_ids=targets, action_id=action_id, superseded=older,
                                confidence=action.confidence, reason=action.rationale)
-    return TaskOutcome(action=ExtractAction.ADD, memory_id=memory.memory_id, text=candidate.text)
+    return TaskOutcome(action=ExtractAction.ADD, memory_id=memory.memory_id, text=memory.text)
 
 
 def _neighbours(deps: Deps, store: str, scope: ScopeFilter, text: str, vector: list[float]) -> list[Neighbour]:

@@ -1,8 +1,9 @@
 """Extract: turn a task's messages into memories, idempotently.
 
-Memory ids are derived from (request_id, candidate number), so a redelivered or retried job
-writes the same ids again instead of new ones, and a memory found in the index with the id
-the candidate would get is recognised as this job's own earlier write.
+Memory ids are derived from the request id and each candidate's text (services/consolidate.py), so a
+redelivered or retried job writes the same ids again instead of new ones, whatever order the model
+answers in, and a memory found with the id a candidate would get is recognised as this job's own
+earlier write.
 """
 
 from __future__ import annotations
