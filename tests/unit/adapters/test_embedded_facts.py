@@ -101,3 +101,32 @@ def test_a_search_checks_its_candidates_without_reading_them_again(tmp_path: Pat
     assert again == first and first.keyword and first.vector
     assert not [kw for kw in reads if kw.get("within") is not None], reads
     index.close()
+
+
+def rival(i, status=MemoryStatus.ACTIVE) -> Memory:
+    return Memory(memory_id=f"m{i}", scope=Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r"),
+                  text=f"apple river {i}", created_at=T0, updated_at=T0, status=status)
+
+
+def test_a_row_another_process_supersedes_while_the_search_runs_is_left_out(tmp_path: Path) -> None:
+    """The term index answers for the file as it was when the search began; another process's write after
+    that (here, once the vector half has read its candidates) is the file's to decide, as `_select` does."""
+    live, other = EmbeddedIndex(tmp_path / "i.db", ann=False), EmbeddedIndex(tmp_path / "i.db", ann=False)
+    live.ensure_store("s", 4)
+    live.upsert("s", [(rival(i), [1.0, 0.1 * i, 0.0, 0.0]) for i in range(5)])
+    q = IndexQuery(scope=ScopeFilter(app_id="a", tenant_id="t"), text="apple", vector=[1.0, 0.0, 0.0, 0.0], k=5,
+                   statuses=(MemoryStatus.ACTIVE,), record_types=(RecordType.MEMORY,))
+    live.search("s", q)  # the term index is built
+    vectors = live._vectors
+
+    def then_another_process_writes(*args):
+        out = vectors(*args)
+        other.upsert("s", [(rival(0, MemoryStatus.SUPERSEDED), [1.0, 0.0, 0.0, 0.0])])  # m0 superseded
+        other.delete("s", ["m1"], app_id="a", tenant_id="t")  # m1 deleted
+        return out
+
+    live._vectors = then_another_process_writes
+    got = live.search("s", q)
+    allowed = {r[0] for r in live._select("s", Filter.of(q), "d.memory_id")}
+    assert {h.memory_id for h in got.vector} <= allowed, (got.vector, allowed)
+    live.close(), other.close()

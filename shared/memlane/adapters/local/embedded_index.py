@@ -334,6 +334,8 @@ class EmbeddedIndex:
         index when it holds what the filter checks: the rows it read through `_select` and has followed
         since. None when it cannot tell (no term index yet, or a filter on other columns)."""
         terms = self._terms.get((store, f.scope.app_id, f.scope.tenant_id)) if f.on_facts else None
+        if terms is not None and self._read_data_version() != self._data_version:
+            return None  # another process wrote since this search began: the file, as `_select` reads it, decides
         found = None if terms is None else terms.facts(ids)
         if found is None:
             return None
