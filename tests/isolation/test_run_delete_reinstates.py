@@ -12,7 +12,7 @@ from memlane.domain.errors import Conflict
 from memlane.domain.models import DreamActionKind, DreamMode, ExtractAction, MemoryStatus, RecordType
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
-from memlane.services import dream, erase, explicit, ingest, search, stores
+from memlane.services import dream, erase, explicit, ingest, profiles, search, stores
 
 APP, TENANT = "app", "u1"
 T0 = datetime(2025, 1, 10, 9, 0, tzinfo=timezone.utc)
@@ -243,3 +243,90 @@ def test_a_store_of_another_embedder_gets_its_reinstated_memories_at_its_reindex
         assert [h.memory.memory_id for h in ask(deps, "demo", "Paris")][:1] == [paris]
     finally:
         second.close()
+
+
+# -- races with other writers (regression trial of 3b4945f; each fails before its fix) --------------------------
+
+
+def chain(deps, store):
+    """Paris (run a) -> Berlin (run b) -> Rome (run c)."""
+    paris = say(deps, store, "I live in Paris.", day=0, run="a").outcomes[0].memory_id
+    (berlin,) = say(deps, store, "I moved from Paris to Berlin.", day=30, run="b").outcomes
+    assert berlin.action == ExtractAction.UPDATE and berlin.target_id == paris
+    (rome,) = say(deps, store, "I moved from Berlin to Rome.", day=60, run="c").outcomes
+    assert rome.action == ExtractAction.UPDATE and rome.target_id == berlin.memory_id
+    return paris, berlin.memory_id, rome.memory_id
+
+
+def no_dangling(deps, store):
+    held = {m.memory_id: m for m in deps.repo.iter_memories(store, APP, TENANT)}
+    for m in held.values():
+        assert m.superseded_by in (None, *held), f"{m.memory_id} superseded by missing {m.superseded_by}"
+        assert m.supersedes in (None, *held), f"{m.memory_id} supersedes missing {m.supersedes}"
+
+
+def test_two_run_deletions_interleaved_lose_the_first_memory(deps, store, monkeypatch):
+    """DELETE run b and DELETE run c at the same time (both list the tenant's memories before either
+    reinstates). Sequentially Paris ends ACTIVE; interleaved it ends SUPERSEDED by Rome, which is gone."""
+    paris, berlin, rome = chain(deps, store)
+    original, fired = erase.reinstate, []
+
+    def slow_reinstate(d, s, deleted, others=None):
+        others = list(others) if others is not None else None  # b's listing is already taken here
+        if not fired:
+            fired.append(True)
+            erase.delete_run(deps, store, scope=run_of("c"))  # the other request runs whole meanwhile
+        return original(d, s, deleted, others)
+
+    monkeypatch.setattr(erase, "reinstate", slow_reinstate)
+    erase.delete_run(deps, store, scope=run_of("b"))
+    assert fired
+    m = deps.repo.get_memory(store, APP, TENANT, paris)
+    assert (m.status, m.superseded_by) == (MemoryStatus.ACTIVE, None), m
+    assert paris in {h.memory.memory_id for h in ask(deps, store)}
+    no_dangling(deps, store)
+
+
+def test_an_extraction_that_supersedes_the_deleted_memory_mid_deletion(deps, store, monkeypatch):
+    """Run c's extraction supersedes Berlin (run b) after the deletion of run b listed the memories but
+    before it reinstated: Paris comes back ACTIVE beside Rome, and Rome keeps a link to the deleted Berlin.
+    Expected: as the sequential order gives, Paris superseded by Rome, Rome.supersedes == Paris."""
+    paris = say(deps, store, "I live in Paris.", day=0, run="a").outcomes[0].memory_id
+    (berlin,) = say(deps, store, "I moved from Paris to Berlin.", day=30, run="b").outcomes
+    index_type = type(deps.index)
+    original, fired, rome = index_type.delete, [], []
+
+    def delete_after_the_extraction(index, *args, **kwargs):
+        # clear_run has listed the tenant's memories; run c's add (another request) lands now
+        if not fired:
+            fired.append(True)
+            monkeypatch.setattr(index_type, "delete", original)
+            (o,) = say(deps, store, "I moved from Berlin to Rome.", day=60, run="c").outcomes
+            assert o.action == ExtractAction.UPDATE and o.target_id == berlin.memory_id
+            rome.append(o.memory_id)
+        return original(index, *args, **kwargs)
+
+    monkeypatch.setattr(index_type, "delete", delete_after_the_extraction)
+    erase.delete_run(deps, store, scope=run_of("b"))
+    assert fired
+    current = {h.memory.memory_id for h in ask(deps, store)}
+    assert not (paris in current and rome[0] in current), "Paris and Rome both current"
+    no_dangling(deps, store)
+
+
+def test_a_profile_rebuilt_by_the_deletion_misses_the_reinstated_memory(deps, store):
+    """redaction.redact rebuilds the profiles from the ACTIVE memories before reinstate runs: the memory
+    that comes back is not in them. A fresh distillation says 'lives in: Boston'; the deletion leaves none."""
+    for run, day, text in (("r1", 0, "I live in Boston."), ("r2", 9, "I moved from Boston to Denver.")):
+        ingest.add(deps, store, scope=run_of(run), sync=True,
+                   messages=[{"role": "user", "name": "Ann", "content": text, "created_at": T0 + timedelta(days=day)}])
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True,
+                kinds=[DreamActionKind.EMIT_PROFILE], mode=DreamMode.SAFE_AUTO)
+    before = profiles.tenant_profile(deps, store, APP, TENANT)
+    assert any("Denver" in f.value for f in before.attributes)
+    erase.delete_run(deps, store, scope=run_of("r2"))
+    boston = [m for m in deps.repo.iter_memories(store, APP, TENANT) if "Boston" in m.text]
+    assert boston and boston[0].status == MemoryStatus.ACTIVE  # reinstated
+    after = profiles.tenant_profile(deps, store, APP, TENANT)
+    values = {(f.name, f.value) for f in after.attributes} if after else set()
+    assert any("Boston" in v for _, v in values), values

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
-from ..domain.models import Memory, Message, \
-    ScopeInfo, Store, Task
+from ..domain.models import Memory, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, ScopeFilter
-from ..ports import Put, Table, Write
+from ..ports import Check, Delete, Put, Table, Write
 from .keys import STORES_PK, tenant_pk, requests_pk, message_sk
 from .keys import _dump
 
@@ -100,6 +99,27 @@ class CoreRecords:
             expect = {"updated_at": read["updated_at"], "status": read["status"]}
         put = self.memory_put(store, memory, expect=expect)
         self.table.put(put.item, expect=put.expect)
+
+    def put_memory_beside(self, store: str, memory: Memory, previous: Memory, beside: Memory) -> None:
+        """`put_memory` over `previous`, in one transaction with a check that `beside` (the memory it now
+        names) is still there as read: ConditionFailed if either changed or went."""
+        mine, theirs = _dump(previous), _dump(beside)
+        put = self.memory_put(store, memory, expect={"updated_at": mine["updated_at"], "status": mine["status"]})
+        s = beside.scope
+        check = Check(tenant_pk(store, s.app_id, s.tenant_id), f"MEM#{beside.memory_id}",
+                      expect={"updated_at": theirs["updated_at"], "status": theirs["status"]})
+        self.table.transact([put, check])
+
+    def delete_memories_as_read(self, store: str, memories: Sequence[Memory]) -> None:
+        """Delete these memories only as they were read, 25 a transaction: ConditionFailed if one of a
+        transaction's changed since (the transactions before it stand)."""
+        for start in range(0, len(memories), 25):
+            deletes = []
+            for m in memories[start:start + 25]:
+                read = _dump(m)
+                deletes.append(Delete(tenant_pk(store, m.scope.app_id, m.scope.tenant_id), f"MEM#{m.memory_id}",
+                                      expect={"updated_at": read["updated_at"], "status": read["status"]}))
+            self.table.transact(deletes)
 
     def get_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> Memory:
         item = self.table.get(tenant_pk(store, app_id, tenant_id), f"MEM#{memory_id}")

@@ -82,7 +82,6 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     calls, naming the extra index `documents` it may have written back: the messages it indexed). The tenant's
     memory is left as if the run had never been said: what its memories superseded is reinstated
     (services/reinstate.py; an explicit delete of one memory does not do that)."""
-    pk = tenant_pk(store, run.app_id, run.tenant_id)
     message_items = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
                                                prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
     messages = [(i["pk"], i["sk"]) for i in message_items]
@@ -93,13 +92,20 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
     if indexed:
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
+    # Read again: a supersede of one of them by another run's add since the listing is planned with.
+    memories = deps.repo.get_memories(store, run.app_id, run.tenant_id, memory_ids)
+    # What the run's memories superseded is current again before they go (a retry still finds them to follow),
+    # and before redaction recomputes the profiles from what is current.
+    reinstate(deps, store, memories, (Memory.model_validate(i) for i in every_memory
+                                      if Scope.model_validate(i["scope"]) != run))
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
-    # What the run's memories superseded is current again, before they go: a retry still finds them to follow.
-    reinstate(deps, store, [Memory.model_validate(i) for i in memory_items],
-              (Memory.model_validate(i) for i in every_memory if Scope.model_validate(i["scope"]) != run))
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
-    deps.repo.delete_items([(pk, i["sk"]) for i in memory_items] + messages)
+    gone = _deleted_as_read(deps, store, memories)
+    deps.repo.delete_items(messages)
+    # Again, with the tenant read afresh: another deletion may have moved a supersede onto the run's memories
+    # after this one read its tenant (its successor gone, it named one of these).
+    reinstate(deps, store, gone)
     if indexed:  # again: an edit or an add that wrote before the items went may have indexed after the first delete
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
@@ -108,6 +114,27 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
             "tasks_redacted": redacted.tasks,
             "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
+
+
+def _deleted_as_read(deps: Deps, store: str, memories: list[Memory]) -> list[Memory]:
+    """Delete the run's memories as they were read when what they superseded was reinstated: one superseded
+    meanwhile (an extraction of another run updated it) is read again and reinstated past again. Returns them
+    as deleted."""
+    deleted: list[Memory] = []
+    for _ in range(_RACE_RETRIES):
+        if not memories:
+            return deleted
+        try:
+            deps.repo.delete_memories_as_read(store, memories)
+            return [*deleted, *memories]
+        except ConditionFailed:
+            s = memories[0].scope
+            left = {m.memory_id: m for m in deps.repo.get_memories(store, s.app_id, s.tenant_id,
+                                                                    [m.memory_id for m in memories])}
+            deleted += [m for m in memories if m.memory_id not in left]  # a transaction before the one refused
+            memories = list(left.values())
+            reinstate(deps, store, [*deleted, *memories])
+    raise Conflict("the run's memories are too busy to delete; retry", code="busy")
 
 
 def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str], *, evidence: Sequence[str]) -> None:
