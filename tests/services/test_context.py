@@ -406,3 +406,17 @@ def test_what_the_agents_profile_says_of_the_user_is_shown_once_in_the_user_prof
     alone = card(deps, store, sections=["agent_profile"])  # no user section: nothing is left out of the agent's
     assert [e.text for e in alone.kept["agent_profile"]] == ["You plan Priya's trips.", "is allergic to: peanuts",
                                                              "lives in: Lisbon", "speaks: Hindi"]
+
+
+def test_a_plan_line_is_as_short_as_a_memory_line(deps, store, monkeypatch) -> None:
+    """Plans kept the speaker's prefix their statement repeats and the quote of the turn they answered, which
+    the memories' lines had dropped (docs/benchmarks.md §7): ~10-30 tokens a plan."""
+    plan = _hit(0, "Priya: Priya will paint the shed in May. (replying to Anjali: Any plans for the garden?)",
+                MemoryType.PLAN)
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: [plan])
+
+    shown = card(deps, store, sections=["plans"]).kept["plans"]
+    before = card(deps, store, sections=["plans"], recipe="grouped_compact_noreply").kept["plans"]
+
+    assert [e.text for e in shown] == ["Priya will paint the shed in May."]
+    assert [e.text for e in before] == [plan.memory.text]

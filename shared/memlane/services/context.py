@@ -74,13 +74,15 @@ class CardRecipe:
     # again; `replies` False also drops the "(replying to ...)" quote of the turn a memory answered.
     compact: bool = False
     replies: bool = True
+    compact_plans: bool = False  # the plans' lines shortened as the memories' are (`compact`, `replies`)
 
 
 RECIPES = {
     # Memories under their date, without a speaker prefix their statement repeats or the quote of the turn
-    # they answered: on four LoCoMo conversations, recall at 1,500 tokens 0.865 -> 0.888, none lost
-    # (docs/benchmarks.md §7). `dated_lines` is the card before, each line dated, as said.
-    "default": CardRecipe(group_dates=True, compact=True, replies=False),
+    # they answered (on four LoCoMo conversations, recall at 1,500 tokens 0.865 -> 0.888, none lost), and the
+    # plans' lines as short (six conversations 0.878 -> 0.882; docs/benchmarks.md §7). `grouped_compact_noreply`
+    # is the card before the plans' lines, `dated_lines` the card before that, each line dated, as said.
+    "default": CardRecipe(group_dates=True, compact=True, replies=False, compact_plans=True),
     "dated_lines": CardRecipe(),
     "no_floor": CardRecipe(relative_floor=0.0, alike=0),  # the card before the floor and alike (the comparison)
     "floor_only": CardRecipe(alike=0),
@@ -91,6 +93,7 @@ RECIPES = {
     "compact": CardRecipe(compact=True),
     "grouped_compact": CardRecipe(group_dates=True, compact=True),
     "grouped_compact_noreply": CardRecipe(group_dates=True, compact=True, replies=False),
+    "compact_plans": CardRecipe(group_dates=True, compact=True, replies=False, compact_plans=True),
 }
 DEFAULT_RECIPE = "default"
 
@@ -137,7 +140,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
         if "plans" in wanted:
-            parts.append(_plans(summary, ahead, summarised="summary" in wanted))
+            parts.append(_plans(summary, ahead, summarised="summary" in wanted, plan=plan))
         if "memories" in wanted:
             # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
             shown = [_turn(m) for m in recent] + ([s.text for s in summary.sentences] if summary else [])
@@ -268,7 +271,8 @@ def _text(m: Memory) -> str:
     return m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
 
 
-def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool) -> Section:
+def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool,
+           plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
     the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
     says (drawn from the messages it cites, naming most of what it names). A plan from search is worth its
@@ -278,11 +282,15 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
     entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
                if item not in said]
 
-    def told(plan: Memory) -> bool:  # an item the summary section shows counts too: the plan is in the card
-        return any(plan.evidence and set(plan.evidence) <= set(cited) and extractive.says_item(plan.text, item)
+    def told(memory: Memory) -> bool:  # an item the summary section shows counts too: the plan is in the card
+        return any(memory.evidence and set(memory.evidence) <= set(cited) and extractive.says_item(memory.text, item)
                    for item, cited in items)
 
-    entries += [Entry(h.memory.memory_id, _dated(h.memory.text, h.memory.event_time), RANK_DECAY ** rank,
+    def line(memory: Memory) -> str:
+        text = compact(memory.text, speaker=plan.compact, replies=plan.replies) if plan.compact_plans else memory.text
+        return _dated(text, memory.event_time)
+
+    entries += [Entry(h.memory.memory_id, line(h.memory), RANK_DECAY ** rank,
                       len(entries) + i, tuple(h.memory.evidence))
                 for i, (rank, h) in enumerate(ahead) if not told(h.memory)]
     return Section("plans", tuple(entries))
