@@ -348,3 +348,18 @@ def test_assume_role_is_not_slowed_by_another_tenant(aws):
     finally:
         release.set()
         slow.join()
+
+
+def test_credentials_handed_to_a_job_outlive_the_longest_function_timeout() -> None:
+    """A job binds its tenant's table and index client once, at its start, and keeps them to its end; a cached
+    one is handed out until `refresh_before` its expiry. That margin was 180 s against the Extract function's
+    300 s: a job started late in a credential's life would meet ExpiredTokenException mid-write (AWS adversarial
+    trial: fails before)."""
+    from memlane.adapters.dynamodb.scoped import DEFAULT_REFRESH_BEFORE
+    from memlane.adapters.opensearch.tenant_auth import RENEW_BEFORE_SECONDS, TOKEN_SECONDS
+    from tests.handlers.template import load_template
+
+    longest = max(r["Properties"].get("Timeout", 3) for r in load_template()["Resources"].values()
+                  if r["Type"] == "AWS::Serverless::Function")
+    assert DEFAULT_REFRESH_BEFORE.total_seconds() > longest
+    assert min(RENEW_BEFORE_SECONDS, TOKEN_SECONDS // 2) > longest

@@ -41,8 +41,9 @@ TAG_STORE, TAG_APP, TAG_TENANT = "store", "app", "tenant"
 DEFAULT_MAX_TENANTS = 256
 DEFAULT_DURATION_SECONDS = 900  # AssumeRole's minimum
 MAX_DURATION_SECONDS = 43_200
-# Refresh this long before expiry, so a table handed out stays valid through the request using it.
-DEFAULT_REFRESH_BEFORE = timedelta(minutes=3)
+# Refresh this long before expiry, so a table handed out stays valid through the request or job using it: a
+# job binds its tenant's table once and may run for the longest function timeout (Extract: 300 s) and more.
+DEFAULT_REFRESH_BEFORE = timedelta(minutes=6)
 
 _SESSION_NAME_CHARS = re.compile(r"[^\w+=,.@-]", re.ASCII)  # AssumeRole: [\w+=,.@-]{2,64}
 _SESSION_NAME_MAX = 64

@@ -30,7 +30,7 @@ from opensearchpy import OpenSearch
 from .connection import build_client
 
 TOKEN_SECONDS = 900
-RENEW_BEFORE_SECONDS = 180
+RENEW_BEFORE_SECONDS = 360  # a client handed out outlives the job using it (the longest function timeout: 300 s)
 MAX_CLIENTS = 256
 TENANT_ROLE = "memlane_tenant"  # the backend role roles_mapping.yml maps to the DLS role
 
