@@ -18,6 +18,9 @@ MAX_METADATA_INT = 2 ** 63 - 1  # integers in metadata fit 64 bits (SQLite; Dyna
 MAX_REQUEST_ID_CHARS = 128
 MAX_INSTRUCTIONS_CHARS = 8_000
 MAX_BODY_BYTES = 2_000_000
+# An extraction's outcome keeps the start of the statement it wrote (the memory itself holds all of it): a task
+# is one table item, at most 400 KB on DynamoDB, and one add may yield a hundred statements of 30,000 characters.
+MAX_OUTCOME_TEXT_CHARS = 500
 MAX_MEMORIES_PER_WRITE = 50  # an explicit write (infer: false) is one table transaction
 MAX_ADDS_PER_BATCH = 100  # adds in one POST .../memories:batch (each its own transaction)
 MAX_THREAD_SCAN = 1000  # registry entries one thread-list page reads at most (narrowed to an agent)

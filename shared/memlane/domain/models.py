@@ -5,7 +5,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import limits
 from .errors import InvalidInput
@@ -224,7 +224,7 @@ class ExtractAction(StrEnum):
 class TaskOutcome(BaseModel):
     action: ExtractAction
     memory_id: str
-    text: str = ""
+    text: str = ""  # the statement, its first MAX_OUTCOME_TEXT_CHARS characters (the memory holds it whole)
     target_id: str | None = None  # the memory an UPDATE superseded / a NOOP matched / a DELETE closed
     target_ids: list[str] = Field(default_factory=list)  # every memory it superseded or closed
     reason: str = ""  # why (consolidation's reading of the two statements)
@@ -232,6 +232,12 @@ class TaskOutcome(BaseModel):
     # The applied action in the dream action log that made the change: undo it there to revert it.
     action_id: str | None = None
     superseded: bool = False  # said before the memory it contradicts: written already superseded
+
+    @field_validator("text")
+    @classmethod
+    def _preview(cls, text: str) -> str:
+        cap = limits.MAX_OUTCOME_TEXT_CHARS
+        return text if len(text) <= cap else text[:cap - 1] + "…"
 
 
 class Task(BaseModel):
