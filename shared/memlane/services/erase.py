@@ -148,8 +148,8 @@ def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str]
     ids = [m.memory_id for m in mine]
     deps.index.delete(store, list(dict.fromkeys([*ids, *evidence])), app_id=run.app_id, tenant_id=run.tenant_id)
     if ids:
+        reinstate(deps, store, mine)  # before redaction recomputes the profiles from what is current
         redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(ids))
-        reinstate(deps, store, mine)
         deps.repo.delete_items([(tenant_pk(store, run.app_id, run.tenant_id), f"MEM#{i}") for i in ids])
     deps.compact()
 
