@@ -163,14 +163,16 @@ class Api:
         """The body limit the local server holds its socket to, for every way in: API Gateway and Lambda let
         ~6 MB through, past what one add's transaction may carry on DynamoDB (4 MB)."""
         body = event.get("body") or ""
+        too_large = _error_result(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+        if not event.get("isBase64Encoded"):
+            return too_large if len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES else None
+        if len(body) > 4 * (MAX_BODY_BYTES // 3 + 1):  # more than any encoding of MAX_BODY_BYTES: not decoded
+            return too_large
         try:
-            size = len(base64.b64decode(body)) if event.get("isBase64Encoded") else len(
-                body.encode("utf-8", "surrogatepass"))
+            size = len(base64.b64decode(body, validate=True))
         except (binascii.Error, ValueError):
-            return None  # not base64 after all: the route's own parsing answers it
-        if size <= MAX_BODY_BYTES:
-            return None
-        return _error_result(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+            return _error_result(400, "invalid_input", "the body is marked base64 but is not valid base64")
+        return too_large if size > MAX_BODY_BYTES else None
 
     @staticmethod
     def _refuse_non_json(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -106,14 +106,19 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     # Again, with the tenant read afresh: another deletion may have moved a supersede onto the run's memories
     # after this one read its tenant (its successor gone, it named one of these).
     reinstate(deps, store, gone)
+    # And the copies again: a write of another run's job between the first redaction and the deletion (an
+    # update whose undo record quotes one of these memories) found them still there and kept its copy; one
+    # written from now on finds them gone (redaction.after_compare).
+    again = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     if indexed:  # again: an edit or an add that wrote before the items went may have indexed after the first delete
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
     deps.compact()
     return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
-            "tasks_redacted": redacted.tasks,
-            "dream_actions_redacted": redacted.dream_actions, "profiles_recomputed": redacted.profiles}
+            "tasks_redacted": redacted.tasks + again.tasks,
+            "dream_actions_redacted": redacted.dream_actions + again.dream_actions,
+            "profiles_recomputed": redacted.profiles + again.profiles}
 
 
 def _deleted_as_read(deps: Deps, store: str, memories: list[Memory]) -> list[Memory]:
