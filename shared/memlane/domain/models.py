@@ -263,6 +263,9 @@ class Task(BaseModel):
     # The add wrote its messages to the search index (set right after): its job need not index them
     # again. None on tasks written before messages were indexed.
     messages_indexed: bool | None = None
+    # The memories an attempt of its job set out to write, noted before it wrote them: a retry finds what an
+    # earlier attempt left, whatever the model answers it (services/consolidate.py).
+    written_ids: list[str] = Field(default_factory=list)
 
     @property
     def memory_ids(self) -> list[str]:

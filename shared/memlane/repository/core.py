@@ -90,15 +90,15 @@ class CoreRecords:
         return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": f"MEM#{memory.memory_id}", **_dump(memory)},
                    expect=expect)
 
-    def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None) -> None:
+    def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False) -> None:
         """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or
-        deleted since it was read)."""
+        deleted since it was read); `new`, only where no memory of its id is (ConditionFailed if one is)."""
         expect = None
         if previous is not None:
             read = _dump(previous)
             expect = {"updated_at": read["updated_at"], "status": read["status"]}
         put = self.memory_put(store, memory, expect=expect)
-        self.table.put(put.item, expect=put.expect)
+        self.table.put(put.item, expect=put.expect, if_absent=new)
 
     def put_memory_beside(self, store: str, memory: Memory, previous: Memory, beside: Memory) -> None:
         """`put_memory` over `previous`, in one transaction with a check that `beside` (the memory it now

@@ -15,11 +15,12 @@ and a retry finishes what a crash left pending.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 
 from ..domain.errors import ConditionFailed, Conflict, NotFound
 from ..domain.ids import derived_id
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
-                             MemoryStatus, Message, Task, TaskOutcome)
+                             MemoryStatus, Message, Task, TaskOutcome, TaskStatus)
 from ..domain.scope import ScopeFilter
 from ..policies import consolidation
 from ..policies.consolidation import Decision, Neighbour
@@ -38,9 +39,9 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     undone like any dream action; NOOP writes nothing."""
     once: dict[str, Candidate] = {}
     for c in candidates:
-        once.setdefault(_statement_key(c), c)  # one statement said twice in an answer is one memory
+        once.setdefault(_statement_key(c.text), c)  # one statement said twice in an answer is one memory
     candidates = list(once.values())
-    if not candidates:
+    if not candidates and not task.written_ids:
         return []
     now = deps.clock.now()
     said = {m.message_id: m.created_at for m in messages}
@@ -52,14 +53,20 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
-    keys = [_statement_key(c) for c in candidates]
+    keys = [_statement_key(c.text) for c in candidates]
     ids = [_task_id(task, key) for key in keys]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
+    # What an earlier attempt wrote that this answer does not say again (the model's output is not repeatable):
+    # indexed (that attempt may have died first), a neighbour of every statement (a rephrasing of it is not
+    # written twice), and named by the task.
+    left = _left_by_earlier_attempts(deps, store, task, ids)
     nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in ids]
+               + [Neighbour(m, _dot(v, mv)) for m, mv in left if m.status == MemoryStatus.ACTIVE]
                for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
     # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
     # after its repair turn: ADD), the rules do.
-    judged = judge.decide(deps.llm, candidates, nearest, times) if deps.llm is not None and across else None
+    judged = (judge.decide(deps.llm, candidates, nearest, times) if deps.llm is not None and across and candidates
+              else None)
     for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
         memory_id, observed_at = ids[i], times[i]
         if memory_id in earlier:  # written by an earlier attempt of this same job
@@ -67,7 +74,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
             if mine.text != candidate.text:  # edited since: index what the table holds
                 vector = deps.embedder.embed([mine.text])[0]
             index_memories(deps, store, [(mine, vector)])  # that attempt may have died before the index
-            outcomes.append(_resumed(deps, store, task, keys[i], i, mine))
+            outcomes.append(_resumed(deps, store, task, keys[i], mine))
             continue
         if judged is not None:
             decision = judged[i]
@@ -97,18 +104,36 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                                     target_id=targets[0] if targets else None, target_ids=targets,
                                     reason=decision.reason, confidence=decision.confidence if targets else None,
                                     superseded=decision.older))
+    outcomes += [_resumed(deps, store, task, _statement_key(m.text), m) for m, _ in left]
+    if written:  # noted before they are written: a retry that is answered otherwise still finds them
+        _note_written(deps, task, [m.memory_id for m, _ in written])
+    # A change is recorded (pending) before the memory that makes it: a crash between the two left a memory that
+    # said nothing of the fact it updates, and the retry found no action to finish (`_resumed`).
+    recorded: list[tuple[int, DreamAction | None]] = []
+    for i, k, memory, decision in changes:
+        stored = _record(deps, _supersede(store, task, keys[i], memory, decision, now), i)
+        recorded.append((k, stored))
+        # Recorded by an attempt that died before writing the memory: the memory is written as that attempt
+        # made it (the action's undo record names that version).
+        made = next((m for m in stored.before if m.memory_id == memory.memory_id), memory) if stored else memory
+        if made != memory:
+            written = [(made if m.memory_id == made.memory_id else m, v) for m, v in written]
+            outcomes[k] = outcomes[k].model_copy(update={"text": made.text})
     # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
     for n, (memory, _) in enumerate(written):
-        deps.repo.put_memory(store, memory)
+        try:
+            deps.repo.put_memory(store, memory, new=True)
+        except ConditionFailed:
+            pass  # another delivery of this job wrote it, and may have applied its change: that version stands
         if n == 0 and len(written) > 1:
             deps.faults.point("extract.mid_memories")
     deps.faults.point("extract.after_table_write")
-    index_memories(deps, store, written)
+    index_memories(deps, store, written)  # the index as the table holds them, whoever wrote them
     deps.faults.point("extract.after_index_write")
     if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
-    for i, k, memory, decision in changes:
-        action_id = _supersede(deps, store, task, keys[i], i, memory, decision)
+    for k, stored in recorded:
+        action_id = _apply(deps, stored) if stored is not None else None
         outcome = outcomes[k]
         outcomes[k] = (outcome.model_copy(update={"action_id": action_id}) if action_id else
                        outcome.model_copy(update={"action": ExtractAction.ADD, "target_id": None, "target_ids": [],
@@ -129,9 +154,29 @@ def _visible_here(decision: Decision, task: Task) -> Decision:
                                               "kept so this agent's reads find it")
 
 
-def _statement_key(candidate: Candidate) -> str:
-    """What names a candidate among a job's: its text, whitespace and case aside."""
-    return hashlib.sha256(" ".join(candidate.text.split()).casefold().encode()).hexdigest()[:32]
+def _statement_key(text: str) -> str:
+    """What names a statement among a job's: its text, whitespace and case aside."""
+    return hashlib.sha256(" ".join(text.split()).casefold().encode()).hexdigest()[:32]
+
+
+def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]) -> list[tuple[Memory, list[float]]]:
+    """The memories earlier attempts of the job wrote and this answer does not repeat, with their vectors, indexed."""
+    others = [mid for mid in task.written_ids if mid not in ids]
+    left = deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, others) if others else []
+    if not left:
+        return []
+    written = list(zip(left, deps.embedder.embed([m.text for m in left])))
+    index_memories(deps, store, written)
+    return written
+
+
+def _note_written(deps: Deps, task: Task, memory_ids: list[str]) -> None:
+    noted = [*task.written_ids, *(mid for mid in memory_ids if mid not in task.written_ids)]
+    if len(noted) == len(task.written_ids):
+        return
+    if deps.repo.move_task(task.model_copy(update={"written_ids": noted}), expect=TaskStatus.RUNNING) is None:
+        raise NotFound(f"task '{task.request_id}' is gone: its tenant was erased or its store deleted",
+                       code="task_not_found")
 
 
 def _task_id(task: Task, *parts: str) -> str:
@@ -141,40 +186,42 @@ def _task_id(task: Task, *parts: str) -> str:
     return derived_id(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id, *parts)
 
 
-def _supersede(deps: Deps, store: str, task: Task, key: str, i: int, memory: Memory,
-               decision: Decision) -> str | None:
-    """Apply the decision as a dream action (UPDATE: the survivor supersedes the others), recorded in
-    the action log with its undo. None when it could not be applied (its memories changed meanwhile)."""
+def _supersede(store: str, task: Task, key: str, memory: Memory, decision: Decision, now: datetime) -> DreamAction:
+    """The decision as a dream action (UPDATE: the survivor supersedes the others), with its undo record."""
     if decision.older:  # the memory said later stays current; the new statement is history
         keep, targets = decision.targets[0], [memory]
     else:
         keep, targets = memory, list(decision.targets)
-    now = deps.clock.now()
-    action = DreamAction(
+    return DreamAction(
         action_id=_task_id(task, key, "consolidate"), task_id=task.request_id, store=store,
         kind=DreamActionKind.UPDATE, status=DreamActionStatus.PENDING, confidence=decision.confidence,
         rationale=f"{_WRITE_TIME} {decision.action}: {decision.reason}"[:1000], scope=keep.scope,
         target_ids=[t.memory_id for t in targets], keep_id=keep.memory_id, before=[*targets, keep],
         created_at=now, updated_at=now)
-    return _apply(deps, action, i)
 
 
 _WRITE_TIME = "write-time"
 
 
-def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
+def _record(deps: Deps, action: DreamAction, ordinal: int) -> DreamAction | None:
+    """The action in the log, as stored: this one, or what another attempt of the job stored under its id
+    (and may have decided since). None when another dream holds the id."""
     repo = deps.repo
     sk = repo.claim_action(action, ordinal)
     if sk is None:
         return None
     try:
-        stored = repo.get_action(action.store, action.action_id)
+        return repo.get_action(action.store, action.action_id)
     except NotFound:
         try:
             repo.put_action(action, sk)
-            stored = action
+            return action
         except ConditionFailed:  # another attempt of the job stored it meanwhile: what it holds stands
-            stored = repo.get_action(action.store, action.action_id)
+            return repo.get_action(action.store, action.action_id)
+
+
+def _apply(deps: Deps, stored: DreamAction) -> str | None:
+    """Apply a recorded change; its id, or None when it could not be applied (its memories changed meanwhile)."""
     if stored.status == DreamActionStatus.APPLIED:  # an earlier attempt applied it: its index writes again
         dream_actions.reindex(deps, stored)
         return stored.action_id
@@ -189,7 +236,7 @@ def _apply(deps: Deps, action: DreamAction, ordinal: int) -> str | None:
         return None
 
 
-def _resumed(deps: Deps, store: str, task: Task, key: str, i: int, memory: Memory) -> TaskOutcome:
+def _resumed(deps: Deps, store: str, task: Task, key: str, memory: Memory) -> TaskOutcome:
     """The outcome of a candidate an earlier attempt wrote (as it wrote it): its supersede action finished if
     it was left pending (the attempt died between writing the memory and applying it)."""
     action_id = _task_id(task, key, "consolidate")
@@ -198,7 +245,7 @@ def _resumed(deps: Deps, store: str, task: Task, key: str, i: int, memory: Memor
     except NotFound:
         action = None  # the attempt died before it recorded a change
     if action is not None:
-        if _apply(deps, action, i):
+        if _apply(deps, action):
             kind = action.rationale.removeprefix(_WRITE_TIME).strip().split(":", 1)[0]
             older = action.keep_id != memory.memory_id
             targets = [action.keep_id or ""] if older else list(action.target_ids)

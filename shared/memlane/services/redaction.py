@@ -44,7 +44,9 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
     def task(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = Task.model_validate(item)
         new = _redacted_task(found, memory_ids, run)
-        return (new, {"status": str(found.status), "updated_at": item["updated_at"]}) if new else None
+        if new is None or new == found:  # nothing of theirs, or redacted already (a deletion redacts twice)
+            return None
+        return new, {"status": str(found.status), "updated_at": item["updated_at"]}
 
     def profile(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = Profile.model_validate(item)
@@ -72,8 +74,11 @@ def redact_task_actions(deps: Deps, store: str, app_id: str, tenant_id: str, tas
 def _action(memory_ids: set[str], run: Scope | None) -> Callable[[dict[str, Any]], tuple[Any, dict[str, Any]] | None]:
     """A dream action item's redacted rewrite (and the state it is conditioned on), or None if untouched."""
     def change(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-        new = redacted_action(DreamAction.model_validate(item), memory_ids, run)
-        return (new, {"status": item["status"], "updated_at": item["updated_at"]}) if new else None
+        found = DreamAction.model_validate(item)
+        new = redacted_action(found, memory_ids, run)
+        if new is None or new == found:  # nothing of theirs, or redacted already
+            return None
+        return new, {"status": item["status"], "updated_at": item["updated_at"]}
     return change
 
 

@@ -1,0 +1,197 @@
+"""An extraction job retried, or delivered twice at once, whose model answers otherwise each time (its output is
+not byte-for-byte repeatable): nothing it wrote is left unindexed or unnamed, no statement is written twice, and a
+write-time update survives a crash at any point (second regression trial of 874f282; each fails before)."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memlane.domain.models import Candidate, MemoryStatus, TaskStatus
+from memlane.faults import Faults
+from memlane.services import extract, ingest, stores
+
+APP, TENANT = "app", "u1"
+SC = {"app_id": APP, "tenant_id": TENANT, "agent_id": "a", "run_id": "r1"}
+T0 = datetime(2025, 1, 10, tzinfo=timezone.utc)
+
+
+class Crash(Exception):
+    pass
+
+
+def crash(name):
+    raise Crash(name)
+
+
+class Scripted:
+    """An extractor answering each delivery with the next list of statements (evidence: every message)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    def extract(self, messages, **kw):
+        texts = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return [Candidate(text=t, evidence=[m.message_id for m in messages]) for t in texts]
+
+
+def say(deps, text, *, day, request_id, scope=SC, sync=True):
+    return ingest.add(deps, "demo", scope=scope, sync=sync, request_id=request_id,
+                      messages=[{"role": "user", "content": text, "created_at": T0 + timedelta(days=day)}])
+
+
+def arm(deps, schedule):
+    deps.faults = Faults(schedule, crash=crash) if schedule else Faults()
+
+
+def index_docs(deps, store="demo"):
+    """memory id -> status, as the index holds them."""
+    return {d.memory_id: d.status for d in deps.index.documents(store) if d.record_type == "memory"}
+
+
+def table_mems(deps, store="demo", app=APP, tenant=TENANT):
+    return {m.memory_id: m for m in deps.repo.iter_memories(store, app, tenant)}
+
+
+@pytest.fixture()
+def demo(deps):
+    stores.create(deps, name="demo")
+    return deps
+
+
+A = "User's sister Clara lives in Lisbon."
+B = "User plays the cello every Sunday."
+
+
+@pytest.mark.parametrize("point", ["extract.after_table_write@1", "extract.mid_memories@1"])
+def test_a_statement_the_retry_drops_after_a_crash_before_the_index_stays_unindexed(demo, point):
+    """Attempt 1 writes A and B to the table and dies before the index write. The retry's answer says A
+    only: B is not in `ids`, so it is neither resumed (indexed) nor found as a neighbour (it is not in the
+    index): an ACTIVE memory the index never gets — unsearchable, table != index."""
+    deps = demo
+    deps.extractor = Scripted([B, A], [A])  # B first: mid_memories dies after writing B alone
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED
+    table = {mid: m.status.value for mid, m in table_mems(deps).items()}
+    index = index_docs(deps)
+    assert table == index, f"table {table} != index {index}"
+
+
+B2 = "User plays the cello every Sunday!"  # the retry's wording of B (not whitespace/case equal)
+
+
+@pytest.mark.parametrize("point", ["extract.after_index_write@1", "extract.after_table_write@1"])
+def test_a_rephrasing_on_retry_is_not_written_twice(demo, point):
+    """The commit's promise: 'what an earlier attempt wrote that this answer does not say again is a
+    neighbour like any memory, so a rephrasing of it is not written twice'. It holds only when the first
+    attempt got as far as the index."""
+    deps = demo
+    deps.extractor = Scripted([A, B], [A, B2])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    extract.run(deps, "demo", task.request_id)
+    active = sorted(m.text for m in table_mems(deps).values() if m.status == MemoryStatus.ACTIVE)
+    assert len(active) == 2, active
+
+
+OLD = "User lives in Boston."
+NEW = "User moved to Denver last month."
+
+
+@pytest.mark.parametrize("point", ["extract.after_table_write@1", "extract.after_index_write@1"])
+def test_a_write_time_update_survives_a_crash_before_its_action(demo, point):
+    """The second add's statement UPDATEs the first. Its job dies after writing the memory, before
+    _supersede recorded the action; the retry answers the very same statement: `_resumed` finds no action
+    and reports ADD. Boston and Denver both stay ACTIVE for good; the task names no UPDATE."""
+    deps = demo
+    deps.extractor = Scripted([OLD])
+    say(deps, "I live in Boston.", day=0, request_id="req-0")
+    deps.extractor = Scripted([NEW])
+    task = say(deps, "I moved to Denver last month.", day=30, request_id="req-1", sync=False)
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    done = extract.run(deps, "demo", task.request_id)
+    held = {m.text: m.status for m in table_mems(deps).values()}
+    assert held == {OLD: MemoryStatus.SUPERSEDED, NEW: MemoryStatus.ACTIVE}, held
+    assert [o.action.value for o in done.outcomes] == ["UPDATE"] and done.outcomes[0].action_id
+
+
+def test_a_write_time_update_recorded_before_its_memory_was_written_is_applied_by_the_retry(demo):
+    """The job dies after it recorded the update (pending) and wrote its first memory, before the one that
+    updates: the retry writes that memory as the recorded action names it, and applies the action once."""
+    deps = demo
+    deps.extractor = Scripted([OLD])
+    say(deps, "I live in Boston.", day=0, request_id="req-0")
+    deps.extractor = Scripted([B, NEW])
+    task = say(deps, "I play cello on Sundays. I moved to Denver last month.", day=30, request_id="req-1", sync=False)
+    arm(deps, "extract.mid_memories@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    done = extract.run(deps, "demo", task.request_id)
+    held = {m.text: m.status for m in table_mems(deps).values()}
+    assert held == {OLD: MemoryStatus.SUPERSEDED, NEW: MemoryStatus.ACTIVE, B: MemoryStatus.ACTIVE}, held
+    update = next(o for o in done.outcomes if o.text == NEW)
+    assert update.action.value == "UPDATE" and update.action_id
+    assert index_docs(deps) == {mid: m.status.value for mid, m in table_mems(deps).items()}
+
+
+def test_control_no_crash_updates(demo):
+    deps = demo
+    deps.extractor = Scripted([OLD])
+    say(deps, "I live in Boston.", day=0, request_id="req-0")
+    deps.extractor = Scripted([NEW])
+    done = say(deps, "I moved to Denver last month.", day=30, request_id="req-1")
+    held = {m.text: m.status for m in table_mems(deps).values()}
+    assert held == {OLD: MemoryStatus.SUPERSEDED, NEW: MemoryStatus.ACTIVE}, held
+    assert [o.action.value for o in done.outcomes] == ["UPDATE"] and done.outcomes[0].action_id
+
+
+def test_concurrent_deliveries_leave_the_write_time_update_undoable(demo, monkeypatch):
+    """Two deliveries of one job (SQS redelivers while the first still runs). Delivery B reads `earlier`
+    (nothing yet) and its neighbours; delivery A then runs to the end: writes Denver, applies the UPDATE
+    action (Denver.supersedes = Boston). B then `put_memory`s Denver unconditionally over A's version:
+    the supersedes link is gone and the action's after-digest no longer matches, so the UPDATE the task
+    names can never be undone."""
+    from memlane.services import consolidate, dream
+    deps = demo
+    deps.extractor = Scripted([OLD])
+    say(deps, "I live in Boston.", day=0, request_id="req-0")
+    deps.extractor = Scripted([NEW])
+    task = say(deps, "I moved to Denver last month.", day=30, request_id="req-1", sync=False)
+    original = consolidate._neighbours
+    state = {"ran": False}
+
+    def neighbours(*args, **kwargs):
+        found = original(*args, **kwargs)
+        if not state["ran"]:  # delivery B, between its reads and its writes: delivery A runs whole
+            state["ran"] = True
+            monkeypatch.setattr(consolidate, "_neighbours", original)
+            first = extract.run(deps, "demo", task.request_id)
+            assert first.status == TaskStatus.SUCCEEDED
+            monkeypatch.setattr(consolidate, "_neighbours", neighbours)
+        return found
+
+    monkeypatch.setattr(consolidate, "_neighbours", neighbours)
+    extract.run(deps, "demo", task.request_id)  # delivery B
+    done = deps.repo.locate_task("demo", task.request_id)
+    [outcome] = done.outcomes
+    assert outcome.action.value == "UPDATE" and outcome.action_id
+    denver = deps.repo.get_memory("demo", "app", "u1", outcome.memory_id)
+    problems = []
+    if denver.supersedes != outcome.target_id:
+        problems.append("Denver lost its supersedes link")
+    try:
+        dream.undo_action(deps, "demo", outcome.action_id)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"undo refused: {e}")
+    assert not problems, problems
