@@ -361,6 +361,9 @@ KEPT = {
     "test_own_global_partitions_with_its_own_credentials)",
     ("Tasks", G, "dynamodb:DeleteItem"): "the sweeper closing the open-task entry of a task it finds finished "
     "(services/sweep.py): no task is stale within the rehearsal",
+    ("Tasks", "EmbedReinstated", "bedrock:InvokeModel"): "a run deletion embeds again the memories it makes "
+    "current again (services/reinstate.py): the rehearsal's deleted run superseded nothing; "
+    "tests/handlers/test_tasks.py makes the call through the Tasks function",
     ("Dream", "DreamRole/DreamEventInvokeConfigOnFailureSQSPolicy#0", "sqs:SendMessage"): "Lambda's on-failure "
     "destination of the scheduled run (EventInvokeConfig -> ScheduleFailureQueue, written with the function's "
     "role): the rehearsal invokes synchronously and no scheduled run fails",
