@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
@@ -212,6 +213,28 @@ class CoreRecords:
         s = task.scope
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
                         **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
+
+    def note_task_writes(self, task: Task, memory_ids: Sequence[str]) -> None:
+        """Add `memory_ids` to what the running task's job set out to write, merged with what another delivery
+        noted meanwhile (each write conditioned on the version read); nothing once the task is gone or done."""
+        for _ in range(20):
+            found = self.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
+            if found is None or found.status != TaskStatus.RUNNING:
+                return
+            noted = [*found.written_ids, *(m for m in memory_ids if m not in found.written_ids)]
+            if len(noted) == len(found.written_ids):
+                return
+            read = _dump(found)["updated_at"]
+            later = found.updated_at + timedelta(microseconds=1)  # moved, so a concurrent noter's condition fails
+            s = task.scope
+            try:
+                self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
+                                **_dump(found.model_copy(update={"written_ids": noted, "updated_at": later}))},
+                               expect={"status": str(TaskStatus.RUNNING), "updated_at": read})
+                return
+            except ConditionFailed:
+                continue
+        raise Conflict(f"task '{task.request_id}' is too busy to note its writes; retry", code="busy")
 
     def move_task(self, task: Task, *, expect: TaskStatus) -> Task | None:
         """Write `task` if its item still says `expect`; else the item as it is now — None when it is gone (its

@@ -20,7 +20,7 @@ from datetime import datetime
 from ..domain.errors import ConditionFailed, Conflict, NotFound
 from ..domain.ids import derived_id
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
-                             MemoryStatus, Message, Task, TaskOutcome, TaskStatus)
+                             MemoryStatus, Message, Task, TaskOutcome)
 from ..domain.scope import ScopeFilter
 from ..policies import consolidation
 from ..policies.consolidation import Decision, Neighbour
@@ -52,6 +52,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     outcomes: list[TaskOutcome] = []
     written: list[tuple[Memory, list[float]]] = []
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
+    prior: list[tuple[int, DreamAction | None]] = []  # (outcome index, the change recorded before this attempt)
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
     keys = [_statement_key(c.text) for c in candidates]
     ids = [_task_id(task, key) for key in keys]
@@ -60,6 +61,9 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # indexed (that attempt may have died first), a neighbour of every statement (a rephrasing of it is not
     # written twice), and named by the task.
     left = _left_by_earlier_attempts(deps, store, task, ids)
+    # A change an earlier or concurrent attempt recorded for a statement it had not written yet: that record is
+    # the decision (this answer's reading may differ — a case, a model's judgement — and it is what the log says).
+    recorded_for = _recorded_changes(deps, store, task, keys, ids, earlier) if task.attempts > 1 else {}
     nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in ids]
                + [Neighbour(m, _dot(v, mv)) for m, mv in left if m.status == MemoryStatus.ACTIVE]
                for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
@@ -75,6 +79,13 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                 vector = deps.embedder.embed([mine.text])[0]
             index_memories(deps, store, [(mine, vector)])  # that attempt may have died before the index
             outcomes.append(_resumed(deps, store, task, keys[i], mine))
+            continue
+        prior_change = recorded_for.get(i)
+        made = next((m for m in prior_change.before if m.memory_id == memory_id), None) if prior_change else None
+        if made is not None:
+            written.append((made, vector))
+            prior.append((len(outcomes), prior_change))
+            outcomes.append(_outcome_of(prior_change, made))
             continue
         if judged is not None:
             decision = judged[i]
@@ -132,7 +143,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     deps.faults.point("extract.after_index_write")
     if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
-    for k, stored in recorded:
+    for k, stored in [*prior, *recorded]:
         action_id = _apply(deps, stored) if stored is not None else None
         outcome = outcomes[k]
         outcomes[k] = (outcome.model_copy(update={"action_id": action_id}) if action_id else
@@ -171,12 +182,20 @@ def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]
 
 
 def _note_written(deps: Deps, task: Task, memory_ids: list[str]) -> None:
-    noted = [*task.written_ids, *(mid for mid in memory_ids if mid not in task.written_ids)]
-    if len(noted) == len(task.written_ids):
-        return
-    if deps.repo.move_task(task.model_copy(update={"written_ids": noted}), expect=TaskStatus.RUNNING) is None:
-        raise NotFound(f"task '{task.request_id}' is gone: its tenant was erased or its store deleted",
-                       code="task_not_found")
+    # A task gone meanwhile (its tenant erased, its run deleted) is not written back; the job goes on to its end,
+    # which finds the deletion and takes back what it wrote, the messages' index documents too (extract.py).
+    if any(mid not in task.written_ids for mid in memory_ids):
+        deps.repo.note_task_writes(task, memory_ids)
+
+
+def left_unnamed(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -> list[TaskOutcome]:
+    """`outcomes` and, indexed and named, what another delivery of the job noted and wrote meanwhile that they do
+    not name (two deliveries at once, answered otherwise): read again just before the job ends."""
+    found = deps.repo.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
+    if found is None:
+        return outcomes
+    left = _left_by_earlier_attempts(deps, store, found, [o.memory_id for o in outcomes])
+    return outcomes + [_resumed(deps, store, task, _statement_key(m.text), m) for m, _ in left]
 
 
 def _task_id(task: Task, *parts: str) -> str:
@@ -230,6 +249,9 @@ def _apply(deps: Deps, stored: DreamAction) -> str | None:
     try:
         return dream_actions.apply(deps, stored).action_id
     except Conflict:
+        now = deps.repo.get_action(stored.store, stored.action_id)
+        if now.status == DreamActionStatus.APPLIED:  # another delivery of the job applied it meanwhile
+            return _apply(deps, now)
         # Stale: a memory it would close was deleted meanwhile — its words must not stay in this action.
         s = stored.scope
         redaction.after_compare(deps, stored.store, s.app_id, s.tenant_id, {*stored.target_ids, stored.keep_id or ""})
@@ -244,16 +266,36 @@ def _resumed(deps: Deps, store: str, task: Task, key: str, memory: Memory) -> Ta
         action = deps.repo.get_action(store, action_id)
     except NotFound:
         action = None  # the attempt died before it recorded a change
-    if action is not None:
-        if _apply(deps, action):
-            kind = action.rationale.removeprefix(_WRITE_TIME).strip().split(":", 1)[0]
-            older = action.keep_id != memory.memory_id
-            targets = [action.keep_id or ""] if older else list(action.target_ids)
-            return TaskOutcome(action=ExtractAction(kind) if kind in ExtractAction.__members__ else ExtractAction.UPDATE,
-                               memory_id=memory.memory_id, text=memory.text, target_id=targets[0],
-                               target_ids=targets, action_id=action_id, superseded=older,
-                               confidence=action.confidence, reason=action.rationale)
+    if action is not None and _apply(deps, action):
+        return _outcome_of(action, memory)
     return TaskOutcome(action=ExtractAction.ADD, memory_id=memory.memory_id, text=memory.text)
+
+
+def _outcome_of(action: DreamAction, memory: Memory) -> TaskOutcome:
+    """What a recorded write-time change says of `memory`, as a task outcome."""
+    kind = action.rationale.removeprefix(_WRITE_TIME).strip().split(":", 1)[0]
+    older = action.keep_id != memory.memory_id
+    targets = [action.keep_id or ""] if older else list(action.target_ids)
+    return TaskOutcome(action=ExtractAction(kind) if kind in ExtractAction.__members__ else ExtractAction.UPDATE,
+                       memory_id=memory.memory_id, text=memory.text, target_id=targets[0], target_ids=targets,
+                       action_id=action.action_id, superseded=older, confidence=action.confidence,
+                       reason=action.rationale)
+
+
+def _recorded_changes(deps: Deps, store: str, task: Task, keys: list[str], ids: list[str],
+                      earlier: dict[str, Memory]) -> dict[int, DreamAction]:
+    """The pending or applied write-time changes recorded for the statements not written yet, by candidate."""
+    found: dict[int, DreamAction] = {}
+    for i, key in enumerate(keys):
+        if ids[i] in earlier:
+            continue
+        try:
+            action = deps.repo.get_action(store, _task_id(task, key, "consolidate"))
+        except NotFound:
+            continue
+        if action.status in (DreamActionStatus.PENDING, DreamActionStatus.APPLIED):
+            found[i] = action
+    return found
 
 
 def _neighbours(deps: Deps, store: str, scope: ScopeFilter, text: str, vector: list[float]) -> list[Neighbour]:

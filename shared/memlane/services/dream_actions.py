@@ -82,7 +82,12 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     if stale:
         failed = action.model_copy(update={"status": DreamActionStatus.FAILED, "error": stale, "updated_at": now,
                                            "decided_at": now})
-        repo.table.put(repo.action_put(failed, expect_status=DreamActionStatus.PENDING).item)
+        put = repo.action_put(failed, expect_status=DreamActionStatus.PENDING)
+        try:
+            repo.table.put(put.item, expect=put.expect)  # a decider that won meanwhile (applied it) stands
+        except ConditionFailed:
+            raise Conflict(f"action '{action.action_id}' was decided meanwhile; read it again",
+                           code="action_conflict") from None
         raise Conflict(f"action '{action.action_id}' is stale: {stale}", code="stale_action")
 
     plan = _Plan()

@@ -52,6 +52,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
     outcomes = consolidate.run(deps, store, task, candidates, messages)
+    outcomes = consolidate.left_unnamed(deps, store, task, outcomes)
     written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
     if _deleted_meanwhile(deps, store, task):
         return _withdrawn(deps, store, task, written)
