@@ -94,33 +94,23 @@ class CoreRecords:
     def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False) -> None:
         """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or
         deleted since it was read); `new`, only where no memory of its id is (ConditionFailed if one is)."""
-        expect = None
-        if previous is not None:
-            read = _dump(previous)
-            expect = {"updated_at": read["updated_at"], "status": read["status"]}
-        put = self.memory_put(store, memory, expect=expect)
+        put = self.memory_put(store, memory, expect=_as_read(previous) if previous is not None else None)
         self.table.put(put.item, expect=put.expect, if_absent=new)
 
     def put_memory_beside(self, store: str, memory: Memory, previous: Memory, beside: Memory) -> None:
         """`put_memory` over `previous`, in one transaction with a check that `beside` (the memory it now
         names) is still there as read: ConditionFailed if either changed or went."""
-        mine, theirs = _dump(previous), _dump(beside)
-        put = self.memory_put(store, memory, expect={"updated_at": mine["updated_at"], "status": mine["status"]})
+        put = self.memory_put(store, memory, expect=_as_read(previous))
         s = beside.scope
-        check = Check(tenant_pk(store, s.app_id, s.tenant_id), f"MEM#{beside.memory_id}",
-                      expect={"updated_at": theirs["updated_at"], "status": theirs["status"]})
+        check = Check(tenant_pk(store, s.app_id, s.tenant_id), f"MEM#{beside.memory_id}", expect=_as_read(beside))
         self.table.transact([put, check])
 
     def delete_memories_as_read(self, store: str, memories: Sequence[Memory]) -> None:
         """Delete these memories only as they were read, 25 a transaction: ConditionFailed if one of a
         transaction's changed since (the transactions before it stand)."""
         for start in range(0, len(memories), 25):
-            deletes = []
-            for m in memories[start:start + 25]:
-                read = _dump(m)
-                deletes.append(Delete(tenant_pk(store, m.scope.app_id, m.scope.tenant_id), f"MEM#{m.memory_id}",
-                                      expect={"updated_at": read["updated_at"], "status": read["status"]}))
-            self.table.transact(deletes)
+            self.table.transact([Delete(tenant_pk(store, m.scope.app_id, m.scope.tenant_id), f"MEM#{m.memory_id}",
+                                        expect=_as_read(m)) for m in memories[start:start + 25]])
 
     def get_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> Memory:
         item = self.table.get(tenant_pk(store, app_id, tenant_id), f"MEM#{memory_id}")
@@ -276,3 +266,10 @@ class CoreRecords:
 
     def transact(self, writes: Sequence[Write]) -> None:
         self.table.transact(writes)
+
+
+def _as_read(memory: Memory) -> dict[str, Any]:
+    """The condition that a memory's item is still the version read: a write over it, or beside it, waits on no
+    other (an edit moves `updated_at`, a supersede or delete the status)."""
+    read = _dump(memory)
+    return {"updated_at": read["updated_at"], "status": read["status"]}

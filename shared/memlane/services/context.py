@@ -258,8 +258,7 @@ def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], cove
     for (rank, hit), text, keep in zip(fresh, texts, new):
         if keep:
             when = hit.memory.event_time or hit.memory.observed_at
-            if plan.compact or not plan.replies:
-                text = compact(text, speaker=plan.compact, replies=plan.replies)
+            text = _short(text, plan)
             line, group = (text, f"{when:%Y-%m-%d}" if when else "") if plan.group_dates else (_dated(text, when), "")
             entries.append(Entry(hit.memory.memory_id, line, RANK_DECAY ** rank, rank, tuple(hit.memory.evidence),
                                  group))
@@ -269,6 +268,12 @@ def _memories(ranked: list[tuple[int, search.SearchHit]], shown: list[str], cove
 def _text(m: Memory) -> str:
     """A memory's line; a message found as a record says who said it, as a turn does."""
     return m.text if m.record_type != RecordType.MESSAGE else f"{m.keywords or m.metadata.get('role')}: {m.text}"
+
+
+def _short(text: str, plan: CardRecipe) -> str:
+    """A memory's line as the recipe shows it: without the speaker's prefix its statement repeats, or the quote
+    of the turn it answered (policies/context_card.compact)."""
+    return compact(text, speaker=plan.compact, replies=plan.replies) if plan.compact or not plan.replies else text
 
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool,
@@ -287,8 +292,7 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
                    for item, cited in items)
 
     def line(memory: Memory) -> str:
-        text = compact(memory.text, speaker=plan.compact, replies=plan.replies) if plan.compact_plans else memory.text
-        return _dated(text, memory.event_time)
+        return _dated(_short(memory.text, plan) if plan.compact_plans else memory.text, memory.event_time)
 
     entries += [Entry(h.memory.memory_id, line(h.memory), RANK_DECAY ** rank,
                       len(entries) + i, tuple(h.memory.evidence))
