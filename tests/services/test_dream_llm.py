@@ -56,8 +56,8 @@ def say(deps, store, text, run, day):
 
 def test_llm_proposals_are_checked_recorded_and_applied(deps, store):
     say(deps, store, "I'm allergic to peanuts.", "r1", 0)
-    say(deps, store, "I have a peanut allergy.", "r2", 1)
-    say(deps, store, "I work as a nurse at the city hospital.", "r3", 2)
+    say(deps, store, "I have a peanut allergy.", "r1", 1)  # one run: the survivor takes the new text (see
+    say(deps, store, "I work as a nurse at the city hospital.", "r3", 2)  # test_run_delete_llm_merges.py)
 
     def answer(numbered):
         a, b = ref(numbered, "allergic"), ref(numbered, "peanut allergy")

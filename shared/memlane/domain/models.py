@@ -177,6 +177,9 @@ class Memory(BaseModel):
     keywords: str = ""
     request_id: str | None = None
     origin: MemoryOrigin = MemoryOrigin.EXTRACTED
+    # The other runs whose memories' words its text carries (a dream's text made of several runs' memories):
+    # it goes when any of them is deleted, as it does with its own (services/erase.py).
+    drawn_from: list[Scope] = Field(default_factory=list)
 
 
 class SummarySentence(BaseModel):
@@ -395,6 +398,7 @@ class MemoryDraft(BaseModel):
     keywords: str = ""
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    drawn_from: list[Scope] = Field(default_factory=list)  # as Memory.drawn_from
 
 
 class ProfileEntry(BaseModel):

@@ -67,7 +67,14 @@ def draft_of(memory: Memory, *, text: str | None = None, evidence: Sequence[str]
     merged = list(dict.fromkeys([*memory.evidence, *evidence]))
     return MemoryDraft(text=text or memory.text, memory_type=memory.memory_type, scope=memory.scope,
                        evidence=merged, event_time=memory.event_time, keywords=memory.keywords,
-                       importance=memory.importance, metadata=memory.metadata)
+                       importance=memory.importance, metadata=memory.metadata, drawn_from=memory.drawn_from)
+
+
+def drawn_from(scope: Scope, sources: Sequence[Memory | Message]) -> list[Scope]:
+    """The runs besides `scope` whose words a text made of `sources` carries, with those each memory of them
+    carries already: deleting any of these runs takes the text back (Memory.drawn_from)."""
+    runs = (s for m in sources for s in (m.scope, *(m.drawn_from if isinstance(m, Memory) else ())))
+    return list(dict.fromkeys(s for s in runs if s != scope))
 
 
 def same_scope_evidence(keep: Memory, others: Sequence[Memory]) -> list[str]:

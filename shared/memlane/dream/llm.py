@@ -18,7 +18,7 @@ from ..domain.scope import DEFAULT, Scope
 from ..policies import dream_rules
 from ..ports import LLM
 from ..prompts import dream as prompt
-from .engine import DreamInput, Proposal, draft_of, profile_proposal, same_scope_evidence
+from .engine import DreamInput, Proposal, draft_of, drawn_from, profile_proposal, same_scope_evidence
 
 MAX_MEMORIES = 150  # per call, newest first
 MAX_TURNS = 100
@@ -146,14 +146,22 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
                 return None
         if keep is not None:
             draft = draft_of(keep, text=a.text, evidence=same_scope_evidence(keep, targets))
-            return Proposal(kind, a.confidence, a.rationale, keep.scope, target_ids=ids, keep_id=keep.memory_id,
+            if draft.text != keep.text:
+                draft = draft.model_copy(update={"drawn_from": drawn_from(keep.scope, [keep, *targets])})
+            if draft.drawn_from == keep.drawn_from:  # its own words, or only those of runs it carries already
+                return Proposal(kind, a.confidence, a.rationale, keep.scope, target_ids=ids, keep_id=keep.memory_id,
+                                after=draft)
+            # A text with another run's words is a new memory, not the survivor rewritten: deleting that run takes
+            # it back and gives the survivor back as it said it (services/erase.py, services/reinstate.py).
+            return Proposal(kind, a.confidence, a.rationale, keep.scope, target_ids=(keep.memory_id, *ids),
                             after=draft)
         if not a.text:
             return None
         newest = max(targets, key=dream_rules.recency)
         draft = MemoryDraft(text=a.text, memory_type=a.memory_type or newest.memory_type, scope=newest.scope,
                             evidence=list(dict.fromkeys(e for t in targets if t.scope == newest.scope
-                                                        for e in t.evidence)))
+                                                        for e in t.evidence)),
+                            drawn_from=drawn_from(newest.scope, targets))
         return Proposal(kind, a.confidence, a.rationale, newest.scope, target_ids=ids, after=draft)
     # ADD, EMIT_SKILL: new memories, placed in the run their evidence comes from
     if not a.text:
@@ -162,7 +170,7 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
     scope = turns[-1].scope if turns else _default_scope(data, agent)
     memory_type = MemoryType.PROCEDURE if kind == DreamActionKind.EMIT_SKILL else (a.memory_type or MemoryType.FACT)
     draft = MemoryDraft(text=a.text, memory_type=memory_type, scope=scope,
-                        evidence=[t.message_id for t in turns if t.scope == scope],
+                        evidence=[t.message_id for t in turns if t.scope == scope], drawn_from=drawn_from(scope, turns),
                         metadata={"skill": True} if kind == DreamActionKind.EMIT_SKILL else {})
     return Proposal(kind, a.confidence, a.rationale, scope, after=draft)
 

@@ -107,7 +107,8 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
             after = action.after
             changes: dict[str, Any] = {"updated_at": now, "supersedes": keep.supersedes or action.target_ids[0]}
             if after is not None:
-                changes.update(text=after.text, memory_type=after.memory_type, evidence=after.evidence)
+                changes.update(text=after.text, memory_type=after.memory_type, evidence=after.evidence,
+                               drawn_from=after.drawn_from)
             plan.memory(deps, store, keep.model_copy(update=changes), current[keep_id])
         # Each superseded statement held until the one that replaces it was said (or until now).
         kept = mems.get(keep_id)
@@ -217,7 +218,7 @@ def _new_memory(memory_id: str, action: DreamAction, draft: MemoryDraft, now: An
     return Memory(memory_id=memory_id, scope=draft.scope, memory_type=draft.memory_type, text=draft.text,
                   evidence=draft.evidence, created_at=now, updated_at=now, event_time=draft.event_time,
                   metadata={**draft.metadata, "dream_action": action.action_id}, importance=draft.importance,
-                  keywords=draft.keywords, supersedes=supersedes, request_id=action.task_id)
+                  keywords=draft.keywords, supersedes=supersedes, request_id=action.task_id, drawn_from=draft.drawn_from)
 
 
 def _profile(deps: Deps, plan: _Plan, action: DreamAction, profile: Profile, now: Any) -> None:

@@ -86,7 +86,7 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
                                                prefix=f"MSG#{run.agent_id}#{run.run_id}#"))
     messages = [(i["pk"], i["sk"]) for i in message_items]
     every_memory = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#"))
-    memory_items = [i for i in every_memory if Scope.model_validate(i["scope"]) == run]
+    memory_items = [i for i in every_memory if _said_in(i, run)]
     memory_ids = [i["memory_id"] for i in memory_items]
     # Index first: a memory or message must never stay findable after its table item is gone.
     indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
@@ -96,8 +96,7 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     memories = deps.repo.get_memories(store, run.app_id, run.tenant_id, memory_ids)
     # What the run's memories superseded is current again before they go (a retry still finds them to follow),
     # and before redaction recomputes the profiles from what is current.
-    reinstate(deps, store, memories, (Memory.model_validate(i) for i in every_memory
-                                      if Scope.model_validate(i["scope"]) != run))
+    reinstate(deps, store, memories, (Memory.model_validate(i) for i in every_memory if not _said_in(i, run)))
     # Copies before the items themselves: a retry after a crash still finds the memories to redact.
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
@@ -119,6 +118,13 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
             "tasks_redacted": redacted.tasks + again.tasks,
             "dream_actions_redacted": redacted.dream_actions + again.dream_actions,
             "profiles_recomputed": redacted.profiles + again.profiles}
+
+
+def _said_in(memory_item: dict[str, Any], run: Scope) -> bool:
+    """A memory of the run, or one whose text carries words of the run's memories (a dream's merge of several
+    runs' memories): as if the run had never been said, neither is."""
+    return Scope.model_validate(memory_item["scope"]) == run or any(
+        Scope.model_validate(s) == run for s in memory_item.get("drawn_from", ()))
 
 
 def _deleted_as_read(deps: Deps, store: str, memories: list[Memory]) -> list[Memory]:

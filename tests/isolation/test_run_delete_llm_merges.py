@@ -1,0 +1,141 @@
+"""A dream with an LLM may merge memories of two runs into one text that says what both said ("allergic to
+peanuts" + "carries an EpiPen"). Deleting either run must take that text back: the run's words stay in no
+current memory, no index document and no search result, and what the other run said is current again as it
+said it. Before, the merge rewrote the survivor in place and a deletion of the other run left its words there."""
+
+import re
+
+import pytest
+
+from memlane.domain.models import DreamActionKind, MemoryStatus
+from memlane.domain.scope import ScopeFilter
+from memlane.ports import IndexQuery
+from memlane.prompts import dream as dream_prompt
+from memlane.services import dream, erase, explicit, ingest, search, stores
+
+APP, TENANT = "app", "u1"
+MERGED = "Ann is allergic to peanuts and carries an EpiPen."
+
+
+class ScriptedLLM:
+    """Answers the dream prompt with `actions(numbered memories, numbered turns)`; the profile prompt with an
+    empty profile."""
+
+    name = "scripted"
+
+    def __init__(self, actions):
+        self.actions = actions
+
+    def generate(self, *, system, prompt, response_model):
+        if response_model is dream_prompt.ProfileResult:
+            return response_model.model_validate({"profile": {"subject": "Ann"}})
+        memories = {int(n): t for n, t in re.findall(r"^\[m(\d+)\] \([^)]*\) (.*)$", prompt, re.M)}
+        turns = {int(n): t for n, t in re.findall(r"^\[s(\d+)\] (.*)$", prompt, re.M)}
+        return response_model.model_validate({"actions": self.actions(memories, turns)})
+
+
+def merging(fragments: tuple[str, str], keep: str) -> ScriptedLLM:
+    """One MERGE of the memories that hold `fragments`, kept as the one that holds `keep`, into MERGED."""
+    def actions(memories, turns):
+        ref = {f: next(n for n, t in memories.items() if f in t) for f in (*fragments, keep)}
+        return [{"kind": "MERGE", "targets": [ref[f] for f in fragments], "keep": ref[keep], "text": MERGED,
+                 "confidence": 0.95, "rationale": "one allergy, said in two threads"}]
+    return ScriptedLLM(actions)
+
+
+@pytest.fixture()
+def store(deps):
+    return stores.create(deps, name="demo").name
+
+
+def run_of(run):
+    return {"app_id": APP, "tenant_id": TENANT, "agent_id": "assistant", "run_id": run}
+
+
+def merged(deps, store, keep: str) -> dict[str, str]:
+    """Two runs' memories, merged by an LLM dream into one text; returns their ids by run."""
+    explicit.write(deps, store, scope=run_of("a"), memories=[{"text": "Ann is allergic to peanuts.", "memory_id": "a1"}])
+    explicit.write(deps, store, scope=run_of("b"),
+                   memories=[{"text": "Ann carries an EpiPen for her peanut allergy.", "memory_id": "b1"}])
+    deps.llm = merging(("allergic to peanuts", "EpiPen"), keep=keep)
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.MERGE],
+                       sync=True)
+    assert task.engine == "llm"
+    (merge,) = [a for a in dream.list_actions(deps, store, task.task_id)[0] if a.kind == DreamActionKind.MERGE]
+    dream.apply_action(deps, store, merge.action_id)
+    top = search.search(deps, store, query="peanut allergy", scope={"app_id": APP, "tenant_id": TENANT}, top_k=5)
+    assert [h.memory.text for h in top] == [MERGED]
+    return {"a": "a1", "b": "b1"}
+
+
+def texts(deps, store, query: str) -> tuple[set[str], set[str]]:
+    """Every memory text of the tenant in the table (any status), and every text the index finds for `query`."""
+    table = {m.text for m in deps.repo.iter_memories(store, APP, TENANT)}
+    found = deps.index.search(store, IndexQuery(scope=ScopeFilter(app_id=APP, tenant_id=TENANT), text=query,
+                                                vector=deps.embedder.embed([query])[0], k=20))
+    ids = {h.memory_id for h in [*found.keyword, *found.vector]}
+    indexed = {m.text for m in deps.repo.get_memories(store, APP, TENANT, sorted(ids))}
+    return table, indexed | ({"<document of a memory no longer in the table>"} if len(indexed) < len(ids) else set())
+
+
+@pytest.mark.parametrize("keep", ["allergic to peanuts", "EpiPen"], ids=["kept-in-the-run-that-stays",
+                                                                          "kept-in-the-deleted-run"])
+def test_deleting_a_run_takes_back_an_llm_merge_that_drew_on_it(deps, store, keep):
+    ids = merged(deps, store, keep)
+    erase.delete_run(deps, store, scope=run_of("b"))
+
+    table, indexed = texts(deps, store, "EpiPen peanut allergy")
+    assert table == {"Ann is allergic to peanuts."}  # no copy of run b's words, current or in the history
+    assert indexed <= table
+    back = deps.repo.get_memory(store, APP, TENANT, ids["a"])
+    assert back.status == MemoryStatus.ACTIVE and back.superseded_by is None and back.valid_to is None
+    top = search.search(deps, store, query="peanut allergy", scope={"app_id": APP, "tenant_id": TENANT}, top_k=5)
+    assert [h.memory.memory_id for h in top] == [ids["a"]]
+
+
+def test_deleting_the_run_the_merge_was_kept_in_gives_the_other_run_its_own_words_back(deps, store):
+    ids = merged(deps, store, keep="allergic to peanuts")
+    erase.delete_run(deps, store, scope=run_of("a"))
+
+    table, indexed = texts(deps, store, "EpiPen peanut allergy")
+    assert table == {"Ann carries an EpiPen for her peanut allergy."}
+    assert indexed <= table
+    top = search.search(deps, store, query="peanut allergy", scope={"app_id": APP, "tenant_id": TENANT}, top_k=5)
+    assert [h.memory.memory_id for h in top] == [ids["b"]]
+
+
+def test_a_merge_within_one_run_still_rewrites_its_survivor(deps, store):
+    """Nothing of another run in the text: the survivor takes it in place, as before."""
+    explicit.write(deps, store, scope=run_of("a"), memories=[
+        {"text": "Ann is allergic to peanuts.", "memory_id": "a1"},
+        {"text": "Ann carries an EpiPen for her peanut allergy.", "memory_id": "a2"}])
+    deps.llm = merging(("allergic to peanuts", "EpiPen"), keep="allergic to peanuts")
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.MERGE],
+                       sync=True)
+    (merge,) = dream.list_actions(deps, store, task.task_id)[0]
+    assert merge.keep_id == "a1" and merge.target_ids == ["a2"]
+    dream.apply_action(deps, store, merge.action_id)
+    assert deps.repo.get_memory(store, APP, TENANT, "a1").text == MERGED
+
+
+def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
+    """An ADD whose evidence is turns of two runs lands in the run of the last; deleting the other takes it too."""
+    for run, text in (("a", "I'm allergic to peanuts."), ("b", "I always carry an EpiPen now.")):
+        ingest.add(deps, store, scope=run_of(run), sync=True, messages=[{"role": "user", "name": "Ann", "content": text}])
+
+    def actions(memories, turns):
+        return [{"kind": "ADD", "text": MERGED, "evidence": [n for n, t in turns.items() if "peanut" in t or "EpiPen" in t],
+                 "confidence": 0.95, "rationale": "the two turns say one thing together"}]
+
+    deps.llm = ScriptedLLM(actions)
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
+                       sync=True)
+    (add,) = dream.list_actions(deps, store, task.task_id)[0]
+    dream.apply_action(deps, store, add.action_id)
+    (created,) = dream.get_action(deps, store, add.action_id).created_ids
+    made = deps.repo.get_memory(store, APP, TENANT, created)
+    assert made.text == MERGED and made.scope.run_id == "b"
+
+    erase.delete_run(deps, store, scope=run_of("a"))
+    table, indexed = texts(deps, store, "EpiPen peanut allergy")
+    assert MERGED not in table and indexed <= table
