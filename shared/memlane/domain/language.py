@@ -214,11 +214,13 @@ _ENTERING_WORDS = tuple("got took landed accepted found started began starts beg
                         "delayed pushed moved bumped brought promoted retired split broke separated divorced".split())
 
 
+_ENTERING = re.compile("|".join(_ENTERING_WORDS))
+
+
 def may_enter(text: str) -> bool:
     """Whether `as_state` can change `text`: one of the words its phrases turn on is in it. Most statements have
     none; a search reads each of its first ten hits, and each substitution is a scan of the text."""
-    lowered = text.lower()
-    return any(w in lowered for w in _ENTERING_WORDS)
+    return _ENTERING.search(text.lower()) is not None
 
 
 def as_state(text: str) -> str:

@@ -182,7 +182,7 @@ class Statement:
             # The subject opens the statement, after an opener such as "Turns out" or "Anyway".
             opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = _base(opening)
-        self.words = [_base(w) for w in raw]
+        self.words = _bases(raw)
 
     @_read_once
     def _framed(self) -> tuple[bool, list[str]]:
@@ -190,7 +190,7 @@ class Statement:
         so the two align; the words as written keep the cues ("started", "got a job")."""
         state = lang.as_state(self.text) if lang.may_enter(self.text) else self.text
         entered = state != self.text  # "got a job as", "was hired as": a change cue in itself
-        return entered, [_base(w) for w in _TOKEN.findall(state)] if entered else self.words
+        return entered, _bases(_TOKEN.findall(state)) if entered else self.words
 
     @_read_once
     def entered(self) -> bool:
@@ -232,14 +232,11 @@ class Statement:
     def tokens(self) -> list[str]:
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
-        return [lang.stem(w) if w != self.subject else w for w in self._framed[1]
-                if w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
-                and w not in ("just", "really", "still", "recently", "finally", "actually")]
+        return [lang.stem(w) if w != self.subject else w for w in self._framed[1] if w not in _NOT_TOKENS]
 
     @_read_once
     def content(self) -> set[str]:
-        return {lang.stem(w) for w in self._framed[1] if w not in lang.FILLER and w != self.subject
-                and w not in lang.NEGATIONS and w not in lang.CHANGE_CUES and w not in lang.ADDITIVE_CUES
+        return {lang.stem(w) for w in self._framed[1] if w not in _NOT_CONTENT and w != self.subject
                 and "n't" not in w and "n’t" not in w}
 
     @_read_once
@@ -359,7 +356,20 @@ def statement(text: str) -> Statement:
 
 def _base(word: str) -> str:
     w = word.lower()
-    return w[:-2] if w.endswith(("'s", "’s")) else w
+    return w[:-2] if w.endswith(_POSSESSIVES) else w
+
+
+def _bases(words: list[str]) -> list[str]:
+    """`_base` of each word (inline: a search reads every word of its first ten hits)."""
+    lowered = [w.lower() for w in words]
+    return [w[:-2] if w.endswith(_POSSESSIVES) else w for w in lowered]
+
+
+_POSSESSIVES = ("'s", "’s")
+# Words that are not what a statement is about: cues (how it relates to others), and for its content, filler
+# and negations too.
+_NOT_TOKENS = lang.CHANGE_CUES | lang.ADDITIVE_CUES | {"just", "really", "still", "recently", "finally", "actually"}
+_NOT_CONTENT = lang.FILLER | lang.NEGATIONS | lang.CHANGE_CUES | lang.ADDITIVE_CUES
 
 
 def _content(words: list[str], subject: str) -> list[str]:

@@ -21,7 +21,7 @@ import json
 import math
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import Store
@@ -43,6 +43,16 @@ class Identity:
     name: str
     dim: int
     probe: list[list[int]]
+    # The last store probe found to agree with this one: every search compares again, most often the same probe.
+    agreed: list[list[list[int]]] = field(default_factory=list, compare=False)
+
+    def agrees(self, stored: list[list[int]]) -> bool:
+        if self.agreed and self.agreed[0] == stored:
+            return True
+        if not _agree(stored, self.probe):
+            return False
+        self.agreed[:] = [stored]
+        return True
 
     @property
     def fingerprint(self) -> str:
@@ -87,7 +97,7 @@ def ensure(deps: Deps, store: Store, *, probe: bool = True) -> Store:
             return store
         mine = identity(deps.embedder)
         if store.embedding_probe is not None:
-            if not _agree(store.embedding_probe, mine.probe):
+            if not mine.agrees(store.embedding_probe):
                 raise _mismatch(store, deps.embedder, mine)
             return store
         try:

@@ -43,7 +43,7 @@ def stem(word: str) -> str:
 
 
 def _terms(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(drop_possessive(text).lower())]
+    return list(map(stem, _WORD.findall(drop_possessive(text).lower())))
 
 
 def _query_terms(query: str) -> list[str]:
@@ -60,28 +60,30 @@ class HeuristicReranker:
         if not q or not texts:
             return [0.0] * len(texts)
         docs = [_terms(t) for t in texts]
+        held = [set(d) for d in docs]
         # Rarer terms among the candidates tell them apart better: weight by a smoothed idf.
-        df = {t: sum(1 for d in docs if t in d) for t in q}
+        df = {t: sum(t in h for h in held) for t in q}
         weight = {t: math.log(1.0 + (len(docs) + 1) / (df[t] + 0.5)) for t in q}
         total = sum(weight.values())
-        return [self._score(q, d, weight, total) for d in docs]
+        pairs = list(zip(q, q[1:], strict=False))
+        return [self._score(q, pairs, d, h, weight, total) for d, h in zip(docs, held)]
 
     @staticmethod
-    def _score(q: list[str], doc: list[str], weight: dict[str, float], total: float) -> float:
-        positions: dict[str, list[int]] = {}
-        for i, term in enumerate(doc):
-            positions.setdefault(term, []).append(i)
-        matched = [t for t in q if t in positions]
+    def _score(q: list[str], pairs: list[tuple[str, str]], doc: list[str], held: set[str], weight: dict[str, float],
+               total: float) -> float:
+        matched = [t for t in q if t in held]
         if not matched:
             return 0.0
         coverage = sum(weight[t] for t in matched) / total
-        # Phrase: query bigrams that appear as adjacent words in the text, in order.
-        pairs = list(zip(q, q[1:], strict=False))
-        bigrams = set(zip(doc, doc[1:], strict=False))
-        phrase = sum(1 for p in pairs if p in bigrams) / len(pairs) if pairs else 1.0
-        # Proximity: the matched terms fit in a short window (1.0 when adjacent).
-        window = _smallest_window([positions[t] for t in matched])
-        proximity = len(matched) / window
+        if len(matched) == 1:  # no query bigram can be in the text; one term is its own window
+            phrase, proximity = (0.0 if pairs else 1.0), 1.0
+        else:
+            # Phrase: query bigrams that appear as adjacent words in the text, in order.
+            bigrams = set(zip(doc, doc[1:], strict=False))
+            phrase = sum(1 for p in pairs if p in bigrams) / len(pairs) if pairs else 1.0
+            # Proximity: the matched terms fit in a short window (1.0 when adjacent).
+            window = _smallest_window([[i for i, w in enumerate(doc) if w == t] for t in matched])
+            proximity = len(matched) / window
         return _COVERAGE * coverage + _PHRASE * phrase * coverage + _PROXIMITY * proximity * coverage
 
 
