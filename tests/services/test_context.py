@@ -361,7 +361,7 @@ def test_an_open_item_cites_its_messages_and_is_not_shown_twice(deps, store, mon
 
     result = card(deps, store, thread_id="thread-1", query="pottery class and Goa", recent_messages=0)
 
-    plans = [e for e in result.kept["plans"] if e.key.startswith("open-")]
+    plans = [e for e in result.kept["plans"] if e.key.startswith("open#")]
     assert [(e.text, e.evidence) for e in plans] == [(summary.open_items[0], (first[2].message_id,))]
     assert [e.text for e in result.kept["summary"]] == [also_said]
     assert first[2].message_id in result.evidence
@@ -398,8 +398,8 @@ def test_what_the_agents_profile_says_of_the_user_is_shown_once_in_the_user_prof
     """A dream distils an agent's profile from the agent's memories, which are about the user: every user fact
     was in the card twice, under the agent's profile and under the user's."""
     user = "- is allergic to: peanuts\n- lives in: Lisbon"
-    monkeypatch.setattr(context, "tenant_profile", lambda *a: user)
-    monkeypatch.setattr(context, "agent_profile", lambda *a: "You plan Priya's trips.\n" + user + "\n- speaks: Hindi")
+    monkeypatch.setattr(context, "tenant_profile", lambda *a, **kw: user)
+    monkeypatch.setattr(context, "agent_profile", lambda *a, **kw: "You plan Priya's trips.\n" + user + "\n- speaks: Hindi")
     both = card(deps, store, recent_messages=0)
     assert [e.text for e in both.kept["agent_profile"]] == ["You plan Priya's trips.", "speaks: Hindi"]
     assert [e.text for e in both.kept["user_profile"]] == ["is allergic to: peanuts", "lives in: Lisbon"]

@@ -246,7 +246,7 @@ class OutcomeOut(ApiModel):
 
 class TaskOut(ApiModel):
     request_id: str
-    kind: str = "extract"  # "extract" (an add) or "summarize" (a forced summary refresh)
+    kind: str = "extract"  # "extract" (an add), "summarize" (a forced summary refresh) or "explicit" (infer: false)
     status: str
     scope: ScopeOut
     created_at: datetime

@@ -247,7 +247,7 @@ class Task(BaseModel):
     """The asynchronous job created by one add request (an extraction), or by a forced summary refresh."""
 
     request_id: str
-    kind: str = "extract"  # "extract" | "summarize": which job runs it (services/jobs.py)
+    kind: str = "extract"  # "extract" | "summarize": which job runs it (services/jobs.py); "explicit": a write as given
     store: str
     scope: Scope
     status: TaskStatus = TaskStatus.PENDING

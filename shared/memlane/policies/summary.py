@@ -8,7 +8,8 @@ in the order they were said. Each becomes "YYYY-MM-DD Speaker: sentence" — the
 kept beside any date it names — and cites its message id.
 
 Open items are the statements with a plan or goal cue ("I will", "need to", "next week"), decisions
-those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept. An
+those with a decision cue ("decided", "let's go with", "booked"); the newest few of each are kept, within half
+the cap (a sentence longer than MAX_STATEMENT_WORDS is cut there, so none fills the summary alone). An
 open item is closed by a later statement saying its own verb was done — a past form of it by the speaker
 ("I booked", "we've gone ahead and booked"), opening a clause ("Just booked ...") or as a passive ("... is
 booked"), in a clause naming everything the item names ("need to book the hotel near Alfama" / "I booked
@@ -33,6 +34,8 @@ from ..domain.language import FILLER, SENTENCE_BREAK, drop_possessive, irrealis,
 Count = Callable[[Sequence[str]], list[int]]  # a tokenizer's count_many
 
 MAX_ITEMS = 5  # open items and decisions kept, newest first
+ITEMS_SHARE = 0.5  # of the cap, at most, for the open items and decisions: the sentences keep the rest
+MAX_STATEMENT_WORDS = 60  # a longer sentence (a voice transcript has no full stops) is cut there, marked " …"
 _MIN_WORDS = 4
 _SENTENCE = SENTENCE_BREAK
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’\-]*")
@@ -119,7 +122,8 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
     found: list[_Statement] = []
     for message in messages:
         for sentence in _SENTENCE.split(message.content.strip()):
-            sentence = " ".join(sentence.split())
+            words = sentence.split()
+            sentence = " ".join(words[:MAX_STATEMENT_WORDS]) + (" …" if len(words) > MAX_STATEMENT_WORDS else "")
             if statement(sentence):
                 found.append(_Statement(f"{message.created_at:%Y-%m-%d} {speaker(message)}: {sentence}", sentence,
                                         message.message_id, len(found), value(sentence)))
@@ -127,7 +131,8 @@ def extract(messages: Sequence[Message], count: Count, cap: int) -> Draft:
     open_items = [s.text for k, s in enumerate(found) if _OPEN.search(s.sentence)
                   and not _done(s.sentence, [later.sentence for later in found[k + 1:]])][-MAX_ITEMS:]
     decisions = [s.text for s in found if _DECIDED.search(s.sentence)][-MAX_ITEMS:]
-    budget = cap - sum(count(open_items + decisions))
+    open_items, decisions, used_by_items = _items_within(open_items, decisions, count, cap)
+    budget = cap - used_by_items
     sizes = count([s.text for s in found]) if found else []
     kept, used = [], 0
     # Most valuable first (ties: the earlier), while they fit; then back in the order they were said.
@@ -186,7 +191,8 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
     sentences += [SummarySentence(text=s.text,
                                   evidence=list(dict.fromkeys([*earlier_said.get(_key(s.text), []), *s.evidence])))
                   for s in new.sentences]
-    budget = cap - sum(count(open_items + decisions))
+    open_items, decisions, used_by_items = _items_within(open_items, decisions, count, cap)
+    budget = cap - used_by_items
     sizes = count([s.text for s in sentences]) if sentences else []
     total = sum(sizes)
     while sentences and total > budget:
@@ -196,6 +202,17 @@ def merge(previous: Draft, new: Draft, count: Count, cap: int) -> Draft:
         del sentences[drop], sizes[drop]
     draft = Draft(sentences, open_items, decisions, cited)
     return replace(draft, cited=draft.citing())
+
+
+def _items_within(open_items: list[str], decisions: list[str], count: Count,
+                  cap: int) -> tuple[list[str], list[str], int]:
+    """The open items and decisions within ITEMS_SHARE of the cap, the oldest of the longer list out first, and
+    the tokens they take: whole statements, they would otherwise leave the sentences no room or pass the cap."""
+    sizes = dict(zip(open_items + decisions, count(open_items + decisions))) if open_items or decisions else {}
+    open_items, decisions = list(open_items), list(decisions)
+    while (used := sum(sizes[t] for t in open_items + decisions)) > cap * ITEMS_SHARE:
+        del (open_items if len(open_items) >= len(decisions) else decisions)[0]
+    return open_items, decisions, used
 
 
 def _done(item: str, later: Sequence[str]) -> bool:

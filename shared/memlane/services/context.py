@@ -35,6 +35,7 @@ DEFAULT_RECENT, MAX_RECENT = 6, 50
 # 2,000-token card at 1,500 tokens on LoCoMo (docs/benchmarks.md).
 TOKENS_PER_CANDIDATE, MIN_CANDIDATES = 15, 20
 QUERY_WINDOW = 2  # turns before the latest user turn that shape the default query
+PACK_PASSES = 4  # packings of one card at most while the turns and sentences that hide memories are cut
 
 # What an entry of each section is worth to the next turn, before its cost in tokens: the packer takes
 # the best value per token first. Profiles are short and always apply; the newest turn is worth the most
@@ -115,14 +116,17 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
     query = query or _default_query(turns)
 
     parts: list[Section] = []
-    user = _lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id)) \
+    # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets no memories
+    # or plans, nor what a dream distilled of them into the profiles — only the profiles' stated parts.
+    recalls = thread.access_policy.recalls
+    user = _lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id, distilled=recalls)) \
         if "user_profile" in wanted else None
     if "agent_profile" in wanted and scope.agent_id != DEFAULT:
         # What the agent's memories say of the user (a dream distils an agent's profile from them) is the user
         # profile's to show: the agent's section keeps its role, its instructions and what the user's lacks.
         told = {e.text for e in user.entries} if user is not None else set()
         parts.append(_lines("agent_profile", agent_profile(deps, store, scope.app_id, scope.tenant_id,
-                                                           scope.agent_id), leaving=told))
+                                                           scope.agent_id, distilled=recalls), leaving=told))
     if user is not None:
         parts.append(user)
     if "summary" in wanted and summary is not None:
@@ -133,8 +137,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
             Entry(m.message_id, _said(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
                   (m.message_id,), f"{m.created_at:%Y-%m-%d}") for age, m in enumerate(reversed(recent))),
             contiguous=True))
-    # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets none.
-    if wanted & {"memories", "plans"} and thread.access_policy.recalls:
+    if wanted & {"memories", "plans"} and recalls:
         ranked = list(enumerate(_relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
@@ -142,13 +145,30 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         if "plans" in wanted:
             parts.append(_plans(summary, ahead, summarised="summary" in wanted, plan=plan))
         if "memories" in wanted:
-            # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
-            shown = [_turn(m) for m in recent] + ([s.text for s in summary.sentences] if summary else [])
-            covered = {m.message_id for m in recent} | set(summary.evidence if summary else ())
             shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
-            parts.append(_memories([(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans], shown,
-                                   covered, plan))
+            hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
+            return _packed(parts, hits, recent, budget_tokens, _counts(deps.tokenizer), plan)
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
+
+
+def _packed(parts: list[Section], hits: list[tuple[int, search.SearchHit]], recent: list[Message], budget: int,
+            counts: Tokenizer, plan: CardRecipe) -> Card:
+    """The card with its memories section: less what the card says already — but only what it shows whole. A
+    memory left out for a turn or a summary sentence the packer then cut or shortened comes back, and the card
+    is packed again (each pass leaves out fewer; past PACK_PASSES none is left out)."""
+    turns = {m.message_id: m for m in recent}
+    said = [e for s in parts if s.name in ("summary", "recent") for e in s.entries]
+    for _ in range(PACK_PASSES):
+        # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
+        shown = [_turn(turns[e.key]) if e.key in turns else e.text for e in said]
+        covered = {ev for e in said for ev in e.evidence}
+        card = pack([*parts, _memories(hits, shown, covered, plan)], budget, counts)
+        whole = {(n, e.key, e.text) for n, es in card.kept.items() for e in es}
+        held = [e for s in parts if s.name in ("summary", "recent") for e in s.entries if (s.name, e.key, e.text) in whole]
+        if len(held) == len(said):
+            return card
+        said = held
+    return pack([*parts, _memories(hits, [], set(), plan)], budget, counts)
 
 
 # -- the seams: one small function per source, so another module can take each over ----------------
@@ -159,15 +179,16 @@ def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
     return summaries.get_summary(deps, store, scope)
 
 
-def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> str:
+def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str, *, distilled: bool = True) -> str:
     """The user's profile as text, one attribute a line (stated, merged with the dream-distilled one)."""
-    found = profiles.tenant_profile(deps, store, app_id, tenant_id)
+    found = profiles.tenant_profile(deps, store, app_id, tenant_id, distilled=distilled)
     return found.text if found else ""
 
 
-def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str) -> str:
+def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str, *,
+                  distilled: bool = True) -> str:
     """The agent's profile as text: its role and standing instructions."""
-    found = profiles.agent_profile(deps, store, app_id, tenant_id, agent_id)
+    found = profiles.agent_profile(deps, store, app_id, tenant_id, agent_id, distilled=distilled)
     return found.text if found else ""
 
 
@@ -284,7 +305,8 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
     rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
     said = {s.text for s in summary.sentences} if summary and summarised else set()  # in its section already
     items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]
-    entries = [Entry(f"open-{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
+    # Keyed "open#<n>": no memory id holds a "#", so no plan of the tenant's shares an item's key.
+    entries = [Entry(f"open#{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
                if item not in said]
 
     def told(memory: Memory) -> bool:  # an item the summary section shows counts too: the plan is in the card

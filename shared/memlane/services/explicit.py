@@ -11,6 +11,8 @@ writes it again, so a crash in between is repaired by retrying the request (or `
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
-from ..domain.models import Memory, MemoryOrigin, MemoryType
+from ..domain.models import ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..ports import Put
@@ -49,7 +51,12 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     drafts = _drafts(where, memories, request_id, now)
     embedder_guard.ensure(deps, store_obj)  # vectors are made here: the store's model only
     repo = deps.repo
+    task = _task(store, where, request_id, drafts, now) if request_id is not None else None
     for _ in range(_RACE_RETRIES):
+        recorded = repo.find_task(store, where.app_id, where.tenant_id, request_id) if task is not None else None
+        if recorded is not None and (recorded.kind != task.kind or recorded.body_hash != task.body_hash):
+            raise Conflict(f"request_id '{request_id}' was already used with another body; use a new request_id",
+                           code="request_id_reused", field="request_id")
         stored = {m.memory_id: m for m in repo.get_memories(store, where.app_id, where.tenant_id,
                                                             [d.memory_id for d in drafts])}
         for i, draft in enumerate(drafts):
@@ -57,15 +64,19 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
                 raise Conflict(f"memory_id '{draft.memory_id}' holds another memory; use a new memory_id",
                                code="memory_id_reused", field=f"memories[{i}].memory_id")
         new = [d for d in drafts if d.memory_id not in stored]
+        # The write's task with its memories: its request id is then taken, by an add or a write of another body.
+        writes = [repo.task_put(task)] if task is not None and recorded is None else []
         try:
-            if new:
+            if new or writes:
                 # only if absent: a concurrent write of the same id makes this read again
-                repo.transact([Put(repo.memory_put(store, m).item, if_absent=True) for m in new])
+                repo.transact([*(Put(repo.memory_put(store, m).item, if_absent=True) for m in new), *writes])
         except ConditionFailed:
             continue
         break
     else:
         raise Conflict("these memory ids are too busy; retry the write", code="busy")
+    if task is not None:  # after its task (a pointer never names a task that is not there); a replay writes it again
+        repo.claim_request(store, task.request_id, where)
     result = [stored.get(d.memory_id, d) for d in drafts]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
     index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
@@ -123,6 +134,21 @@ def _utc(value: Any, field: str) -> datetime | None:
     if not isinstance(value, datetime):
         raise InvalidInput(f"{field} must be a date-time", field=field)
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def _task(store: str, scope: Scope, request_id: str, drafts: list[Memory], now: datetime) -> Task:
+    """The record of a write named by its request id (GET /tasks/{request_id}): done as it is written, its
+    memories' ids as its outcomes, the hash of what it asked for (a reuse with another body is refused)."""
+    asked = [{f: getattr(d, f) for f in _ASKED} for d in drafts]
+    canonical = json.dumps({"scope": scope.as_dict(), "memories": asked}, sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False, default=str)
+    return Task(request_id=request_id, kind=KIND, store=store, scope=scope, status=TaskStatus.SUCCEEDED,
+                created_at=now, updated_at=now, extract=False, body_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+                outcomes=[TaskOutcome(action=ExtractAction.ADD, memory_id=d.memory_id) for d in drafts])
+
+
+KIND = "explicit"  # a task's kind: written as given
+_ASKED = ("memory_id", "text", "memory_type", "event_time", "metadata")  # what the caller gave of each memory
 
 
 def _same(stored: Memory, draft: Memory) -> bool:

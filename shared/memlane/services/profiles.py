@@ -23,14 +23,18 @@ _NAME = re.compile(r"^[A-Za-z0-9_.\-]+(?: [A-Za-z0-9_.\-]+)*$")  # words, single
 _RACE_RETRIES = 5
 
 
-def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str) -> ActorProfile | None:
-    """The tenant's profile (explicit merged with distilled), None when neither exists."""
-    return _merged(deps, store, app_id, tenant_id, None)
+def tenant_profile(deps: Deps, store: str, app_id: str, tenant_id: str, *,
+                   distilled: bool = True) -> ActorProfile | None:
+    """The tenant's profile (explicit merged with distilled), None when neither exists. Without `distilled`, the
+    explicit profile alone: what a dream distils is long-term memory, which a thread that may not recall is not
+    shown (services/context.py)."""
+    return _merged(deps, store, app_id, tenant_id, None, distilled=distilled)
 
 
-def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str) -> ActorProfile | None:
+def agent_profile(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str, *,
+                  distilled: bool = True) -> ActorProfile | None:
     """One agent's profile within the tenant (its role and instructions, and the dream's agent profile)."""
-    return _merged(deps, store, app_id, tenant_id, agent_id)
+    return _merged(deps, store, app_id, tenant_id, agent_id, distilled=distilled)
 
 
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = None) -> ActorProfile:
@@ -70,10 +74,11 @@ def put(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = 
     return merged
 
 
-def _merged(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str | None) -> ActorProfile | None:
+def _merged(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str | None, *,
+            distilled: bool = True) -> ActorProfile | None:
     return actor_profile.merge(app_id, tenant_id, agent_id,
                                deps.repo.get_explicit_profile(store, app_id, tenant_id, agent_id),
-                               deps.repo.get_profile(store, app_id, tenant_id, agent_id))
+                               deps.repo.get_profile(store, app_id, tenant_id, agent_id) if distilled else None)
 
 
 def _checked(text: Any, attributes: Any) -> tuple[str, dict[str, str]]:
@@ -93,6 +98,8 @@ def _checked(text: Any, attributes: Any) -> tuple[str, dict[str, str]]:
                                "with single spaces between", field="attributes")
         if not isinstance(value, str) or not value.strip():
             raise InvalidInput(f"attributes.{name} must be a non-empty string", field=f"attributes.{name}")
+        if value.splitlines() != [value]:  # a profile shows one line an attribute: a break would forge another
+            raise InvalidInput(f"attributes.{name} must be one line (no line break)", field=f"attributes.{name}")
         if len(value) > limits.MAX_PROFILE_VALUE_CHARS:
             raise PayloadTooLarge(f"attributes.{name} exceeds {limits.MAX_PROFILE_VALUE_CHARS} characters",
                                   field=f"attributes.{name}")

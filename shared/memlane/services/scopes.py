@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import AccessPolicy, ScopeInfo
-from ..domain.scope import ScopeFilter, exact_scope, validate_id
+from ..domain.scope import Scope, ScopeFilter, exact_scope, validate_id
 from .deps import Deps
 
 RACE_RETRIES = 20  # each retry means another writer succeeded; only a storm of them exhausts this
@@ -56,3 +56,10 @@ def recall_filter(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | N
             break
     allowed = tuple(run for run in where.run_ids if run not in forbidden)
     return where.model_copy(update={"run_ids": allowed}) if allowed else None
+
+
+def storing_nothing(deps: Deps, store: str, runs: Iterable[Scope]) -> set[Scope]:
+    """Of these runs (one tenant's), those whose access policy stores nothing in long-term memory (none,
+    recall_only)."""
+    return {run for run in runs if (info := deps.repo.get_scope(store, run)) is not None
+            and not info.access_policy.extracts}

@@ -68,6 +68,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     where = scopes.recall_filter(deps, store, where)
     if where is None:
         return []
+    asked_runs = where.run_ids
     if thread is not None and not thread:
         where = where.model_copy(update={"run_ids": None})  # the asking thread recalls: every thread of the tenant
 
@@ -103,6 +104,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
                   and where.matches(memories[mid].scope.as_dict())
                   and (as_of is None or _held_at(memories[mid], as_of)
                        or narrowed_then and _said_by(memories[mid], as_of))]
+    if RecordType.MESSAGE in types:
+        candidates = _stored_messages_only(deps, store, where, memories, candidates, asked_runs)
     if narrowed:
         candidates = _current_here(deps, store, where, memories, candidates)
     elif narrowed_then:
@@ -179,6 +182,18 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
                 hidden.add(mid)
         pending = later
     return [mid for mid in candidates if mid not in hidden]
+
+
+def _stored_messages_only(deps: Deps, store: str, where: ScopeFilter, records: dict[str, Memory],
+                          candidates: list[str], asked_runs: tuple[str, ...] | None) -> list[str]:
+    """The candidates without the messages of a thread that stores nothing in long-term memory (access policy
+    none, recall_only), unless the search names that thread: its turns are its own, never recalled by the
+    tenant's other threads or a tenant-wide search."""
+    runs = {records[mid].scope for mid in candidates if records[mid].record_type == RecordType.MESSAGE
+            and (asked_runs is None or records[mid].scope.run_id not in asked_runs)}
+    apart = scopes.storing_nothing(deps, store, runs)
+    return [mid for mid in candidates if records[mid].record_type != RecordType.MESSAGE
+            or records[mid].scope not in apart]
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:
