@@ -3,14 +3,17 @@ peanuts" + "carries an EpiPen"). Deleting either run must take that text back: t
 current memory, no index document and no search result, and what the other run said is current again as it
 said it. Before, the merge rewrote the survivor in place and a deletion of the other run left its words there."""
 
+import json
 import re
 
 import pytest
 
-from memlane.domain.models import DreamActionKind, MemoryStatus
+from memlane.domain.errors import Conflict
+from memlane.domain.models import AccessPolicy, DreamActionKind, DreamActionStatus, DreamMode, MemoryStatus
 from memlane.domain.scope import ScopeFilter
 from memlane.ports import IndexQuery
 from memlane.prompts import dream as dream_prompt
+from memlane.repository import tenant_pk
 from memlane.services import dream, erase, explicit, ingest, search, stores
 
 APP, TENANT = "app", "u1"
@@ -23,14 +26,17 @@ class ScriptedLLM:
 
     name = "scripted"
 
-    def __init__(self, actions):
-        self.actions = actions
+    def __init__(self, actions, meanwhile=lambda: None):
+        self.actions, self.meanwhile = actions, meanwhile  # `meanwhile`: what happens while the model answers
+        self.prompts: list[str] = []
 
     def generate(self, *, system, prompt, response_model):
+        self.prompts.append(prompt)
         if response_model is dream_prompt.ProfileResult:
             return response_model.model_validate({"profile": {"subject": "Ann"}})
         memories = {int(n): t for n, t in re.findall(r"^\[m(\d+)\] \([^)]*\) (.*)$", prompt, re.M)}
         turns = {int(n): t for n, t in re.findall(r"^\[s(\d+)\] (.*)$", prompt, re.M)}
+        self.meanwhile()
         return response_model.model_validate({"actions": self.actions(memories, turns)})
 
 
@@ -118,16 +124,28 @@ def test_a_merge_within_one_run_still_rewrites_its_survivor(deps, store):
     assert deps.repo.get_memory(store, APP, TENANT, "a1").text == MERGED
 
 
-def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
-    """An ADD whose evidence is turns of two runs lands in the run of the last; deleting the other takes it too."""
+def two_runs_said(deps, store):
     for run, text in (("a", "I'm allergic to peanuts."), ("b", "I always carry an EpiPen now.")):
         ingest.add(deps, store, scope=run_of(run), sync=True, messages=[{"role": "user", "name": "Ann", "content": text}])
 
-    def actions(memories, turns):
-        return [{"kind": "ADD", "text": MERGED, "evidence": [n for n, t in turns.items() if "peanut" in t or "EpiPen" in t],
-                 "confidence": 0.95, "rationale": "the two turns say one thing together"}]
 
-    deps.llm = ScriptedLLM(actions)
+def adds_from_both(memories, turns):
+    """One ADD whose evidence is the turns of both runs (none if the prompt shows neither)."""
+    evidence = [n for n, t in turns.items() if "peanut" in t or "EpiPen" in t]
+    return [{"kind": "ADD", "text": MERGED, "evidence": evidence, "confidence": 0.95,
+             "rationale": "the two turns say one thing together"}] if evidence else []
+
+
+def held_anywhere(deps, store, words: str) -> list[str]:
+    """The sort keys of the tenant's items that still hold `words` (memories, tasks, dream actions, profiles)."""
+    items = deps.table.query(tenant_pk(store, APP, TENANT), limit=1000).items
+    return [i["sk"] for i in items if words in json.dumps(i, default=str)]
+
+
+def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
+    """An ADD whose evidence is turns of two runs lands in the run of the last; deleting the other takes it too."""
+    two_runs_said(deps, store)
+    deps.llm = ScriptedLLM(adds_from_both)
     task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
                        sync=True)
     (add,) = dream.list_actions(deps, store, task.task_id)[0]
@@ -139,3 +157,71 @@ def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
     erase.delete_run(deps, store, scope=run_of("a"))
     table, indexed = texts(deps, store, "EpiPen peanut allergy")
     assert MERGED not in table and indexed <= table
+
+
+def test_a_pending_statement_drawn_from_a_deleted_run_keeps_no_copy_and_cannot_be_applied(deps, store):
+    two_runs_said(deps, store)
+    deps.llm = ScriptedLLM(adds_from_both)
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
+                       sync=True)
+    (add,) = dream.list_actions(deps, store, task.task_id)[0]
+    assert add.status == DreamActionStatus.PENDING and [s.run_id for s in add.after.drawn_from] == ["a"]
+
+    erase.delete_run(deps, store, scope=run_of("a"))
+    assert held_anywhere(deps, store, "allergic to peanuts") == []
+    assert dream.get_action(deps, store, add.action_id).status == DreamActionStatus.FAILED
+    with pytest.raises(Conflict):
+        dream.apply_action(deps, store, add.action_id)
+    assert held_anywhere(deps, store, "allergic to peanuts") == []
+
+
+def test_a_run_deleted_while_a_dream_adds_from_it_leaves_nothing_of_it(deps, store):
+    """SAFE_AUTO: run a is deleted while the model answers; the statement it adds from a's and b's turns goes."""
+    two_runs_said(deps, store)
+    deleted = []
+
+    def delete_a():
+        if not deleted:
+            deleted.append(erase.delete_run(deps, store, scope=run_of("a")))
+
+    deps.llm = ScriptedLLM(adds_from_both, meanwhile=delete_a)
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, mode=DreamMode.SAFE_AUTO, threshold=0.0,
+                kinds=[DreamActionKind.ADD], sync=True)
+    assert deleted and held_anywhere(deps, store, "allergic to peanuts") == []
+
+
+def test_a_merge_applied_while_its_run_is_deleted_goes_with_it(deps, store, monkeypatch):
+    """The merge commits after the deletion listed the tenant's memories, before they went."""
+    explicit.write(deps, store, scope=run_of("a"), memories=[{"text": "Ann is allergic to peanuts.", "memory_id": "a1"}])
+    explicit.write(deps, store, scope=run_of("b"),
+                   memories=[{"text": "Ann carries an EpiPen for her peanut allergy.", "memory_id": "b1"}])
+    deps.llm = merging(("allergic to peanuts", "EpiPen"), keep="allergic to peanuts")
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.MERGE],
+                       sync=True)
+    (merge,) = dream.list_actions(deps, store, task.task_id)[0]
+    index_delete, applied = deps.index.delete, []
+
+    def apply_meanwhile(*args, **kwargs):  # the deletion's first index delete: after its listing
+        if not applied:
+            applied.append(dream.apply_action(deps, store, merge.action_id))
+        return index_delete(*args, **kwargs)
+
+    monkeypatch.setattr(deps.index, "delete", apply_meanwhile)
+    erase.delete_run(deps, store, scope=run_of("b"))
+    assert applied
+    table, indexed = texts(deps, store, "EpiPen peanut allergy")
+    assert table == {"Ann is allergic to peanuts."} and indexed <= table
+    assert deps.repo.get_memory(store, APP, TENANT, "a1").status == MemoryStatus.ACTIVE
+
+
+def test_a_dream_reads_nothing_of_a_thread_that_stores_nothing(deps, store):
+    """A `none` thread's turns stay out of long-term memory: not in the model's prompt, so in no memory."""
+    ingest.add(deps, store, scope=run_of("private"), sync=True, access_policy=AccessPolicy.NONE,
+               messages=[{"role": "user", "name": "Ann", "content": "Off the record: I'm allergic to peanuts."}])
+    ingest.add(deps, store, scope=run_of("work"), sync=True,
+               messages=[{"role": "user", "name": "Ann", "content": "Please book the team lunch for Friday."}])
+    deps.llm = llm = ScriptedLLM(adds_from_both)
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, mode=DreamMode.SAFE_AUTO, threshold=0.0,
+                kinds=[DreamActionKind.ADD], sync=True)
+    assert llm.prompts and not any("peanut" in p for p in llm.prompts)
+    assert not [m for m in deps.repo.iter_memories(store, APP, TENANT) if "peanut" in m.text]

@@ -1,15 +1,15 @@
 """Explicit writes (infer: false): written and indexed as given, idempotent, all or nothing; they take part
 in search, dream and erasure like extracted memories."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from memlane.domain import limits
 from memlane.domain.errors import Conflict, InvalidInput, PayloadTooLarge
 from memlane.domain.models import DreamActionKind, MemoryOrigin, MemoryType, TaskStatus
-from memlane.repository import tenant_pk
-from memlane.services import dream, erase, explicit, search, stores
+from memlane.repository import requests_pk, tenant_pk
+from memlane.services import dream, erase, explicit, ingest, search, stores
 
 SCOPE = {"app_id": "app", "tenant_id": "ann"}
 TENANT = {"app_id": "app", "tenant_id": "ann"}
@@ -165,3 +165,37 @@ def test_a_memory_id_of_a_messages_or_a_summarys_form_is_refused(deps, store):
     hits = search.search(deps, store, query="locker code", scope={**SCOPE, "run_id": "th", "agent_id": "bot"},
                          record_types=[RecordType.MESSAGE], top_k=3)
     assert [h.memory.memory_id for h in hits] == [message["message_id"]]
+
+
+def test_a_write_named_by_a_request_id_is_its_task_and_takes_the_id(deps, store):
+    """Its request id is recorded (kind `explicit`, the ids it wrote): an add of messages, or a write of another
+    body, under it is 409 request_id_reused; the same instant given in another zone is the same write."""
+    when = datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)
+    first = explicit.write(deps, store, scope=SCOPE, request_id="R1",
+                           memories=[{"text": "Ann's flight to Lisbon leaves.", "event_time": when}])
+    task = deps.repo.get_task(store, "app", "ann", "R1")
+    assert (task.kind, task.status, task.memory_ids) == ("explicit", TaskStatus.SUCCEEDED, [first.memories[0].memory_id])
+    again = explicit.write(deps, store, scope=SCOPE, request_id="R1", memories=[
+        {"text": "Ann's flight to Lisbon leaves.", "event_time": when.astimezone(timezone(timedelta(hours=2)))}])
+    assert again.created == 0 and again.memories == first.memories
+    for refused in (lambda: explicit.write(deps, store, scope=SCOPE, request_id="R1", memories=[{"text": "Other."}]),
+                    lambda: ingest.add(deps, store, scope=SCOPE, request_id="R1", text="I moved to Denver.")):
+        with pytest.raises(Conflict) as e:
+            refused()
+        assert e.value.code == "request_id_reused"
+    assert [m.memory_id for m in deps.repo.iter_memories(store, "app", "ann")] == [first.memories[0].memory_id]
+
+
+def test_a_tenant_erased_while_a_write_claims_its_request_id_keeps_no_pointer(deps, store, monkeypatch):
+    claim, erased = type(deps.repo).claim_request, []
+
+    def erased_first(repo, *args):  # the erasure runs between the write's transaction and its pointer
+        if not erased:
+            erased.append(erase.run_erasure(deps, erase.request_erasure(deps, app_id="app", tenant_id="ann",
+                                                                        principal="admin").erasure_id))
+        return claim(repo, *args)
+
+    monkeypatch.setattr(type(deps.repo), "claim_request", erased_first)
+    explicit.write(deps, store, scope=SCOPE, request_id="R3", memories=[{"text": "Ann's PIN hint is her cat."}])
+    assert erased and deps.repo.find_task(store, "app", "ann", "R3") is None
+    assert deps.table.query(requests_pk(store), limit=100).items == []

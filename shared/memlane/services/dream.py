@@ -174,7 +174,7 @@ def _without_deleted_messages(deps: Deps, task: DreamTask, data: DreamInput, act
     if not deleted:
         return
     made = [m for m in repo.get_memories(task.store, s.app_id, s.tenant_id, [i for a in actions for i in a.created_ids])
-            if deleted & set(m.evidence)]
+            if deleted & set(m.evidence) or any(run in m.drawn_from for run in runs)]
     if made:
         deps.index.delete(task.store, [m.memory_id for m in made], app_id=s.app_id, tenant_id=s.tenant_id)
         repo.delete_items([repo.memory_key(task.store, s, m.memory_id) for m in made])
@@ -344,7 +344,8 @@ def _messages(deps: Deps, task: DreamTask) -> list[list[Message]]:
     repo, s, runs, cursor = deps.repo, task.scope, [], None
     while True:
         page, cursor = repo.list_scopes(task.store, s.app_id, s.tenant_id, limit=200, cursor=cursor)
-        runs += [info for info in page if s.covers(info.scope)]
+        # A thread that stores nothing in long-term memory (none, recall_only) gives the dream nothing either.
+        runs += [info for info in page if s.covers(info.scope) and info.access_policy.extracts]
         if not cursor:
             break
     runs.sort(key=lambda info: info.last_activity, reverse=True)

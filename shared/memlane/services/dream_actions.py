@@ -253,14 +253,20 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
     loses the entries they supported, its rationale (which may quote them) is replaced. A pending action can no
     longer be applied and is marked failed; an applied one can no longer be undone (its items are
     gone, so undo refuses). None when the action touched none of it."""
-    def gone(memory_id: str | None, scope: Any = None) -> bool:
-        return memory_id in memory_ids or (run is not None and scope is not None and Scope.model_validate(scope) == run)
+    def of_run(scope: Any, drawn_from: Any = ()) -> bool:  # the run's, or made of its words
+        return run is not None and any(s is not None and Scope.model_validate(s) == run
+                                       for s in (scope, *(drawn_from or ())))
+
+    def gone(memory_id: str | None, scope: Any = None, drawn_from: Any = ()) -> bool:
+        return memory_id in memory_ids or of_run(scope, drawn_from)
 
     involved = [*action.target_ids, *([action.keep_id] if action.keep_id else []), *action.created_ids]
-    touched = (any(m in memory_ids for m in involved) or any(gone(m.memory_id, m.scope) for m in action.before)
-               or any(gone(e.memory_id, (e.before or {}).get("scope")) for e in action.undo if e.memory_id)
-               or (run is not None and action.scope == run)
-               or (action.after is not None and run is not None and action.after.scope == run))
+    touched = (any(m in memory_ids for m in involved)
+               or any(gone(m.memory_id, m.scope, m.drawn_from) for m in action.before)
+               or any(gone(e.memory_id, (e.before or {}).get("scope"), (e.before or {}).get("drawn_from"))
+                      for e in action.undo if e.memory_id)
+               or of_run(action.scope)
+               or (action.after is not None and of_run(action.after.scope, action.after.drawn_from)))
     profile_ids = set(memory_ids)
     if run is not None:
         profile_ids |= {m.memory_id for m in action.before if m.scope == run}
@@ -269,7 +275,8 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
     if not touched and not any(dream_profile.supported_by(p, profile_ids) for p in profiles):
         return None
     changes: dict[str, Any] = {"rationale": REDACTED}
-    changes["before"] = [m.model_copy(update=_EMPTIED) if gone(m.memory_id, m.scope) else m for m in action.before]
+    changes["before"] = [m.model_copy(update=_EMPTIED) if gone(m.memory_id, m.scope, m.drawn_from) else m
+                         for m in action.before]
     if action.after is not None and touched:
         changes["after"] = action.after.model_copy(update=_EMPTIED)
     if action.profile is not None:
@@ -280,7 +287,7 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
         if before is not None and entry.memory_id is None:
             before = {**before, **dream_profile.without(Profile.model_validate(before), profile_ids)
                       .model_dump(mode="json", exclude_none=True)}
-        elif before is not None and gone(entry.memory_id, before.get("scope")):
+        elif before is not None and gone(entry.memory_id, before.get("scope"), before.get("drawn_from")):
             before = {**before, **_EMPTIED}
         undo.append(entry.model_copy(update={"before": before}))
     changes["undo"] = undo

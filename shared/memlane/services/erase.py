@@ -101,6 +101,16 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     gone = _deleted_as_read(deps, store, memories)
+    # A dream's merge drawing on the run, applied after the listing and before its memories went, goes too (one
+    # applied later finds them gone and fails).
+    late = [Memory.model_validate(i) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#")
+            if _said_in(i, run)]
+    if late:
+        memory_ids += [m.memory_id for m in late]
+        indexed += [m.memory_id for m in late]
+        deps.index.delete(store, [m.memory_id for m in late], app_id=run.app_id, tenant_id=run.tenant_id)
+        reinstate(deps, store, late)
+        gone += _deleted_as_read(deps, store, late)
     deps.repo.delete_items(messages)
     # Again, with the tenant read afresh: another deletion may have moved a supersede onto the run's memories
     # after this one read its tenant (its successor gone, it named one of these).

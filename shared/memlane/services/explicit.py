@@ -77,6 +77,9 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
         raise Conflict("these memory ids are too busy; retry the write", code="busy")
     if task is not None:  # after its task (a pointer never names a task that is not there); a replay writes it again
         repo.claim_request(store, task.request_id, where)
+        if repo.find_task(store, where.app_id, where.tenant_id, task.request_id) is None:
+            # Erased with its tenant meanwhile, after the erasure took the pointers it knew of: this one goes too.
+            repo.delete_items([repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)])
     result = [stored.get(d.memory_id, d) for d in drafts]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
     index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
@@ -139,7 +142,7 @@ def _utc(value: Any, field: str) -> datetime | None:
 def _task(store: str, scope: Scope, request_id: str, drafts: list[Memory], now: datetime) -> Task:
     """The record of a write named by its request id (GET /tasks/{request_id}): done as it is written, its
     memories' ids as its outcomes, the hash of what it asked for (a reuse with another body is refused)."""
-    asked = [{f: getattr(d, f) for f in _ASKED} for d in drafts]
+    asked = [{f: _instant(getattr(d, f)) for f in _ASKED} for d in drafts]
     canonical = json.dumps({"scope": scope.as_dict(), "memories": asked}, sort_keys=True, separators=(",", ":"),
                            ensure_ascii=False, default=str)
     return Task(request_id=request_id, kind=KIND, store=store, scope=scope, status=TaskStatus.SUCCEEDED,
@@ -149,6 +152,13 @@ def _task(store: str, scope: Scope, request_id: str, drafts: list[Memory], now: 
 
 KIND = "explicit"  # a task's kind: written as given
 _ASKED = ("memory_id", "text", "memory_type", "event_time", "metadata")  # what the caller gave of each memory
+
+
+def _instant(value: Any) -> Any:
+    """A time in UTC (one instant, whatever zone it was given in: the same write again is a replay)."""
+    if not isinstance(value, datetime):
+        return value
+    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
 
 
 def _same(stored: Memory, draft: Memory) -> bool:
