@@ -233,6 +233,9 @@ class IndexQuery(BaseModel):
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
     time_from: datetime | None = None  # on event_time, falling back to created_at
     time_to: datetime | None = None
+    # Thread (run) ids whose messages are left out, whichever agent's: threads that store nothing in long-term
+    # memory, searched from elsewhere (services/search.py). Their memories and summaries are not affected.
+    messages_apart: tuple[str, ...] = ()
 
 
 def keyword_limit(query: IndexQuery, k: int) -> int:

@@ -1041,3 +1041,13 @@ def test_keyword_ranking_is_fts5_bm25_over_text_and_keywords(index: Index, query
     found = [(h.memory_id, h.score) for h in search(index, "s3", query, with_vector=False).keyword]
     assert [mid for mid, _ in found] == [mid for mid, _ in expected]
     assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-4)
+
+
+def test_messages_apart_leave_out_those_threads_messages_only(records: Index) -> None:
+    """A thread that stores nothing in long-term memory keeps its turns to itself: its messages are left out of
+    a search made elsewhere, whichever agent's thread of that id; its memories and summary are not."""
+    every = (RecordType.MEMORY, MESSAGE, SUMMARY)
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=("r1",))) == {
+        "m-fact", "m-pref", "msg-2", "sum-1"}
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=("r1", "r2"))) == {
+        "m-fact", "m-pref", "sum-1"}

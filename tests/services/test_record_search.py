@@ -250,3 +250,18 @@ def test_cli_searches_the_record_types_it_is_given(service, deps, store, capsys,
     assert cli.main([*local, "search", "demo", "--app", "app", "--tenant", "u1", "--run", "t2",
                      "--type", "message", "--other-threads", "locker combination"]) == 0
     assert "[message] document: My locker combination is 4417." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("policy", [AccessPolicy.NONE, AccessPolicy.RECALL_ONLY])
+def test_a_thread_that_stores_nothing_keeps_its_turns_to_itself(deps, store, policy):
+    """Found by a search made in it only; not from another thread, nor tenant-wide — and however much it says
+    about the query, it hides no other thread's turns (they are left out by the index, not after ranking)."""
+    say(deps, store, THREAD_2, *(f"Peanut allergy note {i}: peanut allergy, peanut allergy." for i in range(40)),
+        access_policy=policy)
+    say(deps, store, THREAD_1, "Remember my peanut allergy when you order lunch.")
+    for scope, exact in ((BASE, None), (THREAD_1, False)):
+        hits = search.search(deps, store, query="peanut allergy", scope=scope, top_k=5, record_types=["message"],
+                             exact_thread_match=exact)
+        assert [h.memory.scope.run_id for h in hits] == ["t1"]
+    own = search.search(deps, store, query="peanut allergy", scope=THREAD_2, top_k=5, record_types=["message"])
+    assert {h.memory.scope.run_id for h in own} == ({"t2"} if policy.recalls else set())  # `none` recalls nothing

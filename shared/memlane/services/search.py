@@ -84,10 +84,14 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     # ... and so does a narrowed read of a past moment: what had been superseded by then out of its sight.
     narrowed_then = as_of is not None and not include_superseded and narrowed_read
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
+    # The turns of a thread that stores nothing in long-term memory (none, recall_only) are its own: found only by
+    # a search that names it, never from the tenant's other threads or tenant-wide.
+    apart = scopes.storing_nothing(deps, store, where, asked_runs) if RecordType.MESSAGE in types else ()
     result = deps.index.search(store, IndexQuery(
         scope=where, text=query, vector=vector if plan.vector_weight > 0 else None, k=plan.candidates,
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
-        metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to))
+        metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to,
+        messages_apart=apart))
 
     fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
                                    plan.rrf_k)
@@ -104,8 +108,6 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
                   and where.matches(memories[mid].scope.as_dict())
                   and (as_of is None or _held_at(memories[mid], as_of)
                        or narrowed_then and _said_by(memories[mid], as_of))]
-    if RecordType.MESSAGE in types:
-        candidates = _stored_messages_only(deps, store, where, memories, candidates, asked_runs)
     if narrowed:
         candidates = _current_here(deps, store, where, memories, candidates)
     elif narrowed_then:
@@ -182,18 +184,6 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
                 hidden.add(mid)
         pending = later
     return [mid for mid in candidates if mid not in hidden]
-
-
-def _stored_messages_only(deps: Deps, store: str, where: ScopeFilter, records: dict[str, Memory],
-                          candidates: list[str], asked_runs: tuple[str, ...] | None) -> list[str]:
-    """The candidates without the messages of a thread that stores nothing in long-term memory (access policy
-    none, recall_only), unless the search names that thread: its turns are its own, never recalled by the
-    tenant's other threads or a tenant-wide search."""
-    runs = {records[mid].scope for mid in candidates if records[mid].record_type == RecordType.MESSAGE
-            and (asked_runs is None or records[mid].scope.run_id not in asked_runs)}
-    apart = scopes.storing_nothing(deps, store, runs)
-    return [mid for mid in candidates if records[mid].record_type != RecordType.MESSAGE
-            or records[mid].scope not in apart]
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:

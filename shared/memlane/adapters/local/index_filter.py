@@ -18,6 +18,9 @@ from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery
 
 
+_MESSAGE = str(RecordType.MESSAGE)
+
+
 def utc_iso(value: datetime) -> str:
     """Fixed-width UTC ISO text, so SQL string comparison is time comparison. Naive means UTC."""
     if value.tzinfo is None:
@@ -36,6 +39,7 @@ class Filter:
     metadata: dict[str, Any] | None = None
     time_from: str | None = None
     time_to: str | None = None
+    messages_apart: frozenset[str] = frozenset()  # run ids whose messages are left out
 
     @classmethod
     def of(cls, q: IndexQuery) -> Filter:
@@ -47,6 +51,7 @@ class Filter:
             metadata=q.metadata,
             time_from=None if q.time_from is None else utc_iso(q.time_from),
             time_to=None if q.time_to is None else utc_iso(q.time_to),
+            messages_apart=frozenset(q.messages_apart),
         )
 
     @property
@@ -60,7 +65,8 @@ class Filter:
         s = self.scope
         return ((s.agent_ids is None or agent_id in s.agent_ids) and (s.run_ids is None or run_id in s.run_ids)
                 and (self.statuses is None or status in self.statuses)
-                and (self.record_types is None or record_type in self.record_types))
+                and (self.record_types is None or record_type in self.record_types)
+                and not (record_type == _MESSAGE and run_id in self.messages_apart))
 
 
 def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
@@ -80,6 +86,9 @@ def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
         add(_in("d.status", f.statuses))
     if f.record_types is not None:
         add(_in("d.record_type", f.record_types))
+    if f.messages_apart:  # one parameter, however many threads
+        add(("NOT (d.record_type = ? AND d.run_id IN (SELECT value FROM json_each(?)))",
+             [_MESSAGE, json.dumps(sorted(f.messages_apart))]))
     if f.memory_types is not None:
         typed, values = _in("d.memory_type", f.memory_types)
         add((f"(d.record_type != ? OR {typed})", [str(RecordType.MEMORY), *values]))

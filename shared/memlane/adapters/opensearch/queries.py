@@ -62,6 +62,9 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
     filters = _scope_filters(store, q.scope)
     filters.append({"terms": {"status": [str(s) for s in q.statuses]}})  # empty: matches nothing, as it should
     filters.append(_record_types(q.record_types))
+    if q.messages_apart:  # one terms query, however many threads
+        filters.append({"bool": {"must_not": [{"bool": {"filter": [
+            {"term": {"record_type": str(RecordType.MESSAGE)}}, {"terms": {"run_id": sorted(q.messages_apart)}}]}}]}})
     if q.memory_types is not None:  # narrows memories only: messages and summaries have no type
         filters.append({"bool": {"should": [{"terms": {"memory_type": [str(t) for t in q.memory_types]}},
                                             {"bool": {"must_not": _IS_MEMORY}}], "minimum_should_match": 1}})
