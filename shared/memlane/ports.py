@@ -8,7 +8,7 @@ tests run against every implementation (tests/contract).
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -233,9 +233,17 @@ class IndexQuery(BaseModel):
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
     time_from: datetime | None = None  # on event_time, falling back to created_at
     time_to: datetime | None = None
-    # Thread (run) ids whose messages are left out, whichever agent's: threads that store nothing in long-term
-    # memory, searched from elsewhere (services/search.py). Their memories and summaries are not affected.
-    messages_apart: tuple[str, ...] = ()
+    # (agent_id, run_id) of threads whose messages are left out: threads that store nothing in long-term memory,
+    # searched from elsewhere (services/search.py). Their memories and summaries are not affected.
+    messages_apart: tuple[tuple[str, str], ...] = ()
+
+
+def runs_by_agent(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """(agent_id, run_id) pairs as each agent's run ids, sorted: how an index excludes threads in few clauses."""
+    grouped: dict[str, list[str]] = {}
+    for agent, run in sorted(set(pairs)):
+        grouped.setdefault(agent, []).append(run)
+    return grouped
 
 
 def keyword_limit(query: IndexQuery, k: int) -> int:

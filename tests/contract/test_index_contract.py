@@ -1045,9 +1045,11 @@ def test_keyword_ranking_is_fts5_bm25_over_text_and_keywords(index: Index, query
 
 def test_messages_apart_leave_out_those_threads_messages_only(records: Index) -> None:
     """A thread that stores nothing in long-term memory keeps its turns to itself: its messages are left out of
-    a search made elsewhere, whichever agent's thread of that id; its memories and summary are not."""
+    a search made elsewhere — that agent's thread of that id only; its memories and summary are not."""
     every = (RecordType.MEMORY, MESSAGE, SUMMARY)
-    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=("r1",))) == {
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"),))) == {
         "m-fact", "m-pref", "msg-2", "sum-1"}
-    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=("r1", "r2"))) == {
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a2", "r1"), ("a1", "r2")))) == {
+        "m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}  # other agents' threads of those ids: none of these
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"), ("a2", "r2")))) == {
         "m-fact", "m-pref", "sum-1"}

@@ -225,3 +225,24 @@ def test_a_dream_reads_nothing_of_a_thread_that_stores_nothing(deps, store):
                 kinds=[DreamActionKind.ADD], sync=True)
     assert llm.prompts and not any("peanut" in p for p in llm.prompts)
     assert not [m for m in deps.repo.iter_memories(store, APP, TENANT) if "peanut" in m.text]
+
+
+def test_an_add_that_makes_the_run_again_mid_deletion_keeps_its_memory(service, deps, store, monkeypatch):
+    """The deletion's second look takes what is drawn from the run, not what a new add of it wrote since."""
+    ingest.add(deps, store, scope=run_of("a"), messages=[{"role": "user", "content": "I adopted a beagle named Max."}])
+    service.drain()
+    deleted_as_read, again = erase._deleted_as_read, []
+
+    def meanwhile(*args):
+        gone = deleted_as_read(*args)
+        if not again:  # once the run's memories went: a new add makes the run again, and its job extracts
+            again.append(ingest.add(deps, store, scope=run_of("a"),
+                                    messages=[{"role": "user", "content": "I live in Lisbon and work as a nurse."}]))
+            service.drain()
+        return gone
+
+    monkeypatch.setattr(erase, "_deleted_as_read", meanwhile)
+    counts = erase.delete_run(deps, store, scope=run_of("a"))
+    assert again and counts["memories"] == 1
+    left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
+    assert len(left) == 1 and "Lisbon" in left[0] and "beagle" not in left[0]

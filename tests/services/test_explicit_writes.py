@@ -199,3 +199,25 @@ def test_a_tenant_erased_while_a_write_claims_its_request_id_keeps_no_pointer(de
     explicit.write(deps, store, scope=SCOPE, request_id="R3", memories=[{"text": "Ann's PIN hint is her cat."}])
     assert erased and deps.repo.find_task(store, "app", "ann", "R3") is None
     assert deps.table.query(requests_pk(store), limit=100).items == []
+
+
+def test_a_retry_that_wrote_the_task_again_keeps_its_pointer(deps, store, monkeypatch):
+    """A write that finds its task gone (erased) takes its pointer back — not one a retry of it has made since."""
+    find, checks, body = type(deps.repo).find_task, [], [{"text": "Ann's PIN hint is her cat.", "memory_id": "pin"}]
+
+    def erased_and_retried(repo, store_, app_id, tenant_id, request_id):
+        checks.append(request_id)
+        if len(checks) == 2:  # the first write's check after its pointer: its items were just erased ...
+            pk = tenant_pk(store_, app_id, tenant_id)
+            repo.delete_items([(pk, f"TASK#{request_id}"), (pk, "MEM#pin"),
+                               repo.request_pointer_key(store_, app_id, tenant_id, request_id)])
+            gone = find(repo, store_, app_id, tenant_id, request_id)
+            monkeypatch.setattr(type(deps.repo), "find_task", find)  # ... and a retry runs whole before it goes on
+            explicit.write(deps, store, scope=SCOPE, request_id="R9", memories=body)
+            return gone
+        return find(repo, store_, app_id, tenant_id, request_id)
+
+    monkeypatch.setattr(type(deps.repo), "find_task", erased_and_retried)
+    explicit.write(deps, store, scope=SCOPE, request_id="R9", memories=body)
+    assert len(checks) == 2 and deps.repo.find_task(store, "app", "ann", "R9") is not None
+    assert deps.repo.task_owners(store, "R9") == [("app", "ann")]

@@ -265,3 +265,14 @@ def test_a_thread_that_stores_nothing_keeps_its_turns_to_itself(deps, store, pol
         assert [h.memory.scope.run_id for h in hits] == ["t1"]
     own = search.search(deps, store, query="peanut allergy", scope=THREAD_2, top_k=5, record_types=["message"])
     assert {h.memory.scope.run_id for h in own} == ({"t2"} if policy.recalls else set())  # `none` recalls nothing
+
+
+@pytest.mark.parametrize("run", ["t1", None], ids=["same-thread-id", "default-thread"])
+def test_another_agents_thread_of_the_same_id_is_not_kept_apart(deps, store, run):
+    """What is kept apart is that agent's thread: another agent's thread of the same id (or its default thread)
+    that stores is recalled as ever."""
+    private, public = ({**BASE, "agent_id": agent, **({"run_id": run} if run else {})} for agent in ("bot", "helper"))
+    say(deps, store, private, "My secret peanut allergy note.", access_policy=AccessPolicy.NONE)
+    say(deps, store, public, "Remember my peanut allergy when you order lunch.")
+    hits = search.search(deps, store, query="peanut allergy", scope=BASE, top_k=5, record_types=["message"])
+    assert [h.memory.scope.agent_id for h in hits] == ["helper"]

@@ -102,9 +102,10 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     gone = _deleted_as_read(deps, store, memories)
     # A dream's merge drawing on the run, applied after the listing and before its memories went, goes too (one
-    # applied later finds them gone and fails).
+    # applied later finds them gone and fails). Not a memory of the run itself written since: a new add that made
+    # the run again keeps what it wrote, as in clear_memories.
     late = [Memory.model_validate(i) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#")
-            if _said_in(i, run)]
+            if i["memory_id"] not in memory_ids and _drawn_from(i, run)]
     if late:
         memory_ids += [m.memory_id for m in late]
         indexed += [m.memory_id for m in late]
@@ -133,8 +134,11 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
 def _said_in(memory_item: dict[str, Any], run: Scope) -> bool:
     """A memory of the run, or one whose text carries words of the run's memories (a dream's merge of several
     runs' memories): as if the run had never been said, neither is."""
-    return Scope.model_validate(memory_item["scope"]) == run or any(
-        Scope.model_validate(s) == run for s in memory_item.get("drawn_from", ()))
+    return Scope.model_validate(memory_item["scope"]) == run or _drawn_from(memory_item, run)
+
+
+def _drawn_from(memory_item: dict[str, Any], run: Scope) -> bool:
+    return any(Scope.model_validate(s) == run for s in memory_item.get("drawn_from", ()))
 
 
 def _deleted_as_read(deps: Deps, store: str, memories: list[Memory]) -> list[Memory]:

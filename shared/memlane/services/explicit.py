@@ -78,8 +78,11 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     if task is not None:  # after its task (a pointer never names a task that is not there); a replay writes it again
         repo.claim_request(store, task.request_id, where)
         if repo.find_task(store, where.app_id, where.tenant_id, task.request_id) is None:
-            # Erased with its tenant meanwhile, after the erasure took the pointers it knew of: this one goes too.
+            # Erased with its tenant meanwhile, after the erasure took the pointers it knew of: this one goes too —
+            # unless a retry wrote the task again meanwhile, whose pointer it is then.
             repo.delete_items([repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)])
+            if repo.find_task(store, where.app_id, where.tenant_id, task.request_id) is not None:
+                repo.claim_request(store, task.request_id, where)
     result = [stored.get(d.memory_id, d) for d in drafts]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
     index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))

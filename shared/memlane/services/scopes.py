@@ -6,7 +6,7 @@ from typing import Any
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import AccessPolicy, ScopeInfo
-from ..domain.scope import ScopeFilter, exact_scope, validate_id
+from ..domain.scope import Scope, ScopeFilter, exact_scope, validate_id
 from .deps import Deps
 
 RACE_RETRIES = 20  # each retry means another writer succeeded; only a storm of them exhausts this
@@ -58,14 +58,11 @@ def recall_filter(deps: Deps, store: str, where: ScopeFilter) -> ScopeFilter | N
     return where.model_copy(update={"run_ids": allowed}) if allowed else None
 
 
-def storing_nothing(deps: Deps, store: str, where: ScopeFilter, named: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The ids of the tenant's threads in `where` whose access policy stores nothing in long-term memory (none,
-    recall_only), but those `named` (the threads a search is made in)."""
-    apart: set[str] = set()
-    cursor = None
-    while True:
-        infos, cursor = deps.repo.list_scopes(store, where.app_id, where.tenant_id, limit=500, cursor=cursor)
-        apart |= {i.scope.run_id for i in infos if not i.access_policy.extracts
-                  and where.matches(i.scope.as_dict()) and (named is None or i.scope.run_id not in named)}
-        if cursor is None:
-            return tuple(sorted(apart))
+def storing_nothing(deps: Deps, store: str, app_id: str, tenant_id: str,
+                    threads: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of these (agent_id, run_id) threads of the tenant, those whose access policy stores nothing in long-term
+    memory (none, recall_only)."""
+    return {(agent, run) for agent, run in threads
+            if (info := deps.repo.get_scope(store, Scope(app_id=app_id, tenant_id=tenant_id, agent_id=agent,
+                                                         run_id=run))) is not None
+            and not info.access_policy.extracts}

@@ -20,7 +20,7 @@ from ..domain.scope import Scope, ScopeFilter, search_scope
 from ..domain.validation import check_metadata
 from ..policies import consolidation
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
-from ..ports import Hit, IndexQuery
+from ..ports import Hit, IndexQuery, IndexResult
 from . import embedder_guard, scopes, summaries
 from .deps import Deps
 
@@ -84,14 +84,13 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
     # ... and so does a narrowed read of a past moment: what had been superseded by then out of its sight.
     narrowed_then = as_of is not None and not include_superseded and narrowed_read
     fetched = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED) if narrowed else statuses
-    # The turns of a thread that stores nothing in long-term memory (none, recall_only) are its own: found only by
-    # a search that names it, never from the tenant's other threads or tenant-wide.
-    apart = scopes.storing_nothing(deps, store, where, asked_runs) if RecordType.MESSAGE in types else ()
-    result = deps.index.search(store, IndexQuery(
+    asked = IndexQuery(
         scope=where, text=query, vector=vector if plan.vector_weight > 0 else None, k=plan.candidates,
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
-        metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to,
-        messages_apart=apart))
+        metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to)
+    result = deps.index.search(store, asked)
+    if RecordType.MESSAGE in types:
+        result = _without_private_turns(deps, store, asked, result, asked_runs)
 
     fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
                                    plan.rrf_k)
@@ -184,6 +183,31 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
                 hidden.add(mid)
         pending = later
     return [mid for mid in candidates if mid not in hidden]
+
+
+_PRIVATE_ROUNDS = 2  # index queries again at most, each leaving out the private threads found before it
+
+
+def _without_private_turns(deps: Deps, store: str, query: IndexQuery, result: IndexResult,
+                           named: tuple[str, ...] | None) -> IndexResult:
+    """`result` without the turns of threads that store nothing in long-term memory (none, recall_only), unless the
+    search names them: those turns are their thread's own, never recalled from the tenant's other threads or
+    tenant-wide. The threads are found among the hits (no listing of the tenant's threads) and the index is asked
+    again leaving them out, so however much such a thread says it hides no other thread's turns."""
+    s, apart = query.scope, set(query.messages_apart)
+    for asked in range(_PRIVATE_ROUNDS + 1):
+        threads = {(h.agent_id, h.run_id) for h in [*result.keyword, *result.vector]
+                   if h.record_type == RecordType.MESSAGE and (named is None or h.run_id not in named)} - apart
+        found = scopes.storing_nothing(deps, store, s.app_id, s.tenant_id, threads)
+        if not found:
+            return result
+        apart |= found
+        if asked < _PRIVATE_ROUNDS:
+            query = query.model_copy(update={"messages_apart": tuple(sorted(apart))})
+            result = deps.index.search(store, query)
+    kept = [[h for h in hits if h.record_type != RecordType.MESSAGE or (h.agent_id, h.run_id) not in apart]
+            for hits in (result.keyword, result.vector)]
+    return IndexResult(keyword=kept[0], vector=kept[1])
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
-from ...ports import IndexQuery
+from ...ports import IndexQuery, runs_by_agent
 
 
 _MESSAGE = str(RecordType.MESSAGE)
@@ -39,7 +39,7 @@ class Filter:
     metadata: dict[str, Any] | None = None
     time_from: str | None = None
     time_to: str | None = None
-    messages_apart: frozenset[str] = frozenset()  # run ids whose messages are left out
+    messages_apart: frozenset[tuple[str, str]] = frozenset()  # (agent_id, run_id) whose messages are left out
 
     @classmethod
     def of(cls, q: IndexQuery) -> Filter:
@@ -66,7 +66,7 @@ class Filter:
         return ((s.agent_ids is None or agent_id in s.agent_ids) and (s.run_ids is None or run_id in s.run_ids)
                 and (self.statuses is None or status in self.statuses)
                 and (self.record_types is None or record_type in self.record_types)
-                and not (record_type == _MESSAGE and run_id in self.messages_apart))
+                and not (record_type == _MESSAGE and (agent_id, run_id) in self.messages_apart))
 
 
 def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
@@ -86,9 +86,11 @@ def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
         add(_in("d.status", f.statuses))
     if f.record_types is not None:
         add(_in("d.record_type", f.record_types))
-    if f.messages_apart:  # one parameter, however many threads
-        add(("NOT (d.record_type = ? AND d.run_id IN (SELECT value FROM json_each(?)))",
-             [_MESSAGE, json.dumps(sorted(f.messages_apart))]))
+    if f.messages_apart:  # one clause an agent, its runs one parameter
+        grouped = runs_by_agent(f.messages_apart)
+        threads = " OR ".join("(d.agent_id = ? AND d.run_id IN (SELECT value FROM json_each(?)))" for _ in grouped)
+        add((f"NOT (d.record_type = ? AND ({threads}))",
+             [_MESSAGE, *(v for agent, runs in grouped.items() for v in (agent, json.dumps(runs)))]))
     if f.memory_types is not None:
         typed, values = _in("d.memory_type", f.memory_types)
         add((f"(d.record_type != ? OR {typed})", [str(RecordType.MEMORY), *values]))

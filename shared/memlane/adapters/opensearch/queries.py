@@ -11,7 +11,7 @@ from typing import Any
 from ...domain.analysis import query_tokens
 from ...domain.models import RecordType
 from ...domain.scope import ScopeFilter
-from ...ports import IndexQuery, keyword_limit
+from ...ports import IndexQuery, keyword_limit, runs_by_agent
 from .documents import metadata_filter_terms, routing_key, term_prefix, utc_iso
 
 MAX_K = 10_000  # the k-NN plugin's limit on k, and the default index.max_result_window
@@ -62,9 +62,12 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
     filters = _scope_filters(store, q.scope)
     filters.append({"terms": {"status": [str(s) for s in q.statuses]}})  # empty: matches nothing, as it should
     filters.append(_record_types(q.record_types))
-    if q.messages_apart:  # one terms query, however many threads
-        filters.append({"bool": {"must_not": [{"bool": {"filter": [
-            {"term": {"record_type": str(RecordType.MESSAGE)}}, {"terms": {"run_id": sorted(q.messages_apart)}}]}}]}})
+    if q.messages_apart:  # one clause an agent, its runs one terms query
+        filters.append({"bool": {"must_not": [{"bool": {
+            "filter": [{"term": {"record_type": str(RecordType.MESSAGE)}}],
+            "should": [{"bool": {"filter": [{"term": {"agent_id": agent}}, {"terms": {"run_id": runs}}]}}
+                       for agent, runs in runs_by_agent(q.messages_apart).items()],
+            "minimum_should_match": 1}}]}})
     if q.memory_types is not None:  # narrows memories only: messages and summaries have no type
         filters.append({"bool": {"should": [{"terms": {"memory_type": [str(t) for t in q.memory_types]}},
                                             {"bool": {"must_not": _IS_MEMORY}}], "minimum_should_match": 1}})
