@@ -9,8 +9,16 @@ ms p50 / p95 of the index call and its two halves, the table reads, the reranker
 embedding — the scale bench's seeded random vector, not a model's — and the search without it): what
 cProfile's overhead and its second pass over the same queries (warm caches) would distort.
 
+`--corpus locomo` searches real data instead of the scale bench's (pseudo-words, i.i.d. random vectors — the
+worst case for a graph walk and the best for `newer_first`): one tenant of `--per-tenant` texts, each two
+LoCoMo turns joined (seeded), with their MiniLM vectors (embedded once, ~25 min at 10⁵ on 2 cores, kept in
+`--vectors`), queried with LoCoMo's questions (their vectors computed before the timing, so the parts'
+"query embedding" is a cache read).
+
   python bench/search_profile.py
   python bench/search_profile.py --tenants 1 --per-tenant 100000 --queries 300 --parts
+  python bench/search_profile.py --corpus locomo --data ../shared/data/locomo-dev.json --per-tenant 100000 \
+      --queries 300 --parts --vectors /tmp/locomo-pairs-1e5.npy
 """
 import argparse
 import cProfile
@@ -46,7 +54,12 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true", help="wall time of each part of a search, no profile")
     ap.add_argument("--default-gc", action="store_true",
                     help="Python's default garbage collector settings, not the server's (memlane.process.settle)")
+    ap.add_argument("--corpus", choices=["scale", "locomo"], default="scale")
+    ap.add_argument("--data", type=Path, help="LoCoMo JSON (--corpus locomo)")
+    ap.add_argument("--vectors", type=Path, help="where the texts' MiniLM vectors are kept (--corpus locomo)")
     args = ap.parse_args()
+    if args.corpus == "locomo":
+        return locomo(args)
     with tempfile.TemporaryDirectory() as tmp:
         emb = scale.RandomEmbedder()
         b = scale.build("embedded", Path(tmp), emb)
@@ -69,6 +82,59 @@ def main() -> None:
             timed(b.deps, q, scope)
         try:
             parts(b, qs, scope) if args.parts else report(b, qs, scope)
+        finally:
+            b.service.close()
+
+
+class _Known:
+    """The model, answering the questions' vectors from what was computed before the timing."""
+
+    def __init__(self, model, known: dict[str, list[float]]):
+        self.model, self.known, self.name, self.dim = model, known, model.name, model.dim
+
+    def embed(self, texts):
+        return [self.known[t] if t in self.known else self.model.embed([t])[0] for t in texts]
+
+
+def locomo(args) -> None:
+    """One tenant of LoCoMo turn pairs with their MiniLM vectors, searched with LoCoMo's questions."""
+    import json
+
+    from memlane.bench.common import minilm
+
+    if args.data is None or args.vectors is None:
+        raise SystemExit("--corpus locomo needs --data and --vectors")
+    convs = json.loads(args.data.read_text())
+    turns = [t["text"] for c in convs for key, session in c["conversation"].items()
+             if key.startswith("session") and isinstance(session, list) for t in session if t.get("text")]
+    questions = [q["question"] for c in convs for q in c["qa"]][:args.queries]
+    pairs = np.random.default_rng(11).integers(0, len(turns), size=(args.per_tenant, 2))
+    texts = [turns[a] + " " + turns[b] for a, b in pairs]
+    model = minilm()
+    if args.vectors.exists():
+        vectors = np.load(args.vectors)
+    else:
+        vectors = np.empty((len(texts), model.dim), dtype=np.float32)
+        t0 = time.perf_counter()
+        for at in range(0, len(texts), 256):
+            vectors[at:at + 256] = np.asarray(model.embed(texts[at:at + 256]), dtype=np.float32)
+            print(f"embedded {at + 256:,} of {len(texts):,} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        np.save(args.vectors, vectors)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    emb = _Known(model, dict(zip(questions, model.embed(questions))))
+    with tempfile.TemporaryDirectory() as tmp:
+        b = scale.build("embedded", Path(tmp), emb)
+        if not args.default_gc:
+            process.settle()
+        scale.bulk_load(b, "t00000", texts, vectors, 0)
+        t0 = time.perf_counter()
+        b.deps.index.build_graphs(scale.STORE)
+        print(f"{args.per_tenant:,} LoCoMo turn pairs; graph built in {time.perf_counter() - t0:.1f} s")
+        scope = {"app_id": scale.APP, "tenant_id": "t00000"}
+        for q in questions[:5]:
+            timed(b.deps, q, scope)
+        try:
+            parts(b, questions, scope) if args.parts else report(b, questions, scope)
         finally:
             b.service.close()
 
