@@ -246,3 +246,29 @@ def test_an_add_that_makes_the_run_again_mid_deletion_keeps_its_memory(service, 
     assert again and counts["memories"] == 1
     left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
     assert len(left) == 1 and "Lisbon" in left[0] and "beagle" not in left[0]
+
+
+def test_a_statement_a_dream_makes_of_the_run_itself_mid_deletion_goes_with_it(deps, store, monkeypatch):
+    """A dream's ADD standing on the run's own turns (no other run: nothing drawn from), applied after the
+    deletion listed the tenant's memories: it stands on the deleted turns, and goes with them."""
+    ingest.add(deps, store, scope=run_of("a"), sync=True,
+               messages=[{"role": "user", "name": "Ann", "content": "I'm allergic to peanuts, badly."}])
+    deps.llm = ScriptedLLM(lambda memories, turns: [
+        {"kind": "ADD", "text": "Ann needs an EpiPen for her peanut allergy.", "confidence": 0.95, "rationale": "said",
+         "evidence": [n for n, t in turns.items() if "peanut" in t]}])
+    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
+                       sync=True)
+    (add,) = dream.list_actions(deps, store, task.task_id)[0]
+    assert add.after.scope.run_id == "a" and not add.after.drawn_from
+    index_delete, applied = deps.index.delete, []
+
+    def apply_meanwhile(*args, **kwargs):  # the deletion's first index delete: after its listing
+        if not applied:
+            applied.append(dream.apply_action(deps, store, add.action_id))
+        return index_delete(*args, **kwargs)
+
+    monkeypatch.setattr(deps.index, "delete", apply_meanwhile)
+    erase.delete_run(deps, store, scope=run_of("a"))
+    assert applied
+    table, indexed = texts(deps, store, "EpiPen peanut allergy")
+    assert table == set() and indexed == set()

@@ -276,3 +276,19 @@ def test_another_agents_thread_of_the_same_id_is_not_kept_apart(deps, store, run
     say(deps, store, public, "Remember my peanut allergy when you order lunch.")
     hits = search.search(deps, store, query="peanut allergy", scope=BASE, top_k=5, record_types=["message"])
     assert [h.memory.scope.agent_id for h in hits] == ["helper"]
+
+
+def test_more_private_threads_than_the_index_returns_hide_no_other_turn(deps, store, monkeypatch):
+    """Past the rounds that leave out the private threads found among the hits, every one of the tenant's is left
+    out (from its registry): however many there are, the other threads' turns are found."""
+    for i in range(250):
+        say(deps, store, {**BASE, "agent_id": "bot", "run_id": f"p{i}"}, "peanut allergy peanut allergy peanut allergy",
+            access_policy=AccessPolicy.RECALL_ONLY)
+    say(deps, store, THREAD_1, "Remember my peanut allergy when you order lunch today please.")
+    asked = []
+    index_search = deps.index.search
+    monkeypatch.setattr(deps.index, "search", lambda *a, **k: asked.append(a[1]) or index_search(*a, **k))
+    hits = search.search(deps, store, query="peanut allergy", scope=BASE, top_k=5, record_types=["message"],
+                         recipe="keyword")
+    assert [h.memory.scope.run_id for h in hits] == ["t1"]
+    assert len(asked) == 1 + search._PRIVATE_ROUNDS + 1 and len(asked[-1].messages_apart) == 250

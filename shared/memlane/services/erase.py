@@ -101,11 +101,13 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     redacted = redaction.redact(deps, store, run.app_id, run.tenant_id, memory_ids=set(memory_ids), run=run)
     # Memories before messages: a run with no message left has no memory left either (finish_run_deletion).
     gone = _deleted_as_read(deps, store, memories)
-    # A dream's merge drawing on the run, applied after the listing and before its memories went, goes too (one
-    # applied later finds them gone and fails). Not a memory of the run itself written since: a new add that made
-    # the run again keeps what it wrote, as in clear_memories.
+    # What a dream made of the run, applied after the listing and before its memories went, goes too (one applied
+    # later finds them gone and fails): a merge drawing on it, or a memory of the run standing on its listed turns.
+    # Not what a new add that made the run again wrote since (its own turns): that add keeps it, as in clear_memories.
+    said = {i["message_id"] for i in message_items}
     late = [Memory.model_validate(i) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#")
-            if i["memory_id"] not in memory_ids and _drawn_from(i, run)]
+            if i["memory_id"] not in memory_ids and (_drawn_from(i, run) or Scope.model_validate(i["scope"]) == run
+                                                     and i.get("evidence") and said.issuperset(i["evidence"]))]
     if late:
         memory_ids += [m.memory_id for m in late]
         indexed += [m.memory_id for m in late]

@@ -66,3 +66,16 @@ def storing_nothing(deps: Deps, store: str, app_id: str, tenant_id: str,
             if (info := deps.repo.get_scope(store, Scope(app_id=app_id, tenant_id=tenant_id, agent_id=agent,
                                                          run_id=run))) is not None
             and not info.access_policy.extracts}
+
+
+def private_threads(deps: Deps, store: str, where: ScopeFilter, named: tuple[str, ...] | None) -> set[tuple[str, str]]:
+    """Every (agent_id, run_id) thread of the tenant in `where` that stores nothing in long-term memory, but those
+    `named` (read from its registry, page by page)."""
+    found: set[tuple[str, str]] = set()
+    cursor = None
+    while True:
+        infos, cursor = deps.repo.list_scopes(store, where.app_id, where.tenant_id, limit=500, cursor=cursor)
+        found |= {(i.scope.agent_id, i.scope.run_id) for i in infos if not i.access_policy.extracts
+                  and where.matches(i.scope.as_dict()) and (named is None or i.scope.run_id not in named)}
+        if cursor is None:
+            return found

@@ -185,15 +185,16 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
     return [mid for mid in candidates if mid not in hidden]
 
 
-_PRIVATE_ROUNDS = 2  # index queries again at most, each leaving out the private threads found before it
+_PRIVATE_ROUNDS = 2  # index queries again, each leaving out the private threads found before it; then all of them
 
 
 def _without_private_turns(deps: Deps, store: str, query: IndexQuery, result: IndexResult,
                            named: tuple[str, ...] | None) -> IndexResult:
     """`result` without the turns of threads that store nothing in long-term memory (none, recall_only), unless the
     search names them: those turns are their thread's own, never recalled from the tenant's other threads or
-    tenant-wide. The threads are found among the hits (no listing of the tenant's threads) and the index is asked
-    again leaving them out, so however much such a thread says it hides no other thread's turns."""
+    tenant-wide. The threads are found among the hits and the index is asked again leaving them out; a tenant whose
+    private threads still fill the hits after _PRIVATE_ROUNDS has every one of them left out, from its registry. So
+    however much they say, they hide no other thread's turns."""
     s, apart = query.scope, set(query.messages_apart)
     for asked in range(_PRIVATE_ROUNDS + 1):
         threads = {(h.agent_id, h.run_id) for h in [*result.keyword, *result.vector]
@@ -201,13 +202,10 @@ def _without_private_turns(deps: Deps, store: str, query: IndexQuery, result: In
         found = scopes.storing_nothing(deps, store, s.app_id, s.tenant_id, threads)
         if not found:
             return result
-        apart |= found
-        if asked < _PRIVATE_ROUNDS:
-            query = query.model_copy(update={"messages_apart": tuple(sorted(apart))})
-            result = deps.index.search(store, query)
-    kept = [[h for h in hits if h.record_type != RecordType.MESSAGE or (h.agent_id, h.run_id) not in apart]
-            for hits in (result.keyword, result.vector)]
-    return IndexResult(keyword=kept[0], vector=kept[1])
+        apart |= found if asked < _PRIVATE_ROUNDS else scopes.private_threads(deps, store, s, named)
+        query = query.model_copy(update={"messages_apart": tuple(sorted(apart))})
+        result = deps.index.search(store, query)
+    return result
 
 
 def _record_types(asked: list[RecordType | str] | None) -> tuple[RecordType, ...]:
