@@ -9,14 +9,13 @@ Embedding 10⁵ texts takes ~25 min on 2 cores (kept in `--vectors`, the same fi
 locomo` reads).
 """
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
 from memlane.adapters.local import index_ann
-from memlane.bench.common import minilm
+from memlane.bench.common import locomo_pairs, minilm, unit_vectors
 
 
 def main() -> None:
@@ -26,23 +25,9 @@ def main() -> None:
     ap.add_argument("--vectors", type=Path, required=True)
     ap.add_argument("--ef", default="32,48,64,96,128,256")
     args = ap.parse_args()
-    convs = json.loads(args.data.read_text())
-    turns = [t["text"] for c in convs for key, session in c["conversation"].items()
-             if key.startswith("session") and isinstance(session, list) for t in session if t.get("text")]
-    questions = [q["question"] for c in convs for q in c["qa"]]
-    pairs = np.random.default_rng(11).integers(0, len(turns), size=(args.n, 2))
-    texts = [turns[a] + " " + turns[b] for a, b in pairs]
+    texts, questions = locomo_pairs(args.data, args.n)
     model = minilm()
-    if args.vectors.exists():
-        x = np.load(args.vectors)
-    else:
-        x = np.empty((args.n, model.dim), dtype=np.float32)
-        t0 = time.perf_counter()
-        for at in range(0, args.n, 256):
-            x[at:at + 256] = np.asarray(model.embed(texts[at:at + 256]), dtype=np.float32)
-            print(f"embedded {min(at + 256, args.n):,} of {args.n:,} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        np.save(args.vectors, x)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x = unit_vectors(model, texts, args.vectors)
     q = np.asarray(model.embed(questions), dtype=np.float32)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     truth = np.argsort(-(q @ x.T), axis=1)[:, :10]  # numpy's exact top 10

@@ -98,29 +98,14 @@ class _Known:
 
 def locomo(args) -> None:
     """One tenant of LoCoMo turn pairs with their MiniLM vectors, searched with LoCoMo's questions."""
-    import json
-
-    from memlane.bench.common import minilm
+    from memlane.bench.common import locomo_pairs, minilm, unit_vectors
 
     if args.data is None or args.vectors is None:
         raise SystemExit("--corpus locomo needs --data and --vectors")
-    convs = json.loads(args.data.read_text())
-    turns = [t["text"] for c in convs for key, session in c["conversation"].items()
-             if key.startswith("session") and isinstance(session, list) for t in session if t.get("text")]
-    questions = [q["question"] for c in convs for q in c["qa"]][:args.queries]
-    pairs = np.random.default_rng(11).integers(0, len(turns), size=(args.per_tenant, 2))
-    texts = [turns[a] + " " + turns[b] for a, b in pairs]
+    texts, questions = locomo_pairs(args.data, args.per_tenant)
+    questions = questions[:args.queries]
     model = minilm()
-    if args.vectors.exists():
-        vectors = np.load(args.vectors)
-    else:
-        vectors = np.empty((len(texts), model.dim), dtype=np.float32)
-        t0 = time.perf_counter()
-        for at in range(0, len(texts), 256):
-            vectors[at:at + 256] = np.asarray(model.embed(texts[at:at + 256]), dtype=np.float32)
-            print(f"embedded {at + 256:,} of {len(texts):,} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        np.save(args.vectors, vectors)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = unit_vectors(model, texts, args.vectors)
     emb = _Known(model, dict(zip(questions, model.embed(questions))))
     with tempfile.TemporaryDirectory() as tmp:
         b = scale.build("embedded", Path(tmp), emb)

@@ -190,6 +190,21 @@ def test_a_run_deleted_while_a_dream_adds_from_it_leaves_nothing_of_it(deps, sto
     assert deleted and held_anywhere(deps, store, "allergic to peanuts") == []
 
 
+def delete_run_applying(deps, store, monkeypatch, *, run: str, action_id: str) -> None:
+    """Delete the run, the dream action applied meanwhile: at the deletion's first index delete, after its listing
+    of the tenant's memories and before they go."""
+    index_delete, applied = deps.index.delete, []
+
+    def apply_meanwhile(*args, **kwargs):
+        if not applied:
+            applied.append(dream.apply_action(deps, store, action_id))
+        return index_delete(*args, **kwargs)
+
+    monkeypatch.setattr(deps.index, "delete", apply_meanwhile)
+    erase.delete_run(deps, store, scope=run_of(run))
+    assert applied
+
+
 def test_a_merge_applied_while_its_run_is_deleted_goes_with_it(deps, store, monkeypatch):
     """The merge commits after the deletion listed the tenant's memories, before they went."""
     explicit.write(deps, store, scope=run_of("a"), memories=[{"text": "Ann is allergic to peanuts.", "memory_id": "a1"}])
@@ -199,16 +214,7 @@ def test_a_merge_applied_while_its_run_is_deleted_goes_with_it(deps, store, monk
     task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.MERGE],
                        sync=True)
     (merge,) = dream.list_actions(deps, store, task.task_id)[0]
-    index_delete, applied = deps.index.delete, []
-
-    def apply_meanwhile(*args, **kwargs):  # the deletion's first index delete: after its listing
-        if not applied:
-            applied.append(dream.apply_action(deps, store, merge.action_id))
-        return index_delete(*args, **kwargs)
-
-    monkeypatch.setattr(deps.index, "delete", apply_meanwhile)
-    erase.delete_run(deps, store, scope=run_of("b"))
-    assert applied
+    delete_run_applying(deps, store, monkeypatch, run="b", action_id=merge.action_id)
     table, indexed = texts(deps, store, "EpiPen peanut allergy")
     assert table == {"Ann is allergic to peanuts."} and indexed <= table
     assert deps.repo.get_memory(store, APP, TENANT, "a1").status == MemoryStatus.ACTIVE
@@ -260,15 +266,6 @@ def test_a_statement_a_dream_makes_of_the_run_itself_mid_deletion_goes_with_it(d
                        sync=True)
     (add,) = dream.list_actions(deps, store, task.task_id)[0]
     assert add.after.scope.run_id == "a" and not add.after.drawn_from
-    index_delete, applied = deps.index.delete, []
-
-    def apply_meanwhile(*args, **kwargs):  # the deletion's first index delete: after its listing
-        if not applied:
-            applied.append(dream.apply_action(deps, store, add.action_id))
-        return index_delete(*args, **kwargs)
-
-    monkeypatch.setattr(deps.index, "delete", apply_meanwhile)
-    erase.delete_run(deps, store, scope=run_of("a"))
-    assert applied
+    delete_run_applying(deps, store, monkeypatch, run="a", action_id=add.action_id)
     table, indexed = texts(deps, store, "EpiPen peanut allergy")
     assert table == set() and indexed == set()

@@ -115,6 +115,33 @@ def minilm() -> Any:
     return MiniLMOnnxEmbedder(precision=Settings.from_env().local_embedder_precision)
 
 
+def locomo_pairs(data: Path, n: int) -> tuple[list[str], list[str]]:
+    """`n` texts of real conversation, each two LoCoMo turns joined (seeded: the same texts every run), and
+    LoCoMo's questions: a large tenant of real words to search (bench/search_profile.py, bench/ann_real_recall.py)."""
+    import json
+
+    convs = json.loads(data.read_text())
+    turns = [t["text"] for c in convs for key, session in c["conversation"].items()
+             if key.startswith("session") and isinstance(session, list) for t in session if t.get("text")]
+    pairs = np.random.default_rng(11).integers(0, len(turns), size=(n, 2))
+    return [turns[a] + " " + turns[b] for a, b in pairs], [q["question"] for c in convs for q in c["qa"]]
+
+
+def unit_vectors(model: Any, texts: Sequence[str], path: Path) -> np.ndarray:
+    """The model's vectors of `texts`, unit length: read from `path`, or embedded (with progress) and kept there."""
+    if path.exists():
+        vectors = np.load(path)
+    else:
+        vectors = np.empty((len(texts), model.dim), dtype=np.float32)
+        t0 = time.perf_counter()
+        for at in range(0, len(texts), 256):
+            vectors[at:at + 256] = np.asarray(model.embed(list(texts[at:at + 256])), dtype=np.float32)
+            print(f"embedded {min(at + 256, len(texts)):,} of {len(texts):,} ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+        np.save(path, vectors)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
 class CachedEmbedder:
     """Development aid: remembers vectors by text in a SQLite file so repeated runs skip the model.
     Never used for the published latency figures (a cached query costs nothing)."""
