@@ -157,17 +157,17 @@ def _packed(parts: list[Section], hits: list[tuple[int, search.SearchHit]], rece
     memory left out for a turn or a summary sentence the packer then cut or shortened comes back, and the card
     is packed again (each pass leaves out fewer; past PACK_PASSES none is left out)."""
     turns = {m.message_id: m for m in recent}
-    said = [e for s in parts if s.name in ("summary", "recent") for e in s.entries]
+    said = [(s.name, e) for s in parts if s.name in ("summary", "recent") for e in s.entries]
     for _ in range(PACK_PASSES):
         # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
-        shown = [_turn(turns[e.key]) if e.key in turns else e.text for e in said]
-        covered = {ev for e in said for ev in e.evidence}
+        shown = [_turn(turns[e.key]) if e.key in turns else e.text for _, e in said]
+        covered = {ev for _, e in said for ev in e.evidence}
         card = pack([*parts, _memories(hits, shown, covered, plan)], budget, counts)
         whole = {(n, e.key, e.text) for n, es in card.kept.items() for e in es}
-        held = [e for s in parts if s.name in ("summary", "recent") for e in s.entries if (s.name, e.key, e.text) in whole]
+        held = [(n, e) for n, e in said if (n, e.key, e.text) in whole]  # of those trusted, the ones it shows whole
         if len(held) == len(said):
             return card
-        said = held
+        said = held  # fewer each pass: a memory is only ever left out for what the card shows whole
     return pack([*parts, _memories(hits, [], set(), plan)], budget, counts)
 
 

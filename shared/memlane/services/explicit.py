@@ -35,7 +35,7 @@ _RACE_RETRIES = 5
 
 @dataclass(frozen=True)
 class Written:
-    memories: list[Memory]  # in the order given, as stored
+    memories: list[Memory]  # in the order given, as stored (a replay: those still there)
     created: int  # how many this call wrote (0: a replay)
 
 
@@ -63,7 +63,9 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
             if draft.memory_id in stored and not _same(stored[draft.memory_id], draft):
                 raise Conflict(f"memory_id '{draft.memory_id}' holds another memory; use a new memory_id",
                                code="memory_id_reused", field=f"memories[{i}].memory_id")
-        new = [d for d in drafts if d.memory_id not in stored]
+        # A write its task records was done whole: a replay writes nothing again — what was deleted since (a memory,
+        # its thread) stays deleted, as a replayed add's does.
+        new = [d for d in drafts if d.memory_id not in stored] if recorded is None else []
         # The write's task with its memories: its request id is then taken, by an add or a write of another body.
         writes = [repo.task_put(task)] if task is not None and recorded is None else []
         try:
@@ -83,7 +85,8 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
             repo.delete_items([repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)])
             if repo.find_task(store, where.app_id, where.tenant_id, task.request_id) is not None:
                 repo.claim_request(store, task.request_id, where)
-    result = [stored.get(d.memory_id, d) for d in drafts]
+    written = {d.memory_id for d in new}
+    result = [stored.get(d.memory_id, d) for d in drafts if d.memory_id in stored or d.memory_id in written]
     # Table first (the truth), then the index; a replay indexes the stored memories again.
     index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
     if new:
