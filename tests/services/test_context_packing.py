@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
-from memlane.domain.models import Memory, Message
+from memlane.domain.models import Memory, MemoryType, Message, SummarySentence, ThreadSummary
 from memlane.domain.scope import Scope
 from memlane.policies.context_card import Entry, Section
 from memlane.services import context
@@ -75,8 +75,9 @@ def check(seed, plan):
     rng = random.Random(seed)
     parts, hits, recent, budget = scenario(rng)
     tok = WordTok()
-    card = context._packed(parts, hits, recent, budget, tok, plan)
-    card2 = context._packed(parts, hits, recent, budget, tok, plan)
+    recalled = context._recalled({"memories"}, None, [], hits, recent, plan)
+    card = context._packed(parts, recalled, budget, tok)
+    card2 = context._packed(parts, recalled, budget, tok)
     problems = []
     if card.text != card2.text:
         problems.append("nondeterministic")
@@ -107,3 +108,23 @@ def test_a_memory_is_left_out_only_for_what_the_card_shows_whole():
     bad = [(name, seed, problems) for name in ("default", "dated_lines") for seed in range(3000)
            if (problems := check(seed, context.RECIPES[name])[0])]
     assert not bad, bad[:5]
+
+
+def test_a_plan_comes_back_when_the_sentence_that_said_it_is_cut():
+    """An open item the summary's sentence says is left out of the plans (the summary shows it), and the plan it
+    says with it. When the budget then cuts that sentence, the item is offered in the plans again: in the card,
+    or listed as cut — never lost without a word (here it does not fit either)."""
+    item = "2025-01-01 User: I need to book the ferry to Madeira for the whole family next week."
+    summary = ThreadSummary(scope=SC, created_at=T0, updated_at=T0, open_items=[item], cited={item: ["m1"]},
+                            sentences=[SummarySentence(text="2025-01-01 User: We talked about the weather in Porto and "
+                                                       "the long lines at the museum and many other small things.",
+                                                       evidence=["m0"]), SummarySentence(text=item, evidence=["m1"])])
+    ferry = Memory(memory_id="p1", scope=SC, memory_type=MemoryType.PLAN, evidence=["m1"], created_at=T0,
+                   updated_at=T0, text="Book the ferry to Madeira for the whole family next week")
+    parts = [Section("summary", tuple(Entry(f"s{i}", s.text, context.SUMMARY_VALUE, i, tuple(s.evidence))
+                                      for i, s in enumerate(summary.sentences)))]
+    recalled = context._recalled({"plans"}, summary, [(0, SearchHit(memory=ferry, score=1.0, similarity=1.0))], [],
+                                 [], context.RECIPES["default"])
+    card = context._packed(parts, recalled, 16, WordTok())
+    assert not card.kept.get("summary")
+    assert "Madeira" in card.text or any(c.section == "plans" and c.dropped for c in card.cut), card.cut

@@ -16,7 +16,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..domain import limits
 from ..domain.errors import DependencyFailed, InvalidInput
@@ -142,33 +142,47 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
-        if "plans" in wanted:
-            parts.append(_plans(summary, ahead, summarised="summary" in wanted, plan=plan))
-        if "memories" in wanted:
-            shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
-            hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
-            return _packed(parts, hits, recent, budget_tokens, _counts(deps.tokenizer), plan)
+        shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
+        hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
+        return _packed(parts, _recalled(wanted, summary, ahead, hits, recent, plan), budget_tokens,
+                       _counts(deps.tokenizer))
     return pack(parts, budget_tokens, _counts(deps.tokenizer))
 
 
-def _packed(parts: list[Section], hits: list[tuple[int, search.SearchHit]], recent: list[Message], budget: int,
-            counts: Tokenizer, plan: CardRecipe) -> Card:
-    """The card with its memories section: less what the card says already — but only what it shows whole. A
-    memory left out for a turn or a summary sentence the packer then cut or shortened comes back, and the card
-    is packed again (each pass leaves out fewer; past PACK_PASSES none is left out)."""
+Said = list[tuple[str, Entry]]  # (section, entry) of the turns and summary sentences a card is trusted to show
+
+
+def _recalled(wanted: set[str], summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]],
+              hits: list[tuple[int, search.SearchHit]], recent: list[Message],
+              plan: CardRecipe) -> Callable[[Said], list[Section]]:
+    """The plans and memories sections, less what the turns and summary sentences given say already."""
     turns = {m.message_id: m for m in recent}
+
+    def sections(said: Said) -> list[Section]:
+        out = []
+        if "plans" in wanted:
+            out.append(_plans(summary, ahead, said={e.text for n, e in said if n == "summary"}, plan=plan))
+        if "memories" in wanted:
+            # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
+            shown = [_turn(turns[e.key]) if e.key in turns else e.text for _, e in said]
+            out.append(_memories(hits, shown, {ev for _, e in said for ev in e.evidence}, plan))
+        return out
+    return sections
+
+
+def _packed(parts: list[Section], recalled: Callable[[Said], list[Section]], budget: int, counts: Tokenizer) -> Card:
+    """The card with its `recalled` sections (plans, memories), which leave out what its turns and summary
+    sentences say already — but only those it shows whole. One the packer then cut or shortened hides nothing:
+    the card is packed again without it (each pass trusts fewer; past PACK_PASSES, none)."""
     said = [(s.name, e) for s in parts if s.name in ("summary", "recent") for e in s.entries]
     for _ in range(PACK_PASSES):
-        # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
-        shown = [_turn(turns[e.key]) if e.key in turns else e.text for _, e in said]
-        covered = {ev for _, e in said for ev in e.evidence}
-        card = pack([*parts, _memories(hits, shown, covered, plan)], budget, counts)
+        card = pack([*parts, *recalled(said)], budget, counts)
         whole = {(n, e.key, e.text) for n, es in card.kept.items() for e in es}
         held = [(n, e) for n, e in said if (n, e.key, e.text) in whole]  # of those trusted, the ones it shows whole
         if len(held) == len(said):
             return card
-        said = held  # fewer each pass: a memory is only ever left out for what the card shows whole
-    return pack([*parts, _memories(hits, [], set(), plan)], budget, counts)
+        said = held
+    return pack([*parts, *recalled([])], budget, counts)
 
 
 # -- the seams: one small function per source, so another module can take each over ----------------
@@ -297,13 +311,13 @@ def _short(text: str, plan: CardRecipe) -> str:
     return compact(text, speaker=plan.compact, replies=plan.replies) if plan.compact or not plan.replies else text
 
 
-def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, summarised: bool,
+def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, said: set[str],
            plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
     the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
     says (drawn from the messages it cites, naming most of what it names). A plan from search is worth its
     rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
-    said = {s.text for s in summary.sentences} if summary and summarised else set()  # in its section already
+    # `said`: the summary's sentences the card shows (an item one of them says is in its section already).
     items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]
     # Keyed "open#<n>": no memory id holds a "#", so no plan of the tenant's shares an item's key.
     entries = [Entry(f"open#{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
