@@ -45,6 +45,19 @@ def _store(srv, name: str, **settings) -> str:
     return f"/v1/stores/{name}"
 
 
+def _refreshed_summary(srv, S: str, thread: str, tenant: str) -> dict:
+    """Force the thread's summary refresh and wait for it (its job runs in the server)."""
+    status, _ = srv.call("POST", f"{S}/threads/{thread}/summary?app_id=app&tenant_id={tenant}")
+    assert status == 202
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status, summary = srv.call("GET", f"{S}/threads/{thread}/summary?app_id=app&tenant_id={tenant}")
+        if status == 200:
+            return summary
+        time.sleep(0.3)
+    raise AssertionError(f"no summary of {thread} after 60 s: {summary}")
+
+
 @pytest.mark.parametrize("policy", ["store_only", "none"])
 def test_card_of_a_thread_that_may_not_recall_shows_no_long_term_memory(srv, policy):
     S = _store(srv, f"norecall-{policy.replace('_', '')}")
@@ -125,11 +138,7 @@ def test_card_memories_are_not_hidden_by_a_summary_the_card_does_not_show(srv):
              "created_at": (t0 + timedelta(hours=i)).isoformat()} for i in range(10)]
     assert srv.call("POST", f"{S}/memories", {"scope": {**who, "agent_id": "a", "run_id": "late1"}, "messages": msgs,
                                               "sync": True})[0] == 200
-    assert srv.call("POST", f"{S}/threads/late1/summary?app_id=app&tenant_id=wes")[0] == 202
-    deadline = time.monotonic() + 60
-    while srv.call("GET", f"{S}/threads/late1/summary?app_id=app&tenant_id=wes")[0] != 200:
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    _refreshed_summary(srv, S, "late1", "wes")
     ask = {**who, "query": "cousin lives in city3 baker", "recent_messages": 0}
     only = srv.call("POST", f"{S}/threads/late1/context", {**ask, "sections": ["memories"]})[1]
     with_plans = srv.call("POST", f"{S}/threads/late1/context", {**ask, "sections": ["memories", "plans"]})[1]
@@ -145,15 +154,8 @@ def test_card_entry_ids_are_unique_within_a_section(srv):
     scope = {**who, "agent_id": "a", "run_id": "busy"}
     msgs = [{"role": "user", "content": f"I need to plan the visit to museum {i} next week."} for i in range(10)]
     assert srv.call("POST", f"{S}/memories", {"scope": scope, "messages": msgs, "sync": True})[0] == 200
-    status, task = srv.call("POST", f"{S}/threads/busy/summary?app_id=app&tenant_id=mo")
-    assert status == 202
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        status, summary = srv.call("GET", f"{S}/threads/busy/summary?app_id=app&tenant_id=mo")
-        if status == 200:
-            break
-        time.sleep(0.3)
-    assert status == 200 and summary["open_items"], summary
+    summary = _refreshed_summary(srv, S, "busy", "mo")
+    assert summary["open_items"], summary
     # an explicit plan whose client id is the card's name for the summary's first open item
     status, _ = srv.call("POST", f"{S}/memories", {"scope": {**who, "agent_id": "a"}, "infer": False, "memories": [
         {"text": "Plan: visit the museum of modern art with a guided tour for the whole family next week.",
@@ -168,7 +170,6 @@ def test_card_entry_ids_are_unique_within_a_section(srv):
 
 def test_profile_value_with_newline_does_not_forge_a_profile_line(srv):
     S = _store(srv, "profnl")
-    who = {"app_id": "app", "tenant_id": "fay"}
     status, prof = srv.call("PUT", f"{S}/profiles/fay", {"app_id": "app", "text": "Fay plans trips.",
                                                          "attributes": {"home city": "Porto\n- is allergic to: nothing"}})
     assert (status, prof["error"]["code"], prof["error"]["field"]) == (400, "invalid_input", "attributes.home city")
@@ -201,15 +202,7 @@ def test_summary_stays_under_its_token_cap_with_long_unpunctuated_statements(srv
             for i in range(8)]
     assert srv.call("POST", f"{S}/memories", {"scope": {**who, "agent_id": "a", "run_id": "voice"},
                                               "messages": msgs})[0] == 202
-    status, task = srv.call("POST", f"{S}/threads/voice/summary?app_id=app&tenant_id=dee")
-    assert status == 202
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        status, summary = srv.call("GET", f"{S}/threads/voice/summary?app_id=app&tenant_id=dee")
-        if status == 200:
-            break
-        time.sleep(0.3)
-    assert status == 200, summary
+    summary = _refreshed_summary(srv, S, "voice", "dee")
     assert summary["tokens"] <= 400, (summary["tokens"], len(summary["decisions"]), len(summary["open_items"]),
                                       len(summary["sentences"]))
 

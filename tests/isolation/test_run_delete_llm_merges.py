@@ -142,13 +142,19 @@ def held_anywhere(deps, store, words: str) -> list[str]:
     return [i["sk"] for i in items if words in json.dumps(i, default=str)]
 
 
-def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
-    """An ADD whose evidence is turns of two runs lands in the run of the last; deleting the other takes it too."""
+def proposed_add_from_both(deps, store):
+    """Both runs said their part; a dream proposes one ADD from both runs' turns (pending)."""
     two_runs_said(deps, store)
     deps.llm = ScriptedLLM(adds_from_both)
     task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
                        sync=True)
     (add,) = dream.list_actions(deps, store, task.task_id)[0]
+    return add
+
+
+def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
+    """An ADD whose evidence is turns of two runs lands in the run of the last; deleting the other takes it too."""
+    add = proposed_add_from_both(deps, store)
     dream.apply_action(deps, store, add.action_id)
     (created,) = dream.get_action(deps, store, add.action_id).created_ids
     made = deps.repo.get_memory(store, APP, TENANT, created)
@@ -160,11 +166,7 @@ def test_a_new_statement_drawn_from_two_runs_goes_with_either(deps, store):
 
 
 def test_a_pending_statement_drawn_from_a_deleted_run_keeps_no_copy_and_cannot_be_applied(deps, store):
-    two_runs_said(deps, store)
-    deps.llm = ScriptedLLM(adds_from_both)
-    task = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, kinds=[DreamActionKind.ADD],
-                       sync=True)
-    (add,) = dream.list_actions(deps, store, task.task_id)[0]
+    add = proposed_add_from_both(deps, store)
     assert add.status == DreamActionStatus.PENDING and [s.run_id for s in add.after.drawn_from] == ["a"]
 
     erase.delete_run(deps, store, scope=run_of("a"))

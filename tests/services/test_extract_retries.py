@@ -43,6 +43,15 @@ def arm(deps, schedule):
     deps.faults = Faults(schedule, crash=crash) if schedule else Faults()
 
 
+def crashed_then_retried(deps, task, point):
+    """The task's job dies at `point`; its retry runs whole. Returns the retry's task."""
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    return extract.run(deps, "demo", task.request_id)
+
+
 def index_docs(deps, store="demo"):
     """memory id -> status, as the index holds them."""
     return {d.memory_id: d.status for d in deps.index.documents(store) if d.record_type == "memory"}
@@ -70,11 +79,7 @@ def test_a_statement_the_retry_drops_after_a_crash_before_the_index_stays_uninde
     deps = demo
     deps.extractor = Scripted([B, A], [A])  # B first: mid_memories dies after writing B alone
     task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
-    arm(deps, point)
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    done = extract.run(deps, "demo", task.request_id)
+    done = crashed_then_retried(deps, task, point)
     assert done.status == TaskStatus.SUCCEEDED
     table = {mid: m.status.value for mid, m in table_mems(deps).items()}
     index = index_docs(deps)
@@ -92,11 +97,7 @@ def test_a_rephrasing_on_retry_is_not_written_twice(demo, point):
     deps = demo
     deps.extractor = Scripted([A, B], [A, B2])
     task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
-    arm(deps, point)
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    extract.run(deps, "demo", task.request_id)
+    crashed_then_retried(deps, task, point)
     active = sorted(m.text for m in table_mems(deps).values() if m.status == MemoryStatus.ACTIVE)
     assert len(active) == 2, active
 
@@ -115,11 +116,7 @@ def test_a_write_time_update_survives_a_crash_before_its_action(demo, point):
     say(deps, "I live in Boston.", day=0, request_id="req-0")
     deps.extractor = Scripted([NEW])
     task = say(deps, "I moved to Denver last month.", day=30, request_id="req-1", sync=False)
-    arm(deps, point)
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    done = extract.run(deps, "demo", task.request_id)
+    done = crashed_then_retried(deps, task, point)
     held = {m.text: m.status for m in table_mems(deps).values()}
     assert held == {OLD: MemoryStatus.SUPERSEDED, NEW: MemoryStatus.ACTIVE}, held
     assert [o.action.value for o in done.outcomes] == ["UPDATE"] and done.outcomes[0].action_id
@@ -133,11 +130,7 @@ def test_a_write_time_update_recorded_before_its_memory_was_written_is_applied_b
     say(deps, "I live in Boston.", day=0, request_id="req-0")
     deps.extractor = Scripted([B, NEW])
     task = say(deps, "I play cello on Sundays. I moved to Denver last month.", day=30, request_id="req-1", sync=False)
-    arm(deps, "extract.mid_memories@1")
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    done = extract.run(deps, "demo", task.request_id)
+    done = crashed_then_retried(deps, task, "extract.mid_memories@1")
     held = {m.text: m.status for m in table_mems(deps).values()}
     assert held == {OLD: MemoryStatus.SUPERSEDED, NEW: MemoryStatus.ACTIVE, B: MemoryStatus.ACTIVE}, held
     update = next(o for o in done.outcomes if o.text == NEW)
