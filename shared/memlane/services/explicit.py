@@ -161,10 +161,9 @@ _ASKED = ("memory_id", "text", "memory_type", "event_time", "metadata")  # what 
 
 
 def _instant(value: Any) -> Any:
-    """A time in UTC (one instant, whatever zone it was given in: the same write again is a replay)."""
-    if not isinstance(value, datetime):
-        return value
-    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+    """A time in UTC (one instant, whatever zone it was given in: the same write again is a replay). A draft's
+    times are aware already (`_utc`)."""
+    return value.astimezone(timezone.utc).isoformat() if isinstance(value, datetime) else value
 
 
 def _same(stored: Memory, draft: Memory) -> bool:
