@@ -99,11 +99,33 @@ def test_a_term_index_scores_as_fts5_over_the_same_rows(seed: int) -> None:
     rows = corpus(seed, 400)
     ref, terms = fts5(rows), TermIndex((i + 1, t, k) for i, (t, k) in enumerate(rows))
     for q in QUERIES:
-        ids, scores = terms.scores(query_terms(q))
+        ids, scores, _ = terms.scores(query_terms(q))
         ours = dict(zip((ids - 1).tolist(), scores.tolist()))
         theirs = fts5_scores(ref, q)
         assert ours.keys() == theirs.keys(), q
         assert all(abs(ours[r] - theirs[r]) < 1e-9 * max(1.0, abs(theirs[r])) for r in theirs), q
+
+
+@pytest.mark.parametrize("enough", [1, 5, 30])
+def test_asked_for_enough_a_term_index_returns_its_best_rows_and_a_bound_on_the_rest(enough: int) -> None:
+    """More than `enough` rows, each scored as a whole scoring scores it, and every row left out scoring below
+    each row returned. Over segments with dead rows too."""
+    rows = corpus(3, 900)
+    index = TermIndex((i + 1, t, k) for i, (t, k) in enumerate(rows[:500]))
+    index.remove(list(range(1, 500, 7)))
+    index.add((i + 1, t, k) for i, (t, k) in enumerate(rows[500:], start=500))
+    assert len(index.segments) > 1 and any(s.dead for s in index.segments)
+    left_out = 0
+    for q in QUERIES + ["apple w1", "garden river w12 w13", "the runs w250 w251 w252"]:
+        whole = dict(zip(*(a.tolist() for a in index.scores(query_terms(q))[:2])))
+        ids, scores, partial = index.scores(query_terms(q), enough=enough)
+        best = dict(zip(ids.tolist(), scores.tolist()))
+        assert best.items() <= whole.items(), q
+        assert partial == (best.keys() != whole.keys()), q
+        if partial:
+            assert len(best) > enough and min(best.values()) > max(s for i, s in whole.items() if i not in best), q
+            left_out += len(whole) - len(best)
+    assert left_out > 0
 
 
 def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores() -> None:
@@ -125,9 +147,9 @@ def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores() -> Non
         fresh = TermIndex((i, *rows[i]) for i in order)
         ref = fts5([rows[i] for i in order])
         for q in QUERIES[:6]:
-            ids, scores = live.scores(query_terms(q))
+            ids, scores, _ = live.scores(query_terms(q))
             got = dict(zip(ids.tolist(), scores.tolist()))
-            ids2, scores2 = fresh.scores(query_terms(q))
+            ids2, scores2, _ = fresh.scores(query_terms(q))
             assert got.keys() == set(ids2.tolist())
             assert np.allclose([got[i] for i in ids2.tolist()], scores2, rtol=1e-9)
             theirs = {order[r]: s for r, s in fts5_scores(ref, q).items()}
@@ -197,6 +219,29 @@ def test_the_keyword_half_is_fts5_over_the_tenants_rows_filtered(idx, tenant: st
         theirs = sorted(((mine[r].memory_id, round(s, 9)) for r, s in fts5_scores(ref, q).items()
                          if passes(mine[r], f)), key=lambda x: (-x[1], x[0]))[:k]
         assert got == theirs, q
+
+
+def test_the_best_rows_left_out_of_a_cut_come_back_when_the_filter_turns_away_those_kept(tmp_path: Path) -> None:
+    """The rows holding the rare word score best, and all of them are superseded: the best active rows hold only
+    the common word, and the cut to the best few hundred rows left them out. They are found all the same, as
+    FTS5 over the tenant's rows finds them."""
+    rng = np.random.default_rng(3)
+    texts = ([("zebra", MemoryStatus.SUPERSEDED)] * 300
+             + [(f"apple {' '.join(f'w{j}' for j in range(i % 20))}", MemoryStatus.ACTIVE) for i in range(600)]
+             + [(f"river w{i % 11}", MemoryStatus.ACTIVE) for i in range(2000)])
+    docs = [(m.model_copy(update={"status": status, "record_type": RecordType.MEMORY}), v)
+            for (m, v), (_, status) in zip((memory("t", i, text, "", rng) for i, (text, _) in enumerate(texts)), texts)]
+    index = EmbeddedIndex(tmp_path / "i.db", ann=False)
+    index.ensure_store("s", DIM)
+    index.upsert("s", docs)
+    ref = fts5([(text, "") for text, _ in texts])
+    for k in (5, 30, 5):
+        q = IndexQuery(scope=ScopeFilter(app_id="app", tenant_id="t"), text="zebra apple", vector=None, k=k)
+        got = [(h.memory_id, round(h.score, 9)) for h in index.search("s", q).keyword]
+        theirs = sorted(((docs[r][0].memory_id, round(s, 9)) for r, s in fts5_scores(ref, "zebra apple").items()
+                         if texts[r][1] == MemoryStatus.ACTIVE), key=lambda x: (-x[1], x[0]))[:k]
+        assert got == theirs and len(got) == k
+    assert index._term_index(("s", "app", "t")).scores(query_terms("zebra apple"), enough=20)[2]  # a cut
 
 
 def test_a_processs_writes_reach_its_term_index_and_another_processs_drop_it(tmp_path: Path) -> None:

@@ -241,7 +241,11 @@ class EmbeddedIndex:
         if not terms or k <= 0:  # keyword_k 0: the query asks for no keyword hit
             return []
         key = (store, f.scope.app_id, f.scope.tenant_id)
-        return self._best_allowed(store, f, key, *self._term_index(key).scores(terms), k)
+        index = self._term_index(key)
+        # Chosen among the best few hundred rows (TermIndex.scores), or among all of them when the filter
+        # turns away so many of the best that fewer than k are left.
+        hits = self._best_allowed(store, f, key, *index.scores(terms, enough=self._first_want(key, k)), k)
+        return hits if hits is not None else self._best_allowed(store, f, key, *index.scores(terms), k) or []
 
     def _vector(self, store: str, f: Filter, qvec: np.ndarray, k: int) -> list[Hit]:
         """Filtered kNN: through the tenant's graph when it has one, else exactly (its whole matrix scored)."""
@@ -253,11 +257,13 @@ class EmbeddedIndex:
         vectors = self._vectors(store, f.scope.app_id, f.scope.tenant_id)
         if self._ann and vectors.ids.size >= self._ann_min_rows:
             self._start_build(key, vectors)
-        return self._best_allowed(store, f, key, vectors.ids, vectors.matrix @ qvec, k)
+        return self._best_allowed(store, f, key, vectors.ids, vectors.matrix @ qvec, False, k) or []
 
     def _best_allowed(self, store: str, f: Filter, key: TenantKey, ids: np.ndarray, scores: np.ndarray,
-                      k: int) -> list[Hit]:
+                      partial: bool, k: int) -> list[Hit] | None:
         """The best k of a tenant's scored rows (`ids`: docs.id) that the filter lets through, ties by memory id.
+        `partial`: rows were left out of `ids`, each scoring below every row in it; None when fewer than k
+        of `ids` pass (the rows left out could be the best that do).
 
         The `want` best are checked by `_select` first: if k of them pass and the k-th outscores every row not
         checked, no other row can be in the top k, so a broad filter checks about k rows instead of reading
@@ -289,7 +295,8 @@ class EmbeddedIndex:
                     ids, scores = ids[keep], scores[keep]
                 break
             want *= 4
-        return self._checked(store, f, ids, scores, k)[0]
+        hits = self._checked(store, f, ids, scores, k)[0]
+        return None if partial and len(hits) < k else hits
 
     def _ann_vector(self, store: str, f: Filter, qvec: np.ndarray, k: int, graph: Graph) -> list[Hit]:
         """Filtered kNN through the tenant's graph. The graph's best candidates are checked by `_select`,

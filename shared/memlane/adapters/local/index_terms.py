@@ -54,6 +54,7 @@ class Segment:
     freqs: np.ndarray  # float32 occurrences of the term in the row
     facts: np.ndarray  # object: the `Facts` of each row (empty if its reader read none)
     live: np.ndarray = field(init=False)  # False once the row is deleted
+    dead: int = field(init=False, default=0)  # rows not live
 
     def __post_init__(self) -> None:
         self.live = np.ones(self.ids.size, dtype=bool)
@@ -95,20 +96,35 @@ class Segment:
         arrays = (self.ids, self.lengths, self.terms, self.starts, self.rows, self.freqs, self.live)
         return sum(a.nbytes for a in arrays) + self.facts.size * _FACTS_BYTES
 
-    def postings_of(self, term: int) -> tuple[np.ndarray, np.ndarray]:
-        """The live rows holding `term`, and how often each holds it."""
+    def place(self, term: int) -> int:
+        """Where `term` is in `terms`, or -1."""
         t = int(np.searchsorted(self.terms, term))
-        if t == self.terms.size or self.terms[t] != term:
+        return t if t < self.terms.size and self.terms[t] == term else -1
+
+    def holding(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """The live rows holding the term at `t` (-1: none), and how often each holds it."""
+        if t < 0:
             return _NO_ROWS, _NO_FREQS
         rows = self.rows[self.starts[t]:self.starts[t + 1]]
         freqs = self.freqs[self.starts[t]:self.starts[t + 1]]
+        if not self.dead:
+            return rows, freqs
         alive = self.live[rows]
-        return (rows, freqs) if alive.all() else (rows[alive], freqs[alive])
+        return rows[alive], freqs[alive]
+
+    def df(self, t: int) -> int:
+        """How many live rows hold the term at `t`."""
+        if t < 0:
+            return 0
+        if not self.dead:
+            return int(self.starts[t + 1] - self.starts[t])
+        return int(self.live[self.rows[self.starts[t]:self.starts[t + 1]]].sum())
 
 
 _NO_ROWS = np.empty(0, dtype=np.int32)
 _NO_FREQS = np.empty(0, dtype=np.float32)
 _NO_IDS = np.empty(0, dtype=np.int64)
+_NO_SCORES = np.empty(0, dtype=np.float64)
 
 
 def _facts(known: Sequence[Any]) -> tuple[str, ...]:
@@ -118,7 +134,6 @@ def _facts(known: Sequence[Any]) -> tuple[str, ...]:
 
 def _objects(items: list[Any]) -> np.ndarray:
     return np.fromiter(items, dtype=object, count=len(items))  # one object per item, tuples kept whole
-_NO_SCORES = np.empty(0, dtype=np.float64)
 
 
 class TermIndex:
@@ -149,6 +164,7 @@ class TermIndex:
             rows = rows[inside][s.ids[rows[inside]] == gone[inside]]
             rows = rows[s.live[rows]]
             s.live[rows] = False
+            s.dead += rows.size
             self.size -= rows.size
             self.total_length -= float(s.lengths[rows].sum())
         self._merge()
@@ -167,36 +183,41 @@ class TermIndex:
             found += zip(s.ids[at].tolist(), s.facts[at].tolist())
         return found
 
-    def scores(self, terms: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(docs.id, BM25 score) of each live row holding one of `terms`, in no order."""
+    def scores(self, terms: Sequence[int], enough: int = 0) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(docs.id, BM25 score) of the live rows holding one of `terms`, in no order, and whether some were
+        left out. With `enough`, only the best few times `enough` may be returned (more than `enough`, each
+        outscoring every row left out): a search's top k is then chosen among a few hundred rows, not among
+        every row that holds a speaker's name."""
         if not self.size or not terms:
-            return _NO_IDS, _NO_SCORES
+            return _NO_IDS, _NO_SCORES, False
         average = self.total_length / self.size
-        found = [[s.postings_of(t) for s in self.segments] for t in terms]
-        parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in self.segments]
-        for per_segment in found:
-            df = sum(rows.size for rows, _ in per_segment)
-            if df:
-                idf = max(math.log((self.size - df + 0.5) / (df + 0.5)), 1e-6)
-                for part, s, (rows, freqs) in zip(parts, self.segments, per_segment):
-                    if rows.size:
-                        tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
-                        part.append((rows, idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))))
+        known = {t: _Term.of(self, t) for t in dict.fromkeys(terms)}
         ids, scores = [_NO_IDS], [_NO_SCORES]
-        for part, s in zip(parts, self.segments):
-            if part:
-                rows = np.concatenate([r for r, _ in part])
-                weights = np.concatenate([w for _, w in part])
-                if rows.size * 16 < s.ids.size:  # few postings: summed per row they hold, not over every row
-                    hit, at = np.unique(rows, return_inverse=True)
-                    total = np.bincount(at, weights=weights, minlength=hit.size)
-                else:
-                    total = np.bincount(rows, weights=weights, minlength=s.ids.size)
-                    hit = np.flatnonzero(total)
-                    total = total[hit]
-                ids.append(s.ids[hit])
-                scores.append(total)
-        return np.concatenate(ids), np.concatenate(scores)
+        for n, s in enumerate(self.segments):
+            part = [(rows, known[t].weights(s, rows, freqs, average))
+                    for t in terms for rows, freqs in [s.holding(known[t].places[n])] if rows.size]
+            if not part:
+                continue
+            rows = np.concatenate([r for r, _ in part])
+            weights = np.concatenate([w for _, w in part])
+            if rows.size * 16 < s.ids.size:  # few postings: summed per row they hold, not over every row
+                hit, at = np.unique(rows, return_inverse=True)
+                total = np.bincount(at, weights=weights, minlength=hit.size)
+            else:
+                total = np.bincount(rows, weights=weights, minlength=s.ids.size)
+                hit = np.flatnonzero(total > 0)  # every weight is: an idf is floored above 0
+                total = total[hit]
+            ids.append(s.ids[hit])
+            scores.append(total)
+        found, scored = np.concatenate(ids), np.concatenate(scores)
+        if enough <= 0 or scored.size <= 8 * enough:
+            return found, scored, False
+        # A cut a few times `enough` from the top, read from a sample: the rows at or above it are kept.
+        sample = np.sort(scored[::max(1, scored.size // 2048)])[::-1]
+        keep = scored >= sample[min(sample.size - 1, 4 * enough * sample.size // scored.size)]
+        if not enough < np.count_nonzero(keep) < scored.size:
+            return found, scored, False
+        return found[keep], scored[keep], True
 
     def _merge(self) -> None:
         """Fewer segments: the newest are merged into one once there are too many, and all of them once the
@@ -215,6 +236,25 @@ class TermIndex:
 
     def _dead(self) -> int:
         return self._rows() - self.size
+
+
+@dataclass
+class _Term:
+    """One query term within a tenant's index: where it is in each segment (-1: not there), and its idf."""
+
+    places: list[int]
+    idf: float
+
+    @classmethod
+    def of(cls, index: TermIndex, term: int) -> _Term:
+        places = [s.place(term) for s in index.segments]
+        df = sum(s.df(t) for s, t in zip(index.segments, places))
+        return cls(places, max(math.log((index.size - df + 0.5) / (df + 0.5)), 1e-6) if df else 0.0)
+
+    def weights(self, s: Segment, rows: np.ndarray, freqs: np.ndarray, average: float) -> np.ndarray:
+        """The term's part of the score of these rows of segment `s`, each holding it `freqs` times."""
+        tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
+        return self.idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))
 
 
 def _merged(segments: list[Segment]) -> Segment:
