@@ -42,8 +42,9 @@ def stem(word: str) -> str:
     return word
 
 
-def _terms(text: str) -> list[str]:
-    return list(map(stem, _WORD.findall(drop_possessive(text).lower())))
+@lru_cache(maxsize=8192)  # a tenant's searches meet the same memories again: each text is read once (≈ 3 MB)
+def _terms(text: str) -> tuple[str, ...]:
+    return tuple(map(stem, _WORD.findall(drop_possessive(text).lower())))
 
 
 def _query_terms(query: str) -> list[str]:
@@ -69,8 +70,8 @@ class HeuristicReranker:
         return [self._score(q, pairs, d, h, weight, total) for d, h in zip(docs, held)]
 
     @staticmethod
-    def _score(q: list[str], pairs: list[tuple[str, str]], doc: list[str], held: set[str], weight: dict[str, float],
-               total: float) -> float:
+    def _score(q: list[str], pairs: list[tuple[str, str]], doc: tuple[str, ...], held: set[str],
+               weight: dict[str, float], total: float) -> float:
         matched = [t for t in q if t in held]
         if not matched:
             return 0.0
