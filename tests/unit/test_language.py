@@ -90,3 +90,16 @@ def test_has_phrase_finds_whole_phrases_as_reading_each_one_did() -> None:
         for _ in range(400):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(0, 6)))
             assert language.has_phrase(text, phrases) == each(text, phrases), (text, phrases)
+
+
+def test_every_aside_phrase_holds_a_mark_so_the_cheap_test_never_hides_one() -> None:
+    """`may_hold_aside` spares a text the pattern only when it cannot match: each phrase of the pattern (its
+    `\\w+` read as any word, its case any case) holds one of ASIDE_MARKS."""
+    phrases = language.ASIDE_TO_LISTENER.pattern.split("(?:")[1].split(")")[0].split("|")
+    assert len(phrases) == 13
+    for phrase in phrases:
+        for word in ("Ann", "x"):
+            text = "Well, " + phrase.replace(r"\w+", word).upper() + ", the lease ends."
+            assert language.ASIDE_TO_LISTENER.search(text) and language.may_hold_aside(text), phrase
+    assert not language.may_hold_aside("Ann lives in Paris, you said?")
+    assert language.may_hold_aside("Ann vit à Paris")  # not ASCII: case folding is the pattern's to judge

@@ -124,6 +124,9 @@ SENTENCE_BREAK = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{a}\.)" for a in (
 ASIDE_TO_LISTENER = re.compile(
     r"\b(?:just so you know|so you know|as you know|you know|as \w+ told you|like \w+ told you|\w+ told you|"
     r"did \w+ tell you|to be honest with you|let me tell you|you see|mind you|trust me)\b", re.I)
+# Words one of which each ASIDE_TO_LISTENER phrase holds: an ASCII text without any holds no aside, and is not
+# searched for one (a search reads each of its first ten hits; the pattern costs ~30 µs a text).
+ASIDE_MARKS = ("you know", "told you", "tell you", "with you", "you see", "mind you", "trust me")
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())
@@ -238,6 +241,12 @@ _POSSESSIVE = re.compile(r"(?<=\w)['’]s\b", re.I)
 
 def drop_possessive(text: str) -> str:
     return _POSSESSIVE.sub("", text)
+
+
+def may_hold_aside(text: str) -> bool:
+    """Whether `text` may hold an ASIDE_TO_LISTENER phrase (False: it holds none)."""
+    lowered = text.lower()
+    return not text.isascii() or any(mark in lowered for mark in ASIDE_MARKS)
 
 
 _WORD = re.compile(r"\w+")

@@ -174,8 +174,8 @@ class Statement:
         self._prefix = body[:m.end()] if m else ""
         if m:
             body = body[m.end():]
-        if "you" in body.lower():  # an aside to the listener ("Just so you know, ...") is not what it says
-            body = _ASIDE.sub("", body).strip(" ,")
+        if "you" in body.lower() and lang.may_hold_aside(body):  # an aside to the listener ("Just so you know,
+            body = _ASIDE.sub("", body).strip(" ,")                # ...") is not what it says
         self.text = body
         self._raw = raw = _TOKEN.findall(body)
         if not self.subject and raw:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from memlane.adapters.local.embedded_index import EmbeddedIndex
+from memlane.adapters.local import index_terms
 from memlane.adapters.local.index_terms import TermIndex, query_terms
 from memlane.domain.analysis import tokens
 from memlane.domain.porter import stem
@@ -128,21 +129,19 @@ def test_asked_for_enough_a_term_index_returns_its_best_rows_and_a_bound_on_the_
     assert left_out > 0
 
 
-def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores() -> None:
+@pytest.mark.parametrize("weights_kept", [False, True])
+def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores(monkeypatch, weights_kept: bool) -> None:
     """Many small adds (segments merged as they pile up) and removals, checked against an index built
-    from the rows left, and against FTS5 over them."""
+    from the rows left, and against FTS5 over them; also with every term's weights kept between writes."""
+    if weights_kept:
+        monkeypatch.setattr(index_terms, "_KEPT_DF", 1)
+        monkeypatch.setattr(index_terms, "_KEPT_SHARE", 1)
     rng = np.random.default_rng(4)
     rows = dict(enumerate(corpus(9, 600), start=1))
     live = TermIndex((i, *rows[i]) for i in range(1, 201))
     kept = set(range(1, 201))
-    for start in range(201, 601, 20):
-        added = list(range(start, start + int(rng.integers(1, 21))))
-        live.add((i, *rows[i]) for i in added)
-        kept |= set(added)
-        gone = rng.choice(sorted(kept), size=int(rng.integers(0, 12)), replace=False).tolist()
-        live.remove(gone + [10_000])  # an id it never held is ignored
-        kept -= set(gone)
-        assert len(live.segments) <= 9
+
+    def answers_as_rebuilt() -> None:
         order = sorted(kept)
         fresh = TermIndex((i, *rows[i]) for i in order)
         ref = fts5([rows[i] for i in order])
@@ -154,6 +153,17 @@ def test_a_term_index_follows_adds_and_removals_as_a_rebuilt_one_scores() -> Non
             assert np.allclose([got[i] for i in ids2.tolist()], scores2, rtol=1e-9)
             theirs = {order[r]: s for r, s in fts5_scores(ref, q).items()}
             assert got.keys() == theirs.keys() and all(abs(got[i] - theirs[i]) < 1e-9 * max(1, theirs[i]) for i in got)
+
+    for start in range(201, 601, 20):
+        added = list(range(start, start + int(rng.integers(1, 21))))
+        live.add((i, *rows[i]) for i in added)
+        kept |= set(added)
+        answers_as_rebuilt()
+        gone = rng.choice(sorted(kept), size=int(rng.integers(0, 12)), replace=False).tolist()
+        live.remove(gone + [10_000])  # an id it never held is ignored
+        kept -= set(gone)
+        assert len(live.segments) <= 9
+        answers_as_rebuilt()
     assert live.size == len(kept)
 
 

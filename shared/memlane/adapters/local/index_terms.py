@@ -26,6 +26,7 @@ from ...domain.analysis import document_tokens, query_tokens
 
 K1, B = 1.2, 0.75
 _MAX_SEGMENTS = 8
+_KEPT_DF, _KEPT_SHARE = 512, 4  # weights kept: of terms held this often, for at most one posting in four
 # What a search's filter checks of a row, read with its text: (memory_id, record_type, agent_id, run_id, status).
 Facts = tuple[str, str, str, str, str]
 _FACTS_BYTES = 200  # about what one row's facts hold in memory (its tuple, its id; the other values are shared)
@@ -142,15 +143,24 @@ class TermIndex:
     def __init__(self, docs: Iterable[Sequence[Any]]):
         self.segments: list[Segment] = []
         self.size, self.total_length = 0, 0.0
+        # Common terms' weights (`_weighted`), kept until a write changes the statistics they were scored with.
+        self._kept: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._kept_postings = 0
         self.add(docs)
 
     @property
     def nbytes(self) -> int:
-        return sum(s.nbytes for s in self.segments)
+        # The kept weights counted at their most (rows copied, 4 bytes, and weights, 8), so the size does not
+        # drift from what the tenant cache was told.
+        return sum(s.nbytes for s in self.segments) + self._postings() // _KEPT_SHARE * 12
+
+    def _postings(self) -> int:
+        return sum(s.rows.size for s in self.segments)
 
     def add(self, docs: Iterable[Sequence[Any]]) -> None:
         segment = Segment.of(docs)
         if segment.ids.size:
+            self._forget_weights()
             self.segments.append(segment)
             self.size += segment.ids.size
             self.total_length += float(segment.lengths.sum())
@@ -158,6 +168,7 @@ class TermIndex:
 
     def remove(self, ids: Sequence[int]) -> None:
         gone = np.unique(np.asarray(ids, dtype=np.int64))
+        self._forget_weights()
         for s in self.segments:
             rows = np.searchsorted(s.ids, gone)
             inside = rows < s.ids.size
@@ -191,11 +202,10 @@ class TermIndex:
         if not self.size or not terms:
             return _NO_IDS, _NO_SCORES, False
         average = self.total_length / self.size
-        known = {t: _Term.of(self, t) for t in dict.fromkeys(terms)}
+        weighed = {t: self._weighted(t, average) for t in dict.fromkeys(terms)}
         ids, scores = [_NO_IDS], [_NO_SCORES]
         for n, s in enumerate(self.segments):
-            part = [(rows, known[t].weights(s, rows, freqs, average))
-                    for t in terms for rows, freqs in [s.holding(known[t].places[n])] if rows.size]
+            part = [weighed[t][n] for t in terms if weighed[t][n][0].size]  # a term twice in the query counts twice
             if not part:
                 continue
             rows = np.concatenate([r for r, _ in part])
@@ -219,6 +229,29 @@ class TermIndex:
             return found, scored, False
         return found[keep], scored[keep], True
 
+    def _weighted(self, term: int, average: float) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per segment, the live rows holding `term` and its part of their scores; kept for the common terms
+        (where a query's cost is) while they hold at most one posting in `_KEPT_SHARE`."""
+        kept = self._kept.get(term)
+        if kept is not None:
+            return kept
+        places = [s.place(term) for s in self.segments]
+        df = sum(s.df(t) for s, t in zip(self.segments, places))
+        idf = max(math.log((self.size - df + 0.5) / (df + 0.5)), 1e-6) if df else 0.0
+        weighed = []
+        for s, t in zip(self.segments, places):
+            rows, freqs = s.holding(t)
+            tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
+            weighed.append((rows, idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))))
+        if df >= _KEPT_DF and self._kept_postings + df <= self._postings() // _KEPT_SHARE:
+            self._kept[term] = weighed
+            self._kept_postings += df
+        return weighed
+
+    def _forget_weights(self) -> None:
+        self._kept.clear()
+        self._kept_postings = 0
+
     def _merge(self) -> None:
         """Fewer segments: the newest are merged into one once there are too many, and all of them once the
         newer hold a quarter of the rows or a third of the rows are dead (each row merged O(log n) times)."""
@@ -236,25 +269,6 @@ class TermIndex:
 
     def _dead(self) -> int:
         return self._rows() - self.size
-
-
-@dataclass
-class _Term:
-    """One query term within a tenant's index: where it is in each segment (-1: not there), and its idf."""
-
-    places: list[int]
-    idf: float
-
-    @classmethod
-    def of(cls, index: TermIndex, term: int) -> _Term:
-        places = [s.place(term) for s in index.segments]
-        df = sum(s.df(t) for s, t in zip(index.segments, places))
-        return cls(places, max(math.log((index.size - df + 0.5) / (df + 0.5)), 1e-6) if df else 0.0)
-
-    def weights(self, s: Segment, rows: np.ndarray, freqs: np.ndarray, average: float) -> np.ndarray:
-        """The term's part of the score of these rows of segment `s`, each holding it `freqs` times."""
-        tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
-        return self.idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))
 
 
 def _merged(segments: list[Segment]) -> Segment:
