@@ -103,3 +103,10 @@ def test_every_aside_phrase_holds_a_mark_so_the_cheap_test_never_hides_one() -> 
             assert language.ASIDE_TO_LISTENER.search(text) and language.may_hold_aside(text), phrase
     assert not language.may_hold_aside("Ann lives in Paris, you said?")
     assert language.may_hold_aside("Ann vit à Paris")  # not ASCII: case folding is the pattern's to judge
+
+
+def test_a_possessive_is_dropped_after_a_word_only() -> None:
+    cases = {"Caroline's dog": "Caroline dog", "CAROLINE'S DOG": "CAROLINE DOG", "Ann’s cat": "Ann cat",
+             "it's late": "it late", "'s alone": "'s alone", "the cats' toys": "the cats' toys",
+             "Ann'sfoo": "Ann'sfoo", "x_'s": "x_", "é's": "é", "a 's b": "a 's b", "Ann''s": "Ann''s"}
+    assert {text: language.drop_possessive(text) for text in cases} == cases

@@ -83,7 +83,11 @@ class HeuristicReranker:
             bigrams = set(zip(doc, doc[1:], strict=False))
             phrase = sum(1 for p in pairs if p in bigrams) / len(pairs) if pairs else 1.0
             # Proximity: the matched terms fit in a short window (1.0 when adjacent).
-            window = _smallest_window([[i for i, w in enumerate(doc) if w == t] for t in matched])
+            at: dict[str, list[int]] = {t: [] for t in matched}  # each matched term's positions, in one pass
+            for i, w in enumerate(doc):
+                if w in at:
+                    at[w].append(i)
+            window = _smallest_window(list(at.values()))
             proximity = len(matched) / window
         return _COVERAGE * coverage + _PHRASE * phrase * coverage + _PROXIMITY * proximity * coverage
 
