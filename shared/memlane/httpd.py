@@ -2,7 +2,7 @@
 
 `http.server.ThreadingHTTPServer` starts a thread per connection and blocks it on every read, so
 stalled clients hold threads without end. Here one thread accepts connections and gathers their
-headers without blocking; only complete requests reach a fixed pool of workers.
+headers and bodies without blocking; a worker reads no byte from the network.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 log = logging.getLogger("memlane.server")
 MAX_HEADER_BYTES = 65_536  # request line and headers together
 LINGER_BYTES = 262_144  # read and dropped after an early answer, so the client sees it
+BODY_BUFFER_BYTES = 64 * 1024 * 1024  # bodies being gathered, across connections; past it: 503
 
 
 class SocketWriter(io.BufferedIOBase):
@@ -56,10 +57,13 @@ class _BufferedSocket(io.RawIOBase):
 
 
 class _Connection:
-    __slots__ = ("sock", "address", "buffer", "deadline")
+    __slots__ = ("sock", "address", "buffer", "deadline", "awaiting", "reserved", "continued")
 
     def __init__(self, sock: socket.socket, address: Any, deadline: float):
         self.sock, self.address, self.buffer, self.deadline = sock, address, b"", deadline
+        self.awaiting = 0  # bytes the buffer must hold before the request goes back to a worker (its body's end)
+        self.reserved = 0  # of the body buffer, while awaiting
+        self.continued = False  # a worker accepted the request and is waiting for its body (100 Continue sent)
 
 
 class BoundedHTTPServer:
@@ -67,14 +71,17 @@ class BoundedHTTPServer:
 
     One thread accepts connections and reads their headers (non-blocking, under a deadline); only a
     request whose headers are complete is handed to a worker, so idle, slow or stalled connections hold
-    no thread. A worker reads the body under a socket timeout and answers; a kept-alive connection goes
-    back to the accept thread between requests. When every worker is busy and the queue in front of them
-    is full, the answer is an immediate 503 with Retry-After, never another thread.
+    no thread. A worker judges the request from its headers (framing, size, caller); one it accepts whose
+    body is not all here yet goes back to the accept thread (`await_body`), which gathers the body under
+    `io_timeout` and hands the whole request to a worker again. A kept-alive connection goes back to the
+    accept thread between requests. When every worker is busy and the queue in front of them is full, or
+    the bodies being gathered pass `body_buffer` bytes, the answer is an immediate 503 with Retry-After.
     """
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], *, workers: int = 16,
                  queue_size: int = 64, max_connections: int = 512, io_timeout: float = 10.0,
-                 header_timeout: float = 10.0, keepalive_timeout: float = 15.0):
+                 header_timeout: float = 10.0, keepalive_timeout: float = 15.0,
+                 body_buffer: int = BODY_BUFFER_BYTES):
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.socket = socket.create_server(address, family=family, backlog=128)
         self.socket.setblocking(False)
@@ -87,6 +94,7 @@ class BoundedHTTPServer:
         self._waiting: dict[socket.socket, _Connection] = {}  # connections the accept thread watches
         self._open = 0
         self.active = 0  # workers serving a request now
+        self.body_buffer, self._body_bytes = body_buffer, 0  # bodies being gathered: their most, now
         self._open_lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -111,7 +119,7 @@ class BoundedHTTPServer:
                     elif key.fileobj is self._wake_r:
                         self._drain_wakeups()
                     else:
-                        self._read_headers(selector, key.data)
+                        self._read(selector, key.data)
                 while True:
                     try:
                         conn = self._returned.get_nowait()
@@ -151,11 +159,9 @@ class BoundedHTTPServer:
 
     def _watch(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
         conn.sock.setblocking(False)
-        if b"\r\n\r\n" in conn.buffer:  # a pipelined request is already here
-            self._dispatch(conn)
-            return
         self._waiting[conn.sock] = conn
         selector.register(conn.sock, selectors.EVENT_READ, conn)
+        self._advance(selector, conn)  # a pipelined request, or the body, may be here already
 
     def _forget(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
         self._waiting.pop(conn.sock, None)
@@ -163,8 +169,16 @@ class BoundedHTTPServer:
             selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
+        self._release(conn)
 
-    def _read_headers(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+    def _release(self, conn: _Connection) -> None:
+        """Its room in the body buffer, once its body is here or will never be."""
+        if conn.reserved:
+            with self._open_lock:
+                self._body_bytes -= conn.reserved
+            conn.reserved = 0
+
+    def _read(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
         try:
             data = conn.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
@@ -176,7 +190,15 @@ class BoundedHTTPServer:
             self._close(conn)
             return
         conn.buffer += data
-        if b"\r\n\r\n" in conn.buffer:
+        self._advance(selector, conn)
+
+    def _advance(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+        """To a worker once what it waits for is here: the headers, or the body of a request it accepted."""
+        if conn.awaiting:
+            if len(conn.buffer) >= conn.awaiting:
+                self._forget(selector, conn)
+                self._dispatch(conn)
+        elif b"\r\n\r\n" in conn.buffer:
             self._forget(selector, conn)
             self._dispatch(conn)
         elif len(conn.buffer) > MAX_HEADER_BYTES:
@@ -194,7 +216,9 @@ class BoundedHTTPServer:
         now = time.monotonic()
         for conn in [c for c in self._waiting.values() if c.deadline < now]:
             self._forget(selector, conn)
-            if conn.buffer:  # stopped in the middle of its headers
+            if conn.awaiting:
+                self._quick_refusal(conn, 408, "request_timeout", "the body did not arrive in time")
+            elif conn.buffer:  # stopped in the middle of its headers
                 self._quick_refusal(conn, 408, "request_timeout", "the request headers did not arrive in time")
             else:  # an idle kept-alive connection
                 self._close(conn)
@@ -240,7 +264,8 @@ class BoundedHTTPServer:
                 with self._open_lock:
                     self.active -= 1
             if keep and not self._stop.is_set():
-                conn.deadline = time.monotonic() + self.keepalive_timeout
+                if not conn.awaiting:  # an awaited body has its own deadline
+                    conn.deadline = time.monotonic() + self.keepalive_timeout
                 self._returned.put(conn)
                 try:
                     self._wake_w.send(b"\0")
@@ -249,20 +274,39 @@ class BoundedHTTPServer:
             else:
                 self._linger_close(conn)
 
+    def await_body(self, length: int) -> bool:
+        """Room in the body buffer for a body a handler accepted but does not hold all of (False: full, answer
+        503). The handler then sets its `awaited` to the length and returns: the request comes back to a worker
+        once the accept thread has gathered the body."""
+        with self._open_lock:
+            if self._body_bytes + length > self.body_buffer:
+                return False
+            self._body_bytes += length
+        return True
+
     def _serve_one(self, conn: _Connection) -> bool:
         """Handle the request at the head of the buffer; True when the connection stays open."""
         conn.sock.settimeout(self.io_timeout)
         raw = _BufferedSocket(conn.sock, conn.buffer)
+        raw.draining = True  # the headers, and the body when the handler reads one, are in the buffer
         rfile = io.BufferedReader(raw)
         handler = self.handler(conn.sock, conn.address, rfile, self)  # type: ignore[call-arg]
+        head = conn.buffer.find(b"\r\n\r\n") + 4
+        handler.body_here, handler.continued = len(conn.buffer) - head, conn.continued
         try:
             handler.handle_one_request()
         except (ConnectionError, TimeoutError):
             return False
+        finally:
+            conn.reserved = getattr(handler, "awaited", 0)  # released once the body is here or never will be
+        if conn.reserved:  # accepted, its body still on the way: the accept thread gathers it
+            conn.awaiting, conn.continued = head + conn.reserved, True
+            conn.deadline = time.monotonic() + self.io_timeout
+            return True
         if handler.close_connection:
             return False
-        raw.draining = True
         conn.buffer = rfile.read()  # a pipelined next request, if the client sent one already
+        conn.awaiting, conn.continued = 0, False
         return True
 
     def _linger_close(self, conn: _Connection) -> None:
@@ -282,6 +326,7 @@ class BoundedHTTPServer:
         self._close(conn)
 
     def _close(self, conn: _Connection) -> None:
+        self._release(conn)
         try:
             conn.sock.close()
         finally:

@@ -118,6 +118,9 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
 
         server_version = "memlane"
         protocol_version = "HTTP/1.1"
+        body_here = 0  # bytes past the headers already buffered (BoundedHTTPServer sets them)
+        continued = False  # this request's body was awaited already (100 Continue sent if asked)
+        awaited = 0  # set to the body's length when it is to be gathered off the worker (`await_body`)
 
         def __init__(self, sock: socket.socket, client_address: Any, rfile: io.BufferedReader, server: Any):
             # Not BaseRequestHandler.__init__: the server drives one request at a time and keeps the socket.
@@ -152,15 +155,17 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
                                                                 self.client_address[0]))
                 if refused is not None:
                     return self._answer(refused, close=True)
-            try:
-                if length and self.expects_continue:  # only now: a refused client never sends its body
+            if length > self.body_here:
+                # Accepted, its body not all here: the accept thread gathers it (a slow body holds no worker),
+                # then a worker serves the whole request. 100 Continue only now: a refused client sends none.
+                if self.expects_continue and not self.continued:
                     self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                body = self.rfile.read(length) if length else b""
-            except TimeoutError:
-                return self._refuse(408, "request_timeout", "the body did not arrive in time")
-            if len(body) < length:
-                self.close_connection = True  # the client went away mid-body: nobody to answer
+                if not self.server.await_body(length):
+                    return self._refuse(503, "server_busy", "the server is at capacity: retry shortly",
+                                        headers={"Retry-After": "1"})
+                self.awaited = length
                 return
+            body = self.rfile.read(length) if length else b""
             event = http_event(self.command, self.path, headers, body, self.client_address[0])
             try:
                 result = api.resolve(event, _LambdaContext())
@@ -174,12 +179,13 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
             data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
             self._reply(result["statusCode"], result.get("headers") or {}, data, close=close)
 
-        def _refuse(self, status: int, code: str, message: str, *, close: bool = True) -> None:
+        def _refuse(self, status: int, code: str, message: str, *, close: bool = True,
+                    headers: dict[str, str] | None = None) -> None:
             body = json.dumps({"error": {"code": code, "message": message}}).encode()
             if self.command and hasattr(self, "headers") and status != 500:  # a parsed request is audited
                 event = http_event(self.command, self.path, dict(self.headers), b"", self.client_address[0])
                 api.record_refusal(event, {"statusCode": status, "body": body.decode()})
-            self._reply(status, {"Content-Type": "application/json"}, body, close=close)
+            self._reply(status, {"Content-Type": "application/json", **(headers or {})}, body, close=close)
 
         def _reply(self, status: int, headers: dict[str, str], data: bytes, *, close: bool) -> None:
             self.send_response(status)

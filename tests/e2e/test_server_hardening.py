@@ -188,23 +188,118 @@ def test_a_stalled_body_is_timed_out_and_frees_its_worker(tmp_path):
                 sock.close()
 
 
+class _Held:
+    """The service's API, with `GET /health?hold` held until `release` is set: a worker kept busy."""
+
+    def __init__(self, api: Any, release: threading.Event):
+        self.api, self.release = api, release
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.api, name)
+
+    def resolve(self, event: dict, context: Any) -> dict:
+        if event["rawPath"] == "/health" and "hold" in (event["queryStringParameters"] or {}):
+            self.release.wait(10)
+        return self.api.resolve(event, context)
+
+
+@contextmanager
+def holding(tmp_path, **options) -> Iterator[tuple[LocalServer, threading.Event]]:
+    from memlane.api.app import build_api
+
+    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none"))
+    release = threading.Event()
+    server = LocalServer(service, "127.0.0.1", 0, api=_Held(build_api(service.deps, auth="none"), release), **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, release
+    finally:
+        release.set()
+        server.shutdown()
+        thread.join(10)
+
+
 def test_past_the_pool_and_its_queue_the_answer_is_503_with_retry_after(tmp_path):
-    with running(tmp_path, keyed=False, workers=1, queue_size=1, io_timeout=5) as (server, _):
+    with holding(tmp_path, workers=1, queue_size=1) as (server, release):
         held = []
         try:
-            # one request on the worker (its body never comes), then one waiting in the queue
+            # one request on the worker, then one waiting in the queue
             for attr in ("active", "queued"):
                 sock = connect(server)
-                sock.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100"))
+                sock.sendall(head("GET", "/health?hold", port_of(server)))
                 held.append(sock)
                 deadline = time.monotonic() + 5
                 while getattr(server.httpd, attr) < 1 and time.monotonic() < deadline:
                     time.sleep(0.01)
             status, headers, body = request(server, head("GET", "/v1/stores", port_of(server)))
             assert status == 503 and body["error"]["code"] == "server_busy" and headers["retry-after"] == "1"
+            release.set()
+            assert [read_response(sock)[0] for sock in held] == [200, 200]
         finally:
             for sock in held:
                 sock.close()
+
+
+def test_bodies_sent_slowly_hold_no_worker(tmp_path):
+    """16 workers, 40 clients each trickling its body a byte at a time (a third asking 100 Continue first): a
+    request of another client is answered at once, and each trickled body, once whole, is served."""
+    with running(tmp_path, keyed=False) as (server, _):
+        port, body = port_of(server), b'{"name": "s00"}'
+        slow = []
+        try:
+            for i in range(40):
+                sock = connect(server)
+                extra = ["Expect: 100-continue"] if i % 3 == 0 else []
+                sock.sendall(head("POST", "/v1/stores", port, f"Content-Length: {len(body)}", *extra))
+                if extra:
+                    assert read_response(sock)[0] == 100
+                slow.append(sock)
+            for at in range(len(body) - 1):  # all but the last byte, one at a time
+                for sock in slow:
+                    sock.sendall(body[at:at + 1])
+                t0 = time.monotonic()
+                assert request(server, head("GET", "/health", port))[0] == 200
+                assert time.monotonic() - t0 < 2
+            for i, sock in enumerate(slow):
+                sock.sendall(body[-1:])
+                status, _, answer = read_response(sock)
+                assert status in (201, 409), answer  # one store named s00: the first creates it
+            assert server.httpd._body_bytes == 0
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+def test_a_body_trickled_past_the_deadline_is_408_however_steadily_it_comes(tmp_path):
+    import select
+
+    with running(tmp_path, keyed=False, workers=1, io_timeout=1.0) as (server, _):
+        with connect(server) as sock:
+            sock.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100") + b"{")
+            t0 = time.monotonic()
+            while not select.select([sock], [], [], 0.2)[0] and time.monotonic() - t0 < 5:
+                sock.sendall(b" ")  # a byte well within any per-read timeout, the whole body never
+            status, _, _ = read_response(sock)
+            assert status == 408 and time.monotonic() - t0 < 3
+        assert request(server, head("GET", "/health", port_of(server)))[0] == 200
+
+
+def test_past_the_body_buffer_a_body_is_refused_503(tmp_path):
+    with running(tmp_path, keyed=False, body_buffer=150) as (server, _):
+        first, second = connect(server), connect(server)
+        try:
+            first.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100") + b"{")
+            deadline = time.monotonic() + 5
+            while server.httpd._body_bytes < 100 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            second.sendall(head("POST", "/v1/stores", port_of(server), "Content-Length: 100") + b"{")
+            status, headers, body = read_response(second)
+            assert status == 503 and json.loads(body)["error"]["code"] == "server_busy" and headers["retry-after"] == "1"
+            first.sendall(b'"name": "demo"}'.ljust(99))
+            assert read_response(first)[0] == 201
+        finally:
+            first.close(), second.close()
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(tmp_path):
