@@ -12,10 +12,11 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
+from memlane.api.app import build_api
 from memlane.bootstrap import build_local
 from memlane.config import Settings
 from memlane.domain.limits import MAX_BODY_BYTES
@@ -26,12 +27,16 @@ pytestmark = pytest.mark.e2e
 
 
 @contextmanager
-def running(tmp_path, *, keyed: bool, **options) -> Iterator[tuple[LocalServer, dict[str, str]]]:
+def running(tmp_path, *, keyed: bool, wrap: Callable[[Any], Any] | None = None,
+            **options) -> Iterator[tuple[LocalServer, dict[str, str]]]:
+    """A LocalServer in a thread; `wrap` wraps its API."""
     service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none"))
     keys = {}
     if keyed:
         keys["admin"] = access.create_api_key(service.deps, "ops", {}, admin=True)
-    server = LocalServer(service, "127.0.0.1", 0, auth="api_key" if keyed else "none", **options)
+    auth = "api_key" if keyed else "none"
+    api = wrap(build_api(service.deps, auth=auth)) if wrap else None
+    server = LocalServer(service, "127.0.0.1", 0, auth=auth, api=api, **options)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -203,25 +208,9 @@ class _Held:
         return self.api.resolve(event, context)
 
 
-@contextmanager
-def holding(tmp_path, **options) -> Iterator[tuple[LocalServer, threading.Event]]:
-    from memlane.api.app import build_api
-
-    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none"))
-    release = threading.Event()
-    server = LocalServer(service, "127.0.0.1", 0, api=_Held(build_api(service.deps, auth="none"), release), **options)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server, release
-    finally:
-        release.set()
-        server.shutdown()
-        thread.join(10)
-
-
 def test_past_the_pool_and_its_queue_the_answer_is_503_with_retry_after(tmp_path):
-    with holding(tmp_path, workers=1, queue_size=1) as (server, release):
+    release = threading.Event()
+    with running(tmp_path, keyed=False, wrap=lambda api: _Held(api, release), workers=1, queue_size=1) as (server, _):
         held = []
         try:
             # one request on the worker, then one waiting in the queue
@@ -237,6 +226,7 @@ def test_past_the_pool_and_its_queue_the_answer_is_503_with_retry_after(tmp_path
             release.set()
             assert [read_response(sock)[0] for sock in held] == [200, 200]
         finally:
+            release.set()
             for sock in held:
                 sock.close()
 

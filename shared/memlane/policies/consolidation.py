@@ -174,8 +174,9 @@ class Statement:
         self._prefix = body[:m.end()] if m else ""
         if m:
             body = body[m.end():]
-        if "you" in body.lower() and lang.may_hold_aside(body):  # an aside to the listener ("Just so you know,
-            body = _ASIDE.sub("", body).strip(" ,")                # ...") is not what it says
+        # An aside to the listener ("Just so you know, ...") is not what the statement says.
+        if "you" in body.lower() and lang.may_hold_aside(body):
+            body = _ASIDE.sub("", body).strip(" ,")
         self.text = body
         self._raw = raw = _TOKEN.findall(body)
         if not self.subject and raw:
