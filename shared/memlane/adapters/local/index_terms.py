@@ -113,14 +113,6 @@ class Segment:
         alive = self.live[rows]
         return rows[alive], freqs[alive]
 
-    def df(self, t: int) -> int:
-        """How many live rows hold the term at `t`."""
-        if t < 0:
-            return 0
-        if not self.dead:
-            return int(self.starts[t + 1] - self.starts[t])
-        return int(self.live[self.rows[self.starts[t]:self.starts[t + 1]]].sum())
-
 
 _NO_ROWS = np.empty(0, dtype=np.int32)
 _NO_FREQS = np.empty(0, dtype=np.float32)
@@ -235,12 +227,11 @@ class TermIndex:
         kept = self._kept.get(term)
         if kept is not None:
             return kept
-        places = [s.place(term) for s in self.segments]
-        df = sum(s.df(t) for s, t in zip(self.segments, places))
+        held = [s.holding(s.place(term)) for s in self.segments]
+        df = sum(rows.size for rows, _ in held)
         idf = max(math.log((self.size - df + 0.5) / (df + 0.5)), 1e-6) if df else 0.0
         weighed = []
-        for s, t in zip(self.segments, places):
-            rows, freqs = s.holding(t)
+        for s, (rows, freqs) in zip(self.segments, held):
             tf = freqs.astype(np.float64)  # kept as float32; scored in double, as FTS5
             weighed.append((rows, idf * (K1 + 1) * tf / (tf + K1 * (1 - B + B * s.lengths[rows] / average))))
         if df >= _KEPT_DF and self._kept_postings + df <= self._postings() // _KEPT_SHARE:
