@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memlane.domain.errors import InvalidInput
-from memlane.domain.models import ExtractAction, MemoryStatus, TaskStatus
+from memlane.domain.models import DreamMode, ExtractAction, MemoryStatus, TaskStatus
 from memlane.services import dream, extract, ingest, search, stores
 
 APP, TENANT = "app", "u1"
@@ -284,3 +284,54 @@ def test_a_thread_narrowed_read_keeps_its_value_when_a_later_thread_of_the_agent
     hits = search.search(deps, store, query="Which city does the user live in?", top_k=5,
                          scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "assistant", "run_id": "conv-1"})
     assert [h.memory.memory_id for h in hits] == [old.outcomes[0].memory_id]
+
+
+def said(deps, store, text, *, day, run, speaker="Caroline"):
+    """A turn of a named speaker, as LoCoMo's are added (bench/locomo.py)."""
+    return ingest.add(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "run_id": run}, sync=True,
+                      messages=[{"role": "user", "name": speaker, "content": text,
+                                 "created_at": T0 + timedelta(days=day)}])
+
+
+# From LoCoMo: write time closed the first by the second — a change cue ("turned out") in a statement only
+# close in meaning (`cue_close`, confidence 0.15). Both still hold.
+HELPED = "Glad I could help."
+TURNED_OUT = "It was such a fun project and I'm really happy with how it turned out."
+
+
+def test_a_change_under_the_stores_threshold_keeps_both_facts_for_a_dream_to_propose(deps, store):
+    """Write time applies a change only as sure as a safe_auto dream would need (the store's dream_threshold):
+    on six LoCoMo conversations each `cue_close` change it applied hid a fact that still held."""
+    first = said(deps, store, HELPED, day=0, run="s1", speaker="Tim")
+    later = said(deps, store, TURNED_OUT, day=20, run="s5", speaker="Tim")
+    (outcome,) = later.outcomes
+    assert outcome.action == ExtractAction.ADD and outcome.action_id is None
+    assert first.outcomes[0].memory_id in outcome.reason and "under the store's threshold 0.80" in outcome.reason
+    for task in (first, later):
+        assert deps.repo.get_memory(store, APP, TENANT, task.outcomes[0].memory_id).status == MemoryStatus.ACTIVE
+    assert deps.repo.list_actions(store, APP, TENANT, later.request_id)[0] == []
+
+    proposed = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, mode=DreamMode.PROPOSAL, sync=True)
+    actions, _ = deps.repo.list_actions(store, APP, TENANT, proposed.task_id)
+    assert [(a.status, a.target_ids) for a in actions if a.kind == "UPDATE"] == \
+        [("pending", [first.outcomes[0].memory_id])]
+
+
+def test_a_store_that_trusts_weaker_changes_has_them_applied_at_write_time(deps, store):
+    stores.update(deps, store, dream_threshold=0.1)
+    first = said(deps, store, HELPED, day=0, run="s1", speaker="Tim")
+    (outcome,) = said(deps, store, TURNED_OUT, day=20, run="s5", speaker="Tim").outcomes
+    assert outcome.action == ExtractAction.UPDATE and outcome.confidence == 0.15 and outcome.action_id
+    assert deps.repo.get_memory(store, APP, TENANT, first.outcomes[0].memory_id).status == MemoryStatus.SUPERSEDED
+
+
+def test_a_later_change_of_state_leaves_what_happened(deps, store):
+    """An event is not a state: "joined an activist group" ended "went to a support group yesterday" on LoCoMo
+    (conv-26; `change_cue`, 0.85), and the question "When did Caroline go to the support group?" lost its answer."""
+    went = said(deps, store, "I went to a LGBTQ support group yesterday and it was so powerful.", day=0, run="s1")
+    joined = said(deps, store, "A lot's happened since we last chatted - I just joined a new LGBTQ activist group "
+                               "last Tues.", day=70, run="s10")
+    assert [o.action for o in joined.outcomes] == [ExtractAction.ADD]
+    assert deps.repo.get_memory(store, APP, TENANT, went.outcomes[0].memory_id).status == MemoryStatus.ACTIVE
+    when = ask(deps, store, "When did Caroline go to the LGBTQ support group?")
+    assert went.outcomes[0].memory_id in [h.memory.memory_id for h in when]

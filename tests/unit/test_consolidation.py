@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memlane.domain.models import ExtractAction, Memory
+from memlane.domain.models import ExtractAction, Memory, MemoryType
 from memlane.domain.scope import Scope
 from memlane.policies.consolidation import Neighbour, Statement, decide, newer_first, relate
 
@@ -74,6 +74,18 @@ def test_a_restatement_is_a_noop_and_a_fuller_one_an_update():
     ("Caroline: Guitar's mostly Caroline's thing. Playing it helps Caroline get her emotions out.",
      "Caroline started playing acoustic guitar about five years ago."),  # a passage of several statements
     ("Melanie: That must have been tough for you, Caroline.", "Melanie is so happy for you, Caroline, now."),
+    # From LoCoMo, each of which write time took for a change: a span that is a clause or a pronoun is no value
+    ("John: That gives John some new ideas and plans for our community!",
+     "John will definitely stick up for our community. Discussing it is important."),
+    ("John sees, so that's the key to making a difference.",
+     "John: That pic makes John thinks of how important it is to fight for better housing. We can definitely "
+     "make a difference!"),
+    ("Audrey: Dogs and nature bring Audrey so much joy and peace.",
+     "Audrey: It reminded Audrey of when Audrey couldn't walk Audrey's dogs because of a knee injury. It was "
+     "tough 'cause they bring Audrey so much joy."),
+    # ... and a hope changes nothing that holds, with or without "to"
+    ("Andrew: Haha yeah, Andrew does love Toby!",
+     "Andrew named him Buddy because he's Andrew's buddy and Andrew hopes him and Toby become buddies!"),
 ])
 def test_conversation_and_passages_are_never_superseded(old, new):
     assert action(old, new, similarity=0.9) == ExtractAction.ADD
@@ -622,3 +634,17 @@ def test_the_word_gates_never_skip_a_state_the_full_reading_finds():
             assert lang.as_state(s.text) == s.text, s.text
         if not lang.may_hold_state(s.text):
             assert lang.exclusive_states(s.text) == {}, s.text
+
+
+def test_a_change_of_state_closes_no_memory_of_what_happened():
+    """An event memory (a time was said) happened; only one that entered a state ("moved to ... last month") holds
+    something a later change ends."""
+    went = memory("Caroline went to a LGBTQ support group yesterday and it was so powerful.")
+    went = went.model_copy(update={"memory_type": MemoryType.EVENT})
+    joined = "Caroline just joined a new LGBTQ activist group last Tues."
+    assert decide(joined, [Neighbour(went, 0.7)], duplicate_similarity=0.95).action == ExtractAction.ADD
+    assert decide(joined, [Neighbour(went.model_copy(update={"memory_type": MemoryType.FACT}), 0.7)],
+                  duplicate_similarity=0.95).action == ExtractAction.UPDATE  # as a standing fact it would end
+    moved = memory("User moved to Denver last month.").model_copy(update={"memory_type": MemoryType.EVENT})
+    assert decide("User moved from Denver to Austin.", [Neighbour(moved, 0.7)],
+                  duplicate_similarity=0.95).action == ExtractAction.UPDATE

@@ -112,6 +112,10 @@ VALUE_ENDS = frozenset("in at on for with since from to by during last next this
 DEPENDENT_OPENERS = frozenset("in at on for with from to by of as about into near since during after before while "
                               "when where which who whom whose that so because then though although than or like "
                               "until unless if".split())
+# Words that make a span a clause or a reference rather than a value: a pronoun standing for what was
+# named elsewhere ("it was tough 'cause they ..."), a modal saying what someone will or can do ("will
+# stick up for"). "one" and "may" stay out: a number, a month.
+CLAUSE_MARKS = frozenset("i we he she they it them us him will can could would should must might".split())
 # A definite reference ("the neighborhood", "their school", "there") points back at what the sentence is about:
 # such a clause goes with it ("bought a house in Austin and loves the neighborhood": a move ends both).
 REFERS_BACK = frozenset("the their its this that these those there it".split())
@@ -293,7 +297,7 @@ def stop_cue(words: list[str], text: str) -> bool:
 _IRREALIS = re.compile(
     r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
     r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
-    r"|(?:hopes?|hoping|hoped|wants?|wanting|wanted|wish(?:es)?|wishing|plans?|planning|planned) to|not sure)\b")
+    r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure)\b")
 
 
 def irrealis(text: str) -> bool:

@@ -39,7 +39,7 @@ from datetime import datetime
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from ..domain.models import ExtractAction, Memory
+from ..domain.models import ExtractAction, Memory, MemoryType
 from ..domain import language as lang
 
 # Statements longer than this are passages (documents, long turns), not facts to supersede.
@@ -452,6 +452,17 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
 
 
 _CHANGES = (ExtractAction.UPDATE, ExtractAction.DELETE)
+# Evidence that a state changed or ended ("joined", "moved", "quit"): it closes what holds, not a memory of what
+# happened at a time (memory_type event: "went to a support group yesterday", closed by "joined an activist group"
+# on LoCoMo), which only a denial ("never went"), a corrected value ("the party was on the 5th") or a restatement
+# closes.
+_STATE_EVIDENCE = frozenset({Evidence.STATE_CHANGE, Evidence.CHANGE_CUE, Evidence.CUE_CLOSE, Evidence.ENDED,
+                             Evidence.ENDED_REPLACED})
+
+
+def _only_happened(memory: Memory, said: "Statement") -> bool:
+    """A memory of an event that enters no state: "moved to Denver last month" is an event too, and holds the home."""
+    return memory.memory_type == MemoryType.EVENT and not (said.moves or said.entered or said.states)
 
 
 def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -584,6 +595,8 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
             or _closest_clause(frame, old).negated != old.negated:
         return None
     a, b = (_value(span) for span in al.replaced[0])
+    if _CLAUSE_MARKS.intersection(a + b):
+        return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
@@ -593,6 +606,7 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
+_CLAUSE_MARKS = lang.CLAUSE_MARKS | {lang.stem(w) for w in lang.CLAUSE_MARKS}
 
 
 def _value(span: list[str]) -> list[str]:
@@ -725,6 +739,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = Relation(ExtractAction.NOOP, relation.evidence, "the memory says all this says")
         else:
             relation = relate(new, other, n.similarity)
+            if relation is not None and relation.evidence in _STATE_EVIDENCE and _only_happened(n.memory, other):
+                relation = None  # it happened: a later change of state ends nothing of it
         if relation is not None:
             found.append((relation, n))
     if not found:

@@ -32,11 +32,11 @@ from .index_writes import index_memories
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
-        messages: list[Message]) -> list[TaskOutcome]:
+        messages: list[Message], threshold: float) -> list[TaskOutcome]:
     """Compare each candidate with the nearest active memories of its subject (every run and agent
     of the tenant) and with what this job already produced, and decide (policies/consolidation).
-    UPDATE and DELETE supersede through an applied action of the dream action log, so each is
-    undone like any dream action; NOOP writes nothing."""
+    UPDATE and DELETE at or above `threshold` (the store's dream_threshold) supersede through an applied
+    action of the dream action log, so each is undone like any dream action; NOOP writes nothing."""
     once: dict[str, Candidate] = {}
     for c in candidates:
         once.setdefault(_statement_key(c.text), c)  # one statement said twice in an answer is one memory
@@ -96,7 +96,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                                             duplicate_similarity=deps.settings.duplicate_similarity)
         if not across and decision.action != ExtractAction.NOOP:
             decision = Decision(ExtractAction.ADD)
-        decision = _visible_here(decision, task)
+        decision = _sure_enough(_visible_here(decision, task), threshold)
         if decision.action == ExtractAction.NOOP and decision.target is not None:
             outcomes.append(TaskOutcome(action=ExtractAction.NOOP, memory_id=decision.target.memory_id,
                                         text=candidate.text, target_id=decision.target.memory_id,
@@ -163,6 +163,20 @@ def _visible_here(decision: Decision, task: Task) -> Decision:
         return decision
     return Decision(ExtractAction.ADD, reason=f"restates {target.memory_id} of agent '{target.scope.agent_id}'; "
                                               "kept so this agent's reads find it")
+
+
+def _sure_enough(decision: Decision, threshold: float) -> Decision:
+    """A change is applied at write time only when it is as sure as a safe_auto dream needs (the store's
+    dream_threshold). A weaker one is written as an ADD beside the memory it may change: hiding a fact that
+    still holds loses it, while two current memories only rank the newer first — and a dream, which reads
+    the pair with the same rules, proposes the change for review. (On six LoCoMo conversations every
+    `cue_close` change write time applied hid a fact that still held: docs/benchmarks.md §5.)"""
+    if decision.action not in (ExtractAction.UPDATE, ExtractAction.DELETE) or decision.confidence >= threshold:
+        return decision
+    named = ", ".join(t.memory_id for t in decision.targets)
+    return Decision(ExtractAction.ADD, reason=f"may {decision.action.value.lower()} {named} ({decision.reason}), "
+                                              f"but its confidence {decision.confidence:.2f} is under the store's "
+                                              f"threshold {threshold:.2f}: both kept, for a dream to propose")
 
 
 def _statement_key(text: str) -> str:

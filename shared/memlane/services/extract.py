@@ -51,7 +51,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
-    outcomes = consolidate.run(deps, store, task, candidates, messages)
+    outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
     outcomes = consolidate.left_unnamed(deps, store, task, outcomes)
     written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
     if _deleted_meanwhile(deps, store, task):
