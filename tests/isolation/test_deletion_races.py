@@ -233,6 +233,35 @@ def test_a_run_deleted_and_its_id_taken_again_keeps_nothing_the_old_job_found(se
     assert deps.repo.get_task("s", "app", "alice", "add-2").status == TaskStatus.SUCCEEDED
 
 
+def test_a_job_that_writes_between_the_erasures_listing_and_its_deletes_leaves_nothing(service, deps, monkeypatch):
+    """A trial found memories of messages sent before an erasure that survived it: the job wrote after the
+    erasure listed the tenant (ids are random: the listing, page by page, never saw the memory), and its check
+    after its writes passed — a new add had made the run again, and its messages were not deleted yet."""
+    from memlane.repository import Repository
+    from memlane.services import extract
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+    real, fired = Repository.dream_keys_outside, []
+
+    def listed_then_written(*args, **kwargs):  # called once the erasure has listed the tenant's items
+        if not fired:
+            fired.append(True)
+            ingest.add(deps, "s", scope=RUN, request_id="add-2", sync=True,
+                       messages=[{"role": "user", "content": "I moved to a farm in Vermont with goats."}])
+            extract.run(deps, "s", "add-1", app_id="app", tenant_id="alice")
+            assert "Brooklyn" in _texts_of_the_tenant(deps)  # written, and its check passed
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(Repository, "dream_keys_outside", listed_then_written)
+    erase_the_tenant(deps)
+    assert fired
+    assert "Brooklyn" not in _texts_of_the_tenant(deps)
+    assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
+    assert "Vermont" in _texts_of_the_tenant(deps)  # the add after the listing is kept whole, extracted
+    assert deps.repo.get_task("s", "app", "alice", "add-2").status == TaskStatus.SUCCEEDED
+
+
 @pytest.mark.parametrize("deleter", [delete_the_run, erase_the_tenant], ids=["run-deleted", "tenant-erased"])
 def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(service, deps, monkeypatch, deleter):
     """The dream gathered the tenant's memories, then a deletion ran, then it applied a profile built from

@@ -276,17 +276,49 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     if again:
         tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
     deps.repo.delete_items(guards + outside)
+    late, late_docs = _written_from_what_went(tenant, store, app_id, tenant_id, items)
     _runs_made_meanwhile(deps, tenant, store, app_id, tenant_id)
     counts: dict[str, int] = {}
-    for item in gates + items:
+    for item in gates + items + late:
         counts[_kind(item["sk"])] = counts.get(_kind(item["sk"]), 0) + 1
     if requests:
         counts["request_ids"] = len(requests)
     if outside:
         counts["registry_entries"] = len(outside)
-    if documents or summary_docs:
-        counts["index_documents"] = len(documents) + len(summary_docs)
+    if documents or summary_docs or late_docs:
+        counts["index_documents"] = len(documents) + len(summary_docs) + late_docs
     return counts
+
+
+def _written_from_what_went(tenant: Deps, store: str, app_id: str, tenant_id: str,
+                            items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Delete what a job that read the tenant before the erasure wrote after its listing, now that the listed items
+    are gone: memories and summaries citing an erased message, the write-time actions of an erased task. Such a
+    job's own check after its writes can pass — an add made its run again, and its messages were not gone yet —
+    and the listing, page by page over random ids, never saw what it wrote. What a later add wrote of its own
+    messages stays. Returns the items deleted and how many index documents."""
+    said = {i["message_id"] for i in items if i["sk"].startswith("MSG#")}
+    tasks = {i["request_id"] for i in items if i["sk"].startswith("TASK#")}
+    if not said and not tasks:
+        return [], 0
+    late = [i for i in tenant.repo.tenant_keys(store, app_id, tenant_id)
+            if i["sk"].startswith(("MEM#", "SUM#")) and (_cited(i) & said or i.get("request_id") in tasks)
+            or i["sk"].startswith("DACT#") and i.get("task_id") in tasks]
+    documents = [i["memory_id"] for i in late if i["sk"].startswith("MEM#")]
+    documents += [summaries.doc_id(Scope.model_validate(i["scope"])) for i in late if i["sk"].startswith("SUM#")]
+    if documents:  # index first, as everywhere: nothing stays findable once its item is gone
+        tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
+    tenant.repo.delete_items([(i["pk"], i["sk"]) for i in late])
+    if documents:  # again: the job may have indexed after the first delete
+        tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
+    return late, len(documents)
+
+
+def _cited(item: dict[str, Any]) -> set[str]:
+    """The messages a memory or a summary item stands on."""
+    cited = set(item.get("evidence") or ())
+    cited.update(e for sentence in item.get("sentences") or () for e in sentence.get("evidence", ()))
+    return cited | ({item["covered_until"]} if item.get("covered_until") else set())
 
 
 def _runs_made_meanwhile(deps: Deps, tenant: Deps, store: str, app_id: str, tenant_id: str) -> None:
