@@ -345,6 +345,43 @@ def test_compaction_leaves_no_deleted_vector_in_a_graph_file(tmp_path: Path) -> 
     assert "m00042" not in [m for m, _ in vector_search(again, x[42])]
 
 
+def test_a_graph_built_from_before_a_deletion_is_not_written_after_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trial found deleted vectors in a graph file after a restart: a background build took its snapshot, a
+    delete and its compaction ran (no graph to drop yet), and the build then saved its graph, deleted rows and all."""
+    import threading
+
+    x = vectors(1000)
+    idx = EmbeddedIndex(tmp_path / "index.db", ann_min_rows=100, ann_background=True)
+    idx.ensure_store("s", DIM)
+    load(idx, x)
+    real, started, release = index_ann.Graph.build, threading.Event(), threading.Event()
+
+    def paused(ids: Any, matrix: Any) -> Any:
+        started.set()
+        release.wait(30)
+        return real(ids, matrix)
+
+    monkeypatch.setattr(index_ann.Graph, "build", staticmethod(paused))
+    vector_search(idx, x[0])  # exact, and starts the build from a snapshot
+    assert started.wait(30)
+    (secret,) = idx._db.execute("SELECT v.embedding FROM vectors v JOIN docs d ON d.id = v.doc_id "
+                                "WHERE d.memory_id = 'm00042'").fetchone()
+    idx.delete("s", ["m00042"], app_id="app", tenant_id="t1")
+    idx.compact()
+    release.set()
+    for _ in range(300):
+        with idx._lock:
+            if not idx._building:
+                break
+        threading.Event().wait(0.1)
+    idx.close()
+    assert not any(secret in f.read_bytes() for f in (tmp_path / "index.db.ann").glob("*"))
+    again = open_index(tmp_path)
+    assert "m00042" not in [m for m, _ in vector_search(again, x[42])]
+    assert [m for m, _ in vector_search(again, x[7])][0] == "m00007"  # the tenant is searched as before
+
+
 def test_a_search_of_a_large_graph_passes_the_ef_of_its_size_to_faiss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """efSearch grows with the graph (recall@10 0.924 at 10⁶ rows with a fixed 128): both walks — the
     unfiltered one and the one with the scope inside — ask faiss for the ef of the graph's size."""

@@ -452,14 +452,18 @@ class EmbeddedIndex:
             "SELECT store, app_id, tenant_id, nodes, high_water FROM ann_graphs")}
         known.update({key: (g.size, g.high_water) for key, g in self._graphs.items()})
         for key, (nodes, high_water) in known.items():
-            tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
-            live = (self._select(key[0], tenant, "count(*)")[0][0]
-                    - self._select(key[0], tenant, "count(*)", after=high_water)[0][0])
-            if live < nodes:
+            if self._holds_deleted(key, nodes, high_water):
                 with self._write():
                     self._db.execute("DELETE FROM ann_graphs WHERE store = ? AND app_id = ? AND tenant_id = ?", key)
                 self._forget_graph(key)
                 self._files.remove_except(key, None)
+
+    def _holds_deleted(self, key: TenantKey, nodes: int, high_water: int) -> bool:
+        """Whether a graph of `nodes` rows up to `high_water` holds a row deleted since (ids only grow)."""
+        tenant = Filter(scope=ScopeFilter(app_id=key[1], tenant_id=key[2]))
+        live = (self._select(key[0], tenant, "count(*)")[0][0]
+                - self._select(key[0], tenant, "count(*)", after=high_water)[0][0])
+        return live < nodes
 
     def _install(self, key: TenantKey, graph: Graph) -> None:
         with self._lock:
@@ -478,6 +482,11 @@ class EmbeddedIndex:
         """Write the graph's file, then the row that makes it trusted (caller holds the lock)."""
         graph = self._graphs[key]
         if key in self._behind and not self._catch_up(key, graph):
+            return
+        if self._holds_deleted(key, graph.size, graph.high_water):
+            # Built from a snapshot older than a deletion whose compaction found no graph to drop: its file would
+            # keep the deleted vectors. Dropped; the next exact search builds it again.
+            self._forget_graph(key)
             return
         name, digest = self._files.write(key, graph)
         with self._write():
