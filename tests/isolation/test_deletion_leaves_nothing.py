@@ -402,3 +402,25 @@ def test_deleting_a_run_leaves_none_of_its_words_in_a_skill_another_run_holds(de
     assert found == []
     assert brand not in _everything(call)
     assert [p.name for p in data_dir.rglob("*") if p.is_file() and b"router8842" in p.read_bytes().lower()] == []
+
+
+def test_an_edit_indexed_after_a_racing_delete_leaves_no_trace_of_its_text(deps, data_dir, monkeypatch):
+    """A trial found a PATCH's new text in the index's files after a DELETE that raced it: the edit indexed after
+    the delete had compacted, found its memory gone and took its document back — the bytes stayed in the WAL."""
+    from memlane.services import explicit, memories
+
+    stores.create(deps, name="demo")
+    explicit.write(deps, "demo", scope={"app_id": APP, "tenant_id": "alice"},
+                   memories=[{"text": "I keep bees on my roof.", "memory_id": "bees"}])
+    real, fired = deps.index.upsert, []
+
+    def deleted_first(*args, **kwargs):  # the edit is in the table; the delete runs before its index write
+        if not fired:
+            fired.append(True)
+            memories.delete(deps, "demo", app_id=APP, tenant_id="alice", memory_id="bees")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deps.index, "upsert", deleted_first)
+    memories.update(deps, "demo", app_id=APP, tenant_id="alice", memory_id="bees", text=f"I keep {MARKER} wasps.")
+    assert fired
+    assert _files_holding_marker(data_dir) == []

@@ -26,6 +26,7 @@ from ..domain.validation import check_metadata, check_request_id
 from ..repository import Repository, message_sk, tenant_pk
 from . import embedder_guard, erase, extract, jobs, message_index, summaries
 from .deps import Deps
+from .index_writes import take_back
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         # Its thread deleted or its tenant erased meanwhile, by a deletion that removed the documents it found
         # before these were written: they go too. (Deletions remove messages' documents again after their
         # items, so a document written after that second pass is this check's to remove.)
-        deps.index.delete(store, [m.message_id for m in msgs], app_id=write.app_id, tenant_id=write.tenant_id)
+        take_back(deps, store, [m.message_id for m in msgs], app_id=write.app_id, tenant_id=write.tenant_id)
         return Added(task)
     if indexed and task.extract and not sync:
         try:

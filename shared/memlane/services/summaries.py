@@ -45,6 +45,7 @@ from ..ports import Job, Tokenizer
 from ..prompts import summary as prompt
 from . import embedder_guard
 from .deps import Deps
+from .index_writes import take_back
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +260,7 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
             # Its thread was deleted after the read, and its id taken again by a new add (the registry entry
             # the write needs is back): what it wrote from the deleted messages goes.
             repo.delete_summary(store.name, scope, version=written.version)
-            deps.index.delete(store.name, [doc_id(scope)], app_id=scope.app_id, tenant_id=scope.tenant_id)
+            take_back(deps, store.name, [doc_id(scope)], app_id=scope.app_id, tenant_id=scope.tenant_id)
             return None, False
         _index(deps, store, written)
         # An add committed inside the range just covered after this pass read it: noted for the next one.
@@ -408,7 +409,7 @@ def _index(deps: Deps, store: Store, summary: ThreadSummary) -> None:
     # The thread may have been deleted (or its tenant erased) since the write: deletion removes the item
     # before the document, so an item gone now means this document must go too.
     if deps.repo.get_summary(store.name, summary.scope) is None:
-        deps.index.delete(store.name, [doc.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
+        take_back(deps, store.name, [doc.memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
         return
     deps.repo.summary_indexed(store.name, summary)
 
