@@ -297,3 +297,35 @@ def test_a_request_that_fails_with_an_internal_error_is_answered_500_and_audited
     assert status == 500 and body == {"error": {"code": "internal_error", "message": "internal error"}}
     assert [(r.operation, r.status, r.principal) for r in audit_rows(deps) if r.status == 500] == [
         ("GET /v1/stores/{store}", 500, "ops")]
+
+
+def test_the_audit_log_keeps_a_requests_shape_never_its_words(world):
+    """A trial wrote any text into the admin's logs through routes that do not exist: the operation kept the path
+    verbatim ("GET /v1/stores/demo/messages/Alice%20has%20HIV"). Every segment that is not a route's own word is
+    logged as `{id}`; the record a route addresses by a well-formed id is named apart (`target_id`)."""
+    api, deps, keys, _ = world
+    assert call(api, "GET", "/v1/stores/demo/messages/Alice%20has%20HIV", key=keys["alice"])[0] == 404
+    assert call(api, "GET", "/v1/secret-diagnosis/Alice%20has%20HIV", key=keys["alice"])[0] == 404
+    memory = next(deps.repo.iter_memories("demo", "travel", "alice")).memory_id
+    assert call(api, "DELETE", f"/v1/stores/demo/memories/{memory}?app_id=travel&tenant_id=alice",
+                key=keys["alice"])[0] == 200
+    rows = [*audit_rows(deps), *audit_rows(deps, "~global")]
+    logged = json.dumps([r.model_dump(mode="json") for r in rows])
+    assert "HIV" not in logged and "secret" not in logged
+    assert {r.operation for r in rows} >= {"GET /v1/stores/{store}/messages/{id}", "GET /v1/{id}/{id}",
+                                          "DELETE /v1/stores/{store}/memories/{id}"}
+    (deleted,) = [r for r in rows if r.operation == "DELETE /v1/stores/{store}/memories/{id}"]
+    assert deleted.target_id == memory and deleted.principal == "alice-app"
+
+
+def test_every_word_of_every_route_is_known_to_the_audit_log(world):
+    """So a real route is never logged with one of its own words as `{id}` (the list is kept by hand)."""
+    from memlane.api.audit import ROUTE_WORDS, operation
+
+    api, _, keys, _ = world
+    status, spec = call(api, "GET", "/openapi.json")
+    assert status == 200 and spec["paths"]
+    for path in spec["paths"]:
+        words = [s for s in path.split("/")[1:] if not s.startswith("{")]
+        assert set(words) <= ROUTE_WORDS, path
+        assert operation("GET", path.replace("{store}", "demo")).count("{id}") == path.count("{") - ("{store}" in path)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..domain.errors import MemlaneError
 from ..domain.models import AuditRecord
+from ..domain.scope import is_id
 from ..services import audit
 from ..services.deps import Deps
 from .access import Gate
@@ -22,14 +23,30 @@ from .models import AddResult
 
 log = logging.getLogger("memlane.audit")
 _STORE_PATH = re.compile(r"^/v1/stores/([^/]+)(/.*)?$")
-_ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|runs|tenants|threads|agents)/[^/]+")
+_ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|runs|tenants|threads|agents)/([^/]+)")
+# The literal segments of the API's routes (tests/isolation/test_audit_trust.py checks them against the routes'
+# paths): any other segment is a caller's — an id, or any text sent to a route that does not exist — and the
+# log keeps a request's shape, never its words ("never message content": docs/security.md).
+ROUTE_WORDS = frozenset("v1 stores memories memories:batch runs threads context summary tasks search messages scopes "
+                        "access-policy dream dream-tasks dream-actions actions apply reject undo profiles agents "
+                        "profile requests tenants erase erasures".split())
+_METHODS = frozenset("GET HEAD POST PUT PATCH DELETE OPTIONS".split())
 
 
 def operation(method: str, path: str) -> str:
+    """The request's method and route, every caller-given segment as `{store}` or `{id}`."""
     m = _STORE_PATH.match(path)
-    if m:
-        path = "/v1/stores/{store}" + _ID_AFTER.sub(r"/\1/{id}", m.group(2) or "")
-    return f"{method} {path}"
+    segments = ["v1", "stores", "{store}", *(m.group(2) or "").split("/")[1:]] if m else path.split("/")[1:]
+    shape = "/".join(s if s in ROUTE_WORDS or not s or (i == 2 and s == "{store}") else "{id}"
+                     for i, s in enumerate(segments))
+    return f"{method if method in _METHODS else 'OTHER'} /{shape}"
+
+
+def target(path: str) -> str | None:
+    """The id of the one record a store route addresses (the memory deleted, the task read), when well formed."""
+    m = _STORE_PATH.match(path)
+    found = _ID_AFTER.search(m.group(2) or "") if m else None
+    return found.group(2) if found and is_id(found.group(2)) else None
 
 
 def record_request(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], latency_ms: float,
@@ -67,7 +84,7 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
         principal = str(named)
     m = _STORE_PATH.match(path)
     store = _log_of(m.group(1) if m else None, error_code)
-    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op, target_id=target(path),
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
                         at=deps.clock.now(), **_storable(gate.checked(event).scope))
     audit.record(deps, entry, retention_days)

@@ -321,7 +321,8 @@ class AuditRecord(BaseModel):
 
     request_id: str
     store: str
-    operation: str  # METHOD route, e.g. "POST /v1/stores/<store>/search"
+    operation: str  # METHOD route, e.g. "POST /v1/stores/{store}/search"
+    target_id: str | None = None  # the record a route addresses by id: the memory deleted, the task read
     principal: str
     status: int
     error_code: str | None = None

@@ -25,6 +25,10 @@ FIELDS = ("app_id", "tenant_id", "agent_id", "run_id")
 _ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:@+\-]{1,128}$")
 
 
+def is_id(value: str) -> bool:
+    return value != WILDCARD and _ID.fullmatch(value) is not None
+
+
 def validate_id(field: str, value: Any) -> str:
     """Return `value` if it is a well-formed scope id, else raise InvalidScope naming the field."""
     if not isinstance(value, str):
