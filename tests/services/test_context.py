@@ -420,3 +420,24 @@ def test_a_plan_line_is_as_short_as_a_memory_line(deps, store, monkeypatch) -> N
 
     assert [e.text for e in shown] == ["Priya will paint the shed in May."]
     assert [e.text for e in before] == [plan.memory.text]
+
+
+def test_a_card_shows_the_quote_of_a_turn_its_memory_cites_and_claims_no_turn_it_does_not_show(deps, store,
+                                                                                                 monkeypatch) -> None:
+    """The rule extractor quotes a short turn whole in its reply's memory, cites it, and gives it no memory of its
+    own; the card dropped every quote, so its evidence named turns it did not show ("Audrey took a dog grooming
+    course" was counted as held on LoCoMo behind "Andrew would love to hear some tips")."""
+    cited = _hit(0, "Andrew would love to hear some tips. (replying to Audrey: Audrey took a dog grooming course.)")
+    cited.memory.evidence[:] = ["audrey-turn", "andrew-turn"]
+    asked = _hit(1, "Priya: Priya will paint the shed in May. (replying to Anjali: Any plans for the garden?)")
+    monkeypatch.setattr(context, "_recall", lambda *a, **k: [cited, asked])
+
+    shown = card(deps, store, sections=["memories"])
+    lines = {e.text: e.evidence for e in shown.kept["memories"]}
+    assert lines == {"Andrew would love to hear some tips. (replying to Audrey: Audrey took a dog grooming course.)":
+                     ("audrey-turn", "andrew-turn"),
+                     "Priya will paint the shed in May.": ("turn-1",)}  # the question alone is not cited: dropped
+    before = card(deps, store, sections=["memories"], recipe="compact_plans")
+    assert {e.text: e.evidence for e in before.kept["memories"]}["Andrew would love to hear some tips."] == \
+        ("andrew-turn",)  # the quote left out: its turn is not claimed
+    assert "audrey-turn" not in before.evidence
