@@ -126,6 +126,20 @@ def test_delete_takes_the_thread_and_leaves_tenant_memories(deps, store):
     assert threads.create(deps, store, scope={**TENANT, "agent_id": "other"}, thread_id="t-1")[1]
 
 
+def test_deleting_a_thread_that_holds_only_explicit_memories_deletes_them(deps, store):
+    """A trial's finding: memories written to a run with `infer: false` make no thread in the registry, so its
+    DELETE answered 404 thread_not_found and the memories stayed (DELETE .../runs/{id} deleted them)."""
+    explicit.write(deps, store, scope={**TENANT, "agent_id": "bot", "run_id": "t-7"},
+                   memories=[{"text": "Ann's locker code is 5521."}])
+    explicit.write(deps, store, scope=TENANT, memories=[{"text": "Ann is vegetarian."}])
+    gone = threads.delete(deps, store, app_id="app", tenant_id="ann", thread_id="t-7", agent_id="bot")
+    assert gone["memories"] == 1
+    hits = search.search(deps, store, query="locker code vegetarian", scope={**TENANT, "run_id": "*"}, top_k=5)
+    assert [h.memory.text for h in hits] == ["Ann is vegetarian."]
+    with pytest.raises(NotFound):  # nothing left of it
+        threads.delete(deps, store, app_id="app", tenant_id="ann", thread_id="t-7", agent_id="bot")
+
+
 def test_the_largest_add_stays_within_one_transaction(deps, store):
     """96 messages + the task + the thread's entry, its order item moved (or created) and its id claim: at most
     100 writes, DynamoDB's limit for one transaction (the local table refuses more too)."""

@@ -111,6 +111,12 @@ def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any 
 def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: Any,
            agent_id: Any = None) -> dict[str, int]:
     """Delete a thread: its run's messages, run-scoped memories, registry entry and place in the order
-    (services/erase.delete_run, which also redacts the copies other records keep)."""
-    info = locate(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
-    return erase.delete_run(deps, store, scope=info.scope.as_dict())
+    (services/erase.delete_run, which also redacts the copies other records keep). A run that holds only
+    memories written to it with `infer: false` is no thread in the registry, yet deleting it by its id
+    deletes them, as `DELETE .../runs/{id}` does; 404 only when there was nothing of it."""
+    scope = scope_of(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
+    known = deps.repo.get_scope(store, scope) is not None
+    cleared = erase.delete_run(deps, store, scope=scope.as_dict())
+    if not known and not (cleared["messages"] or cleared["memories"] or cleared["summaries"]):
+        raise NotFound(f"thread '{thread_id}' not found", code="thread_not_found")
+    return cleared
