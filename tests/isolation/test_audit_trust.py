@@ -306,6 +306,8 @@ def test_the_audit_log_keeps_a_requests_shape_never_its_words(world):
     api, deps, keys, _ = world
     assert call(api, "GET", "/v1/stores/demo/messages/Alice%20has%20HIV", key=keys["alice"])[0] == 404
     assert call(api, "GET", "/v1/secret-diagnosis/Alice%20has%20HIV", key=keys["alice"])[0] == 404
+    assert call(api, "GET", "/v1/stores/demo/memories/Alice-has-HIV?app_id=travel&tenant_id=alice",
+                key=keys["alice"])[0] == 404  # an id-shaped text: no record, so no target named
     memory = next(deps.repo.iter_memories("demo", "travel", "alice")).memory_id
     assert call(api, "DELETE", f"/v1/stores/demo/memories/{memory}?app_id=travel&tenant_id=alice",
                 key=keys["alice"])[0] == 200

@@ -84,7 +84,9 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
         principal = str(named)
     m = _STORE_PATH.match(path)
     store = _log_of(m.group(1) if m else None, error_code)
-    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op, target_id=target(path),
+    # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
+                        target_id=target(path) if status < 400 else None,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
                         at=deps.clock.now(), **_storable(gate.checked(event).scope))
     audit.record(deps, entry, retention_days)
