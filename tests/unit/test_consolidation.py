@@ -639,12 +639,21 @@ def test_the_word_gates_never_skip_a_state_the_full_reading_finds():
 def test_a_change_of_state_closes_no_memory_of_what_happened():
     """An event memory (a time was said) happened; only one that entered a state ("moved to ... last month") holds
     something a later change ends."""
-    went = memory("Caroline went to a LGBTQ support group yesterday and it was so powerful.")
-    went = went.model_copy(update={"memory_type": MemoryType.EVENT})
-    joined = "Caroline just joined a new LGBTQ activist group last Tues."
-    assert decide(joined, [Neighbour(went, 0.7)], duplicate_similarity=0.95).action == ExtractAction.ADD
-    assert decide(joined, [Neighbour(went.model_copy(update={"memory_type": MemoryType.FACT}), 0.7)],
+    def event(text, days_before_said):
+        m = memory(text)
+        return m.model_copy(update={"memory_type": MemoryType.EVENT,
+                                    "event_time": m.observed_at - timedelta(days=days_before_said)})
+
+    went = event("Caroline went to a LGBTQ support group yesterday and it was so powerful.", 1)
+    for joined in ("Caroline just joined a new LGBTQ activist group last Tues.",
+                   "Caroline joined an activist group."):  # a change cue, and "another value" said with one
+        assert decide(joined, [Neighbour(went, 0.7)], duplicate_similarity=0.95).action == ExtractAction.ADD
+    assert decide("Caroline just joined a new LGBTQ activist group last Tues.",
+                  [Neighbour(went.model_copy(update={"memory_type": MemoryType.FACT}), 0.7)],
                   duplicate_similarity=0.95).action == ExtractAction.UPDATE  # as a standing fact it would end
-    moved = memory("User moved to Denver last month.").model_copy(update={"memory_type": MemoryType.EVENT})
-    assert decide("User moved from Denver to Austin.", [Neighbour(moved, 0.7)],
+    for moved_to in ("User moved from Denver to Austin.", "User moved to Austin."):  # entered a state: it holds it
+        assert decide(moved_to, [Neighbour(event("User moved to Denver last month.", 30), 0.7)],
+                      duplicate_similarity=0.95).action == ExtractAction.UPDATE, moved_to
+    ahead = event("User's dentist appointment is on Tuesday.", -3)  # its time ahead: a plan that can move
+    assert decide("User's dentist appointment was moved to Friday.", [Neighbour(ahead, 0.7)],
                   duplicate_similarity=0.95).action == ExtractAction.UPDATE

@@ -177,6 +177,8 @@ _ENTERED = (
     (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"),
      r"broke up with \1"),
     (re.compile(r"\bsplit\s+up\s+with\b", re.I), "broke up with"),
+    # Someone moved to a place: they live there ("the meeting was moved to Friday" is read above, first).
+    (re.compile(r"\b(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+(?:back\s+)?to\b", re.I), "lives in"),
 )
 
 
@@ -218,7 +220,7 @@ def exclusive_states(text: str) -> dict[str, str]:
 
 # A word each phrase above has (as a part of it, whatever the case: "semi-retired", "re-scheduled").
 _ENTERING_WORDS = tuple("got took landed accepted found started began starts begins hired turn postponed scheduled "
-                        "delayed pushed moved bumped brought promoted retired split broke separated divorced".split())
+                        "delayed pushed moved relocated bumped brought promoted retired split broke separated divorced".split())
 
 
 _ENTERING = re.compile("|".join(_ENTERING_WORDS))

@@ -452,17 +452,20 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
 
 
 _CHANGES = (ExtractAction.UPDATE, ExtractAction.DELETE)
-# Evidence that a state changed or ended ("joined", "moved", "quit"): it closes what holds, not a memory of what
-# happened at a time (memory_type event: "went to a support group yesterday", closed by "joined an activist group"
-# on LoCoMo), which only a denial ("never went"), a corrected value ("the party was on the 5th") or a restatement
-# closes.
+# Evidence that a state changed or ended ("joined", "moved", "quit", a value said with a change cue): it closes
+# what holds, not a memory of what happened before it was said (memory_type event, its time past: "went to a
+# support group yesterday", closed by "joined an activist group" on LoCoMo), which only a denial ("never went"),
+# a corrected value without a cue ("it was on the 5th") or a restatement closes.
 _STATE_EVIDENCE = frozenset({Evidence.STATE_CHANGE, Evidence.CHANGE_CUE, Evidence.CUE_CLOSE, Evidence.ENDED,
-                             Evidence.ENDED_REPLACED})
+                             Evidence.ENDED_REPLACED, Evidence.VALUE_CUE})
 
 
 def _only_happened(memory: Memory, said: "Statement") -> bool:
-    """A memory of an event that enters no state: "moved to Denver last month" is an event too, and holds the home."""
-    return memory.memory_type == MemoryType.EVENT and not (said.moves or said.entered or said.states)
+    """A memory of an event already past when it was said, that enters no state: "moved to Denver last month" is one
+    too, and holds the home; "the appointment is on Tuesday" (ahead) is a plan that can move."""
+    when = memory.observed_at or memory.created_at
+    return (memory.memory_type == MemoryType.EVENT and memory.event_time is not None and memory.event_time <= when
+            and not (said.moves or said.entered or said.states))
 
 
 def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
