@@ -264,9 +264,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         progress.close()
     exposure = _exposure(args, embedder) if args.conversations else None
+    write_time = _write_time(args, embedder) if args.conversations else None
     alarms = exposure["per_evidence"] if exposure else {}
     return {"dataset": Path(args.data).name, "cases": len(cases), "embedder": args.embedder,
-            "suggested": suggest(judged, alarms), "exposure": exposure,
+            "suggested": suggest(judged, alarms), "exposure": exposure, "write_time": write_time,
             "threshold": args.threshold, "reliability": reliability(judged), "evidence": by_evidence(judged),
             "auto": at_threshold(judged, cases), "modes": results, "failures": failures,
             "wrong": [j.__dict__ for j in judged if not j.correct],
@@ -308,6 +309,36 @@ def _exposure(args: argparse.Namespace, embedder: Any) -> dict[str, Any]:
     return {"conversations": len(convs), "memories": memories, "per_evidence": counts, "proposals": found}
 
 
+def _write_time(args: argparse.Namespace, embedder: Any) -> dict[str, Any]:
+    """The same real conversations ingested as a live service does (write-time consolidation on): every change
+    write time applied — each hides a memory, so on talk where a fact rarely changes each one is to review — and
+    how many it wrote beside their memory, under the store's threshold."""
+    from . import locomo
+
+    convs = locomo.load(args.conversations, limit=args.limit_conversations)
+    applied: list[dict[str, Any]] = []
+    held = memories = 0
+    with tempfile.TemporaryDirectory(prefix="memlane-calibrate-") as tmp:
+        method = locomo.Memlane(embedder, Path(tmp) / "memlane")
+        try:
+            for conv in convs:
+                before = method.memories
+                method.prepare(conv)
+                memories += method.memories - before
+                scope, repo = method.scope(conv), method.deps.repo
+                for item in repo.tenant_keys(locomo.STORE, scope["app_id"], scope["tenant_id"], prefix="TASK#"):
+                    for o in item.get("outcomes") or ():
+                        held += "under the store's threshold" in (o.get("reason") or "")
+                        if o.get("action_id"):
+                            old = repo.get_memories(locomo.STORE, scope["app_id"], scope["tenant_id"], o["target_ids"])
+                            applied.append({"conversation": conv.sample_id, "action": o["action"],
+                                            "confidence": o.get("confidence"), "reason": o.get("reason", ""),
+                                            "old": [m.text for m in old], "new": o["text"]})
+        finally:
+            method.close()
+    return {"conversations": len(convs), "memories": memories, "applied": applied, "held_for_review": held}
+
+
 def format_report(report: dict[str, Any]) -> str:
     def show(v: Any) -> Any:
         return "-" if v is None else v
@@ -330,6 +361,11 @@ def format_report(report: dict[str, Any]) -> str:
                 table(["evidence", "proposals", "per 1,000 memories"],
                       [[k, v, round(1000 * v / max(exposure["memories"], 1), 2)] for k, v in sorted(per.items())])
                 if per else "none"]
+    written = report.get("write_time")
+    if written:
+        out += ["", f"changes write time applied in the same conversations ({written['memories']} memories, write-time "
+                    f"on): {len(written['applied'])}; written beside their memory under the threshold: "
+                    f"{written['held_for_review']}"]
     modes = report["modes"]
     if modes:
         out += ["", table(["rate", *modes], [[m, *(show(modes[k].get(m)) for k in modes)] for m in RATES])]
@@ -366,6 +402,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"{mode} failed: {' '.join(ids)}")
         for f in (report.get("exposure") or {}).get("proposals", []):
             print(json.dumps(f))
+        for f in (report.get("write_time") or {}).get("applied", []):
+            print(json.dumps({"write_time": True, **f}))
     print(f"\n{report['cases']} cases; {report['elapsed_s']} s")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
