@@ -220,7 +220,8 @@ def exclusive_states(text: str) -> dict[str, str]:
 
 # A word each phrase above has (as a part of it, whatever the case: "semi-retired", "re-scheduled").
 _ENTERING_WORDS = tuple("got took landed accepted found started began starts begins hired turn postponed scheduled "
-                        "delayed pushed moved relocated bumped brought promoted retired split broke separated divorced".split())
+                        "delayed pushed moved relocated bumped brought promoted retired split broke separated "
+                        "divorced".split())
 
 
 _ENTERING = re.compile("|".join(_ENTERING_WORDS))
