@@ -233,8 +233,8 @@ class IndexQuery(BaseModel):
     metadata: dict[str, Any] | None = None  # equality; a list value means "any of"
     time_from: datetime | None = None  # on event_time, falling back to created_at
     time_to: datetime | None = None
-    # (agent_id, run_id) of threads whose messages are left out: threads that store nothing in long-term memory,
-    # searched from elsewhere (services/search.py). Their memories and summaries are not affected.
+    # (agent_id, run_id) of threads whose messages — and summary, made of them — are left out: threads that store
+    # nothing in long-term memory, searched from elsewhere (services/search.py). Their memories are not affected.
     messages_apart: tuple[tuple[str, str], ...] = ()
 
 

@@ -541,6 +541,16 @@ def test_record_types_combine_with_the_thread_filter(records: Index, runs: tuple
     assert both(search(records, "s1", "zebra", runs=runs, record_types=every)) == expected
 
 
+def test_a_thread_kept_apart_keeps_its_messages_and_its_summary_not_its_memories(records: Index) -> None:
+    """`messages_apart`: the turns of a thread that stores nothing in long-term memory, and its summary, which quotes
+    them (a trial found a thread switched to `none` recalled through its summary), are left out by the index."""
+    every = (RecordType.MEMORY, MESSAGE, SUMMARY)
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"),))) == \
+        {"m-fact", "m-pref", "msg-2"}
+    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a2", "r1"),))) == \
+        {"m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}  # another agent's thread of that id: nothing apart
+
+
 def test_a_tenant_bound_index_confines_messages_like_memories(records: Index) -> None:
     t1 = records.for_tenant("s1", "app", "t1")
     with pytest.raises(Forbidden):

@@ -292,3 +292,26 @@ def test_more_private_threads_than_the_index_returns_hide_no_other_turn(deps, st
                          recipe="keyword")
     assert [h.memory.scope.run_id for h in hits] == ["t1"]
     assert len(asked) == 1 + search._PRIVATE_ROUNDS + 1 and len(asked[-1].messages_apart) == 250
+
+
+@pytest.mark.parametrize("policy", [AccessPolicy.NONE, AccessPolicy.RECALL_ONLY])
+def test_a_thread_switched_to_store_nothing_keeps_its_summary_to_itself_too(service, deps, store, policy):
+    """A trial's finding: a thread summarised while it stored, then switched to `none` or `recall_only`, kept its
+    turns to itself but not its summary — which quotes them — found tenant-wide and from a sibling thread."""
+    from memlane.domain.scope import Scope
+    from memlane.services import summaries
+
+    stores.update(deps, store, summary_keep_recent=1)
+    say(deps, store, THREAD_2, "My bank PIN hint is the zebra sticker on the fridge.",
+        "I live on Plutozq Street, flat 4, next to the old mill.", "Remember the zebra hint for the PIN.")
+    service.drain()
+    assert summaries.refresh(deps, store, Scope(**THREAD_2), force=True) is not None
+    say(deps, store, THREAD_1, "Remember my peanut allergy when you order lunch.")
+    asked = dict(query="zebra PIN hint Plutozq", top_k=10, record_types=["summary", "message"])
+    assert any(h.record_type == RecordType.SUMMARY for h in search.search(deps, store, scope=BASE, **asked))
+    scopes.set_access_policy(deps, store, scope=THREAD_2, policy=policy)
+    for scope, exact in ((BASE, None), (THREAD_1, False)):
+        hits = search.search(deps, store, scope=scope, exact_thread_match=exact, **asked)
+        assert [h for h in hits if h.memory.scope.run_id == "t2"] == []
+    own = search.search(deps, store, scope=THREAD_2, **asked)
+    assert {h.record_type for h in own} == ({RecordType.SUMMARY, RecordType.MESSAGE} if policy.recalls else set())

@@ -89,7 +89,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         memory_types=tuple(memory_types) if memory_types else None, statuses=fetched, record_types=types,
         metadata=check_metadata(filters, "filters") or None, time_from=time_from, time_to=time_to)
     result = deps.index.search(store, asked)
-    if RecordType.MESSAGE in types:
+    if set(types) & set(_TURNS):
         result = _without_private_turns(deps, store, asked, result, asked_runs)
 
     fused = reciprocal_rank_fusion([(plan.keyword_weight, result.keyword), (plan.vector_weight, result.vector)],
@@ -186,6 +186,9 @@ def _current_here(deps: Deps, store: str, where: ScopeFilter, memories: dict[str
 
 
 _PRIVATE_ROUNDS = 2  # index queries again, each leaving out the private threads found before it; then all of them
+# A thread's own records: its turns, and its summary (their words, quoted) — private with them when the thread's
+# policy stores nothing in long-term memory, whether it always did or was switched to it after a summary was made.
+_TURNS = (RecordType.MESSAGE, RecordType.SUMMARY)
 
 
 def _without_private_turns(deps: Deps, store: str, query: IndexQuery, result: IndexResult,
@@ -198,7 +201,7 @@ def _without_private_turns(deps: Deps, store: str, query: IndexQuery, result: In
     s, apart = query.scope, set(query.messages_apart)
     for asked in range(_PRIVATE_ROUNDS + 1):
         threads = {(h.agent_id, h.run_id) for h in [*result.keyword, *result.vector]
-                   if h.record_type == RecordType.MESSAGE and (named is None or h.run_id not in named)} - apart
+                   if h.record_type in _TURNS and (named is None or h.run_id not in named)} - apart
         found = scopes.storing_nothing(deps, store, s.app_id, s.tenant_id, threads)
         if not found:
             return result

@@ -19,6 +19,8 @@ from ...ports import IndexQuery, runs_by_agent
 
 
 _MESSAGE = str(RecordType.MESSAGE)
+# A thread's own records, kept to it when it stores nothing in long-term memory: its turns, and its summary (their words).
+_TURNS = (_MESSAGE, str(RecordType.SUMMARY))
 
 
 def utc_iso(value: datetime) -> str:
@@ -66,7 +68,7 @@ class Filter:
         return ((s.agent_ids is None or agent_id in s.agent_ids) and (s.run_ids is None or run_id in s.run_ids)
                 and (self.statuses is None or status in self.statuses)
                 and (self.record_types is None or record_type in self.record_types)
-                and not (record_type == _MESSAGE and (agent_id, run_id) in self.messages_apart))
+                and not (record_type in _TURNS and (agent_id, run_id) in self.messages_apart))
 
 
 def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
@@ -89,8 +91,8 @@ def where(store: str, f: Filter) -> tuple[list[str], list[Any]]:
     if f.messages_apart:  # one clause an agent, its runs one parameter
         grouped = runs_by_agent(f.messages_apart)
         threads = " OR ".join("(d.agent_id = ? AND d.run_id IN (SELECT value FROM json_each(?)))" for _ in grouped)
-        add((f"NOT (d.record_type = ? AND ({threads}))",
-             [_MESSAGE, *(v for agent, runs in grouped.items() for v in (agent, json.dumps(runs)))]))
+        add((f"NOT (d.record_type IN (?, ?) AND ({threads}))",
+             [*_TURNS, *(v for agent, runs in grouped.items() for v in (agent, json.dumps(runs)))]))
     if f.memory_types is not None:
         typed, values = _in("d.memory_type", f.memory_types)
         add((f"(d.record_type != ? OR {typed})", [str(RecordType.MEMORY), *values]))

@@ -64,7 +64,7 @@ def _filters(store: str, q: IndexQuery) -> list[dict[str, Any]]:
     filters.append(_record_types(q.record_types))
     if q.messages_apart:  # one clause an agent, its runs one terms query
         filters.append({"bool": {"must_not": [{"bool": {
-            "filter": [{"term": {"record_type": str(RecordType.MESSAGE)}}],
+            "filter": [{"terms": {"record_type": [str(RecordType.MESSAGE), str(RecordType.SUMMARY)]}}],
             "should": [{"bool": {"filter": [{"term": {"agent_id": agent}}, {"terms": {"run_id": runs}}]}}
                        for agent, runs in runs_by_agent(q.messages_apart).items()],
             "minimum_should_match": 1}}]}})
