@@ -441,3 +441,15 @@ def test_a_card_shows_the_quote_of_a_turn_its_memory_cites_and_claims_no_turn_it
     assert {e.text: e.evidence for e in before.kept["memories"]}["Andrew would love to hear some tips."] == \
         ("andrew-turn",)  # the quote left out: its turn is not claimed
     assert "audrey-turn" not in before.evidence
+
+
+def test_a_fact_the_user_profile_states_is_not_contradicted_by_the_agents_copy(deps, store, monkeypatch) -> None:
+    """A trial's finding: the user stated `lives_in: Lisbon` over the distilled "lives in: Porto", and the card
+    showed "## Agent profile - lives in: Porto" above "## User profile - lives_in: Lisbon". A fact the user's
+    section names is the user's section's to show, whatever its value in the agent's copy."""
+    monkeypatch.setattr(context, "tenant_profile", lambda *a, **kw: "- lives_in: Lisbon\n- is allergic to: peanuts")
+    monkeypatch.setattr(context, "agent_profile",
+                        lambda *a, **kw: "You plan Priya's trips. Note: be brief.\n- lives in: Porto\n- speaks: Hindi")
+    shown = card(deps, store, recent_messages=0)
+    assert [e.text for e in shown.kept["agent_profile"]] == ["You plan Priya's trips. Note: be brief.", "speaks: Hindi"]
+    assert "Porto" not in shown.text and "lives_in: Lisbon" in shown.text

@@ -23,6 +23,7 @@ from ..domain.errors import DependencyFailed, InvalidInput
 from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, ThreadSummary
 from ..domain.scope import DEFAULT, Scope, validate_id
 from ..policies import summary as extractive
+from ..policies.actor_profile import name_key
 from ..policies.context_card import SECTIONS, Card, Entry, Section, compact, distinct, pack
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
@@ -265,9 +266,19 @@ def _said(m: Message) -> str:
 
 
 def _lines(name: str, text: str, leaving: set[str] | frozenset[str] = frozenset()) -> Section:
-    """A profile's lines as entries, but those in `leaving`; the card bullets each one, so a line's own bullet goes."""
-    lines = [t for t in (line.strip().removeprefix("- ") for line in text.splitlines()) if t and t not in leaving]
+    """A profile's lines as entries, but those in `leaving` or naming a fact one of them names ("lives in: Lisbon"
+    leaves out "lives_in: Porto"); the card bullets each one, so a line's own bullet goes."""
+    named = {n for n in map(_fact_name, leaving) if n}
+    lines = [t for t in (line.strip().removeprefix("- ") for line in text.splitlines())
+             if t and t not in leaving and _fact_name(t) not in named]
     return Section(name, tuple(Entry(f"{i}", line, PROFILE_VALUE, i) for i, line in enumerate(lines)))
+
+
+def _fact_name(line: str) -> str | None:
+    """The attribute a profile line states ("lives in: Lisbon" → "lives in"), as names are matched; None for a line of
+    prose (a role, an instruction)."""
+    name, colon, _ = line.partition(":")
+    return name_key(name) if colon and name and len(name) <= 60 and "." not in name else None
 
 
 def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
