@@ -111,3 +111,36 @@ def test_erased_with_the_tenant(deps, store):
     assert done.deleted["demo"]["profiles"] == 2
     assert profiles.tenant_profile(deps, store, APP, TENANT) is None
     assert profiles.agent_profile(deps, store, APP, TENANT, "planner") is None
+
+
+def _said(deps, store, run, day, text):
+    return ingest.add(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot", "run_id": run},
+                      sync=True, messages=[{"role": "user", "name": "Ann", "content": text,
+                                            "created_at": T0 + timedelta(days=day)}])
+
+
+def _facts(deps, store):
+    found = profiles.tenant_profile(deps, store, APP, TENANT)
+    return {(e.name, e.value) for e in found.attributes} if found else set()
+
+
+def test_a_distilled_profile_follows_a_change_and_an_edit_without_a_dream(deps):
+    """A trial's finding: a fact written at write time ("moved from Quito to Lima"), or an edit of the memory a
+    profile rests on, left the profile — and every card — saying the old value until the next (hourly) dream."""
+    from memlane.services import memories
+
+    store = stores.create(deps, name="live").name  # write-time consolidation on, as served
+    lives = _said(deps, store, "r1", 0, "I live in Quito.")
+    _said(deps, store, "r2", 1, "I work as a glassblower.")
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True,
+                kinds=[DreamActionKind.EMIT_PROFILE], mode=DreamMode.SAFE_AUTO)
+    assert {v for n, v in _facts(deps, store)} >= {"Quito", "glassblower"}
+
+    (moved,) = _said(deps, store, "r3", 30, "I moved from Quito to Lima.").outcomes
+    assert moved.action == "UPDATE" and moved.target_id == lives.outcomes[0].memory_id
+    assert not any("Quito" in v for _, v in _facts(deps, store))
+
+    job = next(m for m in deps.repo.iter_memories(store, APP, TENANT) if "glassblower" in m.text)
+    memories.update(deps, store, app_id=APP, tenant_id=TENANT, memory_id=job.memory_id, text="Ann works as a potter.")
+    values = " ".join(v for _, v in _facts(deps, store))
+    assert "glassblower" not in values and "potter" in values

@@ -65,6 +65,8 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
         index_memories(deps, store, [(updated, deps.embedder.embed([updated.text])[0])])
+        if text is not None:  # a profile distilled from the old text says the new one
+            redaction.rebuild_profiles(deps, store, memory.scope.app_id, memory.scope.tenant_id, {memory_id})
         return updated
     raise Conflict("the memory is too busy; retry the update", code="busy")
 

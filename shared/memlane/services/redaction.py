@@ -48,21 +48,29 @@ def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: s
             return None
         return new, {"status": str(found.status), "updated_at": item["updated_at"]}
 
+    return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
+                    dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", _action(memory_ids, run)),
+                    profiles=rebuild_profiles(deps, store, app_id, tenant_id, memory_ids, gone=True))
+
+
+def rebuild_profiles(deps: Deps, store: str, app_id: str, tenant_id: str, memory_ids: set[str], *,
+                     gone: bool = False) -> int:
+    """Rebuild each distilled profile of the tenant that rests on one of `memory_ids` from its active memories as
+    they are now (policies/dream_profile.build): after they were deleted (`gone`), superseded or edited, the profile
+    says what holds without waiting for the next dream. Returns how many were rewritten."""
     def profile(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = Profile.model_validate(item)
         if not dream_profile.supported_by(found, memory_ids):
             return None
         active = [m for m in deps.repo.iter_memories(store, app_id, tenant_id)
-                  if m.status == MemoryStatus.ACTIVE and m.memory_id not in memory_ids
+                  if m.status == MemoryStatus.ACTIVE and not (gone and m.memory_id in memory_ids)
                   and (found.agent_id is None or m.scope.agent_id == found.agent_id)]
         built = dream_profile.build(store=store, app_id=app_id, tenant_id=tenant_id, agent_id=found.agent_id,
                                     memories=active)
         new = built.model_copy(update={"version": found.version + 1, "updated_at": deps.clock.now()})
         return new, {"version": found.version}
 
-    return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
-                    dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", _action(memory_ids, run)),
-                    profiles=_rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile))
+    return _rewrite_all(deps, store, app_id, tenant_id, "PROFILE#", profile)
 
 
 def redact_task_actions(deps: Deps, store: str, app_id: str, tenant_id: str, task_id: str, run: Scope) -> int:
