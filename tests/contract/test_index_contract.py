@@ -541,16 +541,6 @@ def test_record_types_combine_with_the_thread_filter(records: Index, runs: tuple
     assert both(search(records, "s1", "zebra", runs=runs, record_types=every)) == expected
 
 
-def test_a_thread_kept_apart_keeps_its_messages_and_its_summary_not_its_memories(records: Index) -> None:
-    """`messages_apart`: the turns of a thread that stores nothing in long-term memory, and its summary, which quotes
-    them (a trial found a thread switched to `none` recalled through its summary), are left out by the index."""
-    every = (RecordType.MEMORY, MESSAGE, SUMMARY)
-    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"),))) == \
-        {"m-fact", "m-pref", "msg-2"}
-    assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a2", "r1"),))) == \
-        {"m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}  # another agent's thread of that id: nothing apart
-
-
 def test_a_tenant_bound_index_confines_messages_like_memories(records: Index) -> None:
     t1 = records.for_tenant("s1", "app", "t1")
     with pytest.raises(Forbidden):
@@ -1053,13 +1043,14 @@ def test_keyword_ranking_is_fts5_bm25_over_text_and_keywords(index: Index, query
     assert [s for _, s in found] == pytest.approx([s for _, s in expected], rel=1e-4)
 
 
-def test_messages_apart_leave_out_those_threads_messages_only(records: Index) -> None:
-    """A thread that stores nothing in long-term memory keeps its turns to itself: its messages are left out of
-    a search made elsewhere — that agent's thread of that id only; its memories and summary are not."""
+def test_messages_apart_leave_out_those_threads_messages_and_summary_only(records: Index) -> None:
+    """A thread that stores nothing in long-term memory keeps its turns to itself: its messages — and its summary,
+    which quotes them (a trial found a thread switched to `none` recalled through it) — are left out of a search
+    made elsewhere; that agent's thread of that id only; its memories are not."""
     every = (RecordType.MEMORY, MESSAGE, SUMMARY)
     assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"),))) == {
-        "m-fact", "m-pref", "msg-2", "sum-1"}
+        "m-fact", "m-pref", "msg-2"}
     assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a2", "r1"), ("a1", "r2")))) == {
         "m-fact", "m-pref", "msg-1", "msg-2", "sum-1"}  # other agents' threads of those ids: none of these
     assert both(search(records, "s1", "zebra", record_types=every, messages_apart=(("a1", "r1"), ("a2", "r2")))) == {
-        "m-fact", "m-pref", "sum-1"}
+        "m-fact", "m-pref"}
