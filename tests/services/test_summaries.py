@@ -14,7 +14,7 @@ import pytest
 from memlane.adapters.embedders.hashing import HashingEmbedder
 from memlane.bootstrap import build_local
 from memlane.config import Settings
-from memlane.domain.errors import DependencyFailed
+from memlane.domain.errors import Conflict, DependencyFailed, NotFound
 from memlane.domain.models import TaskStatus
 from memlane.domain.scope import Scope
 from memlane.ports import IndexInventory
@@ -134,6 +134,14 @@ def test_a_thread_whose_policy_extracts_nothing_gets_no_summary(svc):
     add_turns(svc.deps, 0, 16, access_policy="recall_only")
     assert queued(svc, "summarize") == 0
     assert summaries.refresh(bound(svc), "demo", THREAD, force=True) is None
+    # Asked for one, it says why there is none (a trial: a forced refresh SUCCEEDED writing nothing, and the 404
+    # said a summary would come "once a refresh is asked for").
+    with pytest.raises(Conflict) as refused:
+        summaries.request_refresh(bound(svc), "demo", THREAD)
+    assert refused.value.code == "summary_not_kept" and "recall_only" in refused.value.message
+    with pytest.raises(NotFound) as missing:
+        summaries.read(bound(svc), "demo", THREAD)
+    assert "keeps no summary" in missing.value.message
 
 
 # -- incremental -----------------------------------------------------------------------------------

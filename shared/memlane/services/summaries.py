@@ -72,6 +72,9 @@ def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
     """The route's read: 404 `summary_not_found` when the thread has no summary (yet)."""
     store_obj = deps.repo.get_store(store)
     found = get_summary(deps, store, scope)
+    if found is None and not _extracts(deps, store, scope):
+        raise NotFound(f"thread '{scope.run_id}' keeps no summary: its access policy stores nothing in long-term "
+                       "memory", code="summary_not_found")
     if found is None:
         raise NotFound(f"thread '{scope.run_id}' has no summary yet: a summary covers what precedes the thread's "
                        f"last {store_obj.summary_keep_recent} messages (summary_keep_recent), once that reaches "
@@ -181,8 +184,12 @@ def request_refresh(deps: Deps, store: str, scope: Scope) -> Task:
     (GET .../tasks/{request_id}). `deps` bound to the tenant."""
     repo = deps.repo
     repo.get_store(store)
-    if repo.get_scope(store, scope) is None:  # a task for no thread would outlive the purge of its store
+    info = repo.get_scope(store, scope)
+    if info is None:  # a task for no thread would outlive the purge of its store
         raise NotFound(f"thread '{scope.run_id}' of agent '{scope.agent_id}' not found", code="thread_not_found")
+    if not info.access_policy.extracts:  # a refresh would succeed and write nothing: say why instead
+        raise Conflict(f"thread '{scope.run_id}' keeps no summary: its access policy ({info.access_policy}) stores "
+                       "nothing in long-term memory", code="summary_not_kept")
     now = deps.clock.now()
     task = Task(request_id=sortable_id(now), kind=KIND, store=store, scope=scope, created_at=now, updated_at=now,
                 extract=False)
