@@ -248,3 +248,17 @@ def test_concurrent_tenants_editing_and_deleting_their_memories_leave_nothing_de
             assert text == f"{t} memory {t}{i}edit{edits}"
             assert ids(f"{t}{i}edit{edits}") == [f"{t}-m{i}"]
             assert all(f"{t}-m{i}" not in ids(f"{t}{i}edit{k}") for k in range(edits))  # no stale text indexed
+    # The audit log names each record a tenant's request addressed under that tenant only, and no id of a refused one
+    rows, cursor = [], None
+    while True:
+        page = clients["admin"]._call("GET", "/v1/stores/demo/requests", query={"limit": 100, **({"cursor": cursor}
+                                                                                               if cursor else {})})
+        rows += page["requests"]
+        if not (cursor := page.get("next_cursor")):
+            break
+    for t in TENANTS:
+        deleted = {r["target_id"] for r in rows if r["operation"] == "DELETE /v1/stores/{store}/memories/{id}"
+                   and r["tenant_id"] == t and r["principal"] == f"{t}-app" and r["status"] == 200}
+        assert deleted == {f"{t}-m{i}" for i in range(0, count, 2)}
+    assert all(r["target_id"] is None for r in rows if r["status"] >= 400)
+    assert all(r["target_id"] is None or r["target_id"].startswith(f"{r['tenant_id']}-") for r in rows)
