@@ -123,6 +123,11 @@ def pack(sections: Sequence[Section], budget: int, tokenizer: Tokenizer) -> Card
                 tokenizer=getattr(tokenizer, "name", ""))
 
 
+def quotes_a_reply(text: str) -> bool:
+    """Whether a memory's line ends with the "(replying to ...)" quote of the turn it answered."""
+    return _REPLY.search(text) is not None
+
+
 def compact(text: str, *, speaker: bool = True, replies: bool = True) -> str:
     """A memory's line with fewer tokens and the same facts: without its "Speaker: " prefix when the
     statement names the speaker again (the rule extractor writes "Melanie: Melanie ran a race"), and,

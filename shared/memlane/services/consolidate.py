@@ -143,14 +143,17 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     deps.faults.point("extract.after_index_write")
     if written:
         deps.repo.touch_activity(store, task.scope, now)  # new memories: the scope is due for a dream
+    closed: set[str] = set()
     for k, stored in [*prior, *recorded]:
         action_id = _apply(deps, stored) if stored is not None else None
-        if action_id:  # a profile a dream distilled from what this closed says what holds now, not at its next dream
-            redaction.rebuild_profiles(deps, store, task.scope.app_id, task.scope.tenant_id, set(stored.target_ids))
+        if action_id:
+            closed.update(stored.target_ids)
         outcome = outcomes[k]
         outcomes[k] = (outcome.model_copy(update={"action_id": action_id}) if action_id else
                        outcome.model_copy(update={"action": ExtractAction.ADD, "target_id": None, "target_ids": [],
                                                   "superseded": False, "reason": "its target changed meanwhile"}))
+    if closed:  # a profile a dream distilled from what this closed says what holds now, not at its next dream
+        redaction.rebuild_profiles(deps, store, task.scope.app_id, task.scope.tenant_id, closed)
     return outcomes
 
 

@@ -24,7 +24,7 @@ from ..domain.models import Memory, MemoryType, Message, RecordType, ScopeInfo, 
 from ..domain.scope import DEFAULT, Scope, validate_id
 from ..policies import summary as extractive
 from ..policies.actor_profile import name_key
-from ..policies.context_card import SECTIONS, Card, Entry, Section, compact, distinct, pack
+from ..policies.context_card import SECTIONS, Card, Entry, Section, compact, distinct, pack, quotes_a_reply
 from ..ports import Tokenizer
 from . import profiles, search, summaries, threads
 from .deps import Deps
@@ -328,8 +328,8 @@ def _short(text: str, evidence: Sequence[str], plan: CardRecipe) -> tuple[str, t
     takes its turn out of the card's evidence (the rule extractor cites a turn it quotes whole, first)."""
     replies = plan.replies or plan.cited_replies and len(evidence) > 1
     line = compact(text, speaker=plan.compact, replies=replies) if plan.compact or not replies else text
-    quoted = not replies and len(evidence) > 1 and line != compact(text, speaker=plan.compact, replies=True)
-    return line, tuple(evidence[-1:] if quoted else evidence)
+    dropped = not replies and len(evidence) > 1 and quotes_a_reply(text)
+    return line, tuple(evidence[-1:] if dropped else evidence)
 
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, said: set[str],
