@@ -657,3 +657,44 @@ def test_a_change_of_state_closes_no_memory_of_what_happened():
     ahead = event("User's dentist appointment is on Tuesday.", -3)  # its time ahead: a plan that can move
     assert decide("User's dentist appointment was moved to Friday.", [Neighbour(ahead, 0.7)],
                   duplicate_similarity=0.95).action == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    # "used to" tells a past value: what ended is that one, not the value that holds now (a trial's four).
+    ("User lives in Chicago.", "User used to live in Milwaukee before college."),
+    ("User lives in Glasgow.", "User used to live in Aberdeen when User was studying."),
+    ("User works at Cisco.", "User used to work at Juniper."),
+    ("User drinks oat milk in User's coffee.", "User used to drink soy milk in User's coffee."),
+    # Narration of a time the speaker was doing something else.
+    ("User lives in Glasgow.", "When User was studying User lived in Aberdeen."),
+    # Others of the speaker's, said as "our": their move is not the speaker's.
+    ("User lives in Rome.", "User: Our friends moved to Florence last spring."),
+    ("User lives in Rome.", "Their neighbours moved to Florence."),
+    # Two holders, each in the value span: the car's age is not the cat's.
+    ("User's cat is 3 years old.", "User's car is 9 years old."),
+])
+def test_a_past_value_or_another_holders_value_changes_nothing_that_holds(old, new):
+    assert action(old, new, similarity=0.7) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Chicago.", "User used to live in Chicago, now User lives in Denver."),
+    ("User's cat is 3 years old.", "User's cat is 4 years old."),
+    ("User lives in Rome.", "User: Our family moved to Florence last spring."),  # the speaker's family: the speaker
+])
+def test_a_change_beside_those_still_closes_the_fact(old, new):
+    assert action(old, new, similarity=0.7) == ExtractAction.UPDATE
+
+
+def test_an_event_on_another_day_is_another_occasion_not_a_correction():
+    """Two events already past when said, on other days: "an interview at Meta on Monday" stays when "on Wednesday
+    an interview at Apple" comes (a trial: write time closed it as another value)."""
+    said = T0 + timedelta(days=100)
+    meta = memory("User had a job interview at Meta on Monday.").model_copy(
+        update={"memory_type": MemoryType.EVENT, "event_time": T0 - timedelta(days=5)})
+    apple = "User: On Wednesday User had a job interview at Apple."
+    assert decide(apple, [Neighbour(meta, 0.8)], duplicate_similarity=0.95, observed_at=said,
+                  event_time=said - timedelta(days=3)).action == ExtractAction.ADD
+    # The same day: a corrected value of that event.
+    assert decide(apple, [Neighbour(meta, 0.8)], duplicate_similarity=0.95, observed_at=said,
+                  event_time=meta.event_time).action == ExtractAction.UPDATE

@@ -308,8 +308,8 @@ def irrealis(text: str) -> bool:
 
 
 # Said of a time gone by ("Back in college User worked as a lifeguard", "When User was a kid User lived in
-# Tokyo", "years ago"): narration of the past changes nothing that holds now. Not "used to" (it says the
-# habit ended: a retraction) nor a date.
+# Tokyo", "years ago"): narration of the past changes nothing that holds now. Not "used to" (see `used_to`)
+# nor a date.
 _PAST_FRAME = re.compile(
     r"\b(?:[Ww]hen (?:\w+ )?(?:was|were) (?:a |an |in |at |still |younger|little|small|young)|[Bb]ack (?:in|when|then)"
     r"|as an? (?:kid|child|teen|teenager|student|undergrad)|[Gg]rowing up|(?:years|decades|ages) ago|once before"
@@ -318,6 +318,15 @@ _PAST_FRAME = re.compile(
 
 def past_frame(text: str) -> bool:
     return _PAST_FRAME.search(text) is not None
+
+
+_USED_TO = re.compile(r"\bused to\b", re.I)
+
+
+def used_to(text: str) -> bool:
+    """"used to live in Milwaukee": a value that held once. Said of the value a memory holds it ends it (a
+    restatement of it, in the past); said of another, it is narration of the past, and the memory's still holds."""
+    return _USED_TO.search(text) is not None
 
 
 def additive_cue(words: list[str], text: str) -> bool:

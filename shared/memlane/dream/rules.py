@@ -173,7 +173,7 @@ def _changes(memories: list[Memory], sim: np.ndarray, in_scope: list[bool], kind
         nearest = [int(i) for i in np.argsort(-row, kind="stable")[:NEIGHBOURS] if row[i] > -np.inf]
         # The order is settled (when each was said): every neighbour is read as the older statement.
         decision = consolidation.decide(memory.text, [Neighbour(memories[i], float(sim[i, j])) for i in nearest],
-                                        duplicate_similarity=duplicate_similarity)
+                                        duplicate_similarity=duplicate_similarity, event_time=memory.event_time)
         index = {id(memories[i]): i for i in nearest}
         targets = [index[id(t)] for t in decision.targets]
         if decision.action == ExtractAction.NOOP:

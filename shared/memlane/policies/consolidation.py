@@ -213,7 +213,12 @@ class Statement:
         raw = self._raw
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         if at is None:
-            return "", ""
+            # "Our friends moved to Florence", "Their son is 6": people of the speaker's (or of others), not the
+            # speaker — but "our family" and "our house" are the speaker's own.
+            at = next((i for i, w in enumerate(raw[:3]) if w.lower() in _OTHERS_OF), None)
+            people = [] if at is None else [w for w in raw[at + 1:at + 3] if lang.stem(w.lower()) in _PEOPLE
+                                            and w.lower() not in _WITH_SPEAKER]
+            return (lang.stem(people[0].lower()), "") if people else ("", "")
         held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
         if not held:
             return "", ""
@@ -444,9 +449,11 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT \
-            and (lang.irrealis(new.text) or lang.past_frame(new.text)):
+            and (lang.irrealis(new.text) or lang.past_frame(new.text)
+                 or lang.used_to(new.text) and not new.reported_change):
         # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
-        # narration of the past ("back in college User worked as a lifeguard").
+        # narration of the past ("back in college User worked as a lifeguard", "used to work at Juniper" of
+        # "works at Cisco"; "used to ..., now ..." still reports the change).
         return None
     return relation
 
@@ -466,6 +473,16 @@ def _only_happened(memory: Memory, said: "Statement") -> bool:
     when = memory.observed_at or memory.created_at
     return (memory.memory_type == MemoryType.EVENT and memory.event_time is not None and memory.event_time <= when
             and not (said.moves or said.entered or said.states))
+
+
+def _another_occasion(memory: Memory, said: "Statement", event_time: datetime | None,
+                      said_at: datetime | None) -> bool:
+    """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
+    job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
+    one remembered entered a state: "moved to Denver last month" holds the home a later move ends)."""
+    if event_time is None or not _only_happened(memory, said):
+        return False
+    return (said_at is None or event_time <= said_at) and memory.event_time.date() != event_time.date()  # type: ignore[union-attr]
 
 
 def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -490,6 +507,8 @@ def _named_apart(new: Statement, old: Statement) -> bool:
 
 
 _PEOPLE = {lang.stem(w) for w in lang.PEOPLE}
+_OTHERS_OF = frozenset({"our", "their"})
+_WITH_SPEAKER = frozenset({"family", "household"})
 
 
 def _another_state(new: Statement, old: Statement) -> Relation | None:
@@ -590,8 +609,11 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if frame.subject != old.subject or not _may_align(frame, old):
         return None
     al = _align(old.tokens, frame.tokens)
-    if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old):
-        return None  # another holder's value: "User's car is 10 years old" says nothing of "User is 29 years old"
+    if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old
+                                     or any(frame.owner in b or old.owner in a for a, b in al.replaced)):
+        # another holder's value: "User's car is 10 years old" says nothing of "User is 29 years old", nor
+        # "User's car is 9 years old" of "User's cat is 3 years old"
+        return None
     relation_words = _content(al.shared, new.subject)
     aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
     if len(al.replaced) != 1 or not relation_words or not aligned \
@@ -723,13 +745,15 @@ def _other_value(new: Statement, old: Statement) -> bool:
 
 
 def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: float,
-           observed_at: datetime | None = None) -> Decision:
-    """The decision for a new statement `text` said at `observed_at`, given its nearest memories."""
+           observed_at: datetime | None = None, event_time: datetime | None = None) -> Decision:
+    """The decision for a new statement `text` said at `observed_at` (of what happened at `event_time`, if said),
+    given its nearest memories."""
     new = statement(text)
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
-        if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change \
+        occasion = _another_occasion(n.memory, other, event_time, observed_at)
+        if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
                 and new.owner == other.owner \
                 and new.negated == other.negated:
             found.append((Relation(ExtractAction.NOOP, Evidence.DUPLICATE,
@@ -744,6 +768,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
             relation = relate(new, other, n.similarity)
             if relation is not None and relation.evidence in _STATE_EVIDENCE and _only_happened(n.memory, other):
                 relation = None  # it happened: a later change of state ends nothing of it
+            if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
+                relation = None  # another occasion: neither a correction nor a repeat of the one remembered
         if relation is not None:
             found.append((relation, n))
     if not found:
@@ -836,6 +862,9 @@ def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
     if not (_comparable(new, old) and _facts(new, old)):
         return False  # relate could only say NOOP or nothing: no word-by-word reading needed
     relation = relate(new, old, similarity=similarity)
+    if relation is not None and relation.evidence != Evidence.DENIAL \
+            and _another_occasion(older, old, newer.event_time, newer.observed_at):
+        return False  # two occasions: neither replaces the other
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 
 

@@ -93,6 +93,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
             # Also compare with what this job has already produced, so one conversation cannot add a fact twice.
             neighbours = nearest[i] + [Neighbour(m, _dot(vector, v)) for m, v in written]
             decision = consolidation.decide(candidate.text, neighbours, observed_at=observed_at,
+                                            event_time=candidate.event_time,
                                             duplicate_similarity=deps.settings.duplicate_similarity)
         if not across and decision.action != ExtractAction.NOOP:
             decision = Decision(ExtractAction.ADD)
