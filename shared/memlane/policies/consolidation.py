@@ -480,9 +480,9 @@ def _another_occasion(memory: Memory, said: "Statement", event_time: datetime | 
     """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
     job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
     one remembered entered a state: "moved to Denver last month" holds the home a later move ends)."""
-    if event_time is None or not _only_happened(memory, said):
+    if event_time is None or memory.event_time is None or not _only_happened(memory, said):
         return False
-    return (said_at is None or event_time <= said_at) and memory.event_time.date() != event_time.date()  # type: ignore[union-attr]
+    return (said_at is None or event_time <= said_at) and memory.event_time.date() != event_time.date()
 
 
 def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
