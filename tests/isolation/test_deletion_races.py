@@ -722,3 +722,29 @@ def test_two_agents_creating_one_thread_id_at_once_get_one_thread(service, deps,
     assert fired and taken.value.code == "thread_exists"
     listed, _ = threads.list_(deps, "s", limit=10, cursor=None, **tenant)
     assert [(t.scope.agent_id, t.scope.run_id) for t in listed] == [("beta", "r1")]
+
+
+def test_an_erasure_between_a_jobs_recorded_change_and_its_memory_leaves_nothing(service, deps, monkeypatch):
+    """A trial: the extraction recorded its write-time change (an action), then the tenant's erasure ran whole and
+    deleted that action, then the job wrote its memory and, applying the change, found no action: the job was dropped
+    as "not found", its memory left in the erased tenant, searchable — and the erasure SUCCEEDED."""
+    from memlane.repository import Repository
+    from memlane.services import search
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, sync=True, messages=[{"role": "user", "content": "My locker code is 1111."}])
+    ingest.add(deps, "s", scope=RUN, request_id="add-2",
+               messages=[{"role": "user", "content": "My locker code is now 2222."}])
+    real, fired = Repository.put_memory, []
+
+    def erased_first(self, store, memory, **kwargs):
+        if not fired and kwargs.get("new"):
+            fired.append(erase_the_tenant(deps))
+        return real(self, store, memory, **kwargs)
+
+    monkeypatch.setattr(Repository, "put_memory", erased_first)
+    service.drain()
+    assert fired
+    assert "locker" not in _texts_of_the_tenant(deps)
+    assert [d.text for d in deps.index.documents("s") if "locker" in d.text] == []
+    assert search.search(deps, "s", query="locker code", scope={"app_id": "app", "tenant_id": "alice"}) == []

@@ -201,6 +201,11 @@ def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]
     return written
 
 
+def memory_ids(task: Task, candidates: list[Candidate]) -> list[str]:
+    """The ids the job's memories of `candidates` take (or took): one per statement, the same on every attempt."""
+    return list(dict.fromkeys(_task_id(task, _statement_key(c.text)) for c in candidates))
+
+
 def _note_written(deps: Deps, task: Task, memory_ids: list[str]) -> None:
     # A task gone meanwhile (its tenant erased, its run deleted) is not written back; the job goes on to its end,
     # which finds the deletion and takes back what it wrote, the messages' index documents too (extract.py).

@@ -51,7 +51,13 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
-    outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
+    try:
+        outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
+    except NotFound:
+        # Its run deleted or its tenant erased meanwhile, the change it recorded with it: what it wrote goes.
+        if _deleted_meanwhile(deps, store, task):
+            return _withdrawn(deps, store, task, [*task.written_ids, *consolidate.memory_ids(task, candidates)])
+        raise
     outcomes = consolidate.left_unnamed(deps, store, task, outcomes)
     written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
     if _deleted_meanwhile(deps, store, task):
