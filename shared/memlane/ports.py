@@ -120,7 +120,7 @@ class TenantTables(Protocol):
 
 
 class Job(BaseModel):
-    kind: str  # "extract" | "summarize" | "dream" | "erase" | "purge_store" | "clear_run"
+    kind: str  # "extract" | "summarize" | "dream" | "erase" | "purge_store" | "clear_run" | "reindex_action"
     store: str
     request_id: str
     # The tenant an extract job's request_id belongs to (request ids are namespaced per tenant).

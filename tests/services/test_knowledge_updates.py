@@ -366,3 +366,36 @@ def test_a_later_statement_that_only_looks_like_a_change_leaves_the_fact_current
     memory_id = kept.outcomes[0].memory_id
     assert deps.repo.get_memory(store, APP, TENANT, memory_id).status == MemoryStatus.ACTIVE
     assert ask(deps, store, question)[0].memory.memory_id == memory_id
+
+
+@pytest.mark.parametrize("route", ["undo", "apply"])
+def test_an_apply_or_undo_whose_process_dies_before_its_index_write_is_repaired_by_its_job(service, deps, store,
+                                                                                            monkeypatch, route):
+    """A faults trial: kill -9 between an undo's table transaction and its index write left the restored memory
+    `active` in the table and `superseded` in the index for good — search never found it again, nor did a restart
+    or the sweeper. The API's apply and undo commit a job with their writes that writes the index from the table."""
+    from memlane.services import dream_actions
+
+    stores.update(deps, store, dream_threshold=1.0)  # write time proposes nothing: the change waits for a dream
+    old = say(deps, store, "I work as a nurse.", day=0, run="r1").outcomes[0].memory_id
+    say(deps, store, "I work as a paramedic now.", day=9, run="r2")
+    stores.update(deps, store, dream_threshold=0.8)
+    if route == "undo":
+        stores.update(deps, store, dream_mode=DreamMode.SAFE_AUTO)
+    dreamt = dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
+    (action,) = [a for a in deps.repo.list_actions(store, APP, TENANT, dreamt.task_id)[0] if a.kind == "UPDATE"]
+    service.drain()
+
+    def died(*args, **kwargs):
+        raise SystemExit("killed after the commit")
+
+    monkeypatch.setattr(dream_actions, "_index", died)
+    with pytest.raises(SystemExit):
+        (dream.undo_action if route == "undo" else dream.apply_action)(deps, store, action.action_id)
+    monkeypatch.undo()
+    held = deps.repo.get_memory(store, APP, TENANT, old).status
+    assert held == (MemoryStatus.ACTIVE if route == "undo" else MemoryStatus.SUPERSEDED)
+    service.drain()  # the job committed with the writes
+    found = {h.memory.memory_id for h in ask(deps, store, "What does the user work as?")}
+    assert (old in found) == (route == "undo")
+    assert [d.status for d in deps.index.documents(store) if d.memory_id == old] == [held]

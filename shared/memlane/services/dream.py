@@ -431,7 +431,7 @@ def get_action(deps: Deps, store: str, action_id: str) -> DreamAction:
 
 def apply_action(deps: Deps, store: str, action_id: str) -> DreamAction:
     embedder_guard.ensure(deps, deps.repo.get_store(store))  # applying indexes with this process's vectors
-    return executor.apply(deps, get_action(deps, store, action_id))
+    return executor.apply(deps, get_action(deps, store, action_id), repair=True)
 
 
 def reject_action(deps: Deps, store: str, action_id: str) -> DreamAction:
@@ -440,7 +440,7 @@ def reject_action(deps: Deps, store: str, action_id: str) -> DreamAction:
 
 def undo_action(deps: Deps, store: str, action_id: str) -> DreamAction:
     embedder_guard.ensure(deps, deps.repo.get_store(store))
-    return executor.undo(deps, get_action(deps, store, action_id))
+    return executor.undo(deps, get_action(deps, store, action_id), repair=True)
 
 
 def get_profile(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = None) -> Profile:

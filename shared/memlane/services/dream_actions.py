@@ -24,7 +24,7 @@ from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Me
                              Profile, UndoEntry)
 from ..domain.scope import Scope
 from ..policies import dream_profile
-from ..ports import Delete, Item, Put, Write
+from ..ports import Delete, Item, Job, Put, Write
 from .deps import Deps
 from .index_writes import index_memories
 
@@ -70,7 +70,7 @@ class _Plan:
             self.index_upsert.append(new)
 
 
-def apply(deps: Deps, action: DreamAction) -> DreamAction:
+def apply(deps: Deps, action: DreamAction, *, repair: bool = False) -> DreamAction:
     if action.status != DreamActionStatus.PENDING:
         raise Conflict(f"action '{action.action_id}' is {action.status}, not pending", code="action_not_pending")
     repo, store, now = deps.repo, action.store, deps.clock.now()
@@ -134,7 +134,7 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     done = action.model_copy(update={"status": DreamActionStatus.APPLIED, "decided_at": now, "updated_at": now,
                                      "undo": plan.undo, "created_ids": plan.created, "error": None})
     try:
-        repo.transact([*plan.writes, repo.action_put(done, expect_status=DreamActionStatus.PENDING)])
+        _commit(deps, [*plan.writes, repo.action_put(done, expect_status=DreamActionStatus.PENDING)], done, repair)
     except ConditionFailed:
         raise Conflict(f"action '{action.action_id}' lost a race: its memories or its status changed while it was "
                        "being applied; read it again", code="action_conflict") from None
@@ -142,17 +142,33 @@ def apply(deps: Deps, action: DreamAction) -> DreamAction:
     return done
 
 
+REINDEX = "reindex_action"
+
+
+def _commit(deps: Deps, writes: list[Write], action: DreamAction, repair: bool) -> None:
+    """The table writes of an apply or undo; with `repair`, and a job that writes the index again from the table
+    (`reindex`): a process that dies after the commit leaves no memory the index shows in another status for good.
+    An apply a job makes needs none: that job's redelivery meets the action APPLIED and reindexes it."""
+    if not repair:
+        deps.repo.transact(writes)
+        return
+    s = action.scope
+    deps.queue.commit(deps.table, writes, Job.of_tenant(REINDEX, action.store, action.action_id, s.app_id, s.tenant_id))
+
+
 def reindex(deps: Deps, action: DreamAction) -> None:
     """The index writes of an applied action, again from the table: the process that applied it may have died
     between its transaction and its index write, leaving a superseded memory `active` in the index for good.
-    Called where a redelivered job meets the action already APPLIED (idempotent: an upsert)."""
+    Called where a redelivered job meets the action already APPLIED, and by the job an apply or undo asked
+    through the API commits with its writes (idempotent: upserts, and deletes of what the table no longer holds)."""
     s = action.scope
-    involved = [*action.target_ids, *([action.keep_id] if action.keep_id else []), *action.created_ids]
+    involved = {*action.target_ids, *([action.keep_id] if action.keep_id else []), *action.created_ids}
     if not involved:
         return
-    held = deps.repo.get_memories(action.store, s.app_id, s.tenant_id, sorted(set(involved)))
+    held = deps.repo.get_memories(action.store, s.app_id, s.tenant_id, sorted(involved))
+    gone = involved - {m.memory_id for m in held}  # what an undo took back
     _index(deps, action.store, s, [m for m in held if m.status != MemoryStatus.DELETED],
-           [m.memory_id for m in held if m.status == MemoryStatus.DELETED])
+           sorted(gone) + [m.memory_id for m in held if m.status == MemoryStatus.DELETED])
 
 
 def reject(deps: Deps, action: DreamAction) -> DreamAction:
@@ -167,7 +183,7 @@ def reject(deps: Deps, action: DreamAction) -> DreamAction:
     return done
 
 
-def undo(deps: Deps, action: DreamAction) -> DreamAction:
+def undo(deps: Deps, action: DreamAction, *, repair: bool = False) -> DreamAction:
     if action.status != DreamActionStatus.APPLIED:
         raise Conflict(f"action '{action.action_id}' is {action.status}; only an applied action can be undone",
                        code="action_not_applied")
@@ -188,7 +204,7 @@ def undo(deps: Deps, action: DreamAction) -> DreamAction:
                       else Put(entry.before, expect=expect))
     done = action.model_copy(update={"status": DreamActionStatus.UNDONE, "updated_at": now})
     try:
-        repo.transact([*writes, repo.action_put(done, expect_status=DreamActionStatus.APPLIED)])
+        _commit(deps, [*writes, repo.action_put(done, expect_status=DreamActionStatus.APPLIED)], done, repair)
     except ConditionFailed:
         raise Conflict(f"action '{action.action_id}' changed while being undone; read it again",
                        code="action_conflict") from None
