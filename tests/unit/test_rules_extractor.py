@@ -135,3 +135,10 @@ def test_a_short_statement_of_what_the_speaker_is_is_kept_and_a_short_remark_is_
                                         "Caroline is from Oslo.", "Caroline's name is Ana."]
     for remark in ("I'm so excited!", "I'm fine.", "I am tired.", "I love it!", "Yes I am."):
         assert RuleExtractor().extract([msg(remark)]) == []
+
+
+def test_an_address_a_link_or_a_host_name_is_kept_as_written():
+    """A trial: "dana.kim@proton.me" was stored as "dana.kim@proton.User" (the "me" rewritten as the speaker)."""
+    assert third_person("You can reach me at dana.kim@proton.me or on my site https://me.example.com/me.", "Dana") \
+        == "You can reach Dana at dana.kim@proton.me or on Dana's site https://me.example.com/me."
+    assert third_person("My file is notes.me and I said i.e. me.", "Jo") == "Jo's file is notes.me and Jo said i.e. Jo."

@@ -73,9 +73,29 @@ _TAG_QUESTION = re.compile(r",\s*(right|correct|yes|isn't it|is that right|no)\?
 
 def second_person(sentence: str, listener: str) -> str:
     """What was said to `listener`, about them: "your flight" → "Ann's flight"."""
-    for pattern, template in _SECOND_PERSON:
-        sentence = pattern.sub(template.format(s=listener), sentence)
-    return _agree(sentence, listener)
+    return _rewritten(sentence, listener, _SECOND_PERSON)
+
+
+# Written as is, whatever words they hold: an address, a link, a host or file name ("dana.kim@proton.me" kept its
+# "me" rewritten as the speaker's name, a trial found).
+_LITERAL = re.compile(r"\S+@\S+|\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+")
+
+
+def _rewritten(sentence: str, person: str, patterns: list[tuple[re.Pattern[str], str]]) -> str:
+    """`sentence` with each pattern's words put for `person`, its literals (`_LITERAL`) left as written."""
+    literals: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        literals.append(m.group(0))
+        return f"\x00{len(literals) - 1}\x00"  # no pattern matches a NUL or a digit as a word
+
+    text = _LITERAL.sub(hold, sentence)
+    for pattern, template in patterns:
+        text = pattern.sub(template.format(s=person), text)
+    return _HELD.sub(lambda m: literals[int(m.group(1))], _agree(text, person))
+
+
+_HELD = re.compile("\x00(\\d+)\x00")
 
 
 _PREFERENCE = re.compile(r"\b(love|loves|like|likes|prefer|prefers|favou?rite|enjoy|enjoys|hate|hates|dislike|"
@@ -93,9 +113,7 @@ def speaker_of(message: Message) -> str:
 
 
 def third_person(sentence: str, speaker: str) -> str:
-    for pattern, template in _FIRST_PERSON:
-        sentence = pattern.sub(template.format(s=speaker), sentence)
-    return _agree(sentence, speaker)
+    return _rewritten(sentence, speaker, _FIRST_PERSON)
 
 
 def informative(sentence: str) -> bool:
