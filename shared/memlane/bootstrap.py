@@ -201,15 +201,37 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None, check_s
             log.warning("adopted %d job(s) from %s", queue.import_jobs(legacy), legacy)
             legacy.rename(legacy.with_name("queue.db.imported"))
         queue.take_ownership()  # we hold the lock: whoever leased a job is gone
+        index_lost = False
         if _embedded_index(settings):
+            index_lost = not (settings.data_dir / "index.db").exists()
             create_private(settings.data_dir / "index.db")
         uses_sqlite = settings.table == "sqlite" or _local(settings, settings.table)
         deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None,
                      check_schema=check_schema)
+        if index_lost:
+            _rebuild_lost_index(deps, settings.data_dir / "index.db")
     except BaseException:
         owner.release()
         raise
     return LocalService(deps=deps, queue=queue, owner=owner, shutdown_grace=settings.shutdown_grace_seconds)
+
+
+def _rebuild_lost_index(deps: Deps, path: Path) -> None:
+    """The index file is gone while the table holds stores (deleted, or lost with a disk): it is rebuilt from the
+    table before anything is served — opened empty, every search answered nothing, and nothing said why."""
+    from .services.reindex import reindex
+
+    names, cursor = [], None
+    while True:
+        page, cursor = deps.repo.list_stores(limit=100, cursor=cursor)
+        names += [s.name for s in page]
+        if cursor is None:
+            break
+    for name in names:
+        log.warning("%s was missing: rebuilding store '%s' from the table", path, name)
+        report = reindex(deps, name, progress=log.info)
+        log.warning("store '%s' rebuilt: %d memories and %d messages indexed in %.1f s", name, report.indexed,
+                    report.messages, report.seconds)
 
 
 def not_shared(settings: Settings) -> list[str]:

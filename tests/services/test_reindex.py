@@ -68,3 +68,28 @@ def test_unknown_store_drops_nothing(deps, store):
     with pytest.raises(NotFound):
         reindex(deps, "nope")
     assert search.search(deps, store, query="beagle", scope=U1, top_k=1)
+
+
+def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp_path, caplog):
+    """A faults trial: with index.db deleted (or lost with a disk), the next start created it empty and served it —
+    health ok, every search answered nothing, the table's 600 memories out of sight, and nothing said why."""
+    from memlane.adapters.embedders.hashing import HashingEmbedder
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+
+    settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
+                                 sweep_interval_seconds=0, dream_interval_seconds=0)
+    service = build_local(settings, embedder=HashingEmbedder())
+    name = stores.create(service.deps, name="demo").name
+    ingest.add(service.deps, name, scope=U1, text="Ann adopted a beagle named Max.", sync=True)
+    service.close()
+    for lost in (tmp_path / "data").glob("index.db*"):
+        lost.unlink()
+
+    service = build_local(settings, embedder=HashingEmbedder())
+    try:
+        found = texts(search.search(service.deps, name, query="beagle", scope=U1, top_k=1))
+        assert found == ["Ann adopted a beagle named Max."]
+        assert any("index.db was missing" in r.getMessage() for r in caplog.records)
+    finally:
+        service.close()
