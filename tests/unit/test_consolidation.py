@@ -698,3 +698,10 @@ def test_an_event_on_another_day_is_another_occasion_not_a_correction():
     # The same day: a corrected value of that event.
     assert decide(apple, [Neighbour(meta, 0.8)], duplicate_similarity=0.95, observed_at=said,
                   event_time=meta.event_time).action == ExtractAction.UPDATE
+
+
+def test_a_value_said_where_the_holder_would_be_is_still_the_value():
+    """"User's second year" reads "second" as the holder: the guard for another holder's value (car / cat) hid the
+    change to "third year" (the knowledge-update bench's edu-02, after the guard first landed)."""
+    assert action("User is in User's second year of the nursing program.",
+                  "User is in User's third year of the nursing program.") == ExtractAction.UPDATE

@@ -609,10 +609,11 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if frame.subject != old.subject or not _may_align(frame, old):
         return None
     al = _align(old.tokens, frame.tokens)
-    if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old
-                                     or any(frame.owner in b or old.owner in a for a, b in al.replaced)):
+    if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old or any(
+            frame.owner in b and len(b) > 1 or old.owner in a and len(a) > 1 for a, b in al.replaced)):
         # another holder's value: "User's car is 10 years old" says nothing of "User is 29 years old", nor
-        # "User's car is 9 years old" of "User's cat is 3 years old"
+        # "User's car is 9 years old" of "User's cat is 3 years old" (a span of holder and value; the span
+        # "second" → "third" of "User's second year" is the value alone)
         return None
     relation_words = _content(al.shared, new.subject)
     aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
