@@ -1,5 +1,7 @@
 from datetime import datetime, timezone
 
+import pytest
+
 from memlane.domain.models import MemoryType, Message
 from memlane.domain.scope import Scope
 from memlane.extractors.rules import RuleExtractor, third_person
@@ -142,3 +144,25 @@ def test_an_address_a_link_or_a_host_name_is_kept_as_written():
     assert third_person("You can reach me at dana.kim@proton.me or on my site https://me.example.com/me.", "Dana") \
         == "You can reach Dana at dana.kim@proton.me or on Dana's site https://me.example.com/me."
     assert third_person("My file is notes.me and I said i.e. me.", "Jo") == "Jo's file is notes.me and Jo said i.e. Jo."
+
+
+@pytest.mark.parametrize("said,kept", [
+    # A trial: a short statement of what the speaker likes, speaks, plays or is was dropped as small talk.
+    ("I love sushi.", "User loves sushi."),
+    ("I speak French.", "User speaks French."),
+    ("I play guitar.", "User plays guitar."),
+    ("I eat meat.", "User eats meat."),
+    ("I'm a nurse.", "User is a nurse."),
+    # Written in lower case, as chat often is: "i" is the speaker too.
+    ("i'm a vegetarian", "User is a vegetarian"),
+    ("i moved to portland last week and i love it", "User moved to portland last week and User loves it"),
+])
+def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, kept):
+    (c,) = RuleExtractor().extract([msg(said, name=None)])
+    assert c.text == kept
+
+
+@pytest.mark.parametrize("said", ["I love it!", "I love that.", "I like you.", "I love them.", "I'm a mess.",
+                                  "i love it!"])
+def test_a_short_remark_is_not_remembered(said):
+    assert RuleExtractor().extract([msg(said)]) == []

@@ -16,17 +16,18 @@ from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, Memor
 from ..policies import timeexpr
 
 _SENTENCE = SENTENCE_BREAK
+# "I" as chat often writes it too: "i moved to portland".
 _FIRST_PERSON = [
     (re.compile(r"\bI'm\b|\bI am\b", re.I), "{s} is"),
-    (re.compile(r"\bI've\b|\bI have\b"), "{s} has"),
-    (re.compile(r"\bI'll\b|\bI will\b"), "{s} will"),
-    (re.compile(r"\bI'd\b"), "{s} would"),
-    (re.compile(r"\bI was\b"), "{s} was"),
+    (re.compile(r"\b[Ii]'ve\b|\b[Ii] have\b"), "{s} has"),
+    (re.compile(r"\b[Ii]'ll\b|\b[Ii] will\b"), "{s} will"),
+    (re.compile(r"\b[Ii]'d\b"), "{s} would"),
+    (re.compile(r"\b[Ii] was\b"), "{s} was"),
     (re.compile(r"\bmyself\b", re.I), "{s}"),
     (re.compile(r"\bmine\b", re.I), "{s}'s"),
     (re.compile(r"\bmy\b", re.I), "{s}'s"),
     (re.compile(r"\bme\b"), "{s}"),
-    (re.compile(r"\bI\b"), "{s}"),
+    (re.compile(r"\b[Ii]\b"), "{s}"),
 ]
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
@@ -123,12 +124,16 @@ def informative(sentence: str) -> bool:
     return len(s.split()) >= _MIN_WORDS or _SHORT_FACT.match(s) is not None
 
 
-# A short statement of what the speaker is, which a longer one would only restate: "I'm vegan.", "I am 29.",
-# "I'm from Oslo.", "My name is Ana." — not a remark of the same length ("I'm so excited!", "I'm fine.").
+# A short statement of what the speaker is, likes or does, which a longer one would only restate: "I'm vegan.",
+# "I am 29.", "I'm from Oslo.", "My name is Ana.", "I'm a nurse.", "I love sushi.", "I speak French." — not a remark
+# of the same length ("I'm so excited!", "I'm fine.", "I love it!", "I like you."). "i" as chat writes it too.
 _SHORT_FACT = re.compile(
-    r"^(?:I'm|I am|I’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|from [A-Z]|"
-    r"(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|widowed|"
-    r"pregnant|retired|unemployed|left-handed)\b)")
+    r"^(?:(?:[Ii]'m|[Ii] am|[Ii]’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|"
+    r"from [A-Z]|(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|"
+    r"widowed|pregnant|retired|unemployed|left-handed)\b)"
+    r"|(?:[Ii]'m|[Ii] am|[Ii]’m) an? (?!(?:bit|little|lot|mess|wreck|fan)\b)[a-z]+[.!]?$"
+    r"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|own|teach|study|collect) "
+    r"(?!(?:it|that|this|these|those|you|them|him|her|one|so|too|to|no)\b)\w+)")
 
 
 def classify(text: str, has_time: bool) -> MemoryType:
