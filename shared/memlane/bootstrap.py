@@ -186,11 +186,14 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
 def build_local(settings: Settings, *, embedder: Embedder | None = None, check_schema: bool = True) -> LocalService:
     """The local service on `settings.data_dir`, which it owns until `close` (DataDirInUse otherwise)."""
     from .adapters.local.database import Database, create_private
-    from .adapters.local.datadir import DataDir
+    from .adapters.local.datadir import DataDir, DataDirUnusable
     from .adapters.local.durable_queue import DurableQueue
     from .adapters.local.sqlite_table import SqliteTable
 
-    owner = DataDir(settings.data_dir).acquire()
+    try:
+        owner = DataDir(settings.data_dir).acquire()
+    except DataDirUnusable as unusable:
+        raise Misconfigured(str(unusable)) from None
     try:
         if check_schema:
             check_local_files(settings)

@@ -84,3 +84,15 @@ def test_a_second_server_and_a_local_cli_on_the_same_data_dir_are_refused(server
                           "stores", "list"], capture_output=True, text=True, timeout=120)
     assert cli.returncode == 4 and "in use by another memlane process" in cli.stderr
     assert MemlaneClient(server.url).list_stores() is not None  # the owner is unaffected
+
+
+def test_a_data_dir_that_cannot_be_written_is_refused_in_one_line(tmp_path):
+    """A faults trial: `memlane serve` on a read-only data dir died with a raw traceback (os.chmod). Here a file
+    stands where the directory would be (root writes through a read-only mode, so a chmod cannot show it)."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    for command in (["serve", "--port", str(free_port())], ["--local", "stores", "list"]):
+        run = subprocess.run([sys.executable, "-m", "memlane.cli", "--data-dir", str(blocked / "data"), *command],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 5, run.stderr
+        assert "cannot be used: Not a directory" in run.stderr and "Traceback" not in run.stderr

@@ -22,16 +22,24 @@ class DataDirInUse(RuntimeError):
     """Another live process owns the data directory."""
 
 
+class DataDirUnusable(RuntimeError):
+    """The data directory cannot be made or written: a read-only disk, no permission, a file in its place."""
+
+
 class DataDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._fd: int | None = None
 
     def acquire(self) -> "DataDir":
-        self.path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-        os.chmod(self.path, DIR_MODE)
-        lock = self.path / "lock"
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, FILE_MODE)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+            os.chmod(self.path, DIR_MODE)
+            fd = os.open(self.path / "lock", os.O_CREAT | os.O_RDWR, FILE_MODE)
+        except OSError as refused:  # a traceback said it before
+            raise DataDirUnusable(f"the data directory {self.path} cannot be used: {refused.strerror or refused} "
+                                  "(memlane keeps its state there: choose a writable one with --data-dir or "
+                                  "MEMLANE_DATA_DIR)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
