@@ -672,6 +672,9 @@ def test_a_change_of_state_closes_no_memory_of_what_happened():
     ("User lives in Rome.", "Their neighbours moved to Florence."),
     # Two holders, each in the value span: the car's age is not the cat's.
     ("User's cat is 3 years old.", "User's car is 9 years old."),
+    # A person named as chat names them: the boyfriend's diet is not the user's (once "i'm a vegetarian" was
+    # remembered at all, a trial's case closed it).
+    ("User is a vegetarian", "User's bf is def not vegetarian lol he eats steak every day"),
 ])
 def test_a_past_value_or_another_holders_value_changes_nothing_that_holds(old, new):
     assert action(old, new, similarity=0.7) == ExtractAction.ADD
@@ -681,6 +684,15 @@ def test_a_past_value_or_another_holders_value_changes_nothing_that_holds(old, n
     ("User lives in Chicago.", "User used to live in Chicago, now User lives in Denver."),
     ("User's cat is 3 years old.", "User's cat is 4 years old."),
     ("User lives in Rome.", "User: Our family moved to Florence last spring."),  # the speaker's family: the speaker
+    # The regression trial: "used to" as "accustomed" is no past value, and what a turn says besides a past value
+    # still changes the fact; the speaker among others ("our kids and I") moved too.
+    ("User works at Oracle.", "User started a new job at Stripe and is getting used to the commute."),
+    ("User lives in Chicago.", "User lives in Denver, User is used to the snow."),
+    ("User's phone number is 555-1234.", "User's phone number is 555-0000, User still isn't used to it."),
+    ("User drives a Honda.", "User drives a Tesla, which takes some getting used to."),
+    ("User's favorite color is blue.", "User's favorite color is green; it used to be blue."),
+    ("User lives in Chicago.", "User: Our kids and User moved to Denver."),
+    ("User lives in Chicago.", "User: Their dad and User moved to Denver."),
 ])
 def test_a_change_beside_those_still_closes_the_fact(old, new):
     assert action(old, new, similarity=0.7) == ExtractAction.UPDATE

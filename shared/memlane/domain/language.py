@@ -30,7 +30,7 @@ SECOND_PERSON = frozenset("you your yours yourself yourselves y'all ya".split())
 PEOPLE = frozenset("sister brother mother mom mum father dad parent parents wife husband partner spouse son "
                    "daughter child children kid kids baby friend boyfriend girlfriend fiance fiancee boss manager "
                    "colleague coworker roommate neighbor neighbour cousin aunt uncle niece nephew grandmother "
-                   "grandma grandfather grandpa grandparents family twin".split())
+                   "grandma grandfather grandpa grandparents family twin bf gf bff hubby wifey bro sis".split())
 # Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
 # changes where someone lives (a home too: "bought a house in Austin"), "joined Stripe" where they
 # work. Stems (see `stem`).
@@ -320,13 +320,22 @@ def past_frame(text: str) -> bool:
     return _PAST_FRAME.search(text) is not None
 
 
-_USED_TO = re.compile(r"\bused to\b", re.I)
+_USED_TO = re.compile(r"(\S+)\s+used to\s+(\w+)", re.I)
+# "is used to the snow", "getting used to the commute", "not used to it": accustomed, not a habit that ended.
+_ACCUSTOMED_BEFORE = frozenset("am is are was were be been being get gets got getting not so very still".split())
+_ACCUSTOMED_AFTER = frozenset("the a an it this that these those my your his her our their its him them me us".split())
 
 
 def used_to(text: str) -> bool:
-    """"used to live in Milwaukee": a value that held once. Said of the value a memory holds it ends it (a
-    restatement of it, in the past); said of another, it is narration of the past, and the memory's still holds."""
-    return _USED_TO.search(text) is not None
+    """"used to live in Milwaukee": a value that held once (not "is used to the snow": accustomed). Said of the
+    value a memory holds it ends it (a restatement of it, in the past); said of another, it is narration of the
+    past, and the memory's still holds."""
+    for m in _USED_TO.finditer(text):
+        before, after = m.group(1).lower().replace("’", "'"), m.group(2).lower()
+        if not (before in _ACCUSTOMED_BEFORE or before.endswith(("'m", "'s", "'re")) or after in _ACCUSTOMED_AFTER
+                or after.endswith("ing")):
+            return True
+    return False
 
 
 def additive_cue(words: list[str], text: str) -> bool:

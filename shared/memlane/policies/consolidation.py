@@ -218,7 +218,8 @@ class Statement:
             at = next((i for i, w in enumerate(raw[:3]) if w.lower() in _OTHERS_OF), None)
             people = [] if at is None else [w for w in raw[at + 1:at + 3] if lang.stem(w.lower()) in _PEOPLE
                                             and w.lower() not in _WITH_SPEAKER]
-            return (lang.stem(people[0].lower()), "") if people else ("", "")
+            with_speaker = any(w.lower() == "and" and n.lower() == self.subject for w, n in zip(raw, raw[1:]))
+            return (lang.stem(people[0].lower()), "") if people and not with_speaker else ("", "")
         held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
         if not held:
             return "", ""
@@ -448,13 +449,18 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     if not (new.reported_change or new.moves or _share_words(new, old) or new.states.keys() & old.states.keys()):
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
-    if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT \
-            and (lang.irrealis(new.text) or lang.past_frame(new.text)
-                 or lang.used_to(new.text) and not new.reported_change):
-        # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
-        # narration of the past ("back in college User worked as a lifeguard", "used to work at Juniper" of
-        # "works at Cisco"; "used to ..., now ..." still reports the change).
-        return None
+    if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
+        if lang.irrealis(new.text) or lang.past_frame(new.text):
+            # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
+            # narration of the past ("back in college User worked as a lifeguard").
+            return None
+        if lang.used_to(new.text) and not new.reported_change:
+            # A value that held once ("used to work at Juniper" of "works at Cisco") changes nothing: what the
+            # statement says besides it may ("User's favorite color is green; it used to be blue"), and a change
+            # it reports does ("used to live in Houston, now lives in San Antonio").
+            rest = [c.text for c in new.clauses() if not lang.used_to(c.text)]
+            return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
+                if rest and len(rest) < len(new.clauses()) else None
     return relation
 
 
