@@ -144,6 +144,12 @@ def test_an_address_a_link_or_a_host_name_is_kept_as_written():
     assert third_person("You can reach me at dana.kim@proton.me or on my site https://me.example.com/me.", "Dana") \
         == "You can reach Dana at dana.kim@proton.me or on Dana's site https://me.example.com/me."
     assert third_person("My file is notes.me and I said i.e. me.", "Jo") == "Jo's file is notes.me and Jo said i.e. Jo."
+    # The regression trial: a link's path without a scheme, a file path, a missing space after a full stop, and
+    # text that looked like the placeholders the first fix used (it crashed the extraction).
+    assert third_person("See github.com/me/dotfiles and ~/my/notes.txt, my friend.", "Jo") == \
+        "See github.com/me/dotfiles and ~/my/notes.txt, Jo's friend."
+    assert third_person("I moved.I love it here.", "Jo") == "Jo moved.Jo loves it here."
+    assert third_person("My code word is \x000\x00 and I like it.", "Jo") == "Jo's code word is \x000\x00 and Jo likes it."
 
 
 @pytest.mark.parametrize("said,kept", [

@@ -77,26 +77,25 @@ def second_person(sentence: str, listener: str) -> str:
     return _rewritten(sentence, listener, _SECOND_PERSON)
 
 
-# Written as is, whatever words they hold: an address, a link, a host or file name ("dana.kim@proton.me" kept its
-# "me" rewritten as the speaker's name, a trial found).
-_LITERAL = re.compile(r"\S+@\S+|\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+")
+# Written as is, whatever words they hold: an address, a link, a host or file name, with its path
+# ("dana.kim@proton.me" kept its "me" rewritten as the speaker's name, a trial found). A host's parts after
+# the first open in lower case or a digit: "moved.I love it" is two sentences, not a host.
+_LITERAL = re.compile(r"\S+@\S+|\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[a-z0-9][\w-]*)+(?:/\S*)?|(?<![\w/])~?/[\w.~/-]+")
 
 
 def _rewritten(sentence: str, person: str, patterns: list[tuple[re.Pattern[str], str]]) -> str:
-    """`sentence` with each pattern's words put for `person`, its literals (`_LITERAL`) left as written."""
-    literals: list[str] = []
+    """`sentence` with each pattern's words put for `person`, in the words between its literals (`_LITERAL`)."""
+    out, at = [], 0
+    for m in _LITERAL.finditer(sentence):
+        out += [_put(sentence[at:m.start()], person, patterns), m.group(0)]
+        at = m.end()
+    return _agree("".join([*out, _put(sentence[at:], person, patterns)]), person)
 
-    def hold(m: re.Match[str]) -> str:
-        literals.append(m.group(0))
-        return f"\x00{len(literals) - 1}\x00"  # no pattern matches a NUL or a digit as a word
 
-    text = _LITERAL.sub(hold, sentence)
+def _put(text: str, person: str, patterns: list[tuple[re.Pattern[str], str]]) -> str:
     for pattern, template in patterns:
         text = pattern.sub(template.format(s=person), text)
-    return _HELD.sub(lambda m: literals[int(m.group(1))], _agree(text, person))
-
-
-_HELD = re.compile("\x00(\\d+)\x00")
+    return text
 
 
 _PREFERENCE = re.compile(r"\b(love|loves|like|likes|prefer|prefers|favou?rite|enjoy|enjoys|hate|hates|dislike|"
