@@ -149,7 +149,8 @@ def test_an_address_a_link_or_a_host_name_is_kept_as_written():
     assert third_person("See github.com/me/dotfiles and ~/my/notes.txt, my friend.", "Jo") == \
         "See github.com/me/dotfiles and ~/my/notes.txt, Jo's friend."
     assert third_person("I moved.I love it here.", "Jo") == "Jo moved.Jo loves it here."
-    assert third_person("My code word is \x000\x00 and I like it.", "Jo") == "Jo's code word is \x000\x00 and Jo likes it."
+    assert third_person("My code word is \x000\x00 and I like it.", "Jo") == \
+        "Jo's code word is \x000\x00 and Jo likes it."
 
 
 @pytest.mark.parametrize("said,kept", [
