@@ -353,19 +353,23 @@ def test_a_move_said_again_supersedes_the_move_before(deps, store):
     ("I work at Cisco.", "I used to work at Juniper.", "Where does the user work?"),
     ("I had a job interview at Meta yesterday.", "Last week I had a job interview at Apple.",
      "Where did the user have a job interview?"),
+    ("I had a job interview at Meta on Monday.", "On Wednesday I had a job interview at Apple.",
+     "Where did the user have a job interview?"),
     ("I live in Rome.", "Our friends moved to Florence last spring.", "Where does the user live?"),
     ("My cat is 3 years old.", "My car is 9 years old.", "How old is the user's cat?"),
 ])
 def test_a_later_statement_that_only_looks_like_a_change_leaves_the_fact_current(deps, store, first, later, question):
     """A trial's wrong closures at write time (each at confidence 0.85-0.9, so the default threshold let them through):
     a past value ("used to"), another occasion, others' move, another holder's value. The fact stays current, and the
-    search for it finds it first (its "newer first" step reads the pair with the same rules)."""
+    search for it finds it — first, where the later statement is no answer (its "newer first" step reads the pair
+    with the same rules); two interviews both answer."""
     kept = say(deps, store, first, day=0, run="r1")
     told = say(deps, store, later, day=90, run="r2")
     assert [o.action for o in told.outcomes] == [ExtractAction.ADD], told.outcomes
     memory_id = kept.outcomes[0].memory_id
     assert deps.repo.get_memory(store, APP, TENANT, memory_id).status == MemoryStatus.ACTIVE
-    assert ask(deps, store, question)[0].memory.memory_id == memory_id
+    found = [h.memory.memory_id for h in ask(deps, store, question)]
+    assert found[0] == memory_id if "interview" not in question else memory_id in found[:2]
 
 
 @pytest.mark.parametrize("route", ["undo", "apply"])
