@@ -81,8 +81,8 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
         (re.compile(r"\btomorrow\b", re.I), shift(1, "day")),
         (re.compile(r"\blast (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, -1)),
         (re.compile(r"\bnext (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, 1)),
-        *([(re.compile(r"\bon (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, 1 if ahead else -1, today=True))]
-          if ahead or past else []),
+        *([(re.compile(r"\bon (" + "|".join(_WEEKDAYS) + r")\b", re.I),
+            lambda m: weekday(m, 1 if ahead else -1, today=True))] if ahead or past else []),
         (re.compile(r"\b" + _NUM + r" (day|week|month|year)s? ago\b", re.I), ago),
         (re.compile(r"\blast (week)\b|\bthe week before\b", re.I), shift(-7, "week")),
         (re.compile(r"\bnext week\b", re.I), shift(7, "week")),
