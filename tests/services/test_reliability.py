@@ -213,3 +213,26 @@ def test_a_supersede_whose_index_write_died_is_indexed_by_the_redelivery(service
     assert fsck.fsck(deps, "s").stale == 1  # what the crash leaves
     extract.run(deps, "s", "move", app_id="app", tenant_id="t")  # the redelivery
     assert fsck.fsck(deps, "s").stale == 0
+
+
+# -- a full disk: a clear 503, reads still answered ----------------------------------------------------
+
+
+def test_a_full_disk_refuses_writes_with_503_storage_full_and_still_answers_reads(svc):
+    """A faults trial (a 6 MB tmpfs): with the disk full every request, searches included, was a generic 500 — the
+    audit record of a read could not be written. SQLite's own limit on a file's pages gives the same SQLITE_FULL."""
+    api = build_api(svc.deps)
+    assert call(api, "POST", "/v1/stores/demo/memories", {"scope": SCOPE, "text": TEXT, "sync": True})[0] == 200
+    conn = svc.queue.db.conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # not one page more: the next write that needs one is refused
+    try:
+        refused = [call(api, "POST", "/v1/stores/demo/memories",
+                        {"scope": SCOPE, "text": f"{TEXT} {'word ' * 400} {n}", "request_id": f"full-{n}"})
+                   for n in range(20)]
+        assert {(status, body["error"]["code"]) for status, body, _ in refused} == {(503, "storage_full")}
+        status, body, _ = call(api, "POST", "/v1/stores/demo/search", {"scope": SCOPE, "query": "peanuts"})
+        assert status == 200
+    finally:
+        conn.execute("PRAGMA max_page_count = 1073741823")
+    assert svc.deps.repo.find_task("demo", "app", "u1", "full-0") is None  # nothing half-written

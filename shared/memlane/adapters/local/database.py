@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...domain.errors import Retryable
+
 FILE_MODE = 0o600  # data files hold messages and API key hashes: owner only (the -wal/-shm inherit it)
 
 
@@ -34,6 +36,16 @@ def file_version(path: str | Path) -> int | None:
         return int(db.execute("PRAGMA user_version").fetchone()[0])
     finally:
         db.close()
+
+
+def full(error: BaseException) -> Retryable | None:
+    """A full disk (SQLITE_FULL) as the error a caller can act on: 503 `storage_full`, nothing written."""
+    if isinstance(error, sqlite3.OperationalError) and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        found = Retryable("the data directory's disk is full: nothing was written; free space and retry",
+                          code="storage_full")
+        found.__cause__ = error
+        return found
+    return None
 
 
 class Database:
@@ -60,16 +72,22 @@ class Database:
             self._depth += 1
             try:
                 yield self.conn
-            except BaseException:
+            except BaseException as error:
                 self._depth -= 1
-                if outer:
-                    self.conn.execute("ROLLBACK")
-                else:
-                    self.conn.execute(f"ROLLBACK TO sp{self._depth}")
-                    self.conn.execute(f"RELEASE sp{self._depth}")
-                raise
+                if self.conn.in_transaction:  # SQLite ends it by itself on some errors (a full disk)
+                    if outer:
+                        self.conn.execute("ROLLBACK")
+                    else:
+                        self.conn.execute(f"ROLLBACK TO sp{self._depth}")
+                        self.conn.execute(f"RELEASE sp{self._depth}")
+                raise full(error) or error
             self._depth -= 1
-            self.conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
+            try:
+                self.conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
+            except sqlite3.OperationalError as error:
+                if outer and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise full(error) or error
 
     def close(self) -> None:
         with self.lock:

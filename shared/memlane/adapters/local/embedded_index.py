@@ -37,6 +37,7 @@ from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
+from .database import full
 from .index_cache import TenantCache, TenantKey
 from .index_filter import Filter, candidates, named_documents, utc_iso, where
 from . import index_ann
@@ -566,10 +567,11 @@ class EmbeddedIndex:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("COMMIT")
+        except BaseException as error:
+            if self._db.in_transaction:  # SQLite ends it by itself on a full disk
+                self._db.execute("ROLLBACK")
+            raise full(error) or error
 
     def _dim(self, store: str) -> int | None:
         row = self._db.execute("SELECT dim FROM stores WHERE store = ?", (store,)).fetchone()
