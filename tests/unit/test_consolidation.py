@@ -717,3 +717,9 @@ def test_a_value_said_where_the_holder_would_be_is_still_the_value():
     change to "third year" (the knowledge-update bench's edu-02, after the guard first landed)."""
     assert action("User is in User's second year of the nursing program.",
                   "User is in User's third year of the nursing program.") == ExtractAction.UPDATE
+
+
+def test_the_speaker_joins_others_only_beside_them():
+    """"our kids and User moved" is the speaker's move; "our friends moved to Florence and User stayed" is not."""
+    assert action("User lives in Rome.", "User: Our friends moved to Florence and User stayed put.") == ExtractAction.ADD
+    assert action("User lives in Rome.", "User: Our kids and User moved to Florence.") == ExtractAction.UPDATE

@@ -218,7 +218,8 @@ class Statement:
             at = next((i for i, w in enumerate(raw[:3]) if w.lower() in _OTHERS_OF), None)
             people = [] if at is None else [w for w in raw[at + 1:at + 3] if lang.stem(w.lower()) in _PEOPLE
                                             and w.lower() not in _WITH_SPEAKER]
-            with_speaker = any(w.lower() == "and" and n.lower() == self.subject for w, n in zip(raw, raw[1:]))
+            near = raw[at + 1:at + 5] if at is not None else []  # "our kids and User moved": the speaker too
+            with_speaker = any(w.lower() == "and" and n.lower() == self.subject for w, n in zip(near, near[1:]))
             return (lang.stem(people[0].lower()), "") if people and not with_speaker else ("", "")
         held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
         if not held:
