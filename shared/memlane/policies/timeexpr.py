@@ -40,17 +40,10 @@ _AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|ho
                     r"leaving|visiting|getting|running|taking|having|heading|coming)\b|['’]ll\b", re.I)
 
 
-# Said in the past tense: "had a job interview on Monday" was the last Monday (neither ahead nor past said, a bare
-# "on Monday" stays unresolved: "has a dentist appointment on Tuesday" may be either).
-_PAST = re.compile(r"\b(?:had|went|was|were|did|got|met|saw|took|made|came|left|gave|ran|won|lost|bought|spent|"
-                   r"visited|attended|finished|started|joined|moved|watched|played|tried|celebrated|interviewed)\b",
-                   re.I)
-
-
-def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple[re.Pattern[str], object]]:
-    def weekday(match: re.Match[str], direction: int, today: bool = False) -> ResolvedTime:
+def _rules(ref: datetime, ahead: bool = False) -> list[tuple[re.Pattern[str], object]]:
+    def weekday(match: re.Match[str], direction: int) -> ResolvedTime:
         target = _WEEKDAYS.index(match.group(1).lower())
-        delta = (ref.weekday() - target) % 7 or (0 if today else 7)  # "went hiking on Friday", said on a Friday
+        delta = (ref.weekday() - target) % 7 or 7
         when = ref - timedelta(days=delta) if direction < 0 else ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
         return ResolvedTime(when, "day", match.group(0))
 
@@ -81,8 +74,6 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
         (re.compile(r"\btomorrow\b", re.I), shift(1, "day")),
         (re.compile(r"\blast (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, -1)),
         (re.compile(r"\bnext (" + "|".join(_WEEKDAYS) + r")\b", re.I), lambda m: weekday(m, 1)),
-        *([(re.compile(r"\bon (" + "|".join(_WEEKDAYS) + r")\b", re.I),
-            lambda m: weekday(m, 1 if ahead else -1, today=True))] if ahead or past else []),
         (re.compile(r"\b" + _NUM + r" (day|week|month|year)s? ago\b", re.I), ago),
         (re.compile(r"\blast (week)\b|\bthe week before\b", re.I), shift(-7, "week")),
         (re.compile(r"\bnext week\b", re.I), shift(7, "week")),
@@ -100,8 +91,7 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
 def resolve(text: str, ref: datetime) -> ResolvedTime | None:
     """The first relative time expression in `text`, resolved against `ref`; None if there is none."""
     best: tuple[int, ResolvedTime] | None = None
-    ahead = _AHEAD.search(text) is not None
-    for pattern, make in _rules(ref, ahead=ahead, past=not ahead and _PAST.search(text) is not None):
+    for pattern, make in _rules(ref, ahead=_AHEAD.search(text) is not None):
         match = pattern.search(text)
         if match and (best is None or match.start() < best[0]):
             best = (match.start(), make(match))  # type: ignore[operator]
