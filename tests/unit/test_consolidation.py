@@ -723,3 +723,7 @@ def test_the_speaker_joins_others_only_beside_them():
     """"our kids and User moved" is the speaker's move; "our friends moved to Florence and User stayed" is not."""
     assert action("User lives in Rome.", "User: Our friends moved to Florence and User stayed put.") == ExtractAction.ADD
     assert action("User lives in Rome.", "User: Our kids and User moved to Florence.") == ExtractAction.UPDATE
+    # A second regression trial: with "bf" a person, "my bf and I moved" read as the boyfriend's move alone.
+    for joint in ("User's bf and User moved to Florence last month.", "User's husband and User moved to Florence.",
+                  "User and our kids moved to Florence in March."):
+        assert action("User lives in Rome.", joint) == ExtractAction.UPDATE, joint

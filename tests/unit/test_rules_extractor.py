@@ -173,3 +173,7 @@ def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, 
                                   "i love it!"])
 def test_a_short_remark_is_not_remembered(said):
     assert RuleExtractor().extract([msg(said)]) == []
+
+
+def test_me_and_another_is_the_speaker_with_them():
+    assert third_person("Me and my sister went to Rome.", "Jo") == "Jo and Jo's sister went to Rome."

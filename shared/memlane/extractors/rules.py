@@ -26,7 +26,7 @@ _FIRST_PERSON = [
     (re.compile(r"\bmyself\b", re.I), "{s}"),
     (re.compile(r"\bmine\b", re.I), "{s}'s"),
     (re.compile(r"\bmy\b", re.I), "{s}'s"),
-    (re.compile(r"\bme\b"), "{s}"),
+    (re.compile(r"\bme\b|\bMe(?= and\b)"), "{s}"),  # "Me and my sister went": chat's subject
     (re.compile(r"\b[Ii]\b"), "{s}"),
 ]
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
