@@ -16,19 +16,21 @@ from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, Memor
 from ..policies import timeexpr
 
 _SENTENCE = SENTENCE_BREAK
-# "I" as chat often writes it too: "i moved to portland".
 _FIRST_PERSON = [
     (re.compile(r"\bI'm\b|\bI am\b", re.I), "{s} is"),
-    (re.compile(r"\b[Ii]'ve\b|\b[Ii] have\b"), "{s} has"),
-    (re.compile(r"\b[Ii]'ll\b|\b[Ii] will\b"), "{s} will"),
-    (re.compile(r"\b[Ii]'d\b"), "{s} would"),
-    (re.compile(r"\b[Ii] was\b"), "{s} was"),
+    (re.compile(r"\bI've\b|\bI have\b"), "{s} has"),
+    (re.compile(r"\bI'll\b|\bI will\b"), "{s} will"),
+    (re.compile(r"\bI'd\b"), "{s} would"),
+    (re.compile(r"\bI was\b"), "{s} was"),
     (re.compile(r"\bmyself\b", re.I), "{s}"),
     (re.compile(r"\bmine\b", re.I), "{s}'s"),
     (re.compile(r"\bmy\b", re.I), "{s}'s"),
     (re.compile(r"\bme\b|\bMe(?= and\b)"), "{s}"),  # "Me and my sister went": chat's subject
-    (re.compile(r"\b[Ii]\b"), "{s}"),
+    (re.compile(r"\bI\b"), "{s}"),
 ]
+# "I" as chat often writes it: "i moved to portland" — in a sentence that has no "I" (where "type i diabetes" is no
+# pronoun).
+_LOWER_I, _UPPER_I = re.compile(r"\bi\b"), re.compile(r"\bI\b")
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
     r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes|"
@@ -79,20 +81,25 @@ def second_person(sentence: str, listener: str) -> str:
 
 # Written as is, whatever words they hold: an address, a link, a host or file name, with its path
 # ("dana.kim@proton.me" kept its "me" rewritten as the speaker's name, a trial found). A host's parts after
-# the first open in lower case or a digit: "moved.I love it" is two sentences, not a host.
-_LITERAL = re.compile(r"\S+@\S+|\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[a-z0-9][\w-]*)+(?:/\S*)?|(?<![\w/])~?/[\w.~/-]+")
+# the first open in lower case or a digit, its last has two letters at least: "moved.I love it" and "moved.i love
+# it" are two sentences, not a host; "i.e." and "e.g." are kept too.
+_LITERAL = re.compile(r"\S+@\S+|\b(?:https?://|www\.)\S+|\b(?:i\.e|e\.g)\.|"
+                      r"\b[\w-]+(?:\.[a-z0-9][\w-]*)*\.[a-z0-9][\w-]+(?:/\S*)?|(?<![\w/])~?/[\w.~/-]+")
 
 
 def _rewritten(sentence: str, person: str, patterns: list[tuple[re.Pattern[str], str]]) -> str:
     """`sentence` with each pattern's words put for `person`, in the words between its literals (`_LITERAL`)."""
     out, at = [], 0
+    lower_i = patterns is _FIRST_PERSON and _UPPER_I.search(sentence) is None
     for m in _LITERAL.finditer(sentence):
-        out += [_put(sentence[at:m.start()], person, patterns), m.group(0)]
+        out += [_put(sentence[at:m.start()], person, patterns, lower_i), m.group(0)]
         at = m.end()
-    return _agree("".join([*out, _put(sentence[at:], person, patterns)]), person)
+    return _agree("".join([*out, _put(sentence[at:], person, patterns, lower_i)]), person)
 
 
-def _put(text: str, person: str, patterns: list[tuple[re.Pattern[str], str]]) -> str:
+def _put(text: str, person: str, patterns: list[tuple[re.Pattern[str], str]], lower_i: bool = False) -> str:
+    if lower_i:
+        text = _LOWER_I.sub("I", text)
     for pattern, template in patterns:
         text = pattern.sub(template.format(s=person), text)
     return text
@@ -124,15 +131,15 @@ def informative(sentence: str) -> bool:
 
 
 # A short statement of what the speaker is, likes or does, which a longer one would only restate: "I'm vegan.",
-# "I am 29.", "I'm from Oslo.", "My name is Ana.", "I'm a nurse.", "I love sushi.", "I speak French." — not a remark
-# of the same length ("I'm so excited!", "I'm fine.", "I love it!", "I like you."). "i" as chat writes it too.
+# "I am 29.", "I'm from Oslo.", "My name is Ana.", "I love sushi.", "I speak French." — not a remark of the same
+# length ("I'm so excited!", "I'm fine.", "I love it!", "I like you.", "I play along.", "I'm an idiot."). "i" as chat
+# writes it too.
 _SHORT_FACT = re.compile(
     r"^(?:(?:[Ii]'m|[Ii] am|[Ii]’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|"
     r"from [A-Z]|(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|"
     r"widowed|pregnant|retired|unemployed|left-handed)\b)"
-    r"|(?:[Ii]'m|[Ii] am|[Ii]’m) an? (?!(?:bit|little|lot|mess|wreck|fan)\b)[a-z]+[.!]?$"
-    r"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|own|teach|study|collect) "
-    r"(?!(?:it|that|this|these|those|you|them|him|her|one|so|too|to|no)\b)\w+)")
+    r"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|teach|study|collect) (?!(?:it|that|this|these|those|"
+    r"you|them|him|her|one|so|too|to|no|u|ya|lol|up|along|all|everything|anything|nothing|something|myself)\b)\w{3,})")
 
 
 def classify(text: str, has_time: bool) -> MemoryType:
