@@ -204,34 +204,34 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None, check_s
             log.warning("adopted %d job(s) from %s", queue.import_jobs(legacy), legacy)
             legacy.rename(legacy.with_name("queue.db.imported"))
         queue.take_ownership()  # we hold the lock: whoever leased a job is gone
-        index_lost = False
         if _embedded_index(settings):
-            index_lost = not (settings.data_dir / "index.db").exists()
             create_private(settings.data_dir / "index.db")
         uses_sqlite = settings.table == "sqlite" or _local(settings, settings.table)
         deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None,
                      check_schema=check_schema)
-        if index_lost:
-            _rebuild_lost_index(deps, settings.data_dir / "index.db")
+        if _embedded_index(settings):
+            _rebuild_lost_stores(deps, settings.data_dir / "index.db")
     except BaseException:
         owner.release()
         raise
     return LocalService(deps=deps, queue=queue, owner=owner, shutdown_grace=settings.shutdown_grace_seconds)
 
 
-def _rebuild_lost_index(deps: Deps, path: Path) -> None:
-    """The index file is gone while the table holds stores (deleted, or lost with a disk): it is rebuilt from the
-    table before anything is served — opened empty, every search answered nothing, and nothing said why."""
+def _rebuild_lost_stores(deps: Deps, path: Path) -> None:
+    """A store the table holds tenants of and the index holds nothing of (index.db deleted, lost with a disk, or
+    copied without its -wal) is rebuilt from the table before anything is served — opened empty, every search
+    answered nothing, and nothing said why."""
     from .services.reindex import reindex
 
+    count = getattr(deps.index, "count", None)
     names, cursor = [], None
-    while True:
+    while count is not None:
         page, cursor = deps.repo.list_stores(limit=100, cursor=cursor)
-        names += [s.name for s in page]
+        names += [s.name for s in page if count(s.name) == 0 and next(iter(deps.repo.iter_tenants(s.name)), None)]
         if cursor is None:
             break
     for name in names:
-        log.warning("%s was missing: rebuilding store '%s' from the table", path, name)
+        log.warning("%s holds nothing of store '%s', which the table holds: rebuilding it from the table", path, name)
         report = reindex(deps, name, progress=log.info)
         log.warning("store '%s' rebuilt: %d memories and %d messages indexed in %.1f s", name, report.indexed,
                     report.messages, report.seconds)
