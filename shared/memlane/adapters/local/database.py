@@ -41,7 +41,7 @@ def file_version(path: str | Path) -> int | None:
 def full(error: BaseException) -> Retryable | None:
     """A full disk (SQLITE_FULL) as the error a caller can act on: 503 `storage_full`, nothing written."""
     if isinstance(error, sqlite3.OperationalError) and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        found = Retryable("the data directory's disk is full: nothing was written; free space and retry",
+        found = Retryable("the data directory's disk is full: this write was not made; free space and retry",
                           code="storage_full")
         found.__cause__ = error
         return found
