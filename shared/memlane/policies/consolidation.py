@@ -211,10 +211,6 @@ class Statement:
     @_read_once
     def _holder(self) -> tuple[str, str]:
         raw = self._raw
-        opening = [w.lower() for w in raw[:6]]
-        pairs = set(zip(opening, opening[1:]))
-        if ("and", self.subject) in pairs or (self.subject, "and") in pairs:
-            return "", ""  # "User's bf and User moved", "our kids and User", "User and our kids": the speaker too
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
         if at is None:
             # "Our friends moved to Florence", "Their son is 6": people of the speaker's (or of others), not the
@@ -222,7 +218,9 @@ class Statement:
             at = next((i for i, w in enumerate(raw[:3]) if w.lower() in _OTHERS_OF), None)
             people = [] if at is None else [w for w in raw[at + 1:at + 3] if lang.stem(w.lower()) in _PEOPLE
                                             and w.lower() not in _WITH_SPEAKER]
-            return (lang.stem(people[0].lower()), "") if people else ("", "")
+            near = raw[at + 1:at + 5] if at is not None else []  # "our kids and User moved": the speaker too
+            with_speaker = any(w.lower() == "and" and n.lower() == self.subject for w, n in zip(near, near[1:]))
+            return (lang.stem(people[0].lower()), "") if people and not with_speaker else ("", "")
         held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
         if not held:
             return "", ""
