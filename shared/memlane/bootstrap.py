@@ -227,7 +227,7 @@ def _rebuild_lost_stores(deps: Deps, path: Path) -> None:
     names, cursor = [], None
     while count is not None:
         page, cursor = deps.repo.list_stores(limit=100, cursor=cursor)
-        names += [s.name for s in page if count(s.name) == 0 and next(iter(deps.repo.iter_tenants(s.name)), None)]
+        names += [s.name for s in page if count(s.name) == 0 and _holds_documents(deps, s.name)]
         if cursor is None:
             break
     for name in names:
@@ -235,6 +235,17 @@ def _rebuild_lost_stores(deps: Deps, path: Path) -> None:
         report = reindex(deps, name, progress=log.info)
         log.warning("store '%s' rebuilt: %d memories and %d messages indexed in %.1f s", name, report.indexed,
                     report.messages, report.seconds)
+
+
+def _holds_documents(deps: Deps, store: str) -> bool:
+    """Whether the table holds a memory or a message of `store` (a tenant with only a thread, a profile or a
+    policy has nothing to index)."""
+    for app_id, tenant_id in deps.repo.iter_tenants(store):
+        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        if next(iter(repo.iter_memories(store, app_id, tenant_id)), None) is not None \
+                or next(iter(repo.iter_messages(store, app_id, tenant_id)), None) is not None:
+            return True
+    return False
 
 
 def not_shared(settings: Settings) -> list[str]:

@@ -95,6 +95,24 @@ def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp
     _search_after_a_restart_finds(settings, name)
 
 
+def test_a_store_with_nothing_to_index_is_not_rebuilt_at_every_start(tmp_path, caplog):
+    """A third regression trial: a tenant with only a thread (or a profile, a policy, a deleted run) counted as data
+    the index had lost: every start rebuilt its store and warned of a lost index."""
+    from memlane.adapters.embedders.hashing import HashingEmbedder
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+    from memlane.services import threads
+
+    settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
+                                 sweep_interval_seconds=0, dream_interval_seconds=0)
+    service = build_local(settings, embedder=HashingEmbedder())
+    name = stores.create(service.deps, name="thr").name
+    threads.create(service.deps, name, scope={"app_id": "app", "tenant_id": "u1"})
+    service.close()
+    build_local(settings, embedder=HashingEmbedder()).close()
+    assert not any("holds nothing" in r.getMessage() for r in caplog.records)
+
+
 def _search_after_a_restart_finds(settings, name):
     from memlane.adapters.embedders.hashing import HashingEmbedder
     from memlane.bootstrap import build_local
