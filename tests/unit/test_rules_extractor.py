@@ -170,7 +170,8 @@ def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, 
 
 @pytest.mark.parametrize("said", ["I love it!", "I love that.", "I like you.", "I love them.", "I'm a mess.",
                                   "i love it!", "I love u", "I'm an idiot.", "I drink lol", "I own up.",
-                                  "I play along.", "I collect myself."])
+                                  "I play along.", "I collect myself.", "I hate everyone.", "I love youuu",
+                                  "I like both.", "I prefer not.", "I play dumb.", "I love yall."])
 def test_a_short_remark_is_not_remembered(said):
     assert RuleExtractor().extract([msg(said)]) == []
 
@@ -183,3 +184,7 @@ def test_a_lower_case_i_is_the_speaker_only_where_the_sentence_has_no_capital_on
     """A second regression trial: "I have type i diabetes." became "... type Ann diabetes"."""
     assert third_person("I have type i diabetes.", "Ann") == "Ann has type i diabetes."
     assert third_person("i moved.i love it", "Ann") == "Ann moved.Ann loves it"
+    # A third regression trial: in a sentence all in lower case, a numeral or "i/o" is no pronoun either.
+    assert third_person("my son has type i diabetes and i work on i/o drivers", "Ann") == \
+        "Ann's son has type i diabetes and Ann works on i/o drivers"
+    assert third_person("part i of my plan is done", "Ann") == "part i of Ann's plan is done"

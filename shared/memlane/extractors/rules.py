@@ -30,7 +30,9 @@ _FIRST_PERSON = [
 ]
 # "I" as chat often writes it: "i moved to portland" — in a sentence that has no "I" (where "type i diabetes" is no
 # pronoun).
-_LOWER_I, _UPPER_I = re.compile(r"\bi\b"), re.compile(r"\bI\b")
+_LOWER_I = re.compile(r"(?<!type )(?<!part )(?<!phase )(?<!stage )(?<!class )(?<!grade )(?<!level )(?<!chapter )"
+                      r"\bi\b(?![/.]\w)", re.I)  # not a numeral ("type i diabetes", "part i") nor "i/o"
+_UPPER_I = re.compile(r"\bI\b")
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
     r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes|"
@@ -139,7 +141,8 @@ _SHORT_FACT = re.compile(
     r"from [A-Z]|(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|"
     r"widowed|pregnant|retired|unemployed|left-handed)\b)"
     r"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|teach|study|collect) (?!(?:it|that|this|these|those|"
-    r"you|them|him|her|one|so|too|to|no|u|ya|lol|up|along|all|everything|anything|nothing|something|myself)\b)\w{3,})")
+    r"them|him|her|one|so|too|to|no|not|u|ya|yall|y'all|lol|up|along|all|both|dumb|everything|everyone|everybody|"
+    r"anything|nothing|something|people|myself|you\w*)\b)\w{3,})")
 
 
 def classify(text: str, has_time: bool) -> MemoryType:
