@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
@@ -356,8 +358,19 @@ def _index(settings: Settings) -> Index:
         from .adapters.local.embedded_index import EmbeddedIndex
 
         _private_dir(settings)
-        create_private(settings.data_dir / "index.db")  # 0600 before SQLite opens it (its -wal/-shm follow)
-        return EmbeddedIndex(settings.data_dir / "index.db", ann=settings.ann, ann_min_rows=settings.ann_min_rows)
+        path = settings.data_dir / "index.db"
+        create_private(path)  # 0600 before SQLite opens it (its -wal/-shm follow)
+        try:
+            return EmbeddedIndex(path, ann=settings.ann, ann_min_rows=settings.ann_min_rows)
+        except sqlite3.DatabaseError as unreadable:  # "file is not a database": derived data, rebuilt from the table
+            aside = path.with_name(f"index.db.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+            path.rename(aside)
+            for companion in (path.with_name("index.db-wal"), path.with_name("index.db-shm")):
+                companion.unlink(missing_ok=True)
+            log.warning("%s cannot be read (%s): moved to %s, and a new index is built from the table", path,
+                        unreadable, aside.name)
+            create_private(path)
+            return EmbeddedIndex(path, ann=settings.ann, ann_min_rows=settings.ann_min_rows)
     with _aws_extra("an OpenSearch index (MEMLANE_OPENSEARCH_URL or MEMLANE_INDEX=opensearch)"):
         from .adapters.opensearch.index import OpenSearchIndex
         from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients

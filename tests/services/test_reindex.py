@@ -95,6 +95,27 @@ def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp
     _search_after_a_restart_finds(settings, name)
 
 
+def test_an_index_file_that_cannot_be_read_is_moved_aside_and_rebuilt_at_start(tmp_path, caplog):
+    """A faults trial: random bytes in index.db ended the start in a traceback ("file is not a database"). The index
+    is derived data: it is kept aside for a look, and built again from the table."""
+    from memlane.adapters.embedders.hashing import HashingEmbedder
+    from memlane.bootstrap import build_local
+    from memlane.config import Settings
+
+    settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
+                                 sweep_interval_seconds=0, dream_interval_seconds=0)
+    service = build_local(settings, embedder=HashingEmbedder())
+    name = stores.create(service.deps, name="demo").name
+    ingest.add(service.deps, name, scope=U1, text="Ann adopted a beagle named Max.", sync=True)
+    service.close()
+    for old in (tmp_path / "data").glob("index.db*"):
+        old.unlink()
+    (tmp_path / "data" / "index.db").write_bytes(bytes(range(256)) * 64)
+    _search_after_a_restart_finds(settings, name)
+    assert any("cannot be read" in r.getMessage() for r in caplog.records)
+    assert len(list((tmp_path / "data").glob("index.db.unreadable-*"))) == 1
+
+
 def test_a_store_with_nothing_to_index_is_not_rebuilt_at_every_start(tmp_path, caplog):
     """A third regression trial: a tenant with only a thread (or a profile, a policy, a deleted run) counted as data
     the index had lost: every start rebuilt its store and warned of a lost index."""
