@@ -188,3 +188,20 @@ def test_a_lower_case_i_is_the_speaker_only_where_the_sentence_has_no_capital_on
     assert third_person("my son has type i diabetes and i work on i/o drivers", "Ann") == \
         "Ann's son has type i diabetes and Ann works on i/o drivers"
     assert third_person("part i of my plan is done", "Ann") == "part i of Ann's plan is done"
+
+
+@pytest.mark.parametrize("said,kept", [
+    # A trial: a change said without its subject, as chat drops it, was written "User: Started ...": no statement of
+    # fact, so nothing it changed was closed.
+    ("Started a new job at Atlassian on Monday.", "User started a new job at Atlassian on Monday."),
+    ("Just turned 28 yesterday.", "User just turned 28 yesterday."),
+    ("Moved to Denver last month and loving it.", "User moved to Denver last month and loving it."),
+])
+def test_a_statement_without_its_subject_is_the_speakers(said, kept):
+    (c,) = RuleExtractor().extract([msg(said, name=None)])
+    assert c.text == kept
+
+
+def test_a_sentence_opening_with_a_name_like_a_verb_is_left_as_it_is():
+    assert third_person("Hadley is my dog.", "Jo") == "Hadley is Jo's dog."
+    assert third_person("Metallica rocks.", "Jo") == "Metallica rocks."

@@ -122,7 +122,16 @@ def speaker_of(message: Message) -> str:
 
 
 def third_person(sentence: str, speaker: str) -> str:
-    return _rewritten(sentence, speaker, _FIRST_PERSON)
+    said = _SUBJECTLESS.sub(lambda m: f"I {m.group(0)[0].lower()}{m.group(0)[1:]}", sentence, count=1)
+    return _rewritten(said, speaker, _FIRST_PERSON)
+
+
+# A statement of the speaker's without its subject, as chat drops it: "Started a new job at Atlassian", "Just turned
+# 28", "Moved to Denver last month" — the speaker's (a trial: written "User: Started ...", no fact to update).
+_SUBJECTLESS = re.compile(
+    r"^(?:(?:Just|Finally|Recently|Also|Actually|Already) )?(?:[Ss]tarted|[Gg]ot|[Ww]ent|[Mm]oved|[Tt]urned|[Jj]oined|"
+    r"[Qq]uit|[Bb]ought|[Ff]inished|[Aa]dopted|[Ss]witched|[Cc]hanged|[Bb]ooked|[Ss]igned up|[Gg]raduated|[Rr]etired|"
+    r"[Bb]egan|[Bb]ecame|[Ss]old|[Ll]eft|[Vv]isited|[Mm]et|[Tt]ook|[Hh]ad) (?=\w)")
 
 
 def informative(sentence: str) -> bool:
