@@ -205,3 +205,4 @@ def test_a_statement_without_its_subject_is_the_speakers(said, kept):
 def test_a_sentence_opening_with_a_name_like_a_verb_is_left_as_it_is():
     assert third_person("Hadley is my dog.", "Jo") == "Hadley is Jo's dog."
     assert third_person("Metallica rocks.", "Jo") == "Metallica rocks."
+    assert third_person("Met Gala was amazing this year.", "Jo") == "Met Gala was amazing this year."

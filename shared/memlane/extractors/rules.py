@@ -131,7 +131,7 @@ def third_person(sentence: str, speaker: str) -> str:
 _SUBJECTLESS = re.compile(
     r"^(?:(?:Just|Finally|Recently|Also|Actually|Already) )?(?:[Ss]tarted|[Gg]ot|[Ww]ent|[Mm]oved|[Tt]urned|[Jj]oined|"
     r"[Qq]uit|[Bb]ought|[Ff]inished|[Aa]dopted|[Ss]witched|[Cc]hanged|[Bb]ooked|[Ss]igned up|[Gg]raduated|[Rr]etired|"
-    r"[Bb]egan|[Bb]ecame|[Ss]old|[Ll]eft|[Vv]isited|[Mm]et|[Tt]ook|[Hh]ad) (?=\w)")
+    r"[Bb]egan|[Bb]ecame|[Ss]old|[Vv]isited|[Tt]ook|[Hh]ad) (?=\w)")  # not "Met"/"Left": the Met Gala, Left Bank
 
 
 def informative(sentence: str) -> bool:
