@@ -70,21 +70,32 @@ def test_unknown_store_drops_nothing(deps, store):
     assert search.search(deps, store, query="beagle", scope=U1, top_k=1)
 
 
-def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp_path, caplog):
-    """A faults trial: with index.db deleted (or lost with a disk), the next start created it empty and served it —
-    health ok, every search answered nothing, the table's 600 memories out of sight, and nothing said why."""
+def _restarted(settings):
     from memlane.adapters.embedders.hashing import HashingEmbedder
     from memlane.bootstrap import build_local
+
+    return build_local(settings, embedder=HashingEmbedder())
+
+
+def _a_store_with_a_memory_closed(tmp_path):
+    """A local data dir holding one store with one memory, its service closed: (settings, store name)."""
     from memlane.config import Settings
 
     settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
                                  sweep_interval_seconds=0, dream_interval_seconds=0)
-    service = build_local(settings, embedder=HashingEmbedder())
+    service = _restarted(settings)
     name = stores.create(service.deps, name="demo").name
     ingest.add(service.deps, name, scope=U1, text="Ann adopted a beagle named Max.", sync=True)
     service.close()
-    for lost in (tmp_path / "data").glob("index.db*"):
-        lost.unlink()
+    for index_file in (tmp_path / "data").glob("index.db*"):
+        index_file.unlink()
+    return settings, name
+
+
+def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp_path, caplog):
+    """A faults trial: with index.db deleted (or lost with a disk), the next start created it empty and served it —
+    health ok, every search answered nothing, the table's 600 memories out of sight, and nothing said why."""
+    settings, name = _a_store_with_a_memory_closed(tmp_path)
     _search_after_a_restart_finds(settings, name)
     assert any("holds nothing of store 'demo'" in r.getMessage() for r in caplog.records)
     # A second trial: an index file that exists but holds nothing (copied without its -wal) was served empty too.
@@ -98,18 +109,7 @@ def test_an_index_file_lost_while_the_table_holds_stores_is_rebuilt_at_start(tmp
 def test_an_index_file_that_cannot_be_read_is_moved_aside_and_rebuilt_at_start(tmp_path, caplog):
     """A faults trial: random bytes in index.db ended the start in a traceback ("file is not a database"). The index
     is derived data: it is kept aside for a look, and built again from the table."""
-    from memlane.adapters.embedders.hashing import HashingEmbedder
-    from memlane.bootstrap import build_local
-    from memlane.config import Settings
-
-    settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
-                                 sweep_interval_seconds=0, dream_interval_seconds=0)
-    service = build_local(settings, embedder=HashingEmbedder())
-    name = stores.create(service.deps, name="demo").name
-    ingest.add(service.deps, name, scope=U1, text="Ann adopted a beagle named Max.", sync=True)
-    service.close()
-    for old in (tmp_path / "data").glob("index.db*"):
-        old.unlink()
+    settings, name = _a_store_with_a_memory_closed(tmp_path)
     (tmp_path / "data" / "index.db").write_bytes(bytes(range(256)) * 64)
     _search_after_a_restart_finds(settings, name)
     assert any("cannot be read" in r.getMessage() for r in caplog.records)
@@ -119,26 +119,21 @@ def test_an_index_file_that_cannot_be_read_is_moved_aside_and_rebuilt_at_start(t
 def test_a_store_with_nothing_to_index_is_not_rebuilt_at_every_start(tmp_path, caplog):
     """A third regression trial: a tenant with only a thread (or a profile, a policy, a deleted run) counted as data
     the index had lost: every start rebuilt its store and warned of a lost index."""
-    from memlane.adapters.embedders.hashing import HashingEmbedder
-    from memlane.bootstrap import build_local
     from memlane.config import Settings
     from memlane.services import threads
 
     settings = Settings.from_env(env={}, data_dir=tmp_path / "data", embedder="hashing", reranker="none",
                                  sweep_interval_seconds=0, dream_interval_seconds=0)
-    service = build_local(settings, embedder=HashingEmbedder())
+    service = _restarted(settings)
     name = stores.create(service.deps, name="thr").name
     threads.create(service.deps, name, scope={"app_id": "app", "tenant_id": "u1"})
     service.close()
-    build_local(settings, embedder=HashingEmbedder()).close()
+    _restarted(settings).close()
     assert not any("holds nothing" in r.getMessage() for r in caplog.records)
 
 
 def _search_after_a_restart_finds(settings, name):
-    from memlane.adapters.embedders.hashing import HashingEmbedder
-    from memlane.bootstrap import build_local
-
-    service = build_local(settings, embedder=HashingEmbedder())
+    service = _restarted(settings)
     try:
         found = texts(search.search(service.deps, name, query="beagle", scope=U1, top_k=1))
         assert found == ["Ann adopted a beagle named Max."]
