@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass
@@ -187,7 +185,7 @@ def auth_mode(settings: Settings, deps: Deps) -> "AuthMode":  # noqa: F821
 
 def build_local(settings: Settings, *, embedder: Embedder | None = None, check_schema: bool = True) -> LocalService:
     """The local service on `settings.data_dir`, which it owns until `close` (DataDirInUse otherwise)."""
-    from .adapters.local.database import Database, create_private
+    from .adapters.local.database import Database
     from .adapters.local.datadir import DataDir, DataDirUnusable
     from .adapters.local.durable_queue import DurableQueue
     from .adapters.local.sqlite_table import SqliteTable
@@ -206,8 +204,6 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None, check_s
             log.warning("adopted %d job(s) from %s", queue.import_jobs(legacy), legacy)
             legacy.rename(legacy.with_name("queue.db.imported"))
         queue.take_ownership()  # we hold the lock: whoever leased a job is gone
-        if _embedded_index(settings):
-            create_private(settings.data_dir / "index.db")
         uses_sqlite = settings.table == "sqlite" or _local(settings, settings.table)
         deps = build(settings, queue=queue, embedder=embedder, table=SqliteTable(database) if uses_sqlite else None,
                      check_schema=check_schema)
@@ -220,34 +216,15 @@ def build_local(settings: Settings, *, embedder: Embedder | None = None, check_s
 
 
 def _rebuild_lost_stores(deps: Deps, path: Path) -> None:
-    """A store the table holds tenants of and the index holds nothing of (index.db deleted, lost with a disk, or
-    copied without its -wal) is rebuilt from the table before anything is served — opened empty, every search
-    answered nothing, and nothing said why."""
-    from .services.reindex import reindex
+    """Before anything is served: each store the index lost (services/reindex.rebuild_lost) is built again, logged."""
+    from .services.reindex import rebuild_lost
 
-    count = getattr(deps.index, "count", None)
-    names, cursor = [], None
-    while count is not None:
-        page, cursor = deps.repo.list_stores(limit=100, cursor=cursor)
-        names += [s.name for s in page if count(s.name) == 0 and _holds_documents(deps, s.name)]
-        if cursor is None:
-            break
-    for name in names:
+    def lost(name: str) -> None:
         log.warning("%s holds nothing of store '%s', which the table holds: rebuilding it from the table", path, name)
-        report = reindex(deps, name, progress=log.info)
-        log.warning("store '%s' rebuilt: %d memories and %d messages indexed in %.1f s", name, report.indexed,
+
+    for report in rebuild_lost(deps, lost, progress=log.info):
+        log.warning("store '%s' rebuilt: %d memories and %d messages indexed in %.1f s", report.store, report.indexed,
                     report.messages, report.seconds)
-
-
-def _holds_documents(deps: Deps, store: str) -> bool:
-    """Whether the table holds a memory or a message of `store` (a tenant with only a thread, a profile or a
-    policy has nothing to index)."""
-    for app_id, tenant_id in deps.repo.iter_tenants(store):
-        repo = deps.for_tenant(store, app_id, tenant_id).repo
-        if next(iter(repo.iter_memories(store, app_id, tenant_id)), None) is not None \
-                or next(iter(repo.iter_messages(store, app_id, tenant_id)), None) is not None:
-            return True
-    return False
 
 
 def not_shared(settings: Settings) -> list[str]:
@@ -358,19 +335,8 @@ def _index(settings: Settings) -> Index:
         from .adapters.local.embedded_index import EmbeddedIndex
 
         _private_dir(settings)
-        path = settings.data_dir / "index.db"
-        create_private(path)  # 0600 before SQLite opens it (its -wal/-shm follow)
-        try:
-            return EmbeddedIndex(path, ann=settings.ann, ann_min_rows=settings.ann_min_rows)
-        except sqlite3.DatabaseError as unreadable:  # "file is not a database": derived data, rebuilt from the table
-            aside = path.with_name(f"index.db.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
-            path.rename(aside)
-            for companion in (path.with_name("index.db-wal"), path.with_name("index.db-shm")):
-                companion.unlink(missing_ok=True)
-            log.warning("%s cannot be read (%s): moved to %s, and a new index is built from the table", path,
-                        unreadable, aside.name)
-            create_private(path)
-            return EmbeddedIndex(path, ann=settings.ann, ann_min_rows=settings.ann_min_rows)
+        create_private(settings.data_dir / "index.db")  # 0600 before SQLite opens it (its -wal/-shm follow)
+        return EmbeddedIndex.open(settings.data_dir / "index.db", ann=settings.ann, ann_min_rows=settings.ann_min_rows)
     with _aws_extra("an OpenSearch index (MEMLANE_OPENSEARCH_URL or MEMLANE_INDEX=opensearch)"):
         from .adapters.opensearch.index import OpenSearchIndex
         from .adapters.opensearch.tenant_auth import SigV4Clients, TenantClients, TenantSessions, TokenClients

@@ -107,6 +107,36 @@ def fill(deps: Deps, store: str, *, progress: Progress | None = None, batch: int
     return {"tenants": tenants, "indexed": indexed, "skipped": skipped, "messages": messages}
 
 
+def rebuild_lost(deps: Deps, lost: Callable[[str], None], *, progress: Progress | None = None) -> list[ReindexReport]:
+    """Reindex each store the index holds nothing of while the table holds a memory or a message of it (an embedded
+    index file deleted, lost with a disk, copied without its -wal): opened empty, every search answered nothing and
+    nothing said why. `lost` hears of each before its rebuild. An index that cannot count a store's documents is
+    left alone (OpenSearch: its own durability)."""
+    count = getattr(deps.index, "count", None)
+    names, cursor = [], None
+    while count is not None:
+        page, cursor = deps.repo.list_stores(limit=100, cursor=cursor)
+        names += [s.name for s in page if count(s.name) == 0 and _holds_documents(deps, s.name)]
+        if cursor is None:
+            break
+    reports = []
+    for name in names:
+        lost(name)
+        reports.append(reindex(deps, name, progress=progress))
+    return reports
+
+
+def _holds_documents(deps: Deps, store: str) -> bool:
+    """Whether the table holds a memory or a message of `store` (a tenant with only a thread, a profile or a
+    policy has nothing to index)."""
+    for app_id, tenant_id in deps.repo.iter_tenants(store):
+        repo = deps.for_tenant(store, app_id, tenant_id).repo
+        if next(iter(repo.iter_memories(store, app_id, tenant_id)), None) is not None \
+                or next(iter(repo.iter_messages(store, app_id, tenant_id)), None) is not None:
+            return True
+    return False
+
+
 def _record_embedder(deps: Deps, store: str) -> None:
     """The store's vectors are now this process's embedder's: record its name, dimension and probe
     (services/embedder_guard.py), conditioned on the record's version and read again if it moved."""

@@ -21,9 +21,11 @@ those columns of the rows `_select` read for it (`_allowed`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -37,7 +39,7 @@ from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
 from .compaction import checkpoint
-from .database import full
+from .database import create_private, full
 from .index_cache import TenantCache, TenantKey
 from .index_filter import Filter, candidates, named_documents, utc_iso, where
 from . import index_ann
@@ -45,6 +47,8 @@ from .index_ann import Graph, GraphFiles
 from .index_schema import INSERT, INSERT_VECTOR, SCHEMA_VERSION, open_schema
 from .index_terms import TermIndex, query_terms
 from .index_vectors import Vectors, unit_vector
+
+log = logging.getLogger("memlane")
 
 __all__ = ["EmbeddedIndex", "TenantEmbeddedIndex"]
 
@@ -62,6 +66,23 @@ SHARES_KEPT = 100_000  # tenants whose last share the index remembers
 
 class EmbeddedIndex:
     """The `Index` port over one SQLite file. Thread-safe: one connection behind one lock."""
+
+    @classmethod
+    def open(cls, path: str | Path, **options: Any) -> "EmbeddedIndex":
+        """The index at `path`; a file SQLite cannot read ("file is not a database") is moved aside
+        (index.db.unreadable-<time>, for a look) and a new one is opened: derived data, rebuilt from the table."""
+        try:
+            return cls(path, **options)
+        except sqlite3.DatabaseError as unreadable:
+            path = Path(path)
+            aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+            path.rename(aside)
+            for companion in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+                companion.unlink(missing_ok=True)
+            log.warning("%s cannot be read (%s): moved to %s, and a new index is built from the table", path,
+                        unreadable, aside.name)
+            create_private(path)
+            return cls(path, **options)
 
     def __init__(self, path: str | Path, *, ann: bool = True, ann_min_rows: int = index_ann.MIN_ROWS,
                  ann_background: bool = True):
