@@ -236,3 +236,45 @@ def test_a_full_disk_refuses_writes_with_503_storage_full_and_still_answers_read
     finally:
         conn.execute("PRAGMA max_page_count = 1073741823")
     assert svc.deps.repo.find_task("demo", "app", "u1", "full-0") is None  # nothing half-written
+
+
+def test_on_a_full_disk_concurrent_tenants_get_503_or_their_own_answers_and_nothing_half_written(svc):
+    """The full-disk translation sits in the transaction every request shares: three tenants adding and searching at
+    once each get 503 `storage_full` or their own answer — never another's words, never a 500 — and a refused add
+    leaves no task."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    api = build_api(svc.deps)
+    tenants = {f"t{n}": f"marker{n}word" for n in range(3)}
+    for tenant, marker in tenants.items():
+        scope = {**SCOPE, "tenant_id": tenant}
+        assert call(api, "POST", "/v1/stores/demo/memories", {"scope": scope, "text": f"{marker} {TEXT}",
+                                                              "sync": True})[0] == 200
+    conn = svc.queue.db.conn
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+
+    def client(tenant):
+        scope, seen = {**SCOPE, "tenant_id": tenant}, []
+        for n in range(8):
+            seen.append(("add", f"{tenant}-{n}", *call(api, "POST", "/v1/stores/demo/memories",
+                                                        {"scope": scope, "request_id": f"{tenant}-{n}",
+                                                         "text": f"{tenants[tenant]} {'word ' * 300}"})[:2]))
+            seen.append(("search", "", *call(api, "POST", "/v1/stores/demo/search",
+                                             {"scope": scope, "query": "sister Lisbon piano"})[:2]))
+        return tenant, seen
+
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            results = list(pool.map(client, tenants))
+    finally:
+        conn.execute("PRAGMA max_page_count = 1073741823")
+    for tenant, seen in results:
+        others = [m for t, m in tenants.items() if t != tenant]
+        for kind, request_id, status, body in seen:
+            assert status in (200, 202, 503), (kind, status, body)
+            assert not any(m in json.dumps(body) for m in others)
+            if kind == "add" and status == 503:
+                assert body["error"]["code"] == "storage_full"
+                assert svc.deps.repo.find_task("demo", "app", tenant, request_id) is None
+            if kind == "search":
+                assert status == 200 and tenants[tenant] in json.dumps(body)
