@@ -238,6 +238,26 @@ def test_a_full_disk_refuses_writes_with_503_storage_full_and_still_answers_read
     assert svc.deps.repo.find_task("demo", "app", "u1", "full-0") is None  # nothing half-written
 
 
+def test_an_extraction_a_full_disk_keeps_refusing_waits_for_space_instead_of_failing_its_task(svc):
+    """A faults trial: an add accepted before the disk filled had its extraction refused on every attempt, and after
+    `worker_max_attempts` quick retries its task said FAILED, although nothing was wrong with it. A full disk does not
+    count as an attempt: the task waits, and is extracted once space is freed."""
+    text = " ".join(f"My sister Clara{n} lives in Lisbon{n} and teaches piano to {n} kids." for n in range(40))
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=text, request_id="before-full")  # its memories need pages
+    svc.queue.max_delay = 0.0  # retry at once: the test does not wait out FULL_DISK_RETRY
+    conn = svc.queue.db.conn
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+    try:
+        for _ in range(3 * svc.queue.max_attempts):
+            svc.queue.process_one(svc._run, svc._dead)
+        assert svc.deps.repo.locate_task("demo", task.request_id).status != TaskStatus.FAILED
+    finally:
+        conn.execute("PRAGMA max_page_count = 1073741823")
+    svc.drain()
+    done = svc.deps.repo.locate_task("demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED and done.memory_ids
+
+
 def test_on_a_full_disk_concurrent_tenants_get_503_or_their_own_answers_and_nothing_half_written(svc):
     """The full-disk translation sits in the transaction every request shares: three tenants adding and searching at
     once each get 503 `storage_full` or their own answer — never another's words, never a 500 — and a refused add

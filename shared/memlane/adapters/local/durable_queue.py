@@ -9,6 +9,10 @@ a job that keeps failing is parked as dead and handed to `on_dead`, so its task 
   at start every lease left by a dead owner is released at once (`take_ownership`), and a
   graceful `stop` hands back the leases of jobs it could not finish within its grace period.
 - Supervised: nothing a job or its failure handler raises stops a worker; it is logged.
+- A full disk is not the job's failure: a job refused for it (503 `storage_full`) is handed back without counting
+  the attempt, and what the queue could not write of a job's fate (its hand-back, retry or deletion: the disk
+  refuses those too) is owed and written before the next claim, so the job comes back soon after space is freed,
+  not when its lease runs out.
 - Fair: jobs carry a group (a tenant); a group runs one job at a time, and groups take turns
   (the one served longest ago first), so one tenant's backlog or one huge add cannot hold every
   worker.
@@ -23,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ...domain.errors import Retryable
 from ...ports import Job, QueueHealth, Table, Write
 from .database import Database
 
@@ -49,6 +54,10 @@ _NEXT = (
     "WHERE j.state IN ('ready', 'leased') AND j.available_at <= :now "
     "AND NOT EXISTS (SELECT 1 FROM jobs r WHERE r.grp = j.grp AND r.state = 'leased' AND r.available_at > :now) "
     "ORDER BY COALESCE(g.served, 0), j.available_at, j.id LIMIT 1")
+# A leased job handed back, its attempt not counted (a graceful stop, a full disk).
+_HAND_BACK = ("UPDATE jobs SET state = 'ready', available_at = ?, attempts = MAX(0, attempts - 1) "
+              "WHERE id = ? AND state = 'leased'")
+FULL_DISK_RETRY = 5.0  # seconds before a job refused by a full disk runs again (at most `max_delay`)
 
 
 class DurableQueue:
@@ -66,6 +75,7 @@ class DurableQueue:
         self._threads: list[threading.Thread] = []
         self._running: dict[int, int] = {}  # thread ident → id of the job it runs
         self._running_lock = threading.Lock()
+        self._owed: dict[int, list[tuple[str, tuple]]] = {}  # job id → the writes of its fate a full disk refused
 
     # -- the Queue port ---------------------------------------------------------------------
     def enqueue(self, job: Job, *, delay: float = 0) -> None:
@@ -163,6 +173,7 @@ class DurableQueue:
 
     def process_one(self, handler: Handler, on_dead: DeadHandler) -> bool:
         """Run one due job. False when none is due. Raises nothing a job or `on_dead` raises."""
+        self._settle_owed()
         claimed = self._claim()
         if claimed is None:
             return False
@@ -175,13 +186,18 @@ class DurableQueue:
             self._running[threading.get_ident()] = job_id
         try:
             handler(job)
+        except Retryable as error:
+            if error.code != "storage_full":
+                self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
+            else:
+                log.warning("job %s refused by a full disk: handed back, retry in %.0fs", job_id, self._full_delay)
+                self._record(job_id, [(_HAND_BACK, (self._clock() + self._full_delay, job_id))])
         except Exception as error:  # noqa: BLE001 — a worker must survive any job failure and record it
             self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
         else:
-            with self.db.transaction() as conn:
-                conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
-                conn.execute("DELETE FROM job_groups WHERE grp = ? AND NOT EXISTS "
-                             "(SELECT 1 FROM jobs WHERE grp = ?)", (job.group or job.store,) * 2)
+            self._record(job_id, [("DELETE FROM jobs WHERE id = ?", (job_id,)),
+                                  ("DELETE FROM job_groups WHERE grp = ? AND NOT EXISTS "
+                                   "(SELECT 1 FROM jobs WHERE grp = ?)", (job.group or job.store,) * 2)])
         finally:
             with self._running_lock:
                 self._running.pop(threading.get_ident(), None)
@@ -196,9 +212,34 @@ class DurableQueue:
             return
         delay = min(self.max_delay, self.base_delay * 2 ** (attempts - 1))
         log.warning("job %s failed (attempt %d), retry in %.1fs: %s", job_id, attempts, delay, reason)
-        with self.db.transaction() as conn:
-            conn.execute("UPDATE jobs SET state = 'ready', available_at = ?, last_error = ? WHERE id = ?",
-                         (self._clock() + delay, reason, job_id))
+        self._record(job_id, [("UPDATE jobs SET state = 'ready', available_at = ?, last_error = ? WHERE id = ?",
+                               (self._clock() + delay, reason, job_id))])
+
+    @property
+    def _full_delay(self) -> float:
+        return min(self.max_delay, FULL_DISK_RETRY)
+
+    def _record(self, job_id: int, writes: list[tuple[str, tuple]]) -> None:
+        """Write what became of a leased job. A full disk refuses it too: it is owed (written before the next
+        claim) instead of leaving the job leased until its lease runs out."""
+        try:
+            with self.db.transaction() as conn:
+                for sql, args in writes:
+                    conn.execute(sql, args)
+        except Retryable as error:
+            if error.code != "storage_full":
+                raise
+            with self._running_lock:
+                self._owed[job_id] = writes
+            log.warning("job %s: its state could not be written (the disk is full); written once it can be", job_id)
+
+    def _settle_owed(self) -> None:
+        with self._running_lock:
+            owed = list(self._owed.items())
+        for job_id, writes in owed:
+            with self._running_lock:
+                self._owed.pop(job_id, None)
+            self._record(job_id, writes)  # owed again while the disk is still full
 
     @staticmethod
     def _give_up(on_dead: DeadHandler, job: Job, reason: str) -> None:
@@ -245,8 +286,7 @@ class DurableQueue:
             unfinished = list(self._running.values())
         if unfinished:
             with self.db.transaction() as conn:
-                conn.executemany("UPDATE jobs SET state = 'ready', available_at = ?, attempts = MAX(0, attempts - 1) "
-                                 "WHERE id = ? AND state = 'leased'", [(self._clock(), i) for i in unfinished])
+                conn.executemany(_HAND_BACK, [(self._clock(), i) for i in unfinished])
             log.warning("stopping: handed back %d unfinished job(s)", len(unfinished))
         return len(unfinished)
 
