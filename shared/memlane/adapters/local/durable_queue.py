@@ -60,6 +60,10 @@ _HAND_BACK = ("UPDATE jobs SET state = 'ready', available_at = ?, attempts = MAX
 FULL_DISK_RETRY = 5.0  # seconds before a job refused by a full disk runs again (at most `max_delay`)
 
 
+def _disk_full(error: BaseException) -> bool:
+    return isinstance(error, Retryable) and error.code == "storage_full"  # database.full's translation
+
+
 class DurableQueue:
     def __init__(self, database: Database | str | Path, *, max_attempts: int = 5, base_delay: float = 0.5,
                  max_delay: float = 60.0, lease_seconds: float = 300.0, workers: int = 2,
@@ -186,14 +190,12 @@ class DurableQueue:
             self._running[threading.get_ident()] = job_id
         try:
             handler(job)
-        except Retryable as error:
-            if error.code != "storage_full":
-                self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
-            else:
+        except Exception as error:  # noqa: BLE001 — a worker must survive any job failure and record it
+            if _disk_full(error):
                 log.warning("job %s refused by a full disk: handed back, retry in %.0fs", job_id, self._full_delay)
                 self._record(job_id, [(_HAND_BACK, (self._clock() + self._full_delay, job_id))])
-        except Exception as error:  # noqa: BLE001 — a worker must survive any job failure and record it
-            self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
+            else:
+                self._failed(job_id, job, attempts, f"{type(error).__name__}: {error}", on_dead)
         else:
             self._record(job_id, [("DELETE FROM jobs WHERE id = ?", (job_id,)),
                                   ("DELETE FROM job_groups WHERE grp = ? AND NOT EXISTS "
@@ -227,7 +229,7 @@ class DurableQueue:
                 for sql, args in writes:
                     conn.execute(sql, args)
         except Retryable as error:
-            if error.code != "storage_full":
+            if not _disk_full(error):
                 raise
             with self._running_lock:
                 self._owed[job_id] = writes
