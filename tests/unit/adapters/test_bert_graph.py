@@ -167,6 +167,17 @@ def test_graph_is_written_once_to_the_cache_keyed_by_the_weights(tmp_path: Path)
 
 
 @needs_model
+def test_a_cache_dir_that_cannot_be_written_serves_the_graph_from_memory(tmp_path: Path) -> None:
+    """A faults trial: a first start on a full disk ended in a traceback when the graph could not be cached. The graph
+    is built in memory instead (here the cache dir cannot be made: its parent is a file)."""
+    (tmp_path / "blocked").write_text("a file where the cache dir's parent should be")
+    cache_dir = tmp_path / "blocked" / "models"
+    vec = MiniLMOnnxEmbedder(threads=1, precision="fp32", cache_dir=cache_dir).embed(["hello"])
+    assert len(vec[0]) == 384 and not cache_dir.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["blocked"]
+
+
+@needs_model
 def test_a_truncated_cache_file_is_rebuilt_not_loaded(tmp_path: Path) -> None:
     weights_path = minilm_onnx.default_weights_path()
     assert weights_path is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from .safetensors import read_safetensors
+
+log = logging.getLogger(__name__)
 
 BUILD_VERSION = 1  # bump when the graph built from the same weights changes
 _OPSET = 17  # LayerNormalization
@@ -35,11 +38,19 @@ def weights_digest(weights_path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def cached_graph(weights_path: Path, cache_dir: Path) -> Path:
-    """The graph file for these weights in `cache_dir`, built and written (atomically) when missing."""
+def cached_graph(weights_path: Path, cache_dir: Path) -> Path | bytes:
+    """The graph file for these weights in `cache_dir`, built and written (atomically) when missing; the graph's
+    bytes when it cannot be written (a full disk, a cache dir that cannot be made): served from memory this time."""
     path = Path(cache_dir) / f"bert-{weights_digest(weights_path)}-v{BUILD_VERSION}.onnx"
-    if not path.is_file():
-        write_atomically(path, build_graph(weights_path))
+    if path.is_file():
+        return path
+    graph = build_graph(weights_path)
+    try:
+        write_atomically(path, graph)
+    except OSError as error:
+        log.warning("the fp32 MiniLM graph cannot be cached in %s (%s): built in memory, again at the next start",
+                    cache_dir, error)
+        return graph
     return path
 
 

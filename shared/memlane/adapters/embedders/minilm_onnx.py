@@ -267,7 +267,8 @@ class MiniLMOnnxEmbedder:
         try:
             if self._cache_dir is None:
                 return bert_onnx.build_graph(self._weights_path)
-            return str(bert_onnx.cached_graph(self._weights_path, self._cache_dir))
+            graph = bert_onnx.cached_graph(self._weights_path, self._cache_dir)
+            return graph if isinstance(graph, bytes) else str(graph)
         except ImportError as e:  # the onnx package builds the graph (the `local` extra)
             raise DependencyFailed(f"building the fp32 MiniLM graph needs the onnx package: {e}",
                                    code="embedder_unavailable") from e
