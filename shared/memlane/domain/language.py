@@ -127,10 +127,12 @@ SENTENCE_BREAK = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{a}\.)" for a in (
 # lives in Houston", "As User told you, ..."): the "you" in them does not address the fact to someone.
 ASIDE_TO_LISTENER = re.compile(
     r"\b(?:just so you know|so you know|as you know|you know|as \w+ told you|like \w+ told you|\w+ told you|"
-    r"did \w+ tell you|to be honest with you|let me tell you|you see|mind you|trust me)\b", re.I)
+    r"did \w+ tell you|to be honest with you|let me tell you|you see|mind you|trust me|if you can believe it|"
+    r"if you can believe that|can you believe it|would you believe it|you won't believe it|you wouldn't believe it)\b",
+    re.I)
 # Words one of which each ASIDE_TO_LISTENER phrase holds: an ASCII text without any holds no aside, and is not
 # searched for one (a search reads each of its first ten hits; the pattern costs ~30 µs a text).
-ASIDE_MARKS = ("you know", "told you", "tell you", "with you", "you see", "mind you", "trust me")
+ASIDE_MARKS = ("you know", "told you", "tell you", "with you", "you see", "mind you", "trust me", "believe")
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())
@@ -198,7 +200,14 @@ _EXCLUSIVE = {attribute: re.compile(rf"{_BECAME}({'|'.join(values)})\b{_NOT_OF_I
               for attribute, values in EXCLUSIVE_STATES.items()}
 
 
-_STATE_WORDS = tuple(v for values in EXCLUSIVE_STATES.values() for v in values)
+# Being one of a couple, said without a status word ("has a boyfriend", "is dating Sam"): a relationship status all the
+# same, which "is single again" (or "got married") replaces.
+_IN_A_COUPLE = "in a relationship"
+_COUPLED = re.compile(
+    r"\b(?:has|have|['’]ve got|has got|['’]s got) an? (?:boyfriend|girlfriend|partner(?! in crime)|bf|gf)\b"
+    r"|\b(?:is|am|are|['’]m|['’]re|['’]s) (?:now |still )?(?:dating|seeing someone|in a relationship)\b", re.I)
+_STATE_WORDS = (*(v for values in EXCLUSIVE_STATES.values() for v in values),
+                "boyfriend", "girlfriend", "partner", "bf", "gf", "dating", "seeing", "relationship")
 
 
 def may_hold_state(text: str) -> bool:
@@ -213,6 +222,8 @@ def exclusive_states(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for attribute, pattern in _EXCLUSIVE.items():
         found = {m.group(1).lower() for m in pattern.finditer(text)}
+        if attribute == "relationship status" and _COUPLED.search(text):
+            found.add(_IN_A_COUPLE)
         if len(found) == 1:
             out[attribute] = found.pop()
     return out

@@ -200,7 +200,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
-        if lang.irrealis(new.text) or lang.past_frame(new.text):
+        if _hedged(new) or lang.past_frame(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard").
             return None
@@ -212,6 +212,22 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
+
+
+def _hedged(new: Statement) -> bool:
+    """Said as a possibility, a wish, a condition or an intention (`lang.irrealis`). A hedge in a clause after a change
+    already made ("joined HSBC in March, User hopes it's a good fit", "relocated to Sydney, maybe the best decision
+    we ever made") speaks of the change, it does not make it a possibility: the change holds. "If User gets the job,
+    User will move", "will move to Munich if ..." and "wanted to move, maybe next year" stay possibilities."""
+    if not lang.irrealis(new.text):
+        return False
+    first, *rest = new.clauses()
+    return not rest or lang.irrealis(first.text) or not _made(first)
+
+
+def _made(clause: Statement) -> bool:
+    """The clause reports a change of state already made: a change verb in its past form ("moved", "joined")."""
+    return any(w.endswith("ed") and lang.stem(w) in lang.CHANGE_VERBS for w in clause.words)
 
 
 _CHANGES = (ExtractAction.UPDATE, ExtractAction.DELETE)
@@ -463,6 +479,11 @@ def _moved(to: str, old: Statement) -> str:
 
 # A home move has no object ("moved to Bergen", "moved back to Oslo"), as "moved the meeting" has.
 _HOME_MOVES = frozenset({"mov", "relocat"})
+# "got hired", "was hired": the subject's job changed; "User hired Tom" is someone else's.
+_PASSIVE = frozenset("got get gets getting was were been be is am are".split())
+# "joined Tom for lunch": company for a while, not a place of work or study.
+_OUTINGS = frozenset("lunch dinner breakfast brunch coffee drinks drink tea walk run hike ride movie game show party "
+                     "trip weekend chat call".split())
 
 
 def _changes_state_of(new: Statement, old: Statement) -> str:
@@ -473,13 +494,24 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
-            after = TOKEN.findall(new.text)[i + 1:i + 5]
+            if lang.stem(w) == "hir" and not (i and new.words[i - 1] in _PASSIVE):
+                continue
+            tokens = TOKEN.findall(new.text)
+            after = tokens[i + 1:i + 5]
             if after and after[0].lower() in lang.OBJECT_OPENERS and lang.stem(w) in _HOME_MOVES:
                 return ""  # "moved the meeting to Friday", "relocated our office": something moved, not the home
+            if _an_outing(tokens[i + 1:i + 9]):
+                return ""
             # A place is named ("to Bergen"): not a time ("moved in together in May").
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words
                          and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS), "")
     return ""
+
+
+def _an_outing(rest: list[str]) -> bool:
+    """"joined Tom for lunch", "... Tom and Ana for a quick coffee": company for a while."""
+    words = [t.lower() for t in rest]
+    return "for" in words and any(t in _OUTINGS for t in words[words.index("for") + 1:][:3])
 
 
 def _show(statement: Statement, stems: list[str]) -> str:

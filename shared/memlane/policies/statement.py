@@ -29,8 +29,9 @@ _GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give 
 _REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
 # A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
 _MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|for)\b", re.I)
-_ASIDE = re.compile(r"^\W*(?:" + lang.ASIDE_TO_LISTENER.pattern + r")\W*|,?\s*(?:" + lang.ASIDE_TO_LISTENER.pattern
-                    + r")\s*,?(?=\s)", re.I)
+# An aside opening the statement, inside it between commas, or closing it ("..., if you can believe it.").
+_ASIDE = re.compile(r"^\W*(?:{0})\W*|,?\s*(?:{0})\s*,?(?=\s)|,\s*(?:{0})(?=[.!?]*$)".format(
+    lang.ASIDE_TO_LISTENER.pattern), re.I)
 _CLAUSE = re.compile(r",(?!\d{3}\b)|;|\s(?:and|but|so|because)\s")  # not the comma of "$95,000"
 # Words naming one of the subject's people ("sister", "bf"), stemmed: a statement about one is theirs.
 PEOPLE_STEMS = {lang.stem(w) for w in lang.PEOPLE}
