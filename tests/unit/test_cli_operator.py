@@ -75,6 +75,28 @@ def test_keys_create_locally_still_writes_the_data_dir(tmp_path: Path, monkeypat
     assert sorted(p.name for p in data.iterdir() if not p.name.startswith("table.db-")) == ["table.db"]
 
 
+def test_an_admin_key_cannot_be_shown_as_limited_to_some_tenants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A deletion trial: `keys create --admin --app app1 --tenant alice` printed a grant limited to alice, and the key
+    erased another tenant (an admin reaches every tenant). The combination is refused, on the CLI and below it."""
+    from memlane.bootstrap import build_operator
+    from memlane.config import Settings
+    from memlane.domain.errors import InvalidInput
+    from memlane.services import access
+
+    for name in ("MEMLANE_MODE", "MEMLANE_TABLE", "MEMLANE_INDEX", "MEMLANE_OPENSEARCH_URL", "MEMLANE_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    data = tmp_path / "data"
+    code = cli.main(["--data-dir", str(data), "keys", "create", "--principal", "ops", "--admin", "--app", "app1",
+                     "--tenant", "alice"])
+    assert code == 64 and "--admin reaches every app and tenant" in capsys.readouterr().err
+    assert not data.exists()  # refused before anything was written
+    deps = build_operator(Settings.from_env(data_dir=data))
+    with pytest.raises(InvalidInput):
+        access.grant(deps, "ops", {"app1": ["alice"]}, admin=True)
+    assert access.grant(deps, "ops", {"*": ["*"]}, admin=True).admin
+
+
 def test_serve_with_an_opensearch_url_without_the_aws_extra_names_it(tmp_path: Path) -> None:
     """Issue 17 #4: `memlane serve` with MEMLANE_OPENSEARCH_URL set and opensearch-py not installed ended in a
     ModuleNotFoundError traceback; it must say which extra to install and exit 5."""

@@ -93,6 +93,9 @@ def access(args: argparse.Namespace) -> int:
     apps = {app: args.tenant or ["*"] for app in args.app or []}
     if not apps and not args.admin:
         raise UsageError("give --app (with optional --tenant) or --admin")
+    if apps and args.admin:  # an admin reaches every tenant: a key shown as limited to some would mislead
+        raise UsageError("--admin reaches every app and tenant: leave --app/--tenant out, or drop --admin for a "
+                         "grant limited to them")
     deps = build_operator(Settings.from_env(data_dir=args.data_dir))
     if args.command == "keys":
         key = grants.create_api_key(deps, args.principal, apps, admin=args.admin)

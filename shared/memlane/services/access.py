@@ -117,6 +117,10 @@ def grant(deps: Records, principal: str, apps: dict[str, list[str]], *, admin: b
         for tenant in tenants:
             if tenant != "*":
                 validate_id("tenant_id", tenant)
+    if admin and any(app_id != "*" or "*" not in tenants for app_id, tenants in apps.items()):
+        # An admin reaches every app and tenant (Grant.allows): a grant that lists fewer would only mislead.
+        raise InvalidInput("an admin grant reaches every app and tenant: give it no apps (or every app: "
+                           "{\"*\": [\"*\"]}), or grant those tenants without admin", field="apps")
     g = Grant(principal=principal, apps=apps, admin=admin, created_at=deps.clock.now())
     deps.repo.put_grant(g)
     return g
