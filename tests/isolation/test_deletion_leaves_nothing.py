@@ -150,6 +150,54 @@ def test_deleting_a_memory_leaves_no_trace_of_its_text(deps, call, data_dir):
     assert _files_holding_marker(data_dir) == []
 
 
+def test_a_reader_of_the_files_stops_no_one_and_the_deleted_text_leaves_once_it_lets_go(deps, call, data_dir,
+                                                                                          monkeypatch):
+    """A deletion trial: with an `sqlite3` shell reading table.db, a memory delete held off every writer for ten
+    minutes (other tenants' searches and adds timed out), answered 503 although committed, and left the text in the
+    write-ahead logs for good. Now the delete and another tenant's requests are answered at once, and the text leaves
+    the files in the background once the reader lets go."""
+    import sqlite3
+    import threading
+    import time
+
+    from memlane.adapters.local import compaction
+
+    monkeypatch.setattr(compaction, "RETRY_SECONDS", 0.1, raising=False)  # absent before the fix
+    _seed(deps, "the bakery")
+    q = f"app_id={APP}&tenant_id=alice"
+    status, written = call("POST", "/v1/stores/demo/memories", {"scope": {"app_id": APP, "tenant_id": "alice"},
+                                                                "infer": False, "memories": [
+                                                                    {"text": f"Ann's PIN is {MARKER}.",
+                                                                     "memory_id": "pin"}]})
+    assert status in (200, 201), written
+    reader = sqlite3.connect(f"file:{data_dir / 'table.db'}?mode=ro", uri=True, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM items").fetchone()  # a snapshot held, as a backup tool holds one
+    answered = {}
+
+    def bob():
+        started = time.monotonic()
+        status, _ = call("POST", "/v1/stores/demo/memories", {"scope": BOB, "text": "Bob likes tea.", "sync": True})
+        found = call("POST", "/v1/stores/demo/search", {"query": "crane", "scope": {"app_id": APP,
+                                                                                  "tenant_id": "bob"}})
+        answered["bob"] = (status, found[0], time.monotonic() - started)
+
+    other = threading.Thread(target=bob)
+    started = time.monotonic()
+    other.start()
+    status, gone = call("DELETE", f"/v1/stores/demo/memories/pin?{q}")
+    took = time.monotonic() - started
+    other.join(60)
+    assert status == 200 and gone["status"] == "deleted" and took < 10
+    assert answered["bob"][:2] == (200, 200) and answered["bob"][2] < 10
+    reader.execute("COMMIT")
+    reader.close()
+    deadline = time.monotonic() + 10
+    while _files_holding_marker(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _files_holding_marker(data_dir) == []
+
+
 def test_deleting_a_run_leaves_no_trace_of_it(seeded, call, data_dir):
     _dream_and_apply_profile(call)
     assert _copies(call) == {"tasks": True, "dream_actions": True, "profile": True}

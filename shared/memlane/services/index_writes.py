@@ -5,15 +5,12 @@ the index is made to hold what the table holds now."""
 
 from __future__ import annotations
 
-import logging
 from typing import Iterable, Sequence
 
-from ..domain.errors import Retryable
 from ..domain.models import Memory
 from .deps import Deps
 
 RACE_RETRIES = 20  # each retry means another writer changed one of the memories first
-log = logging.getLogger(__name__)
 
 
 def index_memories(deps: Deps, store: str, written: Sequence[tuple[Memory, Sequence[float]]]) -> None:
@@ -48,9 +45,6 @@ def _by_tenant(memories: Iterable[Memory]) -> dict[tuple[str, str], list[str]]:
 def take_back(deps: Deps, store: str, documents: Sequence[str], *, app_id: str, tenant_id: str) -> None:
     """Remove documents this writer indexed after a deletion removed their items, and compact: the deletion's own
     compaction ran before they were written, so their text would stay in the local files' free pages and
-    write-ahead log. The writer's answer does not wait on a busy file: the next deletion compacts it."""
+    write-ahead log."""
     deps.index.delete(store, list(documents), app_id=app_id, tenant_id=tenant_id)
-    try:
-        deps.compact()
-    except Retryable as busy:
-        log.warning("documents taken back after a deletion; compaction deferred: %s", busy)
+    deps.compact()

@@ -4,51 +4,104 @@ The table's connection zeroes what it deletes (``PRAGMA secure_delete``), but in
 pages as they were before the delete stay in the ``-wal`` file until a checkpoint overwrites the
 database pages and the log is truncated. This does that, from a connection of its own, so the
 table adapter keeps its single connection and lock to itself.
+
+A checkpoint that truncates the log must wait for every reader of an older snapshot, and while it
+waits SQLite holds off every writer: a backup tool or an `sqlite3` shell reading the file stopped the
+whole server for minutes (a deletion trial). So each try waits for no reader (busy timeout 0); a
+file still held after about a second is truncated later, in the background (`Later`), and the
+deletion is answered: what it deleted is out of the tables, and its bytes leave the log as soon as
+the reader lets go.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 import time
 from pathlib import Path
+from typing import Callable
 
-from ...domain.errors import Retryable
+log = logging.getLogger(__name__)
 
-
-# A checkpoint cannot truncate the log while another connection reads an older snapshot, and SQLite's
-# busy handler does not wait for readers: a worker's read of a few milliseconds made a deletion answer
-# 503. Try again for up to about a second before telling the caller to retry.
+# A reader of a few milliseconds (a worker's read) is waited out: tries over about a second.
 CHECKPOINT_ATTEMPTS = 20
 CHECKPOINT_PAUSE = 0.05
+RETRY_SECONDS = 5.0  # between background tries while a reader still holds the log
+
+
+class Later:
+    """`attempt` (answers whether it succeeded) tried again every RETRY_SECONDS in the background until it
+    succeeds; one timer at a time however often it is scheduled."""
+
+    def __init__(self, attempt: Callable[[], bool], what: str):
+        self.attempt, self.what = attempt, what
+        self._timer: threading.Timer | None = None
+        self._owed = False  # scheduled and not yet succeeded
+        self._lock = threading.Lock()
+
+    @property
+    def pending(self) -> bool:
+        return self._owed
+
+    def schedule(self) -> None:
+        with self._lock:
+            self._owed = True
+            if self._timer is None:
+                log.warning("%s: a reader holds its write-ahead log; truncated in the background once it lets go",
+                            self.what)
+                self._timer = threading.Timer(RETRY_SECONDS, self._retry)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _retry(self) -> None:
+        with self._lock:
+            self._timer = None
+        try:
+            done = self.attempt()
+        except Exception:  # noqa: BLE001 — a background retry logs and tries again, it never dies silently
+            log.exception("%s: compaction failed; trying again", self.what)
+            done = False
+        if not done:
+            self.schedule()
+            return
+        with self._lock:
+            self._owed = self._timer is not None  # scheduled again meanwhile: still owed
 
 
 class SqliteFileCompactor:
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 30_000):
+    def __init__(self, path: str | Path):
         self.path = str(path)
-        self.busy_timeout_ms = busy_timeout_ms
+        self.later = Later(self._truncate, Path(self.path).name)
 
     def compact(self) -> None:
+        if not self._truncate():
+            self.later.schedule()
+
+    def _truncate(self) -> bool:
         db = sqlite3.connect(self.path, isolation_level=None)
         try:
-            db.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-            busy = checkpoint(db)
+            return not checkpoint(db)
         finally:
             db.close()
-        if busy:
-            raise Retryable(f"{Path(self.path).name} is busy: its write-ahead log could not be truncated; "
-                            "retry the deletion", code="storage_busy")
 
 
 def checkpoint(db: sqlite3.Connection) -> bool:
-    """Checkpoint the WAL into the file and truncate it, retrying while readers hold it; whether it stayed busy."""
-    for attempt in range(CHECKPOINT_ATTEMPTS):
-        try:
-            busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.OperationalError as error:  # "database is locked" / "database table is locked"
-            if "locked" not in str(error) and "busy" not in str(error):
-                raise
-            busy = 1
-        if not busy:
-            return False
-        time.sleep(CHECKPOINT_PAUSE * (attempt + 1) / CHECKPOINT_ATTEMPTS * 2)
-    return True
+    """Checkpoint the WAL into the file and truncate it, trying again while readers hold it (never waiting on one:
+    a waiting checkpoint holds off every writer); whether it stayed busy. The connection's busy timeout is put back."""
+    timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
+    db.execute("PRAGMA busy_timeout=0")
+    try:
+        for attempt in range(CHECKPOINT_ATTEMPTS):
+            try:
+                busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as error:  # "database is locked" / "database table is locked"
+                if "locked" not in str(error) and "busy" not in str(error):
+                    raise
+                busy = 1
+            if not busy:
+                return False
+            time.sleep(CHECKPOINT_PAUSE * (attempt + 1) / CHECKPOINT_ATTEMPTS * 2)
+        return True
+    finally:
+        db.execute(f"PRAGMA busy_timeout={int(timeout)}")

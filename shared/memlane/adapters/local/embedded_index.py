@@ -32,13 +32,13 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ...domain.errors import Conflict, InvalidInput, NotFound, Retryable
+from ...domain.errors import Conflict, InvalidInput, NotFound
 from ...domain.models import Memory, RecordType, validate_store_name
 from ...domain.schema import Described
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
-from .compaction import checkpoint
+from .compaction import Later, checkpoint
 from .database import create_private, full
 from .index_cache import TenantCache, TenantKey
 from .index_filter import Filter, candidates, named_documents, utc_iso, where
@@ -88,6 +88,7 @@ class EmbeddedIndex:
                  ann_background: bool = True):
         self._lock = threading.RLock()
         self._path = str(path)
+        self._truncation = Later(self._truncate_log, Path(self._path).name)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
@@ -199,13 +200,17 @@ class EmbeddedIndex:
 
     def compact(self) -> None:
         """Leave no deleted text in the files. Freed pages are zeroed (secure_delete), then the WAL, which
-        still holds the pages as they were before, is checkpointed into the file and truncated; graphs
-        holding deleted vectors are rebuilt without them."""
+        still holds the pages as they were before, is checkpointed into the file and truncated (later, in the
+        background, while a reader holds it: compaction.Later); graphs holding deleted vectors are rebuilt
+        without them."""
         with self._lock:
             self._drop_tombstoned_graphs()
-            if checkpoint(self._db):
-                raise Retryable("the index file is busy: its write-ahead log could not be truncated; "
-                                "retry the deletion", code="storage_busy")
+        if not self._truncate_log():
+            self._truncation.schedule()
+
+    def _truncate_log(self) -> bool:
+        with self._lock:
+            return not checkpoint(self._db)
 
     def documents(self, store: str) -> Iterator[IndexedDoc]:
         """Every document of the store, of every record type, in id order (fsck compares them with the table)."""
