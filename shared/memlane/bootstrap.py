@@ -161,9 +161,11 @@ class LocalService:
         self.queue.drain(self._run, self._dead, timeout=timeout)
 
     def sweep(self) -> "SweepReport":  # noqa: F821
-        from .services import sweep
+        from .services import audit, sweep
 
-        return sweep.sweep(self.deps)
+        report = sweep.sweep(self.deps)
+        report.expired_audit = audit.expire(self.deps)  # the local table has no TTL of its own
+        return report
 
     def close(self) -> None:
         """Stop taking jobs, give running ones the grace period, hand back the rest, release the data dir."""

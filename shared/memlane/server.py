@@ -31,7 +31,7 @@ from .domain.schema import SchemaMismatch
 from .config import Settings
 from .domain.limits import MAX_BODY_BYTES
 from .httpd import BoundedHTTPServer, SocketWriter
-from .services import dream, sweep
+from .services import audit, dream, sweep
 from .services.access import AuthMode
 from .services.deps import Deps
 from .worker import QueueWorker
@@ -237,7 +237,9 @@ class SharedService:
             self.worker.start()
 
     def sweep(self) -> "sweep.SweepReport":
-        return sweep.sweep(self.deps)
+        report = sweep.sweep(self.deps)
+        report.expired_audit = audit.expire(self.deps)  # a DynamoDB-compatible engine may have no TTL of its own
+        return report
 
     def close(self) -> None:
         if self.worker:

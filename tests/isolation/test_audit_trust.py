@@ -51,7 +51,7 @@ def call(api, method, path, body=None, key=None):
 
 
 def audit_rows(deps, store="demo"):
-    return deps.repo.list_audit(store, limit=200, cursor=None)[0]
+    return deps.repo.list_audit(store, limit=200, cursor=None, now=int(deps.clock.now().timestamp()))[0]
 
 
 def test_a_scope_given_in_the_query_and_differently_in_the_body_is_refused_and_audited_as_the_body(world):
@@ -331,3 +331,43 @@ def test_every_word_of_every_route_is_known_to_the_audit_log(world):
         words = [s for s in path.split("/")[1:] if not s.startswith("{")]
         assert set(words) <= ROUTE_WORDS, path
         assert operation("GET", path.replace("{store}", "demo")).count("{id}") == path.count("{") - ("{store}" in path)
+
+
+def test_audit_rows_past_their_retention_are_neither_listed_nor_kept_by_the_local_table(world, monkeypatch):
+    """A deletion trial: `expires_at` was written on every row, but the local table has no TTL and nothing read it,
+    so an erased tenant's rows (its ids, its principals) stayed and were listed for ever."""
+    from memlane.services import audit
+
+    api, deps, keys, _ = world
+    assert call(api, "POST", "/v1/stores/demo/search", {"query": "where", "scope": {"app_id": "travel",
+                                                                                 "tenant_id": "alice"}},
+                keys["alice"])[0] == 200
+    assert call(api, "GET", "/v1/stores/demo/requests", key=keys["admin"])[1]["requests"]
+    kept = len(deps.table.query("demo#~audit", limit=1000).items)
+    later = deps.clock.now() + timedelta(days=31)  # past the default 30-day retention
+    monkeypatch.setattr(deps.clock, "now", lambda: later)
+    rows = call(api, "GET", "/v1/stores/demo/requests", key=keys["admin"])[1]["requests"]
+    assert rows == []  # the read itself is logged after it answers
+    assert audit.expire(deps) >= kept
+    assert [i for i in deps.table.query("demo#~audit", limit=1000).items if i["expires_at"] <= later.timestamp()] \
+        == []
+    assert audit.expire(deps) == 0
+
+
+def test_a_store_created_again_has_an_empty_log_and_its_deletion_is_in_the_global_one(world, service):
+    """The same trial: a deleted store's log could not be read (404), not even who deleted it, and a store created
+    again under the name listed the old store's rows (its tenants, its thread ids)."""
+    api, deps, keys, _ = world
+    assert call(api, "POST", "/v1/stores/demo/search", {"query": "where", "scope": {"app_id": "travel",
+                                                                                 "tenant_id": "alice"}},
+                keys["alice"])[0] == 200
+    assert "alice" in {r.tenant_id for r in audit_rows(deps)}
+    assert call(api, "DELETE", "/v1/stores/demo", key=keys["admin"])[0] in (200, 202, 204)
+    service.drain()
+    assert call(api, "POST", "/v1/stores", {"name": "demo"}, keys["admin"])[0] == 201
+    rows = call(api, "GET", "/v1/stores/demo/requests", key=keys["admin"])[1]["requests"]
+    assert {r["tenant_id"] for r in rows} <= {None}, rows
+    deleted = [r for r in call(api, "GET", "/v1/stores/~global/requests", key=keys["admin"])[1]["requests"]
+               if r["operation"] == "DELETE /v1/stores/{store}"]
+    assert [(r["principal"], r["status"]) for r in deleted] == [("ops", deleted[0]["status"])]
+    assert deleted[0]["status"] < 400

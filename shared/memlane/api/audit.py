@@ -83,7 +83,7 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
             return
         principal = str(named)
     m = _STORE_PATH.match(path)
-    store = _log_of(m.group(1) if m else None, error_code)
+    store = _log_of(m.group(1) if m else None, error_code, op)
     # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         target_id=target(path) if status < 400 else None,
@@ -98,20 +98,25 @@ def _storable(scope: dict[str, Any]) -> dict[str, Any]:
     return {k: v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) else v for k, v in scope.items()}
 
 
-def _log_of(store: str | None, error_code: str | None) -> str:
+def _log_of(store: str | None, error_code: str | None, op: str) -> str:
     """The store whose audit log records a request naming `store`: the global log when it names none, an
-    invalid name, or a store that does not exist (no rows under its name)."""
-    if store is None or not re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", store) or error_code == "store_not_found":
+    invalid name, or a store that does not exist (no rows under its name) — and for a store's deletion, which
+    is found where its creation is, not in a log no route reads once the store is gone."""
+    if store is None or not re.fullmatch(r"[a-z0-9][a-z0-9\-]{0,62}", store) or error_code == "store_not_found" \
+            or op == _STORE_DELETE:
         return audit.GLOBAL_STORE
     return store
+
+
+_STORE_DELETE = "DELETE /v1/stores/{store}"
 
 
 def record_add(deps: Deps, *, operation: str, request_id: str, principal: str, store: str | None, result: AddResult,
                scope: dict[str, str], latency_ms: float, retention_days: int) -> None:
     """The audit record of an add that was not its own HTTP request (a message of the ingestion queue)."""
     code = result.error.code if result.error else None
-    entry = AuditRecord(request_id=request_id, store=_log_of(store, code), operation=operation, principal=principal,
-                        status=result.status, error_code=code, latency_ms=round(latency_ms, 3),
+    entry = AuditRecord(request_id=request_id, store=_log_of(store, code, operation), operation=operation,
+                        principal=principal, status=result.status, error_code=code, latency_ms=round(latency_ms, 3),
                         at=deps.clock.now(), **scope)
     try:
         audit.record(deps, entry, retention_days)

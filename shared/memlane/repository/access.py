@@ -41,9 +41,23 @@ class AccessRecords:
         self.table.put({"pk": f"{record.store}#~audit", "sk": f"{record.at.isoformat()}#{record.request_id}",
                         TTL_ATTRIBUTE: expires_at, **_dump(record)})
 
-    def list_audit(self, store: str, *, limit: int, cursor: str | None, since: str | None = None,
+    def list_audit(self, store: str, *, limit: int, cursor: str | None, now: int, since: str | None = None,
                    until: str | None = None) -> tuple[list[AuditRecord], str | None]:
-        """Newest first. `since`/`until` are ISO times bounding the sort key."""
+        """Newest first, none past its expiry (`now`, epoch seconds: a row DynamoDB's TTL has not removed yet, or
+        the local table's sweeper). `since`/`until` are ISO times bounding the sort key."""
         page = self.table.query(f"{store}#~audit", start=since or "0", end=(until or "9999") + "~", limit=limit,
                                 cursor=cursor, forward=False)
-        return [AuditRecord.model_validate(i) for i in page.items], page.cursor
+        return [AuditRecord.model_validate(i) for i in page.items if i.get(TTL_ATTRIBUTE, now + 1) > now], page.cursor
+
+    def expire_audit(self, store: str, *, now: int, limit: int = 500) -> int:
+        """Delete the store's oldest audit rows past their expiry, up to the first that is not (a table without
+        TTL of its own: the local one); how many."""
+        page = self.table.query(f"{store}#~audit", limit=limit)
+        expired = []
+        for item in page.items:
+            if item.get(TTL_ATTRIBUTE, now + 1) > now:
+                break
+            expired.append((item["pk"], item["sk"]))
+        for pk, sk in expired:
+            self.table.delete(pk, sk)
+        return len(expired)

@@ -31,9 +31,27 @@ def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: date
     if start and end and start > end:
         raise InvalidInput("since must not be after until", field="since")
     if store != GLOBAL_STORE:
-        deps.repo.get_store(store)
-    found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor, since=start, until=end)
+        # A store created again under a name starts with an empty log: the rows of the one deleted before stay
+        # theirs (until they expire), and its deletion is in the global log.
+        created = _key_time(deps.repo.get_store(store).created_at)
+        start = max(start or created, created)
+        if end is not None and start > end:
+            return [], None  # a window that closed before the store was created
+    now = int(deps.clock.now().timestamp())
+    found, next_cursor = deps.repo.list_audit(store, limit=limit, cursor=cursor, now=now, since=start, until=end)
     kept = [r for r in found
             if (principal is None or r.principal == principal) and (status is None or r.status == status)
             and (operation is None or operation in r.operation) and (tenant_id is None or r.tenant_id == tenant_id)]
     return kept, next_cursor
+
+
+def expire(deps: Deps) -> int:
+    """Delete the audit rows past their retention in every store's log and the global one, for a table that does
+    not expire items itself (the local one; DynamoDB's TTL does it on AWS); how many."""
+    now, expired, cursor = int(deps.clock.now().timestamp()), 0, None
+    while True:
+        stores, cursor = deps.repo.list_stores(100, cursor)
+        for name in [s.name for s in stores] + ([GLOBAL_STORE] if cursor is None else []):
+            expired += deps.repo.expire_audit(name, now=now)
+        if cursor is None:
+            return expired
