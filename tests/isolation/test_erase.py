@@ -86,6 +86,30 @@ def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(load
             {"messages": 2, "memories": 2, "tasks": 2}, done.deleted
 
 
+def test_an_erasure_that_dies_in_the_middle_of_a_store_still_reports_what_it_deleted_there(loaded):
+    """A deletion trial: killed after a store's 10,000 messages were deleted and before its counts were kept, the
+    resumed erasure reported `deleted_documents: 0` and no messages: it counted only what it found left."""
+    from dataclasses import replace
+
+    from memlane.faults import Faults
+
+    class Crash(Exception):
+        pass
+
+    def crash(point: str) -> None:
+        raise Crash(point)
+
+    deps = loaded
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    with pytest.raises(Crash):
+        erase.run_erasure(replace(deps, faults=Faults("erase.mid_store@1", crash=crash)), erasure.erasure_id)
+    done = erase.run_erasure(deps, erasure.erasure_id)
+    assert done.status == TaskStatus.SUCCEEDED and done.stores == ["one", "two"]
+    for store in ("one", "two"):
+        assert {k: done.deleted[store][k] for k in ("messages", "memories", "tasks", "index_documents")} == \
+            {"messages": 2, "memories": 2, "tasks": 2, "index_documents": 4}, done.deleted
+
+
 @pytest.mark.parametrize("dies", ["before-the-catalog", "before-the-index"])
 def test_a_store_delete_that_dies_after_its_commit_is_finished_by_its_job(service, loaded, monkeypatch, dies):
     """kill -9 inside DELETE /stores/{name}: the purge job was committed with the record that holds the name,

@@ -9,7 +9,7 @@ to retry after a failure; its report counts what it deleted per store and record
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.ids import sortable_id
@@ -200,18 +200,27 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
     erasure = erasure.model_copy(update={"status": TaskStatus.RUNNING, "updated_at": deps.clock.now()})
     repo.put_erasure(erasure)
     deleted = {store: dict(counts) for store, counts in erasure.deleted.items()}
+
+    def keep(store: str, counts: dict[str, int]) -> None:
+        """Kept as it goes, what is about to go before it goes: a job resumed after a crash finds gone what was
+        deleted, and counts only what is left. Per kind the larger count stands (what was listed before the crash,
+        or what the resumed job found)."""
+        nonlocal erasure
+        if not counts:
+            return
+        mine = deleted.setdefault(store, {})
+        for kind, n in counts.items():
+            mine[kind] = max(mine.get(kind, 0), n)
+        erasure = erasure.model_copy(update={"deleted": deleted, "updated_at": deps.clock.now()})
+        repo.put_erasure(erasure)
+
     cursor = None
     while True:
         stores, cursor = repo.list_stores(100, cursor)
         for store in stores:
-            counts = _erase_in_store(deps, store.name, erasure.app_id, erasure.tenant_id)
-            if counts:
-                mine = deleted.setdefault(store.name, {})
-                for kind, n in counts.items():
-                    mine[kind] = mine.get(kind, 0) + n
-                # Kept as it goes: a job resumed after a crash finds gone what it deleted, and counts it from here.
-                erasure = erasure.model_copy(update={"deleted": deleted, "updated_at": deps.clock.now()})
-                repo.put_erasure(erasure)
+            name = store.name
+            keep(name, _erase_in_store(deps, name, erasure.app_id, erasure.tenant_id,
+                                       listed=lambda counts, name=name: keep(name, counts)))
             deps.faults.point("erase.after_store")
         if cursor is None:
             break
@@ -246,12 +255,15 @@ def _kind(sk: str) -> str:
     return next((kind for prefix, kind in _KINDS.items() if sk.startswith(prefix)), "other")
 
 
-def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict[str, int]:
-    """Delete the tenant's items of one store; the counts per record kind (empty: nothing there)."""
+def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str,
+                    listed: Callable[[dict[str, int]], None]) -> dict[str, int]:
+    """Delete the tenant's items of one store; the counts per record kind (empty: nothing there). `listed` is told
+    the counts of what is found, before it is deleted (the report must not lose it to a crash half way)."""
     tenant = deps.for_tenant(store, app_id, tenant_id)  # the tenant's partition, with its own credentials
     # The runs' registry entries first, as delete_run does: a job racing the erasure either wrote before
     # the listing below (which then finds its writes) or finds its run gone after and withdraws them.
     gates = list(tenant.repo.tenant_keys(store, app_id, tenant_id, prefix="SCOPE#"))
+    listed(_counts(gates))
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in gates])
     # Not the gates again: a run an add makes anew after this point is that add's (kept whole, below).
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
@@ -266,7 +278,9 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     guards = [key for r in requests for key in (deps.repo.request_pointer_key(store, app_id, tenant_id, r),
                                                 deps.repo.open_task_key(store, r, app_id, tenant_id))]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
+    listed(_counts(gates + items, requests, outside, len(documents)))
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
+    deps.faults.point("erase.mid_store")
     # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
     # finds its item gone and removes its own document; one that indexed before is removed here. The
     # memories' and messages' again: an edit, or an add, that wrote before the items went may have indexed
@@ -278,15 +292,21 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str) -> dict
     deps.repo.delete_items(guards + outside)
     late, late_docs = _written_from_what_went(tenant, store, app_id, tenant_id, items)
     _runs_made_meanwhile(deps, tenant, store, app_id, tenant_id)
+    return _counts(gates + items + late, requests, outside, len(documents) + len(summary_docs) + late_docs)
+
+
+def _counts(items: list[dict[str, Any]], requests: Sequence[str] = (), outside: Sequence[Any] = (),
+            documents: int = 0) -> dict[str, int]:
+    """An erasure report's counts per record kind (none of a kind that had nothing)."""
     counts: dict[str, int] = {}
-    for item in gates + items + late:
+    for item in items:
         counts[_kind(item["sk"])] = counts.get(_kind(item["sk"]), 0) + 1
     if requests:
         counts["request_ids"] = len(requests)
     if outside:
         counts["registry_entries"] = len(outside)
-    if documents or summary_docs or late_docs:
-        counts["index_documents"] = len(documents) + len(summary_docs) + late_docs
+    if documents:
+        counts["index_documents"] = documents
     return counts
 
 
