@@ -283,6 +283,61 @@ def test_an_add_committed_inside_the_range_a_refresh_covers_is_summarised_too(sv
     assert len(svc.deps.table.query(tenant_pk("demo", "app", "u1"), prefix="SUM#", limit=10).items) == 1
 
 
+def test_a_backdated_add_committed_while_a_refresh_runs_below_its_coverage_is_summarised(svc, monkeypatch):
+    """A working-memory trial: an add stamped below the summary's coverage (an import, a lagging client clock)
+    committed after a refresh pass read the thread, and its own check ran after that pass wrote: the check took
+    the summary's build time for its read time, judged the message read, and it was never summarised (15-54 of
+    ~80-224 such messages lost, silently). The check now compares with when the pass read."""
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    add_turns(svc.deps, 16, 10)
+    real_summarise, real_after_add = summaries._summarise, summaries.after_add
+    checks = []
+
+    def meanwhile(deps, store, scope, previous, batch):
+        if not checks:  # the add commits between this pass's read and its write; its check runs after the write
+            monkeypatch.setattr(summaries, "after_add", lambda *args: checks.append(args) or False)
+            ingest.add(svc.deps, "demo", scope=SCOPE, request_id="backdated", messages=[
+                {"role": "user", "content": "Decision: the venue is the harbour warehouse, booked by Marta.",
+                 "created_at": T0 + timedelta(minutes=2, seconds=30)}])
+            monkeypatch.setattr(summaries, "after_add", real_after_add)
+        return real_summarise(deps, store, scope, previous, batch)
+
+    monkeypatch.setattr(summaries, "_summarise", meanwhile)
+    summaries.refresh(bound(svc), "demo", THREAD)
+    monkeypatch.setattr(summaries, "_summarise", real_summarise)
+    (check,) = checks
+    backdated = check[3][0].message_id
+    assert backdated < first.covered_until
+    assert real_after_add(*check)  # noted late, a refresh queued
+    final = summaries.refresh(bound(svc), "demo", THREAD, force=True)
+    ids = thread_ids(svc.deps)
+    assert final.covered_messages == len(ids) - KEEP and final.late == [] and backdated in final.folded
+
+
+def test_a_backdated_add_a_refresh_reads_after_is_still_late_for_it_reads_only_above_its_coverage(svc, monkeypatch):
+    """The same trial, one client adding in sequence: a refresh that read after the add was stored counted as
+    having seen it — but a refresh reads only above the coverage it starts from, so a message stamped below it was
+    never read, and never summarised."""
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    add_turns(svc.deps, 16, 10)
+    real_after_add, checks = summaries.after_add, []
+    monkeypatch.setattr(summaries, "after_add", lambda *args: checks.append(args) or False)
+    ingest.add(svc.deps, "demo", scope=SCOPE, request_id="backdated", messages=[
+        {"role": "user", "content": "Decision: the venue is the harbour warehouse, booked by Marta.",
+         "created_at": T0 + timedelta(minutes=2, seconds=30)}])
+    monkeypatch.setattr(summaries, "after_add", real_after_add)
+    summaries.refresh(bound(svc), "demo", THREAD)  # reads after the add was stored, above its coverage only
+    (check,) = checks
+    backdated = check[3][0].message_id
+    assert backdated < first.covered_until
+    assert real_after_add(*check)  # the add's own check, after that refresh: late all the same
+    final = summaries.refresh(bound(svc), "demo", THREAD, force=True)
+    ids = thread_ids(svc.deps)
+    assert final.covered_messages == len(ids) - KEEP and final.late == [] and backdated in final.folded
+
+
 # -- a forced refresh is a task --------------------------------------------------------------------
 
 

@@ -202,6 +202,9 @@ class ThreadSummary(BaseModel):
     # after a refresh read past its time): not yet covered, the next refresh takes them in.
     late: list[str] = Field(default_factory=list)
     folded: list[str] = Field(default_factory=list)  # the latest late ones taken in: never noted twice
+    # When the refresh that wrote it read the thread: a message stored after may be below `covered_until`
+    # unread. None: written before this was kept (its `updated_at` stands for it).
+    read_at: datetime | None = None
     tokens: int = 0
     origin: str = "extractive"  # "llm" or "extractive"
     created_at: datetime

@@ -153,6 +153,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     job = jobs.extract_job(store, request_id, write)
     task = None
     tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
+    covered_before = summaries.covered_until(deps, store, write)  # what a refresh will never read again
     for attempt in range(_RACE_RETRIES):
         if attempt:  # the first uses the read above: the commit is conditioned on it, so a stale one retries
             info = repo.get_scope(store, write)
@@ -171,7 +172,6 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
                   *repo.scope_writes(store, new_info, previous=info),
                   *(repo.new_run_claim(store, write) if info is None else [])]
-        committing = deps.clock.now()  # at or before the messages are stored (a summary written before never read them)
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
@@ -190,6 +190,8 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     else:
         _release(repo, store, request_id, write, now, own_entry)
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
+    # After the messages are stored: a summary whose refresh read the thread before this time may not have read them.
+    stored = deps.clock.now()
     deps.faults.point("add.after_messages_and_task")
     assert task is not None
     # The dream scheduler's registry (global partition), which is also how a store's purge finds its tenants.
@@ -214,7 +216,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
             pass  # the task is gone already: its store deleted, or its tenant erased, since the check
     if task.extract:
         # A summary is distilled like the memories: only threads whose policy extracts get one.
-        summaries.after_add(deps, store_obj, write, msgs, committing)
+        summaries.after_add(deps, store_obj, write, msgs, stored, covered_before)
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)
