@@ -169,6 +169,44 @@ def test_no_shortening_is_counted_when_the_room_left_is_below_its_first_sentence
     assert not [t for t in tok.texts if t.endswith("…")]
 
 
+def _shortened_by_scanning(entry: Entry, room: int) -> tuple[str, int] | None:
+    """The shortening as it was, every prefix counted in turn: the reference for `_shorten`."""
+    from memlane.policies.context_card import _SENTENCE_END, ELLIPSIS, _line
+
+    sentences = _SENTENCE_END.split(entry.text.strip())
+    if room <= 0 or len(sentences) < 2 or len(sentences[0].split()) + 1 > room:
+        return None
+    best = None
+    for i in range(1, len(sentences)):
+        text = " ".join(sentences[:i]) + ELLIPSIS
+        cost = TOKENIZER.count(_line(text))
+        if cost > room:
+            break
+        best = (text, cost)
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts(), min_size=1, max_size=4), st.integers(-1, 120))
+def test_a_shortened_entry_is_the_longest_prefix_that_fits_as_a_scan_finds_it(parts: list[str], room: int) -> None:
+    from memlane.policies.context_card import _shorten
+
+    entry = Entry("e", " ".join(parts), 0.5, 0)
+    assert _shorten(entry, room, TOKENIZER) == _shortened_by_scanning(entry, room)
+
+
+def test_shortening_a_very_long_entry_counts_a_few_prefixes_not_every_one() -> None:
+    """A working-memory trial: a card of six 31,000-character turns took 13 s, every prefix of each turn counted
+    (quadratic in its sentences) on each of the packer's tries."""
+    from memlane.policies.context_card import _shorten
+
+    entry = Entry("long", "Priya told a long story about her garden and her neighbours there. " * 500, 0.5, 0)
+    tok = RecordingTokenizer()
+    shortened = _shorten(entry, 200, tok)
+    assert shortened is not None and shortened[1] <= 200
+    assert len(tok.texts) <= 12 and sum(len(t) for t in tok.texts) < 20_000
+
+
 def test_distinct_keeps_the_first_of_near_identical_texts_and_what_is_new() -> None:
     from memlane.policies.context_card import distinct
 
