@@ -97,6 +97,19 @@ def test_an_admin_key_cannot_be_shown_as_limited_to_some_tenants(tmp_path: Path,
     assert access.grant(deps, "ops", {"*": ["*"]}, admin=True).admin
 
 
+def test_a_command_that_calls_no_server_refuses_a_url_instead_of_ignoring_it(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A working-memory trial: `memlane fsck STORE --url URL` ignored --url, made an empty ./.memlane and answered
+    store_not_found for a store the server had."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMLANE_URL", raising=False)
+    for argv in (["fsck", "demo", "--url", "http://127.0.0.1:9"], ["--url", "http://127.0.0.1:9", "reindex", "demo"]):
+        assert cli.main(argv) == 64
+        assert "leave --url out" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no ./.memlane made
+
+
 def test_serve_with_an_opensearch_url_without_the_aws_extra_names_it(tmp_path: Path) -> None:
     """Issue 17 #4: `memlane serve` with MEMLANE_OPENSEARCH_URL set and opensearch-py not installed ended in a
     ModuleNotFoundError traceback; it must say which extra to install and exit 5."""

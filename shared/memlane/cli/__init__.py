@@ -9,6 +9,7 @@ optional extra, AWS credentials, a region); 6 a --wait gave up; 64 a usage error
 from __future__ import annotations
 
 import argparse
+import os
 import importlib.metadata
 import sys
 from typing import TYPE_CHECKING, Any
@@ -108,6 +109,11 @@ def _operate(args: argparse.Namespace) -> int:
     from ..bootstrap import DataDirInUse, Misconfigured, MissingExtra
     from ..domain.errors import MemlaneError
 
+    if args.command != "serve" and args.url != os.environ.get("MEMLANE_URL", DEFAULT_URL):
+        # It works on the data dir or the engines the environment names, never through a server: a --url would
+        # be ignored, and the command run on an empty ./.memlane instead (a trial's `fsck STORE --url ...`).
+        raise UsageError(f"`memlane {args.command}` works on --data-dir (or the engines MEMLANE_MODE configures), "
+                         "not on a server: leave --url out")
     try:
         return args.handler(args)
     except (MissingExtra, Misconfigured) as missing:
