@@ -104,12 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+# Commands that work on the data dir or the engines the environment configures, never through a server.
+_ON_ENGINES = frozenset({"worker", "keys", "grants", "reindex", "schema", "fsck"})
+
+
 def _operate(args: argparse.Namespace) -> int:
     """A command that calls no route: the errors of the table, index and settings it works on."""
     from ..bootstrap import DataDirInUse, Misconfigured, MissingExtra
     from ..domain.errors import MemlaneError
 
-    if args.command != "serve" and args.url != os.environ.get("MEMLANE_URL", DEFAULT_URL):
+    if args.command in _ON_ENGINES and args.url != os.environ.get("MEMLANE_URL", DEFAULT_URL):
         # It works on the data dir or the engines the environment names, never through a server: a --url would
         # be ignored, and the command run on an empty ./.memlane instead (a trial's `fsck STORE --url ...`).
         raise UsageError(f"`memlane {args.command}` works on --data-dir (or the engines MEMLANE_MODE configures), "
