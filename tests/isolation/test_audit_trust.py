@@ -371,3 +371,16 @@ def test_a_store_created_again_has_an_empty_log_and_its_deletion_is_in_the_globa
                if r["operation"] == "DELETE /v1/stores/{store}"]
     assert [(r["principal"], r["status"]) for r in deleted] == [("ops", deleted[0]["status"])]
     assert deleted[0]["status"] < 400
+
+
+def test_an_erasure_request_and_its_reads_are_audited_with_the_erasure_id(world):
+    """The same trial: `POST /v1/tenants/erase` and `GET /v1/erasures/{id}` were audited with no target, so the log
+    could not be linked to the erasure record."""
+    api, deps, keys, _ = world
+    status, started = call(api, "POST", "/v1/tenants/erase", {"app_id": "travel", "tenant_id": "bob"}, keys["admin"])
+    assert status == 202, started
+    erasure_id = started["erasure_id"]
+    assert call(api, "GET", f"/v1/erasures/{erasure_id}", key=keys["admin"])[0] == 200
+    rows = audit_rows(deps, "~global")
+    assert {(r.operation, r.target_id) for r in rows} >= {("POST /v1/tenants/erase", erasure_id),
+                                                         ("GET /v1/erasures/{id}", erasure_id)}

@@ -42,11 +42,29 @@ def operation(method: str, path: str) -> str:
     return f"{method if method in _METHODS else 'OTHER'} /{shape}"
 
 
-def target(path: str) -> str | None:
-    """The id of the one record a store route addresses (the memory deleted, the task read), when well formed."""
+_ERASURE_PATH = re.compile(r"^/v1/erasures/([^/]+)$")
+
+
+def target(path: str, result: dict[str, Any] | None = None) -> str | None:
+    """The id of the one record a route addresses (the memory deleted, the task read, the erasure read), or made
+    (the erasure a tenant's erase request started), when well formed."""
     m = _STORE_PATH.match(path)
-    found = _ID_AFTER.search(m.group(2) or "") if m else None
-    return found.group(2) if found and is_id(found.group(2)) else None
+    found = _ID_AFTER.search(m.group(2) or "") if m else _ERASURE_PATH.match(path)
+    if found:
+        made = found.group(found.lastindex or 0)
+    elif path == "/v1/tenants/erase" and result is not None:
+        made = _answered(result).get("erasure_id")
+    else:
+        return None
+    return made if isinstance(made, str) and is_id(made) else None
+
+
+def _answered(result: dict[str, Any]) -> dict[str, Any]:
+    try:
+        body = json.loads(result.get("body") or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def record_request(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], latency_ms: float,
@@ -64,12 +82,8 @@ def record_request(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[s
 def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any], path: str, latency: float,
             retention_days: int) -> None:
     status = int(result.get("statusCode", 500))
-    error_code = None
-    if status >= 400:
-        try:
-            error_code = json.loads(result.get("body") or "{}").get("error", {}).get("code")
-        except (ValueError, AttributeError):
-            error_code = None
+    error = _answered(result).get("error") if status >= 400 else None
+    error_code = error.get("code") if isinstance(error, dict) else None
     context = event.get("requestContext") or {}
     http = context.get("http") or {}
     op = operation(http.get("method", "GET"), path)
@@ -86,7 +100,7 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
     store = _log_of(m.group(1) if m else None, error_code, op)
     # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
-                        target_id=target(path) if status < 400 else None,
+                        target_id=target(path, result) if status < 400 else None,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
                         at=deps.clock.now(), **_storable(gate.checked(event).scope))
     audit.record(deps, entry, retention_days)
