@@ -88,6 +88,22 @@ def test_the_summary_is_shown_with_its_citations_and_not_repeated_by_memories(de
     assert any("pottery class" in e.text for e in result.kept["plans"])
 
 
+def test_a_summary_sentence_of_turns_shown_as_recent_is_not_said_twice(deps, store, monkeypatch) -> None:
+    """A working-memory trial: asked for more recent turns than the store keeps out of its summary, a card showed the
+    same turns as summary sentences and again word for word (a quarter of its tokens)."""
+    first = deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now, sentences=[
+        SummarySentence(text="Priya has a severe peanut allergy and carries an EpiPen.", evidence=[first[0].message_id]),
+        SummarySentence(text="Priya mentioned earlier trips to Porto.", evidence=["some-older-message"])])
+    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+
+    result = card(deps, store, thread_id="thread-1", recent_messages=len(first))
+
+    assert first[0].message_id in {e.key for e in result.kept["recent"]}
+    assert [e.text for e in result.kept["summary"]] == ["Priya mentioned earlier trips to Porto."]
+
+
 def _plan(deps, store, text: str, when: datetime | None) -> None:
     now = deps.clock.now()
     memory = Memory(memory_id=f"plan-{abs(hash(text))}", scope=Scope(**OLD), memory_type=MemoryType.PLAN, text=text,

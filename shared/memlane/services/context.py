@@ -138,8 +138,12 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
     if user is not None:
         parts.append(user)
     if "summary" in wanted and summary is not None:
+        # Not a sentence whose turns are all among the recent ones shown word for word (more recent turns asked for
+        # than the store keeps out of its summary: a trial's card spent a quarter of its tokens saying them twice).
+        shown = {m.message_id for m in recent} if "recent" in wanted else set()
         parts.append(Section("summary", tuple(Entry(f"s{i}", s.text, SUMMARY_VALUE, i, tuple(s.evidence))
-                                              for i, s in enumerate(summary.sentences))))
+                                              for i, s in enumerate(summary.sentences)
+                                              if not (s.evidence and set(s.evidence) <= shown))))
     if "recent" in wanted:
         parts.append(Section("recent", tuple(
             Entry(m.message_id, _said(m), max(RECENT_FLOOR, RECENT_NEWEST - RECENT_STEP * age), len(recent) - age,
