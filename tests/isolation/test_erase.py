@@ -62,9 +62,12 @@ def test_erase_tenant_leaves_zero_items_in_table_and_index(service, loaded):
     assert erase.run_erasure(deps, erasure.erasure_id).deleted_items == done.deleted_items
 
 
-def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(loaded):
-    """The counts were kept in memory and saved once at the end: a job that died after the first store
-    and ran again found that store empty, and its SUCCEEDED report left the store out."""
+@pytest.mark.parametrize("point", ["erase.after_store", "erase.mid_store"])
+def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(loaded, point):
+    """The counts were kept in memory and saved once at the end: a job that died after the first store and ran again
+    found that store empty, and its SUCCEEDED report left the store out. Then they were kept after each store: a
+    deletion trial killed one after a store's 10,000 messages were deleted and before its counts were kept, and the
+    resumed erasure reported `deleted_documents: 0` and no messages."""
     from dataclasses import replace
 
     from memlane.faults import Faults
@@ -78,34 +81,10 @@ def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(load
     deps = loaded
     erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
     with pytest.raises(Crash):
-        erase.run_erasure(replace(deps, faults=Faults("erase.after_store@1", crash=crash)), erasure.erasure_id)
+        erase.run_erasure(replace(deps, faults=Faults(f"{point}@1", crash=crash)), erasure.erasure_id)
     done = erase.run_erasure(deps, erasure.erasure_id)
     assert done.status == TaskStatus.SUCCEEDED and done.stores == ["one", "two"]
     for store in ("one", "two"):  # two messages, two memories, two tasks in each
-        assert {k: done.deleted[store][k] for k in ("messages", "memories", "tasks")} == \
-            {"messages": 2, "memories": 2, "tasks": 2}, done.deleted
-
-
-def test_an_erasure_that_dies_in_the_middle_of_a_store_still_reports_what_it_deleted_there(loaded):
-    """A deletion trial: killed after a store's 10,000 messages were deleted and before its counts were kept, the
-    resumed erasure reported `deleted_documents: 0` and no messages: it counted only what it found left."""
-    from dataclasses import replace
-
-    from memlane.faults import Faults
-
-    class Crash(Exception):
-        pass
-
-    def crash(point: str) -> None:
-        raise Crash(point)
-
-    deps = loaded
-    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
-    with pytest.raises(Crash):
-        erase.run_erasure(replace(deps, faults=Faults("erase.mid_store@1", crash=crash)), erasure.erasure_id)
-    done = erase.run_erasure(deps, erasure.erasure_id)
-    assert done.status == TaskStatus.SUCCEEDED and done.stores == ["one", "two"]
-    for store in ("one", "two"):
         assert {k: done.deleted[store][k] for k in ("messages", "memories", "tasks", "index_documents")} == \
             {"messages": 2, "memories": 2, "tasks": 2, "index_documents": 4}, done.deleted
 
