@@ -229,6 +229,10 @@ def test_a_move_changes_the_home_a_memory_names(old, new):
     ("User works at Barclays.", "User was hired by HSBC."),
     ("User works at Barclays.", "User joined HSBC for an internship."),
     ("User works at Barclays.", "User joined HSBC in March."),
+    ("User works at Google.", "User was just hired by Meta."),
+    ("User works at Google.", "User got officially hired by Meta."),
+    ("User works at Google.", "User joined CNN for the morning show."),
+    ("User works at Google.", "User joined Ubisoft for the game design team."),
 ])
 def test_a_job_taken_elsewhere_changes_the_workplace(old, new):
     assert action(old, new, similarity=0.5) == ExtractAction.UPDATE
@@ -585,6 +589,18 @@ def test_a_word_of_such_an_attribute_that_is_not_the_subjects_value_changes_noth
     ("User works at Google.", "User hired Dana to paint the house."),
     ("User works at Barclays.", "User joined Tom for lunch."),
     ("User works at Barclays.", "User joined Tom and Ana for a quick coffee."),
+    # A regression trial of the rules above: no couple, no hedge hiding a mere cue, no plan, no one's place named.
+    ("User is single.", "User has a partner at the law firm."),
+    ("User is married.", "User is seeing someone about User's back pain."),
+    ("User is married.", "Sam and User are still dating after 20 years of marriage."),
+    ("User is single.", "User is dating apps averse, honestly."),
+    ("User is single.", "User is in a relationship with User's old car, haha."),
+    ("User works at Google.", "User joined Google in 2020, maybe User will stay there for a while."),
+    ("User lives in Denver.",
+     "User moved out of User's parents' place in 2010, maybe User will move to Austin someday."),
+    ("User lives in Denver.", "User moved out of User's parents' place in 2010."),
+    ("User lives in Denver.", "User will be moving to Austin, if you can believe it."),
+    ("User lives in Denver.", "User is going to move to Austin, you know."),
 ])
 def test_what_only_looks_like_a_change_of_a_fact_that_holds_changes_nothing(old, new):
     assert action(old, new, similarity=0.6) == ExtractAction.ADD

@@ -203,11 +203,16 @@ _EXCLUSIVE = {attribute: re.compile(rf"{_BECAME}({'|'.join(values)})\b{_NOT_OF_I
 # Being one of a couple, said without a status word ("has a boyfriend", "is dating Sam"): a relationship status all the
 # same, which "is single again" (or "got married") replaces.
 _IN_A_COUPLE = "in a relationship"
+# Not "a partner" (at the firm, for the tournament), "seeing someone" (about a back pain), "still dating" (after
+# twenty years of marriage), "dating apps", "in a relationship with my old car" (a regression trial). Case matters:
+# "dating Sam" names someone.
 _COUPLED = re.compile(
-    r"\b(?:has|have|['’]ve got|has got|['’]s got) an? (?:boyfriend|girlfriend|partner(?! in crime)|bf|gf)\b"
-    r"|\b(?:is|am|are|['’]m|['’]re|['’]s) (?:now |still )?(?:dating|seeing someone|in a relationship)\b", re.I)
+    r"\b(?:has|have|['’]ve got|has got|['’]s got) an? (?:boyfriend|girlfriend|bf|gf)\b"
+    r"|\b(?:is|am|are|['’]m|['’]re|['’]s) (?:now )?"
+    r"(?:dating(?= +(?:[A-Z]|someone|somebody|again|now)| *[.!,;]| *$)"
+    r"|in a relationship(?= *[.!,;]| *$| +(?:now|again)\b| +with +(?:someone|somebody|[A-Z](?![\w'’]*['’]s\b))))")
 _STATE_WORDS = (*(v for values in EXCLUSIVE_STATES.values() for v in values),
-                "boyfriend", "girlfriend", "partner", "bf", "gf", "dating", "seeing", "relationship")
+                "boyfriend", "girlfriend", "bf", "gf", "dating", "relationship")
 
 
 def may_hold_state(text: str) -> bool:

@@ -200,9 +200,10 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
-        if _hedged(new) or lang.past_frame(new.text):
+        if _hedged(new, relation) or lang.past_frame(new.text) or _ahead(new):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
-            # narration of the past ("back in college User worked as a lifeguard").
+            # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
+            # Austin": where User lives holds until then).
             return None
         if lang.used_to(new.text) and not new.reported_change:
             # A value that held once ("used to work at Juniper" of "works at Cisco") changes nothing: what the
@@ -214,15 +215,27 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     return relation
 
 
-def _hedged(new: Statement) -> bool:
+def _hedged(new: Statement, relation: Relation) -> bool:
     """Said as a possibility, a wish, a condition or an intention (`lang.irrealis`). A hedge in a clause after a change
-    already made ("joined HSBC in March, User hopes it's a good fit", "relocated to Sydney, maybe the best decision
-    we ever made") speaks of the change, it does not make it a possibility: the change holds. "If User gets the job,
-    User will move", "will move to Munich if ..." and "wanted to move, maybe next year" stay possibilities."""
+    already made to a new value ("joined HSBC in March, User hopes it's a good fit", "relocated to Sydney, maybe the
+    best decision we ever made") speaks of the change, it does not make it a possibility: the change holds. "If User
+    gets the job, User will move", "will move to Munich if ..." and "wanted to move, maybe next year" stay
+    possibilities; and a hedge keeps hiding what only a cue reads as a change ("joined Google in 2020, maybe User
+    will stay there" of "works at Google": a regression trial)."""
     if not lang.irrealis(new.text):
         return False
     first, *rest = new.clauses()
-    return not rest or lang.irrealis(first.text) or not _made(first)
+    return not rest or lang.irrealis(first.text) or not _made(first) or relation.evidence not in _NEW_VALUE
+
+
+# A change to a value the old statement does not name: a move or a new employer named, another value said.
+_NEW_VALUE = frozenset({Evidence.STATE_CHANGE, Evidence.VALUE, Evidence.VALUE_CUE})
+# A plan said in the main clause ("will be moving to Austin", "is going to quit"): what holds holds until then.
+_FUTURE = re.compile(r"\b(?:will|shall|['’]ll|going to|gonna)\b", re.I)
+
+
+def _ahead(new: Statement) -> bool:
+    return _FUTURE.search(new.clauses()[0].text) is not None
 
 
 def _made(clause: Statement) -> bool:
@@ -479,11 +492,12 @@ def _moved(to: str, old: Statement) -> str:
 
 # A home move has no object ("moved to Bergen", "moved back to Oslo"), as "moved the meeting" has.
 _HOME_MOVES = frozenset({"mov", "relocat"})
-# "got hired", "was hired": the subject's job changed; "User hired Tom" is someone else's.
+# "got hired", "was just hired": the subject's job changed; "User hired Tom" is someone else's.
 _PASSIVE = frozenset("got get gets getting was were been be is am are".split())
-# "joined Tom for lunch": company for a while, not a place of work or study.
-_OUTINGS = frozenset("lunch dinner breakfast brunch coffee drinks drink tea walk run hike ride movie game show party "
-                     "trip weekend chat call".split())
+# "joined Tom for lunch": company for a while, not a place of work or study ("joined CNN for the morning show" is).
+_OUTINGS = frozenset("lunch dinner breakfast brunch coffee drinks drink tea walk hike ride movie".split())
+_OUTING_LEADS = frozenset("a an the some quick short late early long little".split())
+_POSSESSIVE = ("'s", "’s")
 
 
 def _changes_state_of(new: Statement, old: Statement) -> str:
@@ -494,7 +508,7 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
-            if lang.stem(w) == "hir" and not (i and new.words[i - 1] in _PASSIVE):
+            if lang.stem(w) == "hir" and not _passive(new.words[:i]):
                 continue
             tokens = TOKEN.findall(new.text)
             after = tokens[i + 1:i + 5]
@@ -502,16 +516,30 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
                 return ""  # "moved the meeting to Friday", "relocated our office": something moved, not the home
             if _an_outing(tokens[i + 1:i + 9]):
                 return ""
-            # A place is named ("to Bergen"): not a time ("moved in together in May").
+            # A place is named ("to Bergen"): not a time ("moved in together in May"), nor someone's ("moved out of
+            # User's parents' place").
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words
-                         and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS), "")
+                         and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS
+                         and not t.endswith(_POSSESSIVE) and base(t) != new.subject), "")
     return ""
 
 
+def _passive(before: list[str]) -> bool:
+    """The verb after `before` is passive: an auxiliary before it, an adverb or two between ("was just hired")."""
+    words = [w for w in before[-3:] if not (w.endswith("ly") or w in lang.TIME_ADVERBS)]
+    return bool(words) and words[-1] in _PASSIVE
+
+
 def _an_outing(rest: list[str]) -> bool:
-    """"joined Tom for lunch", "... Tom and Ana for a quick coffee": company for a while."""
+    """"joined Tom for lunch", "... Tom and Ana for a quick coffee": company for a while — the outing is what the
+    "for" names, not a word of a longer name ("for the game design team", "for a lunch service role")."""
     words = [t.lower() for t in rest]
-    return "for" in words and any(t in _OUTINGS for t in words[words.index("for") + 1:][:3])
+    if "for" not in words:
+        return False
+    named = words[words.index("for") + 1:]
+    while named and named[0] in _OUTING_LEADS:
+        named = named[1:]
+    return bool(named) and named[0] in _OUTINGS and (len(named) == 1 or named[1] in lang.STOP_WORDS)
 
 
 def _show(statement: Statement, stems: list[str]) -> str:
