@@ -83,3 +83,27 @@ def test_a_reader_that_holds_the_log_neither_stops_writers_nor_keeps_the_deleted
         time.sleep(0.05)
     assert not compactor.later.pending
     assert (tmp_path / "t.db-wal").stat().st_size == 0
+
+
+def test_the_index_tries_its_held_log_again_without_holding_searches_for_long(tmp_path, monkeypatch):
+    """A regression trial: while a reader held index.db, the background retry made its second of tries under the lock
+    every search takes — each tenant's searches stalled about a second every five. A retry tries once."""
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+
+    monkeypatch.setattr(compaction, "RETRY_SECONDS", 0.02)
+    index = EmbeddedIndex(tmp_path / "index.db")
+    reader = sqlite3.connect(tmp_path / "index.db", isolation_level=None, check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    index._db.execute("CREATE TABLE scratch (x TEXT)")  # frames past the reader's snapshot: the log is held
+    index.compact()
+    assert index._truncation.pending
+    waits = []
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # as searches take the lock
+        started = time.monotonic()
+        with index._lock:
+            waits.append(time.monotonic() - started)
+        time.sleep(0.005)
+    reader.execute("COMMIT")
+    assert max(waits) < 0.3, max(waits)

@@ -32,7 +32,8 @@ RETRY_SECONDS = 5.0  # between background tries while a reader still holds the l
 
 class Later:
     """`attempt` (answers whether it succeeded) tried again every RETRY_SECONDS in the background until it
-    succeeds; one timer at a time however often it is scheduled."""
+    succeeds; one timer at a time however often it is scheduled. A retry tries once: the index's is made under the
+    lock every search takes (a regression trial: searches stalled a second every five while a reader held the file)."""
 
     def __init__(self, attempt: Callable[[], bool], what: str):
         self.attempt, self.what = attempt, what
@@ -72,27 +73,27 @@ class Later:
 class SqliteFileCompactor:
     def __init__(self, path: str | Path):
         self.path = str(path)
-        self.later = Later(self._truncate, Path(self.path).name)
+        self.later = Later(lambda: self._truncate(attempts=1), Path(self.path).name)
 
     def compact(self) -> None:
         if not self._truncate():
             self.later.schedule()
 
-    def _truncate(self) -> bool:
+    def _truncate(self, attempts: int = CHECKPOINT_ATTEMPTS) -> bool:
         db = sqlite3.connect(self.path, isolation_level=None)
         try:
-            return not checkpoint(db)
+            return not checkpoint(db, attempts)
         finally:
             db.close()
 
 
-def checkpoint(db: sqlite3.Connection) -> bool:
+def checkpoint(db: sqlite3.Connection, attempts: int = CHECKPOINT_ATTEMPTS) -> bool:
     """Checkpoint the WAL into the file and truncate it, trying again while readers hold it (never waiting on one:
     a waiting checkpoint holds off every writer); whether it stayed busy. The connection's busy timeout is put back."""
     timeout = db.execute("PRAGMA busy_timeout").fetchone()[0]
     db.execute("PRAGMA busy_timeout=0")
     try:
-        for attempt in range(CHECKPOINT_ATTEMPTS):
+        for attempt in range(attempts):
             try:
                 busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             except sqlite3.OperationalError as error:  # "database is locked" / "database table is locked"

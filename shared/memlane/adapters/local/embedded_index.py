@@ -38,7 +38,7 @@ from ...domain.schema import Described
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
-from .compaction import Later, checkpoint
+from .compaction import CHECKPOINT_ATTEMPTS, Later, checkpoint
 from .database import create_private, full
 from .index_cache import TenantCache, TenantKey
 from .index_filter import Filter, candidates, named_documents, utc_iso, where
@@ -88,7 +88,7 @@ class EmbeddedIndex:
                  ann_background: bool = True):
         self._lock = threading.RLock()
         self._path = str(path)
-        self._truncation = Later(self._truncate_log, Path(self._path).name)
+        self._truncation = Later(lambda: self._truncate_log(attempts=1), Path(self._path).name)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
@@ -208,9 +208,9 @@ class EmbeddedIndex:
         if not self._truncate_log():
             self._truncation.schedule()
 
-    def _truncate_log(self) -> bool:
+    def _truncate_log(self, attempts: int = CHECKPOINT_ATTEMPTS) -> bool:
         with self._lock:
-            return not checkpoint(self._db)
+            return not checkpoint(self._db, attempts)
 
     def documents(self, store: str) -> Iterator[IndexedDoc]:
         """Every document of the store, of every record type, in id order (fsck compares them with the table)."""
