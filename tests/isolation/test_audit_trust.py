@@ -369,8 +369,11 @@ def test_a_store_created_again_has_an_empty_log_and_its_deletion_is_in_the_globa
     assert {r["tenant_id"] for r in rows} <= {None}, rows
     deleted = [r for r in call(api, "GET", "/v1/stores/~global/requests", key=keys["admin"])[1]["requests"]
                if r["operation"] == "DELETE /v1/stores/{store}"]
-    assert [(r["principal"], r["status"]) for r in deleted] == [("ops", deleted[0]["status"])]
+    assert [(r["principal"], r["status"], r["target_id"]) for r in deleted] == [("ops", deleted[0]["status"], "demo")]
     assert deleted[0]["status"] < 400
+    created = [r for r in call(api, "GET", "/v1/stores/~global/requests", key=keys["admin"])[1]["requests"]
+               if r["operation"] == "POST /v1/stores"]
+    assert [r["target_id"] for r in created] == ["demo"]  # the one made again here (the first, by the service)
 
 
 def test_an_erasure_request_and_its_reads_are_audited_with_the_erasure_id(world):

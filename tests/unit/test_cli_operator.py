@@ -91,6 +91,9 @@ def test_an_admin_key_cannot_be_shown_as_limited_to_some_tenants(tmp_path: Path,
                      "--tenant", "alice"])
     assert code == 64 and "--admin reaches every app and tenant" in capsys.readouterr().err
     assert not data.exists()  # refused before anything was written
+    tenant_alone = ["--data-dir", str(data), "keys", "create", "--principal", "ops", "--admin", "--tenant", "bob"]
+    assert cli.main(tenant_alone) == 64
+    assert "--tenant needs --app" in capsys.readouterr().err and not data.exists()
     deps = build_operator(Settings.from_env(data_dir=data))
     with pytest.raises(InvalidInput):
         access.grant(deps, "ops", {"app1": ["alice"]}, admin=True)
@@ -104,7 +107,8 @@ def test_a_command_that_calls_no_server_refuses_a_url_instead_of_ignoring_it(tmp
     store_not_found for a store the server had."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MEMLANE_URL", raising=False)
-    for argv in (["fsck", "demo", "--url", "http://127.0.0.1:9"], ["--url", "http://127.0.0.1:9", "reindex", "demo"]):
+    for argv in (["fsck", "demo", "--url", "http://127.0.0.1:9"], ["--url", "http://127.0.0.1:9", "reindex", "demo"],
+                 ["fsck", "demo", "--url=http://127.0.0.1:8420"]):  # the default URL, given: refused all the same
         assert cli.main(argv) == 64
         assert "leave --url out" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # no ./.memlane made

@@ -46,17 +46,23 @@ _ERASURE_PATH = re.compile(r"^/v1/erasures/([^/]+)$")
 
 
 def target(path: str, result: dict[str, Any] | None = None) -> str | None:
-    """The id of the one record a route addresses (the memory deleted, the task read, the erasure read), or made
-    (the erasure a tenant's erase request started), when well formed."""
+    """The id of the one record a route addresses (the memory deleted, the task read, the erasure read, the store
+    itself), or made (the erasure a tenant's erase request started, the store created), when well formed."""
     m = _STORE_PATH.match(path)
     found = _ID_AFTER.search(m.group(2) or "") if m else _ERASURE_PATH.match(path)
+    made: Any
     if found:
         made = found.group(found.lastindex or 0)
-    elif path == "/v1/tenants/erase" and result is not None:
-        made = _answered(result).get("erasure_id")
+    elif m and not m.group(2):  # the store read, changed or deleted: its deletion is logged globally, by name
+        made = m.group(1)
+    elif path in _MAKING and result is not None:
+        made = _answered(result).get(_MAKING[path])
     else:
         return None
     return made if isinstance(made, str) and is_id(made) else None
+
+
+_MAKING = {"/v1/tenants/erase": "erasure_id", "/v1/stores": "name"}  # routes that make a record: its id's field
 
 
 def _answered(result: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ optional extra, AWS credentials, a region); 6 a --wait gave up; 64 a usage error
 from __future__ import annotations
 
 import argparse
-import os
 import importlib.metadata
 import sys
 from typing import TYPE_CHECKING, Any
@@ -94,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if done.code == EXIT_USAGE:  # printed already; returned so that callers get it as any other code
             return EXIT_USAGE
         raise  # --help, --version
+    args.url_given = any(a == "--url" or a.startswith("--url=") for a in argv)
     try:
         return _call(args) if args.over_api else _operate(args)
     except UsageError as usage:
@@ -113,7 +113,7 @@ def _operate(args: argparse.Namespace) -> int:
     from ..bootstrap import DataDirInUse, Misconfigured, MissingExtra
     from ..domain.errors import MemlaneError
 
-    if args.command in _ON_ENGINES and args.url != os.environ.get("MEMLANE_URL", DEFAULT_URL):
+    if args.command in _ON_ENGINES and args.url_given:
         # It works on the data dir or the engines the environment names, never through a server: a --url would
         # be ignored, and the command run on an empty ./.memlane instead (a trial's `fsck STORE --url ...`).
         raise UsageError(f"`memlane {args.command}` works on --data-dir (or the engines MEMLANE_MODE configures), "

@@ -90,6 +90,8 @@ def access(args: argparse.Namespace) -> int:
     from ..config import Settings
     from ..services import access as grants
 
+    if args.tenant and not args.app:  # a tenant limit needs the app it belongs to
+        raise UsageError("--tenant needs --app (the app the tenants belong to)")
     apps = {app: args.tenant or ["*"] for app in args.app or []}
     if not apps and not args.admin:
         raise UsageError("give --app (with optional --tenant) or --admin")
