@@ -54,9 +54,6 @@ FRAME_SHARE = 0.5  # words two statements share, of the new one's, for "same rel
 TOPIC_SHARE = 0.25  # content words shared, of the old statement's, for a change cue to be about it
 
 
-
-
-
 @dataclass(frozen=True)
 class Neighbour:
     memory: Memory
@@ -125,8 +122,6 @@ class Relation:
     @property
     def confidence(self) -> float:
         return CONFIDENCE[self.evidence]
-
-
 
 
 def _content(words: list[str], subject: str) -> list[str]:
@@ -289,8 +284,6 @@ def _one_holder(new: Statement, old: Statement) -> bool:
 def _named_apart(new: Statement, old: Statement) -> bool:
     """Two holders of one kind, each named, by other names ("my cat Mochi is 5" / "my cat Tofu turned 2")."""
     return bool(new.holder_name and old.holder_name and new.holder_name != old.holder_name)
-
-
 
 
 def _another_state(new: Statement, old: Statement) -> Relation | None:
