@@ -490,7 +490,6 @@ _PASSIVE = frozenset("got get gets getting was were been be is am are".split())
 # "joined Tom for lunch": company for a while, not a place of work or study ("joined CNN for the morning show" is).
 _OUTINGS = frozenset("lunch dinner breakfast brunch coffee drinks drink tea walk hike ride movie".split())
 _OUTING_LEADS = frozenset("a an the some quick short late early long little".split())
-_POSSESSIVE = ("'s", "’s")
 
 
 def _changes_state_of(new: Statement, old: Statement) -> str:
@@ -513,7 +512,7 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
             # User's parents' place").
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words
                          and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS
-                         and not t.endswith(_POSSESSIVE) and base(t) != new.subject), "")
+                         and base(t) == t.lower() and base(t) != new.subject), "")  # no possessive
     return ""
 
 
