@@ -172,6 +172,8 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
         writes = [repo.task_put(task), *(repo.message_put(store, m) for m in msgs),
                   *repo.scope_writes(store, new_info, previous=info),
                   *(repo.new_run_claim(store, write) if info is None else [])]
+        # Before the messages are stored: a summary whose refresh read the thread before this never read them.
+        committing = deps.clock.now()
         try:
             if task.extract:
                 # The job commits with the task (locally one transaction; on SQS right after, with the
@@ -190,8 +192,6 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     else:
         _release(repo, store, request_id, write, now, own_entry)
         raise Conflict("the scope is too busy; retry the add with the same request_id", code="busy")
-    # After the messages are stored: a summary whose refresh read the thread before this time may not have read them.
-    stored = deps.clock.now()
     deps.faults.point("add.after_messages_and_task")
     assert task is not None
     # The dream scheduler's registry (global partition), which is also how a store's purge finds its tenants.
@@ -216,7 +216,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
             pass  # the task is gone already: its store deleted, or its tenant erased, since the check
     if task.extract:
         # A summary is distilled like the memories: only threads whose policy extracts get one.
-        summaries.after_add(deps, store_obj, write, msgs, stored, covered_before)
+        summaries.after_add(deps, store_obj, write, msgs, committing, covered_before)
     if not task.extract:
         if indexed:
             repo.close_task(store, request_id, write.app_id, write.tenant_id)

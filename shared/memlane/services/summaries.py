@@ -128,8 +128,8 @@ def covered_until(deps: Deps, store: str, scope: Scope) -> str | None:
 
 def after_add(deps: Deps, store: Store, scope: Scope, added: Sequence[Message] = (),
               stored: datetime | None = None, covered_before: str | None = None) -> bool:
-    """Queue a refresh of the thread if one is due now — or if `added` (the add's messages, `stored` by then) is
-    below the coverage of a summary that cannot have read them; whether one was queued. Cheap: bounded by the
+    """Queue a refresh of the thread if one is due now — or if `added` (the add's messages, being `stored` from then
+    on) is below the coverage of a summary that cannot have read them; whether one was queued. Cheap: bounded by the
     trigger (see `due`). `covered_before`: the coverage read before the add stored them. `deps` bound to the
     tenant."""
     if deps.tokenizer is None:
@@ -137,8 +137,10 @@ def after_add(deps: Deps, store: Store, scope: Scope, added: Sequence[Message] =
     summary = deps.repo.get_summary(store.name, scope)
     # A refresh reads only above the coverage it starts from: a message stored below the coverage of its time
     # (stamped earlier, an import, a lagging clock) is never read by one; and one stored above it is missed by a
-    # refresh that read before it was stored (`stored`: after the commit) and covered past it. Both are late (a
-    # trial: judged by when the summary was built, 15-54 of ~80-224 such messages were never summarised).
+    # refresh that read before it was stored and covered past it (one that read while the add committed finds it
+    # after its write: `_pass`). Both are late (a trial: judged by when the summary was built, 15-54 of ~80-224
+    # such messages were never summarised). Judged by a time after the commit, a refresh that read while it ran
+    # was counted twice (a concurrent test).
     unread = summary is not None and stored is not None and (summary.read_at or summary.updated_at) < stored
     late = [m.message_id for m in added if summary is not None and summary.covered_until is not None
             and m.message_id <= summary.covered_until
