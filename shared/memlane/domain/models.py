@@ -201,7 +201,7 @@ class ThreadSummary(BaseModel):
     # Messages stored below `covered_until` after it was written (an add stamped earlier, or committed
     # after a refresh read past its time): not yet covered, the next refresh takes them in.
     late: list[str] = Field(default_factory=list)
-    folded: list[str] = Field(default_factory=list)  # the latest late ones taken in: never noted twice
+    folded: list[str] = Field(default_factory=list)  # the latest messages taken in: never noted late
     # When the refresh that wrote it read the thread: a message stored after may be below `covered_until`
     # unread. None: written before this was kept (its `updated_at` stands for it).
     read_at: datetime | None = None

@@ -16,8 +16,9 @@ Late messages: message ids sort by when a message was said, not by when it was s
 stamped earlier (an import, a lagging clock) — or committed after a refresh read past its time —
 lands below `covered_until`. The add (`after_add`, when the summary was built before the add stored
 its messages) and the refresh that covered the range (after its write) note such messages in the
-summary (`late`); the next refresh summarises them with its batch, and remembers them (`folded`) so
-none is noted twice. Left: an add whose commit overlaps that refresh's write may still be missed.
+summary (`late`); the next refresh summarises them with its batch. A summary remembers the messages its
+latest passes took in (`folded`), late or not, and none of them is noted late again: an add's check may run
+after a pass that stamped its read time before the add was stored yet read it all the same. Left: an add whose commit overlaps that refresh's write may still be missed.
 
 One summary per thread: the table item is versioned and every write is conditioned on the
 version read, so of two concurrent refreshes (or a redelivered job racing the first delivery)
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 KIND = "summarize"
 BATCH = 200  # messages one refresh pass reads and summarises
 _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
-_FOLDED = 1000  # late messages a summary remembers having taken in (so that none is taken in twice)
+_FOLDED = 1000  # messages a summary remembers having taken in (so that none is taken in twice): 5 passes
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
 DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
@@ -301,7 +302,7 @@ def _pass(deps: Deps, store: Store, scope: Scope, *, force: bool) -> tuple[Threa
 def _note_late(deps: Deps, store: str, scope: Scope, ids: Sequence[str]) -> bool:
     """Note in the thread's summary that the messages `ids` are not covered (the caller judged them below
     the coverage of a summary that never read them; a later refresh only reads above it); whether any
-    was noted. One already noted, or already taken in (`folded`), is not noted again."""
+    was noted. One already noted, or taken in by a recent pass (`folded`), is not noted again."""
     for _ in range(_ATTEMPTS):
         current = deps.repo.get_summary(store, scope)
         if current is None:
@@ -357,7 +358,7 @@ def _summarise(deps: Deps, store: Store, scope: Scope, previous: ThreadSummary |
                                                          batch[-1].message_id])),
                          covered_messages=(previous.covered_messages if previous else 0) + len(batch),
                          late=[i for i in previous.late if i not in taken] if previous else [],
-                         folded=[*previous.folded, *(i for i in previous.late if i in taken)][-_FOLDED:] if previous else [],
+                         folded=[*(previous.folded if previous else []), *(m.message_id for m in batch)][-_FOLDED:],
                          tokens=extractive.tokens(draft, count), origin=origin,
                          created_at=previous.created_at if previous else now, updated_at=now,
                          version=previous.version if previous else 0)
