@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memlane.api.app import build_api
-from memlane.domain.scope import Scope
+from memlane.domain.scope import Scope, ScopeFilter
 from memlane.server import _LambdaContext, http_event
 from memlane.services import access, dream, erase, ingest, stores
 
@@ -387,3 +387,42 @@ def test_an_erasure_request_and_its_reads_are_audited_with_the_erasure_id(world)
     rows = audit_rows(deps, "~global")
     assert {(r.operation, r.target_id) for r in rows} >= {("POST /v1/tenants/erase", erasure_id),
                                                          ("GET /v1/erasures/{id}", erasure_id)}
+
+
+class Killed(BaseException):
+    """The server dying mid-request: no `except Exception` answers it."""
+
+
+@pytest.mark.parametrize("method, path, body, module_name, name", [
+    ("DELETE", "/v1/stores/demo/memories/{memory}?app_id=travel&tenant_id=bob", None, "memories", "delete"),
+    ("DELETE", "/v1/stores/demo/threads/r2?app_id=travel&tenant_id=bob&agent_id=bot", None, "threads", "delete"),
+    ("POST", "/v1/tenants/erase", {"app_id": "travel", "tenant_id": "bob"}, "erase", "request_erasure"),
+])
+def test_a_deletion_the_server_dies_during_is_in_the_audit_log(world, monkeypatch, method, path, body, module_name, name):
+    """The deletion trial: the audit row followed the route's answer, so a deletion the server died during — its
+    job finishes it after the restart — was never audited, and the client's retry logged a 404 only. The row is
+    written once the grant allows the deletion, before it runs, and the answer's row replaces it."""
+    import importlib
+
+    api, deps, keys, _ = world
+    memory = deps.repo.list_memories("demo", ScopeFilter(app_id="travel", tenant_id="bob"), limit=1, cursor=None)[0][0].memory_id
+    path = path.format(memory=memory)
+    module = importlib.import_module(f"memlane.services.{module_name}")
+    real = getattr(module, name)
+
+    def dies(*args, **kwargs):
+        raise Killed()
+
+    monkeypatch.setattr(module, name, dies)
+    with pytest.raises(Killed):
+        call(api, method, path, body, keys["backend"])
+    log = "~global" if module_name == "erase" else "demo"
+    (row,) = [r for r in audit_rows(deps, log) if r.operation.startswith(method) and r.principal == "travel-backend"]
+    assert (row.status, row.tenant_id) == (0, "bob")  # asked for, no answer recorded
+    assert row.target_id == (None if module_name == "erase" else path.split("/")[5].split("?")[0])
+
+    monkeypatch.setattr(module, name, real)
+    status, _ = call(api, method, path, body, keys["backend"])
+    assert status in (200, 202)
+    answered = [r for r in audit_rows(deps, log) if r.operation.startswith(method) and r.principal == "travel-backend"]
+    assert sorted(r.status for r in answered) == [0, status]  # the retry's own row; the first stays unanswered

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
@@ -28,6 +29,8 @@ class Checked:
     caller: access.Caller | None = None
     refusal: MemlaneError | None = None  # the caller could not be identified (401), or has no grant
     scope: dict[str, str] = field(default_factory=dict)
+    at: datetime | None = None  # when the request arrived: its audit row's time
+    announced: bool = False  # a change's audit row is written before it runs (`Gate.before_change`)
 
 
 class Gate:
@@ -37,9 +40,13 @@ class Gate:
     whether or not the store or id exists.
     """
 
-    def __init__(self, deps: Deps, mode: access.AuthMode, *, audit_retention_days: int = 30):
+    def __init__(self, deps: Deps, mode: access.AuthMode, *, audit_retention_days: int = 30,
+                 before_change: Callable[[Checked], None] | None = None):
         self.deps, self.mode = deps, mode
         self.audit_retention_days = audit_retention_days  # for the rows a route writes itself (a batch's adds)
+        # Called once the grant allows a request that deletes or changes what is stored (`changes`), before
+        # it runs: its audit row must not depend on the server living to answer it.
+        self.before_change = before_change
         self._local = threading.local()  # one request per thread at a time; keyed by the event itself
 
     def checked(self, event: APIGatewayProxyEventV2 | dict[str, Any]) -> Checked:
@@ -82,6 +89,7 @@ class Gate:
         # After the grant check: a scope is refused as given twice only to a caller granted it (a row never
         # records a scope no check decided on, and the answer is the one naming that scope alone would get).
         _refuse_conflicts(checked.event, bound)
+        self._announce(checked)
         return caller
 
     def bind(self, event: Any, store: str, app_id: str | None, tenant_id: str | None, **narrower: Any) -> Deps:
@@ -103,7 +111,20 @@ class Gate:
     def require_admin(self, event: Any) -> access.Caller:
         caller = self.caller(event)
         access.require_admin(caller)
+        self._announce(self.checked(event))
         return caller
+
+    def _announce(self, checked: Checked) -> None:
+        if self.before_change is not None and not checked.announced and changes(checked.event):
+            self.before_change(checked)
+            checked.announced = True
+
+
+def changes(raw: dict[str, Any]) -> bool:
+    """Whether a request deletes or changes what is stored, rather than adding to it (an add is answered only once
+    committed, and its retry is idempotent) or reading."""
+    method = ((raw.get("requestContext") or {}).get("http") or {}).get("method", "GET")
+    return method in ("DELETE", "PATCH", "PUT") or (method == "POST" and raw.get("rawPath") == "/v1/tenants/erase")
 
 
 def _refuse_conflicts(raw: dict[str, Any], bound: Mapping[str, Any]) -> None:

@@ -23,7 +23,7 @@ from ..services.deps import Deps
 from . import errors
 from ..services.access import AuthMode
 from .access import Gate
-from .audit import record_request
+from .audit import record_change, record_request
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +125,14 @@ class Api:
     def __init__(self, deps: Deps, families: Iterable[str] = tuple(FAMILIES), *, auth: AuthMode = "none",
                  audit_retention_days: int = 30):
         # one gate for the routes and the audit record: it keeps what it checked for each request
-        self.gate = Gate(deps, auth, audit_retention_days=audit_retention_days)
+        self.gate = Gate(deps, auth, audit_retention_days=audit_retention_days,
+                         before_change=lambda checked: record_change(deps, checked, audit_retention_days))
         self.app = build_app(deps, families, auth=auth, gate=self.gate)
         self.deps, self.retention_days = deps, audit_retention_days
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         started = time.perf_counter()
+        self.gate.checked(event).at = self.deps.clock.now()
         try:
             result = self._refuse_non_json(event) or self._refuse_oversized(event) or self.app.resolve(event, context)
         except Exception:  # noqa: BLE001 — a bug answers 500 and is audited like any other answer

@@ -18,7 +18,7 @@ from ..domain.models import AuditRecord
 from ..domain.scope import is_id
 from ..services import audit
 from ..services.deps import Deps
-from .access import Gate
+from .access import Checked, Gate
 from .models import AddResult
 
 log = logging.getLogger("memlane.audit")
@@ -105,10 +105,28 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
     m = _STORE_PATH.match(path)
     store = _log_of(m.group(1) if m else None, error_code, op)
     # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
+    checked = gate.checked(event)
+    # Under the row its change wrote before it ran (same time, same request id): replaced, not a second row.
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         target_id=target(path, result) if status < 400 else None,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
-                        at=deps.clock.now(), **_storable(gate.checked(event).scope))
+                        at=checked.at or deps.clock.now(), **_storable(checked.scope))
+    audit.record(deps, entry, retention_days)
+
+
+def record_change(deps: Deps, checked: Checked, retention_days: int) -> None:
+    """The row of a request that deletes or changes what is stored, written once its grant allows it and before
+    it runs, with no answer (status 0): if the server dies before answering — the deletion finished later by its
+    job — the log still holds who asked for what. The answer's row replaces it. Raises if it cannot be written:
+    then nothing is changed."""
+    context = checked.event.get("requestContext") or {}
+    path = checked.event.get("rawPath") or "/"
+    op = operation((context.get("http") or {}).get("method", "GET"), path)
+    m = _STORE_PATH.match(path)
+    assert checked.caller is not None and checked.at is not None  # the grant allowed it; `Api.resolve` stamped it
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=_log_of(m.group(1) if m else None, None, op),
+                        operation=op, target_id=target(path), principal=checked.caller.principal, status=0,
+                        latency_ms=0.0, at=checked.at, **_storable(checked.scope))
     audit.record(deps, entry, retention_days)
 
 

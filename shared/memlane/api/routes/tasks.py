@@ -82,7 +82,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
 
     @router.get("/v1/stores/<store>/requests", tags=["tasks"], summary="The audit log of a store, newest first")
     def list_requests(store: str, since: InstantParam = None, until: InstantParam = None, principal: IdParam = None,
-                      status: Annotated[int | None, Query(ge=100, le=599)] = None,
+                      status: Annotated[int | None, Query(ge=0, le=599)] = None,
                       operation: Annotated[str | None, Query(max_length=200)] = None, tenant_id: IdParam = None,
                       limit: Limit = limits.DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> AuditList:
         gate.require_admin(router.current_event)
