@@ -99,3 +99,22 @@ def test_an_add_refused_for_its_policy_leaves_a_concurrent_adds_pointer_alone(se
     assert fired
     assert deps.repo.task_owners(store, "req-1") == [("app", "ann")]
     assert tasks.get(deps, store, "req-1").request_id == "req-1"  # found by its id alone
+
+
+def test_a_threads_turns_stay_its_own_as_evidence_once_it_is_switched_to_store_nothing(service, deps, store):
+    """An intra-tenant trial: a thread switched to recall_only after its memories were made — its turns were kept
+    out of every other search's hits, but a tenant-wide search with `include_evidence` returned them whole as the
+    memories' evidence. The memory stays (what it stored before the switch); its turns only for the thread itself."""
+    tell(deps, store, "sw", "My locker code at the gym is 4471, I always forget it.")
+    service.drain()
+    scopes.set_access_policy(deps, store, scope={**BASE, "run_id": "sw"}, policy="recall_only")
+
+    def evidence(run):
+        hits = search.search(deps, store, query="gym locker code", scope={**BASE, "run_id": run}, include_evidence=True,
+                             exact_thread_match=False if run == "other" else None)  # another thread recalling
+        assert any("locker" in h.memory.text for h in hits), run  # the memory itself stays
+        return [t.content for h in hits for t in h.evidence]
+
+    assert evidence("*") == []  # tenant-wide
+    assert evidence("other") == []
+    assert any("4471" in said for said in evidence("sw"))  # the thread itself still reads its own turns

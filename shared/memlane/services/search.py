@@ -148,7 +148,8 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         for i, m in zip(slots, consolidation.newer_first([hits[i].memory for i in slots], relevance)):
             hits[i] = by_id[m.memory_id]
     if include_evidence:
-        hits = [SearchHit(h.memory, h.score, h.similarity, _evidence(deps, store, h.memory), h.message) for h in hits]
+        evidence = _evidence(deps, store, where, [h.memory for h in hits], asked_runs)
+        hits = [SearchHit(h.memory, h.score, h.similarity, evidence[h.memory.memory_id], h.message) for h in hits]
     return hits
 
 
@@ -293,5 +294,13 @@ def _rerank(deps: Deps, query: str, candidates: list[str], memories: dict[str, M
     return {mid: (1 - w) * f + w * r for mid, f, r in zip(candidates, fused_norm, rerank_norm)}
 
 
-def _evidence(deps: Deps, store: str, memory: Memory) -> list[Message]:
-    return deps.repo.get_messages(store, memory.scope, memory.evidence) if memory.evidence else []
+def _evidence(deps: Deps, store: str, where: ScopeFilter, memories: list[Memory],
+              named: tuple[str, ...] | None) -> dict[str, list[Message]]:
+    """Each memory's evidence turns, but those of threads that store nothing in long-term memory (none, recall_only)
+    unless the search names them: a memory extracted before its thread was switched stays, its turns are the
+    thread's own (as `_without_private_turns` keeps them out of the hits)."""
+    said = {m.memory_id: deps.repo.get_messages(store, m.scope, m.evidence) if m.evidence else [] for m in memories}
+    threads = {(t.scope.agent_id, t.scope.run_id) for turns in said.values() for t in turns
+               if named is None or t.scope.run_id not in named}
+    private = scopes.storing_nothing(deps, store, where.app_id, where.tenant_id, threads) if threads else set()
+    return {mid: [t for t in turns if (t.scope.agent_id, t.scope.run_id) not in private] for mid, turns in said.items()}
