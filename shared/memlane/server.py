@@ -21,7 +21,7 @@ import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .api.app import build_api
 from .api.app import Api
@@ -51,8 +51,11 @@ class _LambdaContext:
 
 
 def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload v2.0) event for one HTTP request."""
+    """An API Gateway HTTP API (payload v2.0) event for one HTTP request. Its path is percent-decoded, as API Gateway
+    decodes an HTTP API's `rawPath`: an id with `@`, `:` or `+` is the same id however a client encoded it (a
+    decoded `/`, `?` or `#` is no id's, and is refused or not routed, as there)."""
     parts = urlsplit(raw_path)
+    path = unquote(parts.path, errors="surrogateescape")  # bytes not UTF-8: lone surrogates, which ids refuse
     query: dict[str, list[str]] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         query.setdefault(key, []).append(value)
@@ -63,7 +66,7 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
     return {
         "version": "2.0",
         "routeKey": "$default",
-        "rawPath": parts.path,
+        "rawPath": path,
         "rawQueryString": parts.query,
         "headers": {k.lower(): v for k, v in headers.items()},
         # API Gateway joins repeated parameters with commas
@@ -71,7 +74,7 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
         "requestContext": {
             "accountId": "local", "apiId": "local", "domainName": "localhost", "requestId": request_id,
             "routeKey": "$default", "stage": "$default", "time": "", "timeEpoch": 0,
-            "http": {"method": method, "path": parts.path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
                      "userAgent": headers.get("User-Agent", "")},
         },
         "body": text if body else None,

@@ -122,6 +122,25 @@ def test_threads_profiles_dream_audit_runs_and_erasure(client: Memlane) -> None:
         client.stores.get("work-demo")
 
 
+def test_ids_with_at_colon_and_plus_are_addressed_in_paths(client: Memlane) -> None:
+    """An intra-tenant trial: the SDK percent-encodes a path's ids and the local server matched the encoded text, so
+    a tenant named by an e-mail address, a thread `t:1` or a memory `a:b+c@d` — valid ids, which the body carries
+    fine — answered 400 in a path (API Gateway decodes an HTTP API's path: the local server now does too)."""
+    client.stores.create("ids-demo")
+    tenant = "ann+travel@example.com"
+    thread = client.thread("ids-demo", "t:1", app_id=APP, tenant_id=tenant, agent_id="planner")
+    assert thread.create().thread_id == "t:1" and thread.get().thread_id == "t:1"
+    thread.add(text="Ann prefers window seats.", sync=True)
+    assert "window" in thread.context(query="seats").text
+    assert "window" in client.profiles.put("ids-demo", tenant, app_id=APP, text="Ann: window seats.").text
+    assert client.profiles.get("ids-demo", tenant, app_id=APP).text
+    client.memories.write("ids-demo", {"app_id": APP, "tenant_id": tenant, "agent_id": "planner", "run_id": "t:1"},
+                          [{"text": "Ann's frequent flyer tier is gold.", "memory_id": "a:b+c@d"}])
+    assert client.memories.get("ids-demo", "a:b+c@d", app_id=APP, tenant_id=tenant).text.endswith("gold.")
+    assert client.memories.delete("ids-demo", "a:b+c@d", app_id=APP, tenant_id=tenant)
+    assert thread.delete().messages == 1
+
+
 def test_errors_are_typed_by_the_apis_code(client: Memlane) -> None:
     client.stores.create("errors-demo")
     with pytest.raises(errors.StoreExists) as exists:
