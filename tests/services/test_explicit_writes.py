@@ -69,6 +69,7 @@ def test_all_or_nothing(deps, store):
         ([{"text": "fine"}, {"text": "   "}], InvalidInput, "memories[1].text"),
         ([{"text": "fine"}, {"text": "x", "memory_type": "gossip"}], InvalidInput, "memories[1].memory_type"),
         ([{"text": "fine"}, {"text": "x", "memory_id": "a#b"}], InvalidInput, "memories[1].memory_id"),
+        ([{"text": "fine"}, {"text": "x", "memory_id": ".."}], InvalidInput, "memories[1].memory_id"),  # no path reaches it
         ([{"text": "fine", "memory_id": "m"}, {"text": "y", "memory_id": "m"}], InvalidInput, "memories[1].memory_id"),
         ([{"text": "fine"}, {"text": "x" * (limits.MAX_CONTENT_CHARS + 1)}], PayloadTooLarge, "memories[1].text"),
         ([{"text": "fine"}, {"text": "x", "metadata": {"bad key": 1}}], InvalidInput, "memories[1].metadata"),

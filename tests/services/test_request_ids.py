@@ -92,3 +92,13 @@ def test_a_task_named_only_by_its_request_id_needs_the_tenant_once_two_tenants_s
         tasks.get(deps, store, "req-1")
     assert e.value.code == "tenant_required"
     assert tasks.get(deps, store, "req-1", app_id="app", tenant_id="u2").scope.tenant_id == "u2"
+
+
+@pytest.mark.parametrize("request_id", [".", "..", "..."])
+def test_a_request_id_of_dots_alone_is_refused_and_writes_nothing(deps, store, request_id):
+    """An intra-tenant trial: `..` was accepted (202), and its task could not be polled — clients rewrite a dot
+    segment of a path (`GET .../tasks/..`) — as scope ids and memory ids already refuse it."""
+    with pytest.raises(InvalidInput) as refused:
+        first_add(deps, store, request_id=request_id)
+    assert refused.value.field == "request_id"
+    assert items(deps, store) == []

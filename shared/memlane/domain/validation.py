@@ -10,7 +10,7 @@ from typing import Any
 from . import limits
 from .errors import InvalidInput, PayloadTooLarge
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
+_REQUEST_ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:@+\-]{1,128}$")  # not dots alone: a path's dot segment
 
 
 def parse_body(text: str) -> Any:
@@ -101,6 +101,6 @@ def check_metadata(metadata: dict[str, Any] | None, field: str = "metadata") -> 
 
 def check_request_id(request_id: str | None) -> str | None:
     if request_id is not None and not _REQUEST_ID.fullmatch(request_id):
-        raise InvalidInput("request_id must be 1-128 characters of letters, digits and _ . : @ + -",
+        raise InvalidInput("request_id must be 1-128 characters of letters, digits and _ . : @ + -, not dots alone",
                            field="request_id")
     return request_id

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
@@ -22,14 +21,13 @@ from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
 from ..domain.models import ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
-from ..domain.scope import Scope, write_scope
+from ..domain.scope import Scope, is_id, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..ports import Put
 from . import embedder_guard, summaries
 from .deps import Deps
 from .index_writes import index_memories
 
-_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")
 _RACE_RETRIES = 5
 
 
@@ -119,8 +117,9 @@ def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str 
             # A retried request lands on the same ids when it names its request_id; else new ones.
             memory_id = (derived_id(scope.app_id, scope.tenant_id, request_id, str(i)) if request_id
                          else fresh + ordinal(i) + derived_id(fresh)[:8])
-        elif not isinstance(memory_id, str) or not _ID.fullmatch(memory_id):
-            raise InvalidInput(f"{field}.memory_id must be 1-128 characters of letters, digits and _ . : @ + -",
+        elif not isinstance(memory_id, str) or not is_id(memory_id):
+            raise InvalidInput(f"{field}.memory_id must be 1-128 characters of letters, digits and _ . : @ + -, "
+                               "not dots alone",
                                field=f"{field}.memory_id")
         elif memory_id.startswith(summaries.DOC_PREFIX) or message_id_shaped(memory_id):
             # A message and a thread's summary are documents of the same index, under the tenant's same ids.
