@@ -138,7 +138,8 @@ def test_unknown_thread_and_bad_bounds_are_refused(deps, store) -> None:
     with pytest.raises(NotFound) as missing:
         card(deps, store, thread_id="no-such-thread")
     assert missing.value.code == "thread_not_found"
-    for bad in ({"budget_tokens": 0}, {"budget_tokens": 10**6}, {"recent_messages": -1}, {"sections": ["nope"]}):
+    for bad in ({"budget_tokens": 0}, {"budget_tokens": 10**6}, {"recent_messages": -1}, {"sections": ["nope"]},
+                {"sections": []}):  # an empty card asked for (an intra-tenant trial: answered 200, empty)
         with pytest.raises(InvalidInput):
             card(deps, store, **bad)
 

@@ -233,6 +233,9 @@ def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str 
         raise InvalidInput(f"recent_messages must be between 0 and {MAX_RECENT}", field="recent_messages")
     if query is not None and (not isinstance(query, str) or len(query) > limits.MAX_QUERY_CHARS):
         raise InvalidInput(f"query must be a string of at most {limits.MAX_QUERY_CHARS} characters", field="query")
+    if sections is not None and not sections:
+        raise InvalidInput(f"sections names none; leave it out for all, or choose from {', '.join(SECTIONS)}",
+                           field="sections")
     unknown = set(sections or ()) - set(SECTIONS)
     if unknown:
         raise InvalidInput(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}", field="sections")
