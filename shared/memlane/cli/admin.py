@@ -52,7 +52,7 @@ def register(c: Commands) -> None:
     s.add_argument("--since", help="ISO date-time")
     s.add_argument("--until", help="ISO date-time")
     s.add_argument("--principal")
-    s.add_argument("--status", type=int, help="HTTP status")
+    s.add_argument("--status", type=int, help="HTTP status (0: a change the server stopped during, never answered)")
     s.add_argument("--operation", help='e.g. "POST /v1/stores/<store>/search"')
     s.add_argument("--tenant")
     s.add_argument("--limit", type=int, help="page size")
