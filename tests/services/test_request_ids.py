@@ -102,3 +102,13 @@ def test_a_request_id_of_dots_alone_is_refused_and_writes_nothing(deps, store, r
         first_add(deps, store, request_id=request_id)
     assert refused.value.field == "request_id"
     assert items(deps, store) == []
+
+
+def test_a_task_whose_id_of_dots_an_older_version_took_is_still_read(deps, store, monkeypatch):
+    """The regression trial: the refusal of dots alone also refused reading tasks an older version had accepted."""
+    from memlane.domain import validation
+
+    with monkeypatch.context() as older:
+        older.setattr(validation, "_REQUEST_ID", validation._STORED_REQUEST_ID)
+        first_add(deps, store, request_id="...")
+    assert tasks.get(deps, store, "...", app_id="app", tenant_id="u1").request_id == "..."

@@ -11,6 +11,7 @@ from . import limits
 from .errors import InvalidInput, PayloadTooLarge
 
 _REQUEST_ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:@+\-]{1,128}$")  # not dots alone: a path's dot segment
+_STORED_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:@+\-]{1,128}$")  # dots alone, taken by older versions: still read
 
 
 def parse_body(text: str) -> Any:
@@ -99,8 +100,10 @@ def check_metadata(metadata: dict[str, Any] | None, field: str = "metadata") -> 
     return metadata
 
 
-def check_request_id(request_id: str | None) -> str | None:
-    if request_id is not None and not _REQUEST_ID.fullmatch(request_id):
+def check_request_id(request_id: str | None, *, stored: bool = False) -> str | None:
+    """A request id a new request may take; `stored`: one a read may name (an id taken before dots alone were
+    refused is still found)."""
+    if request_id is not None and not (_STORED_REQUEST_ID if stored else _REQUEST_ID).fullmatch(request_id):
         raise InvalidInput("request_id must be 1-128 characters of letters, digits and _ . : @ + -, not dots alone",
                            field="request_id")
     return request_id

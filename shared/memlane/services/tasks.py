@@ -19,7 +19,7 @@ def owner(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant
     may see (another tenant's use is as not found as a missing id: a 403 would name its owner), or 400
     `tenant_required` if several."""
     deps.repo.get_store(store)
-    check_request_id(request_id)
+    check_request_id(request_id, stored=True)
     if app_id is not None or tenant_id is not None:
         return validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
     found = [o for o in deps.repo.task_owners(store, request_id) if visible(*o)]
@@ -33,7 +33,7 @@ def owner(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant
 
 def get(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant_id: Any = None) -> Task:
     deps.repo.get_store(store)
-    check_request_id(request_id)
+    check_request_id(request_id, stored=True)
     if app_id is not None or tenant_id is not None:
         app_id, tenant_id = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
     return deps.repo.locate_task(store, request_id, app_id, tenant_id)
