@@ -51,11 +51,12 @@ class _LambdaContext:
 
 
 def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload v2.0) event for one HTTP request. Its path is percent-decoded, as API Gateway
-    decodes an HTTP API's `rawPath`: an id with `@`, `:` or `+` is the same id however a client encoded it (a
-    decoded `/`, `?` or `#` is no id's, and is refused or not routed, as there)."""
+    """An API Gateway HTTP API (payload v2.0) event for one HTTP request. Its path is percent-decoded segment by
+    segment, as API Gateway decodes an HTTP API's `rawPath`: an id with `@`, `:` or `+` is the same id however a
+    client encoded it. A segment holding an encoded `/` stays encoded: no id holds one, and decoded it would route
+    the request elsewhere (`st%2Fthreads%2Fr1` read as a thread), so it is refused as an id (400)."""
     parts = urlsplit(raw_path)
-    path = unquote(parts.path, errors="surrogateescape")  # bytes not UTF-8: lone surrogates, which ids refuse
+    path = "/".join(_decoded(segment) for segment in parts.path.split("/"))
     query: dict[str, list[str]] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         query.setdefault(key, []).append(value)
@@ -80,6 +81,11 @@ def http_event(method: str, raw_path: str, headers: dict[str, str], body: bytes,
         "body": text if body else None,
         "isBase64Encoded": False,
     }
+
+
+def _decoded(segment: str) -> str:
+    decoded = unquote(segment, errors="surrogateescape")  # bytes not UTF-8: lone surrogates, which ids refuse
+    return segment if "/" in decoded else decoded
 
 
 def host_allowed(host: str | None, port: int) -> bool:

@@ -240,6 +240,19 @@ def test_an_id_with_a_character_the_router_refuses_is_400_not_405(world):
     assert result["statusCode"] == 400 and json.loads(result["body"])["error"]["code"] == "invalid_input"
 
 
+def test_an_encoded_slash_never_routes_a_request_elsewhere(world):
+    """The regression trial of path decoding: `demo%2Fthreads%2Fr1`, decoded whole, was read as a thread of store
+    demo; `%2Fv1/tenants/erase` as the erase route. A segment holding an encoded `/` stays as sent: no id's."""
+    api, _, keys, _ = world
+    assert call(api, "GET", "/v1/stores/demo%2Fthreads%2Fr1?app_id=travel&tenant_id=alice&agent_id=bot",
+                key=keys["alice"])[0] == 400
+    assert call(api, "GET", "/v1/stores/demo/threads/r1%2Fsummary?app_id=travel&tenant_id=alice&agent_id=bot",
+                key=keys["alice"])[0] == 400
+    assert http_event("POST", "%2Fv1/tenants/erase", {}, b"", "127.0.0.1")["rawPath"] == "%2Fv1/tenants/erase"
+    assert call(api, "GET", "/v1/stores/demo/threads/r%31?app_id=travel&tenant_id=alice&agent_id=bot",
+                key=keys["alice"])[0] == 200  # any other encoded character is decoded: r1
+
+
 def test_each_add_of_a_batch_is_audited_under_the_tenant_it_names(world):
     """A batch's adds may name several tenants: each one's row names its own, accepted or refused — the
     single route's and the ingestion queue's rule — so a tenant's audit view misses none of its adds."""
