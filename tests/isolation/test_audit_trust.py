@@ -410,6 +410,7 @@ class Killed(BaseException):
     ("DELETE", "/v1/stores/demo/memories/{memory}?app_id=travel&tenant_id=bob", None, "memories", "delete"),
     ("DELETE", "/v1/stores/demo/threads/r2?app_id=travel&tenant_id=bob&agent_id=bot", None, "threads", "delete"),
     ("POST", "/v1/tenants/erase", {"app_id": "travel", "tenant_id": "bob"}, "erase", "request_erasure"),
+    ("POST", "/v1/stores/demo/dream-actions/{action}/reject", None, "dream", "reject_action"),
 ])
 def test_a_deletion_the_server_dies_during_is_in_the_audit_log(world, monkeypatch, method, path, body, module_name, name):
     """The deletion trial: the audit row followed the route's answer, so a deletion the server died during — its
@@ -417,9 +418,9 @@ def test_a_deletion_the_server_dies_during_is_in_the_audit_log(world, monkeypatc
     written once the grant allows the deletion, before it runs, and the answer's row replaces it."""
     import importlib
 
-    api, deps, keys, _ = world
+    api, deps, keys, ids = world
     memory = deps.repo.list_memories("demo", ScopeFilter(app_id="travel", tenant_id="bob"), limit=1, cursor=None)[0][0].memory_id
-    path = path.format(memory=memory)
+    path = path.format(memory=memory, action=ids["bob_action"])
     module = importlib.import_module(f"memlane.services.{module_name}")
     real = getattr(module, name)
 
@@ -439,3 +440,16 @@ def test_a_deletion_the_server_dies_during_is_in_the_audit_log(world, monkeypatc
     assert status in (200, 202)
     answered = [r for r in audit_rows(deps, log) if r.operation.startswith(method) and r.principal == "travel-backend"]
     assert sorted(r.status for r in answered) == [0, status]  # the retry's own row; the first stays unanswered
+
+
+def test_a_change_asked_of_a_store_that_does_not_exist_leaves_no_row_under_its_name(world):
+    """The regression trial: the row a change writes before it runs went to the log of the store it named, though
+    none exists; its answer (404) went to the global log, so the first stayed, at status 0, where no route shows it
+    and the local sweeper never expires it — any tenant could write rows under any name."""
+    api, deps, keys, _ = world
+    assert call(api, "DELETE", "/v1/stores/nostore/memories/m1?app_id=travel&tenant_id=alice", key=keys["alice"])[0] \
+        == 404
+    assert call(api, "PATCH", "/v1/stores/nostore", {"description": "x"}, keys["admin"])[0] == 404
+    assert audit_rows(deps, "nostore") == []
+    answered = [(r.operation, r.status) for r in audit_rows(deps, "~global") if "{store}" in r.operation]
+    assert sorted(answered) == [("DELETE /v1/stores/{store}/memories/{id}", 404), ("PATCH /v1/stores/{store}", 404)]

@@ -7,6 +7,7 @@ decided on — so the audit log records that scope, not one re-read from whereve
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,9 +123,15 @@ class Gate:
 
 def changes(raw: dict[str, Any]) -> bool:
     """Whether a request deletes or changes what is stored, rather than adding to it (an add is answered only once
-    committed, and its retry is idempotent) or reading."""
+    committed, and its retry is idempotent) or reading: a DELETE, PATCH or PUT, an erasure, a dream action applied,
+    rejected or undone."""
     method = ((raw.get("requestContext") or {}).get("http") or {}).get("method", "GET")
-    return method in ("DELETE", "PATCH", "PUT") or (method == "POST" and raw.get("rawPath") == "/v1/tenants/erase")
+    path = raw.get("rawPath") or ""
+    return method in ("DELETE", "PATCH", "PUT") or method == "POST" and (
+        path == "/v1/tenants/erase" or _DREAM_ACTION.match(path) is not None)
+
+
+_DREAM_ACTION = re.compile(r"^/v1/stores/[^/]+/dream-actions/[^/]+/(?:apply|reject|undo)$")
 
 
 def _refuse_conflicts(raw: dict[str, Any], bound: Mapping[str, Any]) -> None:

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any
 
-from ..domain.errors import MemlaneError
+from ..domain.errors import MemlaneError, NotFound
 from ..domain.models import AuditRecord
 from ..domain.scope import is_id
 from ..services import audit
@@ -124,10 +124,22 @@ def record_change(deps: Deps, checked: Checked, retention_days: int) -> None:
     op = operation((context.get("http") or {}).get("method", "GET"), path)
     m = _STORE_PATH.match(path)
     assert checked.caller is not None and checked.at is not None  # the grant allowed it; `Api.resolve` stamped it
-    entry = AuditRecord(request_id=context.get("requestId") or "-", store=_log_of(m.group(1) if m else None, None, op),
-                        operation=op, target_id=target(path), principal=checked.caller.principal, status=0,
-                        latency_ms=0.0, at=checked.at, **_storable(checked.scope))
+    # In the log its answer's row will be in: a store that does not exist has none (its 404 is logged globally).
+    store = _log_of(m.group(1) if m else None, None, op)
+    if store != audit.GLOBAL_STORE and not _exists(deps, store):
+        store = audit.GLOBAL_STORE
+    entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op, target_id=target(path),
+                        principal=checked.caller.principal, status=0, latency_ms=0.0, at=checked.at,
+                        **_storable(checked.scope))
     audit.record(deps, entry, retention_days)
+
+
+def _exists(deps: Deps, store: str) -> bool:
+    try:
+        deps.repo.get_store(store)
+    except NotFound:
+        return False
+    return True
 
 
 def _storable(scope: dict[str, Any]) -> dict[str, Any]:

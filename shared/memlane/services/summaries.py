@@ -53,7 +53,9 @@ log = logging.getLogger(__name__)
 KIND = "summarize"
 BATCH = 200  # messages one refresh pass reads and summarises
 _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
-_FOLDED = 1000  # messages a summary remembers having taken in (so that none is taken in twice): 5 passes
+# Messages a summary remembers having taken in, so that none is noted late and taken in twice: a pass's batch (an
+# add's check runs right after its commit, so the pass that read it is the latest). ~7 KB on the summary's item.
+_FOLDED = BATCH
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
 DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
