@@ -188,3 +188,28 @@ def test_concurrent_deliveries_leave_the_write_time_update_undoable(demo, monkey
     except Exception as e:  # noqa: BLE001
         problems.append(f"undo refused: {e}")
     assert not problems, problems
+
+
+def test_a_memory_deleted_after_a_crashed_attempt_wrote_it_is_not_written_again_by_the_retry(demo):
+    """A shared-engines trial: a worker killed after writing a job's memories, the user deletes one (200, then 404),
+    the job's redelivery found it missing and wrote it back under the same id — active, searchable, its task's
+    outcome no longer redacted. Its delete leaves a marker while the job is unfinished: the retry writes the rest.
+    (A retry whose model words it otherwise makes a statement of another id, which no marker names: left.)"""
+    from memlane.services import memories, search
+
+    deps = demo
+    deps.extractor = Scripted([A, B])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    arm(deps, "extract.after_index_write@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    cello = next(m for m in table_mems(deps).values() if m.text == B)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED
+    assert [m.text for m in table_mems(deps).values()] == [A]
+    assert list(index_docs(deps)) == [mid for mid in table_mems(deps)]
+    assert not any("cello" in h.memory.text for h in search.search(deps, "demo", query="cello",
+                                                                   scope={**SC, "run_id": "*"}))
+    assert not any("cello" in o.text.lower() for o in done.outcomes)  # redacted, as the delete left it

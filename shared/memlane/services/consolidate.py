@@ -27,6 +27,7 @@ from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
 from . import consolidate_llm as judge
 from . import dream_actions, redaction
+from .dream_actions import REDACTED
 from .deps import Deps
 from .index_writes import index_memories
 
@@ -57,6 +58,9 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     keys = [_statement_key(c.text) for c in candidates]
     ids = [_task_id(task, key) for key in keys]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
+    # Written by an earlier attempt, then deleted by the user before this one: never written again.
+    deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
+                                              [i for i in ids if i in task.written_ids and i not in earlier])
     # What an earlier attempt wrote that this answer does not say again (the model's output is not repeatable):
     # indexed (that attempt may have died first), a neighbour of every statement (a rephrasing of it is not
     # written twice), and named by the task.
@@ -73,6 +77,9 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
               else None)
     for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
         memory_id, observed_at = ids[i], times[i]
+        if memory_id in deleted:  # its outcome as the delete's redaction left it
+            outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text="", reason=REDACTED))
+            continue
         if memory_id in earlier:  # written by an earlier attempt of this same job
             mine = earlier[memory_id]
             if mine.text != candidate.text:  # edited since: index what the table holds

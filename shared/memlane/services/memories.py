@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput
@@ -71,6 +71,22 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     raise Conflict("the memory is too busy; retry the update", code="busy")
 
 
+# How long a deleted memory's marker outlives its delete: a job is redelivered within its queue's retention
+# (SQS keeps a message 4 days by default, 14 at most); the sweeper retries a stuck task sooner.
+GONE_DAYS = 14
+
+
+def _unfinished_job(deps: Deps, store: str, memory: Memory) -> dict[str, Any]:
+    """The marker `repo.delete_memory` leaves when the job that wrote `memory` has not finished: a worker killed
+    after writing it, its job delivered again, found it missing and wrote it back (a shared-engines trial)."""
+    s = memory.scope
+    task = deps.repo.find_task(store, s.app_id, s.tenant_id, memory.request_id) if memory.request_id else None
+    if task is None or task.status.finished:
+        return {}
+    return {"unfinished_job": task.request_id,
+            "until": int((deps.clock.now() + timedelta(days=GONE_DAYS)).timestamp())}
+
+
 @dataclass(frozen=True)
 class Deleted:
     """What a memory delete leaves: a receipt without the text."""
@@ -91,7 +107,7 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
     # of the delete redacts the rest (redaction is idempotent).
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
-    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id)
+    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id, **_unfinished_job(deps, store, memory))
     # Again: an edit that wrote before the table delete may have indexed its text after the first one, and a
     # job that compared with the memory may have written its words into a task or an action after the first
     # redaction (one writing after this pass finds the memory gone: redaction.after_compare).
