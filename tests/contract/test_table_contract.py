@@ -554,6 +554,8 @@ class _Stub:
     ("ValidationException", {}, InvalidInput),
     ("ResourceNotFoundException", {}, DependencyFailed),
     ("SomethingNew", {}, DependencyFailed),
+    # a DynamoDB-compatible server's error page (a shared-engines trial: its HTML was the client's 502 message)
+    ("500", {"ResponseMetadata": {"HTTPStatusCode": 500}}, Retryable),
 ])
 def test_dynamodb_errors_are_translated(code: str, extra: dict[str, Any], expected: type) -> None:
     from memlane.adapters.dynamodb.table import DynamoDBTable

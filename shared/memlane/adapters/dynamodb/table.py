@@ -302,7 +302,13 @@ def translate_error(err: Exception) -> MemlaneError:
         return InvalidInput(f"DynamoDB refused the request: {message}", aws_code=code)
     if code == "ResourceNotFoundException":
         return DependencyFailed(f"DynamoDB table not found: {message}", aws_code=code)
-    return DependencyFailed(f"DynamoDB error {code}: {message}", aws_code=code)
+    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    if status >= 500:  # a server fault without an error of the API (a DynamoDB-compatible server's error page)
+        return Retryable(f"DynamoDB failed (HTTP {status}); retry", aws_code=code)
+    return DependencyFailed(f"DynamoDB error {code}: {message[:_MESSAGE_CHARS]}", aws_code=code)
+
+
+_MESSAGE_CHARS = 300  # of an unknown error's message: it reaches the client's answer
 
 
 class _Expressions:
