@@ -21,7 +21,7 @@ def parse_body(text: str) -> Any:
     The standard parser recurses (a body nested 100,000 deep raises RecursionError), refuses integers
     past 4,300 digits with a bare ValueError and accepts NaN / Infinity, which are not JSON."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_one_of_each)
     except RecursionError:
         raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError, and the digit limit of int()
@@ -31,6 +31,16 @@ def parse_body(text: str) -> Any:
     if _SURROGATE.search(text) and not _encodable(value):
         raise InvalidInput("the body is not valid Unicode: a lone surrogate (\\ud800-\\udfff) or bytes that are not "
                            "UTF-8")
+    return value
+
+
+def _one_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming a key twice is refused: which one counts is up to each parser (`{"scope": A, "scope": B}`
+    read one way by a proxy, another way here)."""
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if any(k == other for other, _ in pairs[:i]))
+        raise InvalidInput(f"the body names '{twice[:100]}' twice in one object", field=twice[:100])
     return value
 
 
