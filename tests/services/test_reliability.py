@@ -88,6 +88,25 @@ def test_the_sweeper_requeues_a_task_whose_job_was_lost(svc, monkeypatch):
     assert list(svc.deps.repo.open_tasks("demo")) == []  # finished: off the sweeper's list
 
 
+def test_a_task_never_started_is_sent_again_once_its_queue_holds_nothing(svc, monkeypatch):
+    """A shared-engines trial: a server killed between an add's commit and its send, the client's retry on another
+    server a replay (it re-sends only a task pending 60 s): the add waited 15 minutes for the sweeper's deadline.
+    A task not started after a minute while the queue holds no job has lost its own; with jobs queued (a backlog),
+    it waits for the deadline."""
+    first = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT, request_id="busy")
+    task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT + " Again.", request_id="lost")
+    svc.queue.db.conn.execute("DELETE FROM jobs WHERE request_id = ?", (task.request_id,))  # never sent
+    start = svc.deps.clock.now()
+    monkeypatch.setattr(svc.deps.clock, "now", lambda: start + timedelta(seconds=61))
+    assert sweep.sweep(svc.deps).requeued == 0  # another job waits: this one may be behind it
+    svc.drain()
+    assert svc.deps.repo.locate_task("demo", first.request_id).status == TaskStatus.SUCCEEDED
+    assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.PENDING
+    assert sweep.sweep(svc.deps).requeued == 1  # the queue is empty: its job was lost
+    svc.drain()
+    assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.SUCCEEDED
+
+
 def test_the_sweeper_fails_a_task_that_never_finishes(svc, monkeypatch):
     task = ingest.add(svc.deps, "demo", scope=SCOPE, text=TEXT)
     stuck = svc.deps.repo.locate_task("demo", task.request_id).model_copy(

@@ -4,9 +4,11 @@ On SQS a job is sent after its task commits (no transaction spans DynamoDB and S
 in between, or a last delivery whose give-up could not be recorded, can leave a task PENDING or RUNNING with no
 job behind it. The sweeper reads the open-task registry (a global partition: no tenant partition
 is scanned, so function credentials suffice), and for each task untouched for the deadline it
-enqueues the job again — or, once the task has used its attempts, marks it FAILED. Extraction is
-idempotent, so a job enqueued twice does no harm. Runs on a schedule on AWS (functions/sweep),
-at start and periodically in `memlane serve`.
+enqueues the job again — or, once the task has used its attempts, marks it FAILED. A task never started
+(PENDING, no attempt) is sent again sooner, after LOST_AFTER, when its queue holds no job at all: then its own
+cannot be on its way (a backlog waits for the deadline, not to run its jobs twice). Extraction is idempotent, so
+a job enqueued twice does no harm. Runs on a schedule on AWS (functions/sweep), at start and periodically in
+`memlane serve`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from . import extract, jobs, message_index, stores
 from .deps import Deps
 
 log = logging.getLogger(__name__)
+
+# A task not started this long, its queue empty, lost its job (a shared-engines trial: a server killed between
+# the add's commit and its send, the client's retry a replay — the add waited out the 900 s deadline).
+LOST_AFTER = timedelta(seconds=60)
 
 
 @dataclass
@@ -38,6 +44,7 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
     report = SweepReport()
     now = deps.clock.now()
     deadline = timedelta(seconds=deps.settings.task_deadline_seconds)
+    idle: bool | None = None  # whether the queue holds no job: read once a pass, when a task may be lost
     cursor = None
     while True:
         stores, cursor = deps.repo.list_stores(100, cursor)
@@ -60,8 +67,14 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                             store.name, entry.request_id, entry.app_id, entry.tenant_id, entry.since):
                         report.closed += 1  # and the request-id pointer the add claimed: nothing names it now
                     continue
-                if now - max(task.updated_at, entry.since) < deadline:
-                    continue
+                waited = now - max(task.updated_at, entry.since)
+                if waited < deadline:
+                    if task.status != TaskStatus.PENDING or task.attempts or waited < LOST_AFTER:
+                        continue
+                    if idle is None:
+                        idle = deps.queue.health().depth == 0  # unknown (None) is not idle
+                    if not idle:
+                        continue
                 if task.status == TaskStatus.RUNNING and task.attempts >= deps.settings.max_extract_attempts:
                     extract.fail(tenant, store.name, entry.request_id,
                                  f"gave up: {task.attempts} attempts did not finish within "
