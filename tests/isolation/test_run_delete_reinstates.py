@@ -330,3 +330,24 @@ def test_a_profile_rebuilt_by_the_deletion_misses_the_reinstated_memory(deps, st
     after = profiles.tenant_profile(deps, store, APP, TENANT)
     values = {(f.name, f.value) for f in after.attributes} if after else set()
     assert any("Boston" in v for _, v in values), values
+
+
+def test_a_fact_another_thread_said_again_stays_when_the_first_thread_is_deleted(deps, store):
+    """Deleting a thread took away a fact another thread, still there, had said again: write time had not stored
+    it twice (NOOP), so the only memory of it went with the first thread. It is written in the other thread now,
+    in that thread's words, and that add's task says ADD."""
+    first = say(deps, store, "I am allergic to peanuts.", day=0, run="a").outcomes[0]
+    again = say(deps, store, "I am allergic to peanuts!", day=5, run="b")
+    assert [(o.action, o.target_id) for o in again.outcomes] == [(ExtractAction.NOOP, first.memory_id)]
+    erase.delete_run(deps, store, scope=run_of("a"))
+    (kept,) = deps.repo.iter_memories(store, APP, TENANT)
+    assert kept.scope.run_id == "b" and kept.status == MemoryStatus.ACTIVE and "peanuts!" in kept.text
+    assert set(kept.evidence) <= set(again.message_ids)
+    assert [h.memory.memory_id for h in ask(deps, store, "What is the user allergic to?")] == [kept.memory_id]
+    task = deps.repo.get_task(store, APP, TENANT, again.request_id)
+    assert [(o.action, o.memory_id) for o in task.outcomes] == [(ExtractAction.ADD, kept.memory_id)]
+    erase.delete_run(deps, store, scope=run_of("a"))  # again (a retry): nothing more
+    assert [m.memory_id for m in deps.repo.iter_memories(store, APP, TENANT)] == [kept.memory_id]
+    erase.delete_run(deps, store, scope=run_of("b"))  # and the fact goes with the last thread that said it
+    assert list(deps.repo.iter_memories(store, APP, TENANT)) == []
+    no_stale_links(deps, store)

@@ -208,6 +208,11 @@ def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]
     return written
 
 
+def memory_id_of(task: Task, text: str) -> str:
+    """The id the job's memory of the statement `text` takes: the same on every attempt."""
+    return _task_id(task, _statement_key(text))
+
+
 def memory_ids(task: Task, candidates: list[Candidate]) -> list[str]:
     """The ids the job's memories of `candidates` take (or took): one per statement, the same on every attempt."""
     return list(dict.fromkeys(_task_id(task, _statement_key(c.text)) for c in candidates))

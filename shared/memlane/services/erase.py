@@ -20,6 +20,7 @@ from ..repository import tenant_pk
 from . import redaction, stores, summaries
 from .deps import Deps
 from .reinstate import reinstate
+from .rehome import rehome
 
 _RACE_RETRIES = 20  # each retry means an add to the run committed first
 
@@ -94,6 +95,9 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # Read again: a supersede of one of them by another run's add since the listing is planned with.
     memories = deps.repo.get_memories(store, run.app_id, run.tenant_id, memory_ids)
+    # What another thread said again of them (a NOOP at write time) is written in that thread, before the
+    # redaction below empties those outcomes (services/rehome.py).
+    rehome(deps, store, run, memories)
     # What the run's memories superseded is current again before they go (a retry still finds them to follow),
     # and before redaction recomputes the profiles from what is current.
     reinstate(deps, store, memories, (Memory.model_validate(i) for i in every_memory if not _said_in(i, run)))
