@@ -47,14 +47,14 @@ def rehome(deps: Deps, store: str, run: Scope, memories: list[Memory]) -> int:
                 first = earliest.get(o.target_id)
                 if first is None or task.created_at < first[1].created_at:
                     earliest[o.target_id] = (item, task, k)
-    written = 0
+    written, from_assistant = 0, deps.repo.get_store(store).keywords_from_assistant
     for target, (item, task, k) in earliest.items():
         if deps.repo.get_scope(store, task.scope) is None:
             continue  # its thread is being deleted too
         said = deps.repo.get_messages(store, task.scope, task.message_ids)
         if not said:
             continue
-        memory = _statement(deps, store, current[target], task, task.outcomes[k].text, said)
+        memory = _statement(deps, current[target], task, task.outcomes[k].text, said, from_assistant)
         try:
             deps.repo.put_memory(store, memory, new=True)
         except ConditionFailed:
@@ -70,17 +70,20 @@ def _whole(text: str) -> bool:
     return bool(text) and len(text) < limits.MAX_OUTCOME_TEXT_CHARS
 
 
-def _statement(deps: Deps, store: str, held: Memory, task: Task, text: str, said: list[Message]) -> Memory:
+def _statement(deps: Deps, held: Memory, task: Task, text: str, said: list[Message], from_assistant: bool) -> Memory:
     """The memory the task's extraction would have written for `text`, had `held` not been there."""
-    words = {w.casefold() for w in _WORD.findall(text)}
-    turn = max(said, key=lambda m: (len(words & {w.casefold() for w in _WORD.findall(m.content)}), m.message_id))
-    keywords_from_assistant = deps.repo.get_store(store).keywords_from_assistant
+    words = _words(text)
+    turn = max(said, key=lambda m: (len(words & _words(m.content)), m.message_id))
     now = deps.clock.now()
     return Memory(memory_id=memory_id_of(task, text), scope=task.scope, memory_type=held.memory_type, text=text,
                   evidence=[turn.message_id], created_at=now, updated_at=now, event_time=held.event_time,
                   observed_at=turn.created_at, valid_from=turn.created_at, metadata=task.metadata,
                   importance=held.importance, request_id=task.request_id,
-                  keywords=edited_keywords(text, [turn], keywords_from_assistant=keywords_from_assistant))
+                  keywords=edited_keywords(text, [turn], keywords_from_assistant=from_assistant))
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}
 
 
 def _outcome_added(deps: Deps, item: dict[str, Any], k: int, memory_id: str) -> None:
@@ -94,7 +97,8 @@ def _outcome_added(deps: Deps, item: dict[str, Any], k: int, memory_id: str) -> 
         outcomes[k] = TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=outcomes[k].text,
                                   reason="said again here; the memory it repeated went with its thread")
         try:
-            deps.repo.rewrite(item, task.model_copy(update={"outcomes": outcomes}), expect={"outcomes": item["outcomes"]})
+            deps.repo.rewrite(item, task.model_copy(update={"outcomes": outcomes}),
+                              expect={"outcomes": item["outcomes"]})
             return
         except ConditionFailed:
             found = deps.table.get(item["pk"], item["sk"])

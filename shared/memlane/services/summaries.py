@@ -17,8 +17,9 @@ stamped earlier (an import, a lagging clock) — or committed after a refresh re
 lands below `covered_until`. The add (`after_add`, when the summary was built before the add stored
 its messages) and the refresh that covered the range (after its write) note such messages in the
 summary (`late`); the next refresh summarises them with its batch. A summary remembers the messages its
-latest passes took in (`folded`), late or not, and none of them is noted late again: an add's check may run
-after a pass that stamped its read time before the add was stored yet read it all the same. Left: an add whose commit overlaps that refresh's write may still be missed.
+latest pass took in (`folded`), late or not, and none of them is noted late again: an add's check may run
+after a pass that stamped its read time before the add was stored yet read it all the same. Left: an add whose
+commit overlaps that refresh's write may still be missed.
 
 One summary per thread: the table item is versioned and every write is conditioned on the
 version read, so of two concurrent refreshes (or a redelivered job racing the first delivery)
