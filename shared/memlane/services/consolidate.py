@@ -2,7 +2,7 @@
 memories of its subject (every run and agent of the tenant), decided by policies/consolidation.py,
 written idempotently.
 
-Memory ids are derived from the request id and the candidate's text (`_statement_key`), so a
+Memory ids are derived from the request id and the candidate's text (`task_ids.statement_key`), so a
 redelivered or retried job writes the same ids again, and a memory found with the id a candidate would
 get is this job's own earlier write — even when the model answers the retry otherwise (another order,
 a statement more or less: its output is not byte-for-byte repeatable, and the store's instructions may
@@ -14,11 +14,9 @@ and a retry finishes what a crash left pending.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 
 from ..domain.errors import ConditionFailed, Conflict, NotFound
-from ..domain.ids import derived_id
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
 from ..domain.scope import ScopeFilter
@@ -30,6 +28,7 @@ from . import dream_actions, redaction
 from .dream_actions import REDACTED
 from .deps import Deps
 from .index_writes import index_memories
+from .task_ids import memory_id_of, statement_key, task_id
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
@@ -40,7 +39,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     action of the dream action log, so each is undone like any dream action; NOOP writes nothing."""
     once: dict[str, Candidate] = {}
     for c in candidates:
-        once.setdefault(_statement_key(c.text), c)  # one statement said twice in an answer is one memory
+        once.setdefault(statement_key(c.text), c)  # one statement said twice in an answer is one memory
     candidates = list(once.values())
     if not candidates and not task.written_ids:
         return []
@@ -55,8 +54,8 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     changes: list[tuple[int, int, Memory, Decision]] = []  # (candidate, outcome index, memory, decision)
     prior: list[tuple[int, DreamAction | None]] = []  # (outcome index, the change recorded before this attempt)
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
-    keys = [_statement_key(c.text) for c in candidates]
-    ids = [_task_id(task, key) for key in keys]
+    keys = [statement_key(c.text) for c in candidates]
+    ids = [task_id(task, key) for key in keys]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
     # Written by an earlier attempt, then deleted by the user before this one: never written again.
     deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
@@ -123,7 +122,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                                     target_id=targets[0] if targets else None, target_ids=targets,
                                     reason=decision.reason, confidence=decision.confidence if targets else None,
                                     superseded=decision.older))
-    outcomes += [_resumed(deps, store, task, _statement_key(m.text), m) for m, _ in left]
+    outcomes += [_resumed(deps, store, task, statement_key(m.text), m) for m, _ in left]
     if written:  # noted before they are written: a retry that is answered otherwise still finds them
         _note_written(deps, task, [m.memory_id for m, _ in written])
     # A change is recorded (pending) before the memory that makes it: a crash between the two left a memory that
@@ -192,11 +191,6 @@ def _sure_enough(decision: Decision, threshold: float) -> Decision:
                                               f"threshold {threshold:.2f}: both kept, for a dream to propose")
 
 
-def _statement_key(text: str) -> str:
-    """What names a statement among a job's: its text, whitespace and case aside."""
-    return hashlib.sha256(" ".join(text.split()).casefold().encode()).hexdigest()[:32]
-
-
 def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]) -> list[tuple[Memory, list[float]]]:
     """The memories earlier attempts of the job wrote and this answer does not repeat, with their vectors, indexed."""
     others = [mid for mid in task.written_ids if mid not in ids]
@@ -208,14 +202,9 @@ def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]
     return written
 
 
-def memory_id_of(task: Task, text: str) -> str:
-    """The id the job's memory of the statement `text` takes: the same on every attempt."""
-    return _task_id(task, _statement_key(text))
-
-
 def memory_ids(task: Task, candidates: list[Candidate]) -> list[str]:
     """The ids the job's memories of `candidates` take (or took): one per statement, the same on every attempt."""
-    return list(dict.fromkeys(_task_id(task, _statement_key(c.text)) for c in candidates))
+    return list(dict.fromkeys(memory_id_of(task, c.text) for c in candidates))
 
 
 def _note_written(deps: Deps, task: Task, memory_ids: list[str]) -> None:
@@ -232,14 +221,7 @@ def left_unnamed(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]
     if found is None:
         return outcomes
     left = _left_by_earlier_attempts(deps, store, found, [o.memory_id for o in outcomes])
-    return outcomes + [_resumed(deps, store, task, _statement_key(m.text), m) for m, _ in left]
-
-
-def _task_id(task: Task, *parts: str) -> str:
-    """An id this task writes (a memory, an action), the same on every attempt of the job. Request ids are
-    the tenant's own (two tenants may both send "req-1"), and memory and action ids are unique per store:
-    the tenant is part of the id."""
-    return derived_id(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id, *parts)
+    return outcomes + [_resumed(deps, store, task, statement_key(m.text), m) for m, _ in left]
 
 
 def _supersede(store: str, task: Task, key: str, memory: Memory, decision: Decision, now: datetime) -> DreamAction:
@@ -249,7 +231,7 @@ def _supersede(store: str, task: Task, key: str, memory: Memory, decision: Decis
     else:
         keep, targets = memory, list(decision.targets)
     return DreamAction(
-        action_id=_task_id(task, key, "consolidate"), task_id=task.request_id, store=store,
+        action_id=task_id(task, key, "consolidate"), task_id=task.request_id, store=store,
         kind=DreamActionKind.UPDATE, status=DreamActionStatus.PENDING, confidence=decision.confidence,
         rationale=f"{_WRITE_TIME} {decision.action}: {decision.reason}"[:1000], scope=keep.scope,
         target_ids=[t.memory_id for t in targets], keep_id=keep.memory_id, before=[*targets, keep],
@@ -298,7 +280,7 @@ def _apply(deps: Deps, stored: DreamAction) -> str | None:
 def _resumed(deps: Deps, store: str, task: Task, key: str, memory: Memory) -> TaskOutcome:
     """The outcome of a candidate an earlier attempt wrote (as it wrote it): its supersede action finished if
     it was left pending (the attempt died between writing the memory and applying it)."""
-    action_id = _task_id(task, key, "consolidate")
+    action_id = task_id(task, key, "consolidate")
     try:
         action = deps.repo.get_action(store, action_id)
     except NotFound:
@@ -327,7 +309,7 @@ def _recorded_changes(deps: Deps, store: str, task: Task, keys: list[str], ids: 
         if ids[i] in earlier:
             continue
         try:
-            action = deps.repo.get_action(store, _task_id(task, key, "consolidate"))
+            action = deps.repo.get_action(store, task_id(task, key, "consolidate"))
         except NotFound:
             continue
         if action.status in (DreamActionStatus.PENDING, DreamActionStatus.APPLIED):

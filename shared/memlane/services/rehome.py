@@ -23,9 +23,9 @@ from ..domain.errors import ConditionFailed
 from ..domain.models import ExtractAction, Memory, MemoryStatus, Message, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope
 from ..extractors.rules import edited_keywords
-from .consolidate import memory_id_of
 from .deps import Deps
 from .index_writes import index_memories
+from .task_ids import memory_id_of
 
 _ATTEMPTS = 5
 _WORD = re.compile(r"\w+")
