@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import quote
 
+from .domain.errors import InvalidInput
 from .domain.limits import MAX_ADDS_PER_BATCH
+from .domain.validation import one_of_each
 
 # (method, path, body) -> (status, JSON answer, an error's included): sent once, this module decides what to retry
 Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]
@@ -84,7 +86,10 @@ def import_file(send: Send, store: str, path: Path, *, batch_size: int = MAX_ADD
 
 def _parse(number: int, text: str, report: ImportReport) -> dict[str, Any] | None:
     try:
-        add = json.loads(text)
+        add = json.loads(text, object_pairs_hook=one_of_each)  # a key twice is refused, as the routes refuse it
+    except InvalidInput as error:
+        _refuse(report, number, error.code, error.message)
+        return None
     except ValueError as error:
         _refuse(report, number, "invalid_json", f"not JSON: {error}")
         return None

@@ -69,7 +69,7 @@ CASES = {
     # a shared-engines trial: the last `scope` counted; a proxy reading the first would check another tenant
     "scope named twice": ("POST", "/v1/stores/demo/memories",
                           '{"scope": {"app_id": "travel", "tenant_id": "bob"}, "text": "x", '
-                          '"scope": {"app_id": "travel", "tenant_id": "alice"}}', 400, "invalid_input"),
+                          '"scope": {"app_id": "travel", "tenant_id": "alice"}}', 400, "duplicate_key"),
     "metadata integer past 64 bits": (*add(metadata={"n": 10 ** 30}), 400, "invalid_input"),
     "metadata nested 900 deep": (*add(metadata=nested(900)), 400, "invalid_input"),
     "metadata nested past its limit": (*add(metadata=nested(limits.MAX_METADATA_DEPTH + 1)), 400,

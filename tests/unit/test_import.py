@@ -75,11 +75,12 @@ def test_a_thousand_lines_imported_twice_add_nothing_the_second_time(service: An
 def test_a_bad_line_is_refused_with_its_line_number_and_the_others_go_in(service: Any, tmp_path: Path) -> None:
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join([line(1), "{not json", json.dumps({"scope": SCOPE, "text": "no request id"}), "",
-                                 line(2, messages=[{"role": "user", "content": ""}]), line(3)]) + "\n")
+                                 line(2, messages=[{"role": "user", "content": ""}]), line(3),
+                                 line(4)[:-1] + ', "request_id": "again"}']) + "\n")
 
     report = import_file(in_process(service), "demo", export)
 
-    assert (report.lines, report.accepted, report.refused) == (5, 2, 3)
+    assert (report.lines, report.accepted, report.refused) == (6, 2, 4)
     assert [(r.line, r.code) for r in report.refusals] == [
-        (2, "invalid_json"), (3, "request_id_required"), (5, "invalid_input")]
+        (2, "invalid_json"), (3, "request_id_required"), (5, "invalid_input"), (7, "duplicate_key")]
     assert counts(service)[0] == 2
