@@ -556,6 +556,7 @@ class _Stub:
     ("SomethingNew", {}, DependencyFailed),
     # a DynamoDB-compatible server's error page (a shared-engines trial: its HTML was the client's 502 message)
     ("500", {"ResponseMetadata": {"HTTPStatusCode": 500}}, Retryable),
+    ("AccessDeniedException", {"ResponseMetadata": {"HTTPStatusCode": 500}}, DependencyFailed),  # an error of the API
 ])
 def test_dynamodb_errors_are_translated(code: str, extra: dict[str, Any], expected: type) -> None:
     from memlane.adapters.dynamodb.table import DynamoDBTable

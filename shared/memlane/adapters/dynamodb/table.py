@@ -284,7 +284,8 @@ def translate_error(err: Exception) -> MemlaneError:
     if not isinstance(err, ClientError):
         return DependencyFailed(f"DynamoDB call failed: {err}")
     error = err.response.get("Error", {})
-    code, message = error.get("Code", ""), error.get("Message", str(err))
+    # A message reaches the client's answer: cut (a compatible server may send a whole error page).
+    code, message = error.get("Code", ""), error.get("Message", str(err))[:_MESSAGE_CHARS]
     if code == "ConditionalCheckFailedException":
         return ConditionFailed("condition failed", aws_code=code)
     if code == "TransactionCanceledException":
@@ -303,12 +304,12 @@ def translate_error(err: Exception) -> MemlaneError:
     if code == "ResourceNotFoundException":
         return DependencyFailed(f"DynamoDB table not found: {message}", aws_code=code)
     status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    if status >= 500:  # a server fault without an error of the API (a DynamoDB-compatible server's error page)
+    if status >= 500 and (not code or code.isdigit()):  # a server fault with no error of the API (an error page)
         return Retryable(f"DynamoDB failed (HTTP {status}); retry", aws_code=code)
-    return DependencyFailed(f"DynamoDB error {code}: {message[:_MESSAGE_CHARS]}", aws_code=code)
+    return DependencyFailed(f"DynamoDB error {code}: {message}", aws_code=code)
 
 
-_MESSAGE_CHARS = 300  # of an unknown error's message: it reaches the client's answer
+_MESSAGE_CHARS = 300
 
 
 class _Expressions:
