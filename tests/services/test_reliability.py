@@ -103,6 +103,10 @@ def test_a_task_never_started_is_sent_again_once_its_queue_holds_nothing(svc, mo
     assert svc.deps.repo.locate_task("demo", first.request_id).status == TaskStatus.SUCCEEDED
     assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.PENDING
     assert sweep.sweep(svc.deps).requeued == 1  # the queue is empty: its job was lost
+    svc.queue.db.conn.execute("DELETE FROM jobs WHERE request_id = ?", (task.request_id,))  # to its dead letters
+    monkeypatch.setattr(svc.deps.clock, "now", lambda: start + timedelta(seconds=180))
+    assert sweep.sweep(svc.deps).requeued == 0  # once only: then at the deadline, as any task
+    svc.queue.enqueue(jobs.task_job("demo", svc.deps.repo.locate_task("demo", task.request_id)))
     svc.drain()
     assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.SUCCEEDED
 

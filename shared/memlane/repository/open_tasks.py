@@ -25,6 +25,7 @@ class OpenTask:
     app_id: str
     tenant_id: str
     since: datetime  # registered, or last re-enqueued by the sweeper
+    swept: bool = False  # re-enqueued by the sweeper at least once
 
 
 class OpenTaskRecords:
@@ -67,7 +68,7 @@ class OpenTaskRecords:
         key = _sk(entry.request_id, entry.app_id, entry.tenant_id)
         item = self.table.get(open_pk(store), key)
         if item is not None:
-            self.table.put({**item, "since": now.isoformat()})
+            self.table.put({**item, "since": now.isoformat(), "swept": True})
 
     def open_tasks(self, store: str) -> Iterator[OpenTask]:
         cursor = None
@@ -75,7 +76,7 @@ class OpenTaskRecords:
             page = self.table.query(open_pk(store), limit=500, cursor=cursor)
             for i in page.items:
                 yield OpenTask(store=store, request_id=i["request_id"], app_id=i["app_id"], tenant_id=i["tenant_id"],
-                               since=datetime.fromisoformat(i["since"]))
+                               since=datetime.fromisoformat(i["since"]), swept=bool(i.get("swept")))
             if not (cursor := page.cursor):
                 return
 

@@ -5,8 +5,8 @@ in between, or a last delivery whose give-up could not be recorded, can leave a 
 job behind it. The sweeper reads the open-task registry (a global partition: no tenant partition
 is scanned, so function credentials suffice), and for each task untouched for the deadline it
 enqueues the job again — or, once the task has used its attempts, marks it FAILED. A task never started
-(PENDING, no attempt) is sent again sooner, after LOST_AFTER, when its queue holds no job at all: then its own
-cannot be on its way (a backlog waits for the deadline, not to run its jobs twice). Extraction is idempotent, so
+(PENDING, no attempt) is sent again sooner, once, after LOST_AFTER, when its queue holds no job at all: then its
+own cannot be on its way (a backlog waits for the deadline, not to run its jobs twice). Extraction is idempotent, so
 a job enqueued twice does no harm. Runs on a schedule on AWS (functions/sweep), at start and periodically in
 `memlane serve`.
 """
@@ -69,7 +69,9 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                     continue
                 waited = now - max(task.updated_at, entry.since)
                 if waited < deadline:
-                    if task.status != TaskStatus.PENDING or task.attempts or waited < LOST_AFTER:
+                    # Once only: a job that fails before its task runs (to its dead letters, which the depth does
+                    # not count) is not sent every minute, but at the deadline, as before.
+                    if task.status != TaskStatus.PENDING or task.attempts or entry.swept or waited < LOST_AFTER:
                         continue
                     if idle is None:
                         idle = deps.queue.health().depth == 0  # unknown (None) is not idle
