@@ -453,3 +453,25 @@ def test_a_change_asked_of_a_store_that_does_not_exist_leaves_no_row_under_its_n
     assert audit_rows(deps, "nostore") == []
     answered = [(r.operation, r.status) for r in audit_rows(deps, "~global") if "{store}" in r.operation]
     assert sorted(answered) == [("DELETE /v1/stores/{store}/memories/{id}", 404), ("PATCH /v1/stores/{store}", 404)]
+
+
+def test_a_change_whose_store_is_deleted_while_it_runs_has_one_row(world, monkeypatch):
+    """The second regression trial: the row written before the change went to the store's log, its 404 answer
+    (`store_not_found`, the store deleted meanwhile) to the global one — two rows, one left at status 0."""
+    from memlane.services import memories
+
+    api, deps, keys, _ = world
+    memory = deps.repo.list_memories("demo", ScopeFilter(app_id="travel", tenant_id="bob"), limit=1,
+                                     cursor=None)[0][0].memory_id
+    real = memories.delete
+
+    def store_deleted_first(d, store, **kwargs):
+        stores.delete(deps, store)
+        return real(d, store, **kwargs)
+
+    monkeypatch.setattr(memories, "delete", store_deleted_first)
+    path = f"/v1/stores/demo/memories/{memory}?app_id=travel&tenant_id=bob"
+    assert call(api, "DELETE", path, key=keys["backend"])[0] == 404
+    rows = [r for log in ("demo", "~global") for r in audit_rows(deps, log)
+            if r.operation == "DELETE /v1/stores/{store}/memories/{id}"]
+    assert [(r.store, r.status) for r in rows] == [("demo", 404)]

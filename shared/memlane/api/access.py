@@ -32,6 +32,7 @@ class Checked:
     scope: dict[str, str] = field(default_factory=dict)
     at: datetime | None = None  # when the request arrived: its audit row's time
     announced: bool = False  # a change's audit row is written before it runs (`Gate.before_change`)
+    audit_log: str | None = None  # the log that row went to: the answer's row replaces it there
 
 
 class Gate:

@@ -103,9 +103,11 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
             return
         principal = str(named)
     m = _STORE_PATH.match(path)
-    store = _log_of(m.group(1) if m else None, error_code, op)
-    # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
     checked = gate.checked(event)
+    # A change's answer replaces the row it wrote before it ran, in that log (its store deleted meanwhile, the
+    # answer is a 404 the global log would otherwise take: two rows, one at status 0).
+    store = checked.audit_log or _log_of(m.group(1) if m else None, error_code, op)
+    # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
     # Under the row its change wrote before it ran (same time, same request id): replaced, not a second row.
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         target_id=target(path, result) if status < 400 else None,
@@ -132,6 +134,7 @@ def record_change(deps: Deps, checked: Checked, retention_days: int) -> None:
                         principal=checked.caller.principal, status=0, latency_ms=0.0, at=checked.at,
                         **_storable(checked.scope))
     audit.record(deps, entry, retention_days)
+    checked.audit_log = store
 
 
 def _exists(deps: Deps, store: str) -> bool:
