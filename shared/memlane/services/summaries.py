@@ -17,7 +17,7 @@ stamped earlier (an import, a lagging clock) — or committed after a refresh re
 lands below `covered_until`. The add (`after_add`, when the summary was built before the add stored
 its messages) and the refresh that covered the range (after its write) note such messages in the
 summary (`late`); the next refresh summarises them with its batch. A summary remembers the messages its
-latest pass took in (`folded`), late or not, and none of them is noted late again: an add's check may run
+latest passes took in (`folded`), late or not, and none of them is noted late again: an add's check may run
 after a pass that stamped its read time before the add was stored yet read it all the same. Left: an add whose
 commit overlaps that refresh's write may still be missed.
 
@@ -54,9 +54,10 @@ log = logging.getLogger(__name__)
 KIND = "summarize"
 BATCH = 200  # messages one refresh pass reads and summarises
 _MAX_PASSES = 50  # passes one refresh makes (a long unsummarised backlog is caught up in batches)
-# Messages a summary remembers having taken in, so that none is noted late and taken in twice: a pass's batch (an
-# add's check runs right after its commit, so the pass that read it is the latest). ~7 KB on the summary's item.
-_FOLDED = BATCH
+# Messages a summary remembers having taken in, so that none is noted late and taken in twice: two passes' batches
+# (an add's check runs right after its commit, so the pass that read it is the latest — or the one before, when
+# the latest ran on a server whose clock lags: a regression trial). ~15 KB on the summary's item (1,000: 42 KB).
+_FOLDED = 2 * BATCH
 _ATTEMPTS = 10  # writes lost to another refresh before giving up (each means the other one progressed)
 DOC_PREFIX = "sum-"  # summary documents' ids; memory ids are plain base32
 _SCAN_PAGE = 50  # messages read per page by the trigger's newest-first scan
