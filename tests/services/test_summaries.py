@@ -347,6 +347,39 @@ def test_an_add_a_refresh_read_though_it_stamped_its_read_before_is_not_taken_in
     assert final.covered_messages == len(thread_ids(svc.deps)) - KEEP and final.late == []
 
 
+def test_a_message_read_by_the_pass_before_a_lagging_servers_pass_is_not_taken_in_twice(svc, monkeypatch):
+    """The second regression trial: the same interleaving, then a second pass of the refresh on a server whose clock
+    is 5 s behind (a backlog of two batches): its read time is before the add was stored, and with only the latest
+    pass's messages remembered the add's check noted the message late — covered_messages one over."""
+    add_turns(svc.deps, 0, 16)
+    first = summaries.refresh(bound(svc), "demo", THREAD)
+    add_turns(svc.deps, 16, summaries.BATCH + 30)
+    real_eligible, real_after_add, real_now = summaries._eligible, summaries.after_add, svc.deps.clock.now
+    checks = []
+
+    def stamped_then_read(deps, store, scope, previous):
+        if not checks:
+            monkeypatch.setattr(summaries, "after_add", lambda *args: checks.append(args) or False)
+            ingest.add(svc.deps, "demo", scope=SCOPE, request_id="meanwhile", messages=[
+                {"role": "user", "content": "Decision: the venue is the harbour warehouse, booked by Marta.",
+                 "created_at": T0 + timedelta(minutes=18, seconds=30)}])
+            monkeypatch.setattr(summaries, "after_add", real_after_add)
+            behind = real_now() - timedelta(seconds=5)  # the next pass runs on a server 5 s behind
+            monkeypatch.setattr(svc.deps.clock, "now", lambda: behind)
+        return real_eligible(deps, store, scope, previous)
+
+    monkeypatch.setattr(summaries, "_eligible", stamped_then_read)
+    summaries.refresh(bound(svc), "demo", THREAD)
+    monkeypatch.setattr(summaries, "_eligible", real_eligible)
+    monkeypatch.setattr(svc.deps.clock, "now", real_now)
+    (check,) = checks
+    assert first.covered_until < check[3][0].message_id
+    real_after_add(*check)
+    assert svc.deps.repo.get_summary("demo", THREAD).late == []
+    final = summaries.refresh(bound(svc), "demo", THREAD, force=True)
+    assert final.covered_messages == len([i for i in thread_ids(svc.deps) if i <= final.covered_until])
+
+
 def test_a_backdated_add_a_refresh_reads_after_is_still_late_for_it_reads_only_above_its_coverage(svc, monkeypatch):
     """The same trial, one client adding in sequence: a refresh that read after the add was stored counted as
     having seen it — but a refresh reads only above the coverage it starts from, so a message stamped below it was
