@@ -252,7 +252,7 @@ def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
 # Sort-key prefix → the record kind an erasure report counts.
 _KINDS = {"MSG#": "messages", "MEM#": "memories", "TASK#": "tasks", "SCOPE#": "scopes", "DREAM#": "dream_tasks",
           "DACT#": "dream_actions", "PROFILE#": "profiles", "ACTOR#": "profiles", "THREAD#": "threads",
-          "RECENT#": "thread_order", "SUM#": "summaries"}
+          "RECENT#": "thread_order", "SUM#": "summaries", "GONE#": "deletion_markers"}
 
 
 def _kind(sk: str) -> str:
