@@ -351,3 +351,44 @@ def test_a_fact_another_thread_said_again_stays_when_the_first_thread_is_deleted
     erase.delete_run(deps, store, scope=run_of("b"))  # and the fact goes with the last thread that said it
     assert list(deps.repo.iter_memories(store, APP, TENANT)) == []
     no_stale_links(deps, store)
+
+
+def test_a_fact_said_in_three_threads_stays_with_the_last_one_and_never_in_a_thread_that_stores_nothing(
+        deps, store):
+    """The third regression trial of the re-homing: a thread switched since to a policy that stores nothing got the
+    fact written into it; and with three threads saying it, the third's repeat stayed pointed at the first memory,
+    was emptied by its redaction, and deleting the second thread lost the fact though the third still said it."""
+    from memlane.services import scopes
+
+    first = say(deps, store, "I am allergic to peanuts.", day=0, run="a").outcomes[0]
+    for day, run in ((3, "quiet"), (5, "b"), (7, "c")):
+        (again,) = say(deps, store, "I am allergic to peanuts!", day=day, run=run).outcomes
+        assert (again.action, again.target_id) == (ExtractAction.NOOP, first.memory_id)
+    scopes.set_access_policy(deps, store, scope=run_of("quiet"), policy="recall_only")
+    erase.delete_run(deps, store, scope=run_of("a"))
+    assert [m.scope.run_id for m in deps.repo.iter_memories(store, APP, TENANT)] == ["b"]
+    erase.delete_run(deps, store, scope=run_of("b"))
+    (kept,) = deps.repo.iter_memories(store, APP, TENANT)
+    assert kept.scope.run_id == "c" and kept.status == MemoryStatus.ACTIVE
+    assert [h.memory.memory_id for h in ask(deps, store, "What is the user allergic to?")] == [kept.memory_id]
+
+
+def test_a_thread_deleted_while_a_fact_is_written_into_it_keeps_nothing(deps, store, monkeypatch):
+    """The same trial: the other thread's whole deletion ran while the first deletion wrote its memory there, after
+    checking it was there: an active memory stayed in a deleted thread, its evidence a deleted turn."""
+    from memlane.services import rehome
+
+    say(deps, store, "I am allergic to peanuts.", day=0, run="a")
+    say(deps, store, "I am allergic to peanuts!", day=5, run="b")
+    real = rehome._statement
+
+    def meanwhile(*args, **kwargs):
+        made = real(*args, **kwargs)
+        monkeypatch.setattr(rehome, "_statement", real)
+        erase.delete_run(deps, store, scope=run_of("b"))
+        return made
+
+    monkeypatch.setattr(rehome, "_statement", meanwhile)
+    erase.delete_run(deps, store, scope=run_of("a"))
+    assert list(deps.repo.iter_memories(store, APP, TENANT)) == []
+    assert ask(deps, store, "What is the user allergic to?") == []

@@ -7,10 +7,13 @@ statement would have been written in its own thread: it is written there now, fr
 kept (the statement's text; its evidence, the add's turn that says most of it), under the id its extraction would
 have given it, and the outcome says ADD.
 
-Only a current memory is re-homed (one superseded since was closed by a later fact either way), once per memory
-(by the earliest thread that said it again: later ones would have found it there), and only from a statement whose
-whole text the outcome kept. Called by erase.clear_run before the redaction that empties those outcomes' texts; a
-retry finds the memory written and the outcome changed.
+Only a current memory is re-homed (one superseded since was closed by a later fact either way), once per memory:
+into the earliest thread that said it again and still stores what it is told (never one switched since to a policy
+that stores nothing), whose later repeats are pointed at it (they would have matched it there), and only from a
+statement whose whole text the outcome kept. A thread deleted while its memory is written gets it taken back.
+Called by erase.clear_run before the redaction that empties those outcomes' texts; a retry finds the memory
+written and the outcomes changed. Left: a retry of a deletion that died after writing such a memory writes it
+again if the user deleted it meanwhile.
 """
 
 from __future__ import annotations
@@ -37,20 +40,22 @@ def rehome(deps: Deps, store: str, run: Scope, memories: list[Memory]) -> int:
     current = {m.memory_id: m for m in memories if m.status == MemoryStatus.ACTIVE}
     if not current:
         return 0
-    earliest: dict[str, tuple[dict[str, Any], Task, int]] = {}
+    again: dict[str, list[tuple[dict[str, Any], Task, int]]] = {}  # each memory's NOOPs in other threads
     for item in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="TASK#"):
         task = Task.model_validate(item)
         if task.scope == run or task.status != TaskStatus.SUCCEEDED:
             continue
-        for k, o in enumerate(task.outcomes):
-            if o.action == ExtractAction.NOOP and o.target_id in current and _whole(o.text):
-                first = earliest.get(o.target_id)
-                if first is None or task.created_at < first[1].created_at:
-                    earliest[o.target_id] = (item, task, k)
+        again.update({o.target_id: [*again.get(o.target_id, []), (item, task, k)] for k, o in enumerate(task.outcomes)
+                      if o.action == ExtractAction.NOOP and o.target_id in current and _whole(o.text)})
     written, from_assistant = 0, deps.repo.get_store(store).keywords_from_assistant
-    for target, (item, task, k) in earliest.items():
-        if deps.repo.get_scope(store, task.scope) is None:
-            continue  # its thread is being deleted too
+    for target, saying in again.items():
+        saying.sort(key=lambda s: (s[1].created_at, s[1].request_id))
+        # The earliest thread that said it again and still stores what it is told (not one switched since to a
+        # policy that stores nothing); the later ones matched it there, as they would have had this run not been.
+        home = next((s for s in saying if _stores(deps, store, s[1].scope)), None)
+        if home is None:
+            continue
+        item, task, k = home
         said = deps.repo.get_messages(store, task.scope, task.message_ids)
         if not said:
             continue
@@ -59,10 +64,24 @@ def rehome(deps: Deps, store: str, run: Scope, memories: list[Memory]) -> int:
             deps.repo.put_memory(store, memory, new=True)
         except ConditionFailed:
             pass  # an earlier attempt of this deletion wrote it
+        if not _stores(deps, store, task.scope):  # its thread deleted (or switched) while this wrote: taken back
+            deps.index.delete(store, [memory.memory_id], app_id=run.app_id, tenant_id=run.tenant_id)
+            deps.repo.delete_memory(store, run.app_id, run.tenant_id, memory.memory_id)
+            continue
         index_memories(deps, store, [(memory, deps.embedder.embed([memory.text])[0])])
-        _outcome_added(deps, item, k, memory.memory_id)
+        reason = "said again here; the memory it repeated went with its thread"
+        for other, _, j in saying:
+            _rewrite_outcome(deps, other, j, target, TaskOutcome(action=ExtractAction.ADD, memory_id=memory.memory_id,
+                                                                 reason=reason) if other is item else
+                             TaskOutcome(action=ExtractAction.NOOP, memory_id=memory.memory_id,
+                                         target_id=memory.memory_id, reason=reason))
         written += 1
     return written
+
+
+def _stores(deps: Deps, store: str, thread: Scope) -> bool:
+    info = deps.repo.get_scope(store, thread)
+    return info is not None and info.access_policy.extracts
 
 
 def _whole(text: str) -> bool:
@@ -86,16 +105,15 @@ def _words(text: str) -> set[str]:
     return {w.casefold() for w in _WORD.findall(text)}
 
 
-def _outcome_added(deps: Deps, item: dict[str, Any], k: int, memory_id: str) -> None:
-    """The task's NOOP outcome `k` as the ADD of `memory_id`, conditioned on its outcomes as read: a redaction
-    written meanwhile (another deletion's) is read again, never overwritten."""
+def _rewrite_outcome(deps: Deps, item: dict[str, Any], k: int, target: str, outcome: TaskOutcome) -> None:
+    """The task's outcome `k`, a NOOP on `target`, as `outcome` (its text kept), conditioned on its outcomes as read:
+    a redaction written meanwhile (another deletion's) is read again, never overwritten."""
     for _ in range(_ATTEMPTS):
         task = Task.model_validate(item)
-        if task.outcomes[k].action != ExtractAction.NOOP:
+        if task.outcomes[k].action != ExtractAction.NOOP or task.outcomes[k].target_id != target:
             return  # changed by an earlier attempt
         outcomes = list(task.outcomes)
-        outcomes[k] = TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text=outcomes[k].text,
-                                  reason="said again here; the memory it repeated went with its thread")
+        outcomes[k] = outcome.model_copy(update={"text": outcomes[k].text})
         try:
             deps.repo.rewrite(item, task.model_copy(update={"outcomes": outcomes}),
                               expect={"outcomes": item["outcomes"]})
