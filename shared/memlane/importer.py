@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from .domain.errors import InvalidInput
 from .domain.limits import MAX_ADDS_PER_BATCH
-from .domain.validation import one_of_each
+from .domain.validation import one_of_each, refuse_constant
 
 # (method, path, body) -> (status, JSON answer, an error's included): sent once, this module decides what to retry
 Send = Callable[[str, str, "dict[str, Any] | None"], "tuple[int, Any]"]
@@ -85,13 +85,13 @@ def import_file(send: Send, store: str, path: Path, *, batch_size: int = MAX_ADD
 
 
 def _parse(number: int, text: str, report: ImportReport) -> dict[str, Any] | None:
-    try:
-        add = json.loads(text, object_pairs_hook=one_of_each)  # a key twice is refused, as the routes refuse it
+    try:  # as the routes read a body: a key twice, NaN and a nesting too deep for the parser are refused
+        add = json.loads(text, object_pairs_hook=one_of_each, parse_constant=refuse_constant)
     except InvalidInput as error:
         _refuse(report, number, error.code, error.message)
         return None
-    except ValueError as error:
-        _refuse(report, number, "invalid_json", f"not JSON: {error}")
+    except (ValueError, RecursionError) as error:
+        _refuse(report, number, "invalid_json", f"not JSON: {str(error)[:200]}")
         return None
     if not isinstance(add, dict):
         _refuse(report, number, "invalid_input", "a line is one add: a JSON object")

@@ -76,11 +76,13 @@ def test_a_bad_line_is_refused_with_its_line_number_and_the_others_go_in(service
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join([line(1), "{not json", json.dumps({"scope": SCOPE, "text": "no request id"}), "",
                                  line(2, messages=[{"role": "user", "content": ""}]), line(3),
-                                 line(4)[:-1] + ', "request_id": "again"}']) + "\n")
+                                 line(4)[:-1] + ', "request_id": "again"}',  # a key twice
+                                 line(5)[:-1] + ', "metadata": {"n": NaN}}', "[" * 100_000 + "]" * 100_000]) + "\n")
 
     report = import_file(in_process(service), "demo", export)
 
-    assert (report.lines, report.accepted, report.refused) == (6, 2, 4)
+    assert (report.lines, report.accepted, report.refused) == (8, 2, 6)
     assert [(r.line, r.code) for r in report.refusals] == [
-        (2, "invalid_json"), (3, "request_id_required"), (5, "invalid_input"), (7, "duplicate_key")]
+        (2, "invalid_json"), (3, "request_id_required"), (5, "invalid_input"), (7, "duplicate_key"),
+        (8, "invalid_json"), (9, "invalid_json")]  # NaN; nested past the parser (a traceback, the batch lost)
     assert counts(service)[0] == 2

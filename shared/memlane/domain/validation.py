@@ -21,7 +21,7 @@ def parse_body(text: str) -> Any:
     The standard parser recurses (a body nested 100,000 deep raises RecursionError), refuses integers
     past 4,300 digits with a bare ValueError and accepts NaN / Infinity, which are not JSON."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=one_of_each)
+        value = json.loads(text, parse_constant=refuse_constant, object_pairs_hook=one_of_each)
     except RecursionError:
         raise InvalidInput(f"the body nests deeper than {limits.MAX_JSON_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError, and the digit limit of int()
@@ -58,7 +58,7 @@ def _encodable(value: Any) -> bool:
     return True
 
 
-def _refuse_constant(name: str) -> Any:
+def refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
