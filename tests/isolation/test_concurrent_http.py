@@ -262,3 +262,59 @@ def test_concurrent_tenants_editing_and_deleting_their_memories_leave_nothing_de
         assert deleted == {f"{t}-m{i}" for i in range(0, count, 2)}
     assert all(r["target_id"] is None for r in rows if r["status"] >= 400)
     assert all(r["target_id"] is None or r["target_id"].startswith(f"{r['tenant_id']}-") for r in rows)
+
+
+def test_concurrent_tenants_deleting_by_encoded_ids_each_get_one_answered_audit_row(keyed_server):
+    """This session's request handling under concurrent tenants: paths decoded per segment (ids with `:`, `+`, `@`
+    sent percent-encoded), a change's audit row written before it runs and replaced by its answer's, a body naming
+    a key twice refused — each tenant's deletes land on its own memories, and every change ends with one row, its
+    own tenant's, none left at status 0."""
+    import json
+    import urllib.error
+    import urllib.request
+    from urllib.parse import quote
+
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("demo")
+    count = 6
+    ids = {t: [f"{t}:m+{i}@x" for i in range(count)] for t in TENANTS}
+    for t in TENANTS:
+        clients[t].write_memories("demo", {"app_id": "travel", "tenant_id": t},
+                                  [{"memory_id": mid, "text": f"{t} keeps {mid}"} for mid in ids[t]])
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS))
+    twice = '{"scope": {"app_id": "travel", "tenant_id": "%s"}, "text": "x", "scope": {}}'
+
+    def tenant(t: str) -> None:
+        client, scope = clients[t], {"app_id": "travel", "tenant_id": t}
+        start.wait()
+        for mid in ids[t]:
+            got = client._call("DELETE", f"/v1/stores/demo/memories/{quote(mid, safe='')}", query=scope)
+            if got["memory_id"] != mid:
+                problems.append(f"{t} deleted {got['memory_id']!r} for {mid!r}")
+            sent = urllib.request.Request(f"{server.url}/v1/stores/demo/memories", data=(twice % t).encode(),
+                                          method="POST", headers={"content-type": "application/json",
+                                                                  "authorization": f"Bearer {keys[t]}"})
+            try:
+                urllib.request.urlopen(sent, timeout=30)
+                problems.append(f"{t}: a key named twice was accepted")
+            except urllib.error.HTTPError as e:
+                if json.loads(e.read())["error"]["code"] != "duplicate_key":
+                    problems.append(f"{t}: {e.code}")
+
+    threads = [threading.Thread(target=tenant, args=(t,)) for t in TENANTS]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert problems == []
+    rows = clients["admin"]._call("GET", "/v1/stores/demo/requests", query={"limit": 200})["requests"]
+    assert not [r for r in rows if r["status"] == 0]
+    for t in TENANTS:
+        with pytest.raises(ApiError):
+            clients[t]._call("GET", f"/v1/stores/demo/memories/{quote(ids[t][0], safe='')}",
+                             query={"app_id": "travel", "tenant_id": t})
+        deleted = sorted(r["target_id"] for r in rows if r["operation"] == "DELETE /v1/stores/{store}/memories/{id}"
+                         and r["tenant_id"] == t and r["principal"] == f"{t}-app" and r["status"] == 200)
+        assert deleted == sorted(ids[t])
