@@ -104,11 +104,10 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
         principal = str(named)
     m = _STORE_PATH.match(path)
     checked = gate.checked(event)
-    # A change's answer replaces the row it wrote before it ran, in that log (its store deleted meanwhile, the
-    # answer is a 404 the global log would otherwise take: two rows, one at status 0).
+    # A change's answer replaces the row it wrote before it ran (same time, same request id, same log: its store
+    # deleted meanwhile, the answer is a 404 the global log would otherwise take — two rows, one at status 0).
     store = checked.audit_log or _log_of(m.group(1) if m else None, error_code, op)
     # Only a record that was there: the id of a refused request is any text its caller chose (a regression trial).
-    # Under the row its change wrote before it ran (same time, same request id): replaced, not a second row.
     entry = AuditRecord(request_id=context.get("requestId") or "-", store=store, operation=op,
                         target_id=target(path, result) if status < 400 else None,
                         principal=principal, status=status, error_code=error_code, latency_ms=round(latency, 3),
