@@ -311,11 +311,11 @@ def stop_cue(words: list[str], text: str) -> bool:
 
 
 # Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",
-# "is thinking of moving", "would love to live in Lisbon"): it changes nothing that holds now. "would rather" and
+# "is thinking of moving", "would love to live in Lisbon", "should quit Walmart"): it changes nothing that holds now. "would rather" and
 # "would prefer" say a preference, in the present. "may" only in lower case: "May" is the month.
 _IRREALIS = re.compile(
     r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
-    r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
+    r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|[Ss]hould|ought to|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
     r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure)\b")
 
 
@@ -334,6 +334,18 @@ _PAST_FRAME = re.compile(
 
 def past_frame(text: str) -> bool:
     return _PAST_FRAME.search(text) is not None
+
+
+# Said of a bounded stretch of the present ("driving a rental this week", "for now", "while the Accord is in the
+# shop"): a stand-in, after which what held holds again. Not "from this week" (a change that starts then).
+_FOR_NOW = re.compile(
+    r"\b(?:(?<!from )(?<!starting )(?<!since )(?<!as of )this (?:week|weekend)|for now|for the time being|temporarily|for (?:the|a|a few|a couple of|two|three) "
+    r"(?:days?|weeks?|weekend|nights?)|while .{0,40}\b(?:in the shop|being (?:fixed|repaired))"
+    r"|until .{0,30}\b(?:fixed|repaired|back)\b)", re.I)
+
+
+def for_now(text: str) -> bool:
+    return _FOR_NOW.search(text) is not None
 
 
 _USED_TO = re.compile(r"(\S+)\s+used to\s+(\w+)", re.I)

@@ -195,10 +195,11 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
-        if _hedged(new, relation) or lang.past_frame(new.text) or _ahead(new):
+        if _hedged(new, relation) or lang.past_frame(new.text) or _ahead(new) or _goes_on(new, old) \
+                or not new.change and lang.for_now(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
-            # Austin": where User lives holds until then).
+            # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week").
             return None
         if lang.used_to(new.text) and not new.reported_change:
             # A value that held once ("used to work at Juniper" of "works at Cisco") changes nothing: what the
@@ -208,6 +209,26 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
+
+
+# "still at Mount Sinai", "staying at Comcast", "remains with Chase" — of a name the memory holds: "stays at the
+# office on weekends" is a habit of its own, and "works for Netflix these days, still data science" keeps the
+# role, not the employer the memory names.
+_GOES_ON = frozenset("still stay stays staying stayed remain remains remaining remained".split())
+
+
+def _goes_on(new: Statement, old: Statement) -> bool:
+    """A clause of `new` says that what `old` names goes on, with the same polarity ("didn't take the Verizon offer,
+    User is staying at Comcast"; "quit the night shifts but User is still at Mount Sinai"): whatever else it
+    says, the memory holds. "still doesn't eat meat" of "eats meat" is a denial, not this."""
+    for c in new.clauses():
+        shared = c.content & old.content
+        if not shared or c.negated != old.negated:
+            continue
+        names = {lang.stem(base(w)) for w in TOKEN.findall(c.text)[1:] if w[:1].isupper()}
+        if not _GOES_ON.isdisjoint(c.words) and shared & names:
+            return True
+    return False
 
 
 def _hedged(new: Statement, relation: Relation) -> bool:
@@ -396,6 +417,8 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if len(al.replaced) != 1 or not relation_words or not aligned \
             or _closest_clause(frame, old).negated != old.negated:
         return None
+    if not new.change and _told_in_past(frame, old, relation_words):
+        return None  # "User lived in Boulder for a semester in 2012" of "User lives in Denver": then, not now
     a, b = (_value(span) for span in al.replaced[0])
     if _CLAUSE_MARKS.intersection(a + b):
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
@@ -405,6 +428,13 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
+
+
+def _told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
+    """The relation's verb is in the past where the memory's is in the present ("worked" / "works"): what held
+    once, which says nothing of what holds now."""
+    return any(frame.shown.get(w, "").endswith("ed") and old.shown.get(w, "ed")[-2:] != "ed"
+               for w in relation_words)
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
@@ -443,7 +473,39 @@ def _cue_about(new: Statement, old: Statement) -> bool:
     if not new.reported_change:
         return False
     cued = [c for c in new.clauses() if c.reported_change]
+    if cued and all(_cue_denied(c) or _setting_of(c, old) for c in cued):
+        return False  # "never moved to Dresden"; "switched User's Gmail to the dark theme": Gmail stays
     return not cued or not all(c.stops and not c.content & old.content for c in cued)
+
+
+# Change cues that are verbs: a negation before one denies the change ("not in Denver anymore" says one).
+_CUE_VERBS = lang.CHANGE_CUES - lang.WEAK_CUES - frozenset("anymore instead".split()) | {"moving"}
+
+
+_SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded".split())
+_DETERMINERS = frozenset("my our the their his her its".split())
+
+
+def _setting_of(clause: Statement, old: Statement) -> bool:
+    """"switched User's Gmail to the dark theme", "changed User's Chase card to autopay": the change is made to a
+    thing `old` names, to a setting (no name after "to"), so the thing stays; "switched User's Gmail to Outlook"
+    and "switched from Gmail to Outlook" replace it."""
+    raw = TOKEN.findall(clause.text)
+    at = next((i for i, w in enumerate(raw) if w.lower() in _SETTING_VERBS), None)
+    if at is None or "to" not in (w.lower() for w in raw[at + 1:]):
+        return False
+    to = next(i for i in range(at + 1, len(raw)) if raw[i].lower() == "to")
+    thing = [w for w in raw[at + 1:to] if w.lower() not in _DETERMINERS and base(w) != clause.subject]
+    named = any(w[:1].isupper() and base(w) in old.words for w in thing)
+    return named and not any(w[:1].isupper() for w in raw[to + 1:])
+
+
+def _cue_denied(clause: Statement) -> bool:
+    """Each change cue of `clause` is a verb with a negation just before it, and no phrase says a change."""
+    words = clause.words
+    cues = [i for i, w in enumerate(words) if w in lang.CHANGE_CUES]
+    return bool(cues) and not lang.has_phrase(clause.text, lang.CHANGE_PHRASES) and all(
+        words[i] in _CUE_VERBS and _denied(words[max(0, i - 3):i]) for i in cues)
 
 
 def _retraction(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -500,7 +562,7 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
-            if lang.stem(w) == "hir" and not _passive(new.words[:i]):
+            if lang.stem(w) == "hir" and not _passive(new.words[:i]) or _denied(new.words[max(0, i - 3):i]):
                 continue
             tokens = TOKEN.findall(new.text)
             after = tokens[i + 1:i + 5]
@@ -514,6 +576,16 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
                          and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS
                          and base(t) == t.lower() and base(t) != new.subject), "")  # no possessive
     return ""
+
+
+# "decided against moving", "instead of joining": the change named is the one not made.
+_DENYING = lang.NEGATIONS | {"against", "instead"}
+
+
+def _denied(before: list[str]) -> bool:
+    """The change verb after `before` is denied: "is not moving", "never moved", "haven't moved ... yet",
+    "decided against moving" — what holds still holds."""
+    return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before)
 
 
 def _passive(before: list[str]) -> bool:
@@ -577,6 +649,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = None  # it happened: a later change of state ends nothing of it
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
+            if relation is not None and relation.action in _CHANGES and _planned(event_time, observed_at, n.memory):
+                relation = None  # "is moving to Dallas next month": where User lives holds until then
         if relation is not None:
             found.append((relation, n))
     if not found:
@@ -599,6 +673,12 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     relation = closed[0][0]
     return Decision(relation.action, tuple(n.memory for _, n in closed), relation.confidence, relation.reason,
                     evidence=relation.evidence)
+
+
+def _planned(event_time: datetime | None, said_at: datetime | None, memory: Memory) -> bool:
+    """A statement of what will happen (its time after it was said) changes no standing memory — one said of no
+    time ("lives in Houston") — until then; a memory of a time (an appointment) it may move."""
+    return event_time is not None and said_at is not None and event_time > said_at and memory.event_time is None
 
 
 def _holds_more(old: Statement, new: Statement) -> bool:
