@@ -833,3 +833,12 @@ def test_a_plan_for_a_time_ahead_closes_no_standing_memory_but_moves_one_of_a_ti
     visit = memory("User's dentist appointment is on May 3.").model_copy(update={"event_time": T0 + timedelta(days=122)})
     assert decide("User's dentist appointment moved to May 10.", [Neighbour(visit, 0.8)], duplicate_similarity=0.95,
                   observed_at=said, event_time=T0 + timedelta(days=129)).action == ExtractAction.UPDATE
+
+
+def test_an_end_is_read_up_to_when_or_why_it_ended():
+    """"stopped painting after a wrist injury last spring": what ended is the painting the memory names, however far the
+    two are in meaning (the reason is no word of the memory's)."""
+    assert action("User paints landscapes on weekends.", "User stopped painting after a wrist injury last spring.",
+                  similarity=0.3) == ExtractAction.DELETE
+    assert action("User paints landscapes on weekends.", "User stopped at the gallery after work.",
+                  similarity=0.3) == ExtractAction.ADD

@@ -535,10 +535,20 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     return None
 
 
+# Where a clause goes on to say when or why ("stopped climbing after User's shoulder injury").
+_WHEN_OR_WHY = re.compile(r"\s+(?:after|because|since|due to|when|while|following)\s.*$", re.I | re.S)
+
+
 def _ends_what_it_names(new: Statement, old: Statement) -> bool:
-    """A clause of `new` says something stopped, and all it names the old statement names ("quit
-    teaching" / "is a math teacher"): the end of that, however far the two are in meaning."""
-    return any(c.stops and c.content and c.content <= old.content for c in new.clauses())
+    """A clause of `new` says something stopped, and all it names, up to when or why, the old statement names
+    ("quit teaching" / "is a math teacher"; "stopped climbing after User's shoulder injury" / "climbs at the
+    bouldering gym"): the end of that, however far the two are in meaning."""
+    for c in new.clauses():
+        if c.stops:
+            ended = statement(c._prefix + _WHEN_OR_WHY.sub("", c.text)).content
+            if ended and ended <= old.content:
+                return True
+    return False
 
 
 def _moved(to: str, old: Statement) -> str:
