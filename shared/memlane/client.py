@@ -144,7 +144,8 @@ class MemlaneClient:
     # thread summaries (a thread is a run: agent_id defaults to __default__)
     def get_summary(self, store: str, thread_id: str, *, app_id: str, tenant_id: str,
                     agent_id: str | None = None) -> dict[str, Any]:
-        """The thread's rolling summary with its coverage and age; ApiError 404 summary_not_found before the first."""
+        """The thread's rolling summary with its coverage and age; ApiError 404 summary_not_found before the first,
+        thread_not_found when there is no such thread."""
         return self._call("GET", f"/v1/stores/{store}/threads/{thread_id}/summary",
                           query={"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id})
 

@@ -39,7 +39,9 @@ def test_a_thread_summary_refreshes_by_itself_and_can_be_forced(server):
     c = MemlaneClient(server.url)
     store = c.create_store("demo", summary_trigger_tokens=150, summary_keep_recent=KEEP)
     assert (store["summary_trigger_tokens"], store["summary_keep_recent"]) == (150, KEEP)
-    assert summary_or_none(c) is None
+    with pytest.raises(ApiError) as before:  # no thread yet: nothing to wait for
+        c.get_summary("demo", "trip-1", **WHO)
+    assert (before.value.status, before.value.code) == (404, "thread_not_found")
     for i in range(20):
         role = "user" if i % 2 == 0 else "assistant"
         c.add("demo", THREAD, messages=[{"role": role, "content": f"Turn {i}: we compared hotel {i} in Porto "
@@ -64,7 +66,7 @@ def test_summary_errors_are_machine_readable(server):
     c = MemlaneClient(server.url)
     c.create_store("demo")
     status, body = raw(server, "GET", "/v1/stores/demo/threads/nothing-here/summary?app_id=a&tenant_id=t")
-    assert status == 404 and body["error"]["code"] == "summary_not_found"
+    assert status == 404 and body["error"]["code"] == "thread_not_found"
     status, body = raw(server, "GET", "/v1/stores/demo/threads/t1/summary?app_id=a")
     assert status == 400 and body["error"]["field"] == "tenant_id"
     status, body = raw(server, "POST", "/v1/stores/nostore/threads/t1/summary?app_id=a&tenant_id=t")

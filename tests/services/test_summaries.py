@@ -673,7 +673,7 @@ def test_the_cli_refreshes_and_shows_a_thread_summary(tmp_path):
     code, out, _ = memlane("summary", "get", "demo", "t1", *who)
     assert code == 0 and "3 messages" in out and "On day 0" in out
     code, _, err = memlane("summary", "get", "demo", "nope", "--app", "app", "--tenant", "u1")
-    assert code == 2 and "summary_not_found" in err
+    assert code == 2 and "thread_not_found" in err
 
 
 # -- a refresh racing the thread's deletion leaves nothing behind ------------------------------------------
@@ -829,3 +829,20 @@ def test_a_forced_refresh_of_a_thread_that_does_not_exist_is_404_and_writes_no_t
     assert missing.value.code == "thread_not_found"
     assert svc.deps.table.query(tenant_pk("demo", "app", "u1"), limit=10).items == []
     assert queued(svc, "summarize") == 0
+
+
+def test_a_forced_refresh_whose_thread_was_deleted_before_it_ran_fails_and_its_summary_is_no_thread(svc):
+    """A trial: the thread deleted between POST .../summary and its job, the task said SUCCEEDED (an extraction's
+    says FAILED), and GET .../summary said "no summary yet ... or a refresh is asked for" of a thread that no
+    longer exists, where GET .../threads/{id} and POST .../summary say thread_not_found."""
+    add_turns(svc.deps, 0, KEEP + 2)
+    task = summaries.request_refresh(bound(svc), "demo", THREAD)
+    erase.delete_run(svc.deps, "demo", scope=SCOPE)
+    svc.drain()
+    done = tasks.get(svc.deps, "demo", task.request_id)
+    assert done.status == TaskStatus.FAILED and "deleted" in done.error
+    assert summaries.get_summary(bound(svc), "demo", THREAD) is None
+    for gone in (THREAD, Scope(**{**SCOPE, "run_id": "never-made"})):
+        with pytest.raises(NotFound) as missing:
+            summaries.read(bound(svc), "demo", gone)
+        assert missing.value.code == "thread_not_found"

@@ -35,13 +35,13 @@ def test_get_summary_without_an_agent_finds_the_summary_of_the_thread_its_agent_
     response = api.resolve(api_event("GET", f"/v1/stores/{store}/threads/{THREAD}/summary", query=QUERY), None)
     assert response["statusCode"] == 200, response["body"]
     assert json.loads(response["body"])["covered_until"] == held.covered_until
-    # naming the agent still works, and another agent's (absent) summary is still 404
+    # naming the agent still works, and another agent's (absent) thread is 404
     named = api.resolve(api_event("GET", f"/v1/stores/{store}/threads/{THREAD}/summary",
                                   query=f"{QUERY}&agent_id={AGENT}"), None)
     assert named["statusCode"] == 200
     other = api.resolve(api_event("GET", f"/v1/stores/{store}/threads/{THREAD}/summary",
                                   query=f"{QUERY}&agent_id=someone"), None)
-    assert (other["statusCode"], json.loads(other["body"])["error"]["code"]) == (404, "summary_not_found")
+    assert (other["statusCode"], json.loads(other["body"])["error"]["code"]) == (404, "thread_not_found")
 
 
 def test_a_forced_refresh_without_an_agent_refreshes_the_thread_its_agent_holds(service, deps) -> None:

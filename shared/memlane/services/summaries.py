@@ -74,18 +74,22 @@ def get_summary(deps: Deps, store: str, scope: Scope) -> ThreadSummary | None:
 
 
 def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
-    """The route's read: 404 `summary_not_found` when the thread has no summary (yet)."""
+    """The route's read: 404 `thread_not_found` when there is no such thread, `summary_not_found` when it has no
+    summary (yet)."""
     store_obj = deps.repo.get_store(store)
     found = get_summary(deps, store, scope)
-    if found is None and not _extracts(deps, store, scope):
+    if found is not None:
+        return found
+    info = deps.repo.get_scope(store, scope)
+    if info is None:  # no such thread (or deleted): no refresh will ever make one
+        raise NotFound(f"thread '{scope.run_id}' of agent '{scope.agent_id}' not found", code="thread_not_found")
+    if not info.access_policy.extracts:
         raise NotFound(f"thread '{scope.run_id}' keeps no summary: its access policy stores nothing in long-term "
                        "memory", code="summary_not_found")
-    if found is None:
-        raise NotFound(f"thread '{scope.run_id}' has no summary yet: a summary covers what precedes the thread's "
-                       f"last {store_obj.summary_keep_recent} messages (summary_keep_recent), once that reaches "
-                       f"{store_obj.summary_trigger_tokens} tokens (summary_trigger_tokens) or a refresh is asked for",
-                       code="summary_not_found")
-    return found
+    raise NotFound(f"thread '{scope.run_id}' has no summary yet: a summary covers what precedes the thread's "
+                   f"last {store_obj.summary_keep_recent} messages (summary_keep_recent), once that reaches "
+                   f"{store_obj.summary_trigger_tokens} tokens (summary_trigger_tokens) or a refresh is asked for",
+                   code="summary_not_found")
 
 
 def as_document(summary: ThreadSummary) -> Memory:
@@ -240,7 +244,12 @@ def run_job(deps: Deps, job_: Job) -> Task | None:
     if repo.move_task(running, expect=task.status) is None:
         return None
     refresh(deps, job_.store, scope, force=True)
-    done = running.model_copy(update={"status": TaskStatus.SUCCEEDED, "error": None, "updated_at": deps.clock.now()})
+    if repo.get_scope(job_.store, scope) is None:  # deleted before or while it ran: it summarised nothing
+        done = running.model_copy(update={"status": TaskStatus.FAILED, "updated_at": deps.clock.now(),
+                                          "error": "its thread was deleted before it was summarised"})
+    else:
+        done = running.model_copy(update={"status": TaskStatus.SUCCEEDED, "error": None,
+                                          "updated_at": deps.clock.now()})
     stored = repo.move_task(done, expect=TaskStatus.RUNNING)
     repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
     return stored
