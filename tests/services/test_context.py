@@ -470,3 +470,29 @@ def test_a_fact_the_user_profile_states_is_not_contradicted_by_the_agents_copy(d
     shown = card(deps, store, recent_messages=0)
     assert [e.text for e in shown.kept["agent_profile"]] == ["You plan Priya's trips. Note: be brief.", "speaks: Hindi"]
     assert "Porto" not in shown.text and "lives_in: Lisbon" in shown.text
+
+
+def test_a_plan_said_in_a_turn_the_card_shows_is_not_shown_again_as_a_plan(service, deps, store) -> None:
+    """A trial: "I will visit my mother in Seville next Friday." was the card's last turn and, word for word, its
+    only open plan — half of a small card said twice."""
+    ingest.add(deps, store, scope=NEW, messages=[{"role": "user", "content": "I will visit my mother in Seville "
+                                                                           "next Friday."}])
+    service.drain()
+    result = card(deps, store)
+    assert any("Seville" in e.text for e in result.kept["recent"])
+    assert not any("Seville" in e.text for e in result.kept.get("plans", ()))
+    older = card(deps, store, recent_messages=1, query="my mother in Seville", thread_id="thread-1")
+    assert any("Seville" in e.text for e in older.kept["plans"])  # not shown as a turn there: the plan is
+
+
+def test_a_card_cites_no_turn_of_another_thread_switched_to_store_nothing(service, deps, store) -> None:
+    """A trial: once the first thread was switched to recall_only, search kept its turns to itself, yet the second
+    thread's card still listed their ids as its memories' evidence."""
+    scopes.set_access_policy(deps, store, scope=OLD, policy=AccessPolicy.RECALL_ONLY)
+    result = card(deps, store, query="peanut allergy vegetarian")
+    first = {m.message_id for m in deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]}
+    assert any("peanut" in e.text for e in result.kept["memories"])  # made before the switch: still recalled
+    assert not first & set(result.evidence)
+    assert not any(first & set(e.evidence) for es in result.kept.values() for e in es)
+    own = card(deps, store, query="peanut allergy vegetarian", thread_id="thread-1")
+    assert first & set(own.evidence)  # its own card still cites them

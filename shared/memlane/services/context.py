@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Callable, Sequence
 
@@ -26,7 +26,7 @@ from ..policies import summary as extractive
 from ..policies.actor_profile import name_key
 from ..policies.context_card import SECTIONS, Card, Entry, Section, compact, distinct, pack, quotes_a_reply
 from ..ports import Tokenizer
-from . import profiles, search, summaries, threads
+from . import profiles, scopes, search, summaries, threads
 from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
@@ -150,7 +150,8 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,), f"{m.created_at:%Y-%m-%d}") for age, m in enumerate(reversed(recent))),
             contiguous=True))
     if wanted & {"memories", "plans"} and recalls:
-        ranked = list(enumerate(_relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)))
+        found = _relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)
+        ranked = list(enumerate(_citing_shared_turns(deps, store, scope, found)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
                  and (h.memory.event_time is None or h.memory.event_time >= since)]
@@ -173,7 +174,8 @@ def _recalled(wanted: set[str], summary: ThreadSummary | None, ahead: list[tuple
     def sections(said: Said) -> list[Section]:
         out = []
         if "plans" in wanted:
-            out.append(_plans(summary, ahead, said={e.text for n, e in said if n == "summary"}, plan=plan))
+            out.append(_plans(summary, ahead, said={e.text for n, e in said if n == "summary"},
+                              shown={e.key for n, e in said if n == "recent"}, plan=plan))
         if "memories" in wanted:
             # As the card shows them: a memory restating a turn names its speaker too ("User: ...").
             shown = [_turn(turns[e.key]) if e.key in turns else e.text for _, e in said]
@@ -298,6 +300,19 @@ def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
                          top_k=top_k, record_types=list(plan.record_types))
 
 
+def _citing_shared_turns(deps: Deps, store: str, scope: Scope, hits: list[search.SearchHit]) -> list[search.SearchHit]:
+    """The hits, a memory of another thread that stores nothing in long-term memory (switched since it was made)
+    citing none of that thread's turns: they are its own, as search's evidence keeps them (a trial found a card
+    listing their ids)."""
+    threads = {(h.memory.scope.agent_id, h.memory.scope.run_id) for h in hits
+               if h.memory.evidence and h.memory.scope.run_id and h.memory.scope.run_id != scope.run_id}
+    private = scopes.storing_nothing(deps, store, scope.app_id, scope.tenant_id, threads) if threads else set()
+    if not private:
+        return hits
+    return [replace(h, memory=h.memory.model_copy(update={"evidence": []}))
+            if (h.memory.scope.agent_id, h.memory.scope.run_id) in private else h for h in hits]
+
+
 def _relevant(hits: list[search.SearchHit], plan: CardRecipe) -> list[search.SearchHit]:
     """Search's head, and the hits after it above the recipe's relevance floor, in search's order."""
     best = max((h.similarity for h in hits), default=0.0)
@@ -340,12 +355,14 @@ def _short(text: str, evidence: Sequence[str], plan: CardRecipe) -> tuple[str, t
 
 
 def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHit]], *, said: set[str],
-           plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> Section:
+           shown: set[str] = frozenset(), plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
     the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
-    says (drawn from the messages it cites, naming most of what it names). A plan from search is worth its
+    says (drawn from the messages it cites, naming most of what it names) nor one drawn only from turns the card
+    shows (a trial's card said "will visit my mother in Seville" twice). A plan from search is worth its
     rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
-    # `said`: the summary's sentences the card shows (an item one of them says is in its section already).
+    # `said`: the summary's sentences the card shows (an item one of them says is in its section already);
+    # `shown`: the ids of the recent turns it shows.
     items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]
     # Keyed "open#<n>": no memory id holds a "#", so no plan of the tenant's shares an item's key.
     entries = [Entry(f"open#{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
@@ -360,6 +377,7 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
             else (memory.text, tuple(memory.evidence))
         return _dated(text, memory.event_time), cited
 
+    ahead = [(rank, h) for rank, h in ahead if not (h.memory.evidence and set(h.memory.evidence) <= shown)]
     entries += [Entry(h.memory.memory_id, text, RANK_DECAY ** rank, len(entries) + i, cited)
                 for i, (rank, h) in enumerate(ahead) if not told(h.memory) for text, cited in [line(h.memory)]]
     return Section("plans", tuple(entries))
