@@ -331,3 +331,28 @@ def test_a_search_without_query_stops_listing_once_it_has_enough(in_process: Any
     assert len(pages) == 1  # one page had enough: the rest is not read
     pages.clear()
     assert len(store.list_namespaces()) == 1 and len(pages) == 2  # namespaces need every page
+
+
+def test_a_memory_of_the_scope_this_store_did_not_write_is_no_item(clients: tuple[Any, Any], tenant: str) -> None:
+    """A trial: another writer of the tenant (its own key, another tool) wrote into the store's scope a memory whose
+    `lg_value` did not parse — every search without a query and every list_namespaces raised for the whole store —
+    and one imitating an item's metadata, which showed up beside the real item: one key, two items."""
+    from memlane.integrations.langgraph import _metadata
+
+    sync, _ = clients
+    store = MemlaneStore(STORE, app_id=APP, tenant_id=tenant, client=sync)
+    store.put(("notes",), "k", {"text": "the real note"})
+    scope = {"app_id": APP, "tenant_id": tenant, "agent_id": "langgraph"}
+    sync.memories.write(STORE, scope, [
+        {"text": "broken", "metadata": {"lg_ns": "notes", "lg_key": "b", "lg_value": "{not json"}},
+        {"text": "forged note", "metadata": _metadata(("notes",), "k", {"text": "forged note"}, True)}])
+    assert [(i.key, i.value) for i in store.search(("notes",))] == [("k", {"text": "the real note"})]
+    assert [i.value for i in store.search(("notes",), query="note")] == [{"text": "the real note"}]
+    assert store.list_namespaces() == [("notes",)]
+
+
+def test_a_query_search_past_what_memlane_ranks_is_refused_not_answered_short(store: MemlaneStore) -> None:
+    store.put(("page",), "k", {"text": "an item"})
+    assert len(store.search(("page",), query="item", offset=90, limit=10)) == 0  # within the 100 ranked
+    with pytest.raises(ValueError, match="at most 100"):
+        store.search(("page",), query="item", offset=95, limit=10)

@@ -76,3 +76,23 @@ def test_forget_of_a_dot_segment_is_refused_and_the_store_stays(server: Server) 
     assert [(e["code"], e["field"]) for e in errors] == [("invalid_input", "memory_id")] * 2
     with Memlane(server.url) as client:
         assert client.stores.get(STORE).name == STORE
+
+
+def test_forget_whose_first_attempt_lost_its_answer_says_forgotten_not_not_found() -> None:
+    """A trial: the server deleted the memory, the answer was lost, the SDK resent the DELETE and its 404 reached
+    the model as "memory_not_found" for a memory that was forgotten. A plain 404 still is one."""
+    from types import SimpleNamespace
+
+    from memlane.mcp.memory import MemoryTools
+    from memlane.sdk import errors
+
+    def tools(maybe_done: bool) -> MemoryTools:
+        def delete(*_: Any, **__: Any) -> None:
+            missing = errors.MemoryNotFound(404, "memory_not_found", "memory 'm1' not found")
+            missing.maybe_done = maybe_done
+            raise missing
+        return MemoryTools(SimpleNamespace(memories=SimpleNamespace(delete=delete)), CAROL)  # type: ignore[arg-type]
+
+    assert tools(maybe_done=True).forget("m1") == {"id": "m1", "status": "deleted"}
+    with pytest.raises(errors.MemoryNotFound):
+        tools(maybe_done=False).forget("m1")

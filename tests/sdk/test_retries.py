@@ -8,6 +8,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
@@ -20,6 +21,9 @@ STORE = {"name": "demo", "description": "", "extract_instructions": "", "embeddi
 TASK = {"request_id": "r1", "status": "RUNNING", "created_at": "2026-01-01T00:00:00Z",
         "updated_at": "2026-01-01T00:00:00Z", "message_ids": [],
         "scope": {"app_id": "a", "tenant_id": "t", "agent_id": "g", "run_id": "r"}}
+
+
+LOST, SLOW = 0, -1  # scripted statuses: close the connection unanswered; answer 200 after a second
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -35,6 +39,12 @@ class Scripted(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.seen.append((self.command, self.path))
         status, headers, body = self.script[min(len(self.seen), len(self.script)) - 1]
+        if status == LOST:  # done, but the answer never arrives: the connection closes first
+            self.close_connection = True
+            return
+        if status == SLOW:
+            time.sleep(1.0)
+            status = 200
         raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()  # str: a non-JSON page
         self.send_response(status)
         for name, value in {"Content-Type": "application/json", **headers}.items():
@@ -160,3 +170,48 @@ def test_a_proxys_error_page_that_is_not_json_is_still_a_typed_error(url: str, w
     with pytest.raises(errors.DependencyFailed) as bad:
         Memlane(url, retry=Retry(attempts=1)).stores.get("demo")
     assert bad.value.status == 502 and "Bad Gateway" in bad.value.message
+
+
+MEMORY_GONE = (404, {}, {"error": {"code": "memory_not_found", "message": "memory 'm1' not found"}})
+WHO = {"app_id": "a", "tenant_id": "t"}
+
+
+def test_a_delete_resent_after_its_answer_was_lost_says_its_404_may_mean_done(url: str, waits: list[float]) -> None:
+    """A trial: the server deleted, the answer was lost, the SDK resent the DELETE and raised the 404 as if the
+    delete had failed. The error now says that an earlier attempt may have done it; a 404 of a first attempt,
+    or after a refused connection, does not."""
+    for first in (LOST, 503):
+        Scripted.script, Scripted.seen = [(first, {}, {"error": {"code": "retryable", "message": "later"}}),
+                                          MEMORY_GONE], []
+        with pytest.raises(errors.MemoryNotFound) as gone:
+            Memlane(url).memories.delete("demo", "m1", **WHO)
+        assert gone.value.maybe_done and [m for m, _ in Scripted.seen] == ["DELETE", "DELETE"]
+    Scripted.script, Scripted.seen = [MEMORY_GONE], []
+    with pytest.raises(errors.MemoryNotFound) as never:
+        Memlane(url).memories.delete("demo", "m1", **WHO)
+    assert not never.value.maybe_done
+
+
+def test_a_retry_after_that_is_no_number_or_date_is_not_a_crash(url: str, waits: list[float]) -> None:
+    Scripted.script = [busy(503, "soon"), (200, {}, STORE)]
+    assert Memlane(url).stores.get("demo").name == "demo" and len(waits) == 1  # its own backoff instead
+
+
+def test_a_thread_created_with_its_id_is_resent_and_one_without_is_not(url: str, waits: list[float]) -> None:
+    thread = {"thread_id": "t1", "scope": {"app_id": "a", "tenant_id": "t", "agent_id": "__default__",
+                                           "run_id": "t1"}, "access_policy": "recall_and_store", "metadata": {},
+              "message_count": 0, "token_count": 0, "created_at": "2026-01-01T00:00:00Z",
+              "last_activity": "2026-01-01T00:00:00Z"}
+    Scripted.script, Scripted.seen = [busy(503), (201, {}, thread)], []
+    assert Memlane(url).threads.create("demo", WHO, thread_id="t1").thread_id == "t1" and len(Scripted.seen) == 2
+    Scripted.script, Scripted.seen = [busy(503), (201, {}, thread)], []
+    with pytest.raises(errors.Unavailable):
+        Memlane(url).threads.create("demo", WHO)  # a second create would make a second thread
+    assert len(Scripted.seen) == 1
+
+
+def test_no_answer_in_time_is_told_apart_from_a_server_never_reached(url: str, waits: list[float]) -> None:
+    Scripted.script = [(SLOW, {}, STORE)]
+    with pytest.raises(errors.TimedOut) as late:
+        Memlane(url, timeout=0.2, retry=Retry(attempts=1)).stores.create("demo")
+    assert isinstance(late.value, ConnectionFailed) and "may have done it" in late.value.message

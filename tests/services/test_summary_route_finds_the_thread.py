@@ -52,3 +52,17 @@ def test_a_forced_refresh_without_an_agent_refreshes_the_thread_its_agent_holds(
     response = api.resolve(api_event("POST", f"/v1/stores/{store}/threads/{THREAD}/summary", query=QUERY), None)
     assert response["statusCode"] == 202, response["body"]
     assert json.loads(response["body"])["scope"]["agent_id"] == AGENT
+
+
+def test_a_run_deleted_without_an_agent_is_the_thread_its_agent_holds(service, deps) -> None:
+    """A trial: DELETE .../runs/{id} without agent_id answered 400 "agent_id is required for message reads" where
+    DELETE .../threads/{id} deletes the thread of the agent that claimed the id (the SDK's agent_id is optional)."""
+    from memlane.api.app import build_api
+
+    store = _thread_with_summary(service, deps)
+    api = build_api(deps)
+    response = api.resolve(api_event("DELETE", f"/v1/stores/{store}/runs/{THREAD}", query=QUERY), None)
+    assert response["statusCode"] == 200, response["body"]
+    assert json.loads(response["body"])["messages"] == 16
+    scope = Scope(app_id=APP, tenant_id=TENANT, agent_id=AGENT, run_id=THREAD)
+    assert deps.repo.get_scope(store, scope) is None and summaries.get_summary(deps, store, scope) is None

@@ -82,12 +82,13 @@ def write_scope(raw: Mapping[str, Any] | None) -> Scope:
 
 
 def exact_scope(raw: Mapping[str, Any] | None) -> Scope:
-    """Scope of a short-term (message) read: all four required, no wildcards."""
+    """Scope of one thread's messages (a read, a delete): all four required, no wildcards."""
     values = {}
     for f in FIELDS:
         v = _get(raw, f)
         if v is None:
-            raise InvalidScope(f"{f} is required for message reads", field=f)
+            raise InvalidScope(f"{f} is required: messages are one thread's (app_id, tenant_id, agent_id, run_id)",
+                               field=f)
         values[f] = validate_id(f, v)
     return Scope(**values)
 

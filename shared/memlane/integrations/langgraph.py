@@ -112,11 +112,21 @@ class MemlaneStore(BaseStore):
                 continue
             except errors.StoreNotFound:
                 return None
-            item = _item(memory)
-            # the id is a hash: check it is this agent's item of this namespace and key
-            if item is not None and memory.scope.agent_id == self.agent_id and (item.namespace, item.key) == (namespace, key):
+            item = self._own(memory)
+            if item is not None and (item.namespace, item.key) == (namespace, key):
                 return mid, item
         return None
+
+    def _own(self, memory: Any, updated_at: datetime | None = None) -> Item | None:
+        """The item a memory holds if this store wrote it: the agent's, under the id its namespace and key hash to
+        (or the id of an earlier version), its value JSON. Any other memory of the scope — another tool's or app's
+        of the tenant, made to look like an item — is none: it neither shows up as an item twice nor breaks a
+        listing with a value that does not parse."""
+        item = _item(memory, updated_at)
+        if item is None or memory.scope.agent_id != self.agent_id:
+            return None
+        ids = (self._id(item.namespace, item.key), legacy_memory_id(self.agent_id, item.namespace, item.key))
+        return item if memory.memory_id in ids else None
 
     def _id(self, namespace: tuple[str, ...], key: str) -> str:
         return memory_id(self.app_id, self.tenant_id, self.agent_id, namespace, key)
@@ -180,8 +190,11 @@ class MemlaneStore(BaseStore):
         filters: dict[str, Any] = {"lg_indexed": True}
         if op.namespace_prefix:
             filters["lg_prefixes"] = ".".join(op.namespace_prefix)
+        if op.offset + op.limit > MAX_TOP_K:  # not silently fewer than asked for
+            raise ValueError(f"memlane ranks at most {MAX_TOP_K} items for a query: offset + limit "
+                             f"({op.offset} + {op.limit}) must not pass it")
         # a value filter is applied here, after ranking: ask for the most memlane answers then
-        top_k = MAX_TOP_K if op.filter else min(MAX_TOP_K, op.offset + op.limit)
+        top_k = MAX_TOP_K if op.filter else op.offset + op.limit
         try:
             found = yield lambda c: c.memories.search(self.store, op.query, {**self.scope, "run_id": "*"},
                                                       top_k=top_k, filters=filters)
@@ -189,7 +202,7 @@ class MemlaneStore(BaseStore):
             return []
         hits = []
         for hit in found.results:
-            item = _item(hit, updated_at=hit.created_at)
+            item = self._own(hit, updated_at=hit.created_at)
             if item is not None and _matches(item.value, op.filter):
                 hits.append(SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
                                        score=hit.similarity))
@@ -212,7 +225,7 @@ class MemlaneStore(BaseStore):
                 page = yield lambda c: c.memories.list(self.store, self.scope, limit=MAX_PAGE_SIZE).page(cursor)
             except errors.StoreNotFound:
                 return items
-            items.extend(i for i in map(_item, page.memories) if i is not None and keep(i))
+            items.extend(i for i in map(self._own, page.memories) if i is not None and keep(i))
             cursor = page.next_cursor
             if not cursor or (enough is not None and len(items) >= enough):
                 return items
@@ -254,11 +267,18 @@ def _metadata(namespace: tuple[str, ...], key: str, value: Mapping[str, Any], in
 
 
 def _item(memory: Any, updated_at: datetime | None = None) -> Item | None:
-    """The LangGraph item a memory holds, or None for a memory this store did not write."""
+    """The LangGraph item a memory's metadata describes, or None for a memory that describes none."""
     meta = memory.metadata or {}
-    if not isinstance(meta.get("lg_ns"), str) or "lg_value" not in meta or memory.status == "deleted":
+    if not (isinstance(meta.get("lg_ns"), str) and isinstance(meta.get("lg_key"), str)
+            and isinstance(meta.get("lg_value"), str)) or memory.status == "deleted":
         return None  # deleted: an applied dream DELETE or MERGE (kept for its undo) removed it
-    return Item(value=json.loads(meta["lg_value"]), key=meta["lg_key"], namespace=tuple(meta["lg_ns"].split(".")),
+    try:
+        value = json.loads(meta["lg_value"])
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return Item(value=value, key=meta["lg_key"], namespace=tuple(meta["lg_ns"].split(".")),
                 created_at=memory.created_at, updated_at=updated_at or memory.updated_at)
 
 

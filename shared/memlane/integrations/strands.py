@@ -12,6 +12,7 @@ One object, one fixed scope (`app_id`, `tenant_id`, `agent_id`, the session as t
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from strands import tool
@@ -24,6 +25,9 @@ from ..sdk import DEFAULT_URL, Memlane, errors
 MEMORIES_TAG = "<memlane_memories>"
 _END_TAG = "</memlane_memories>"
 _MAX_RECALL = 20
+# The block's tags as a memory's text might spell them (a stored "</memlane_memories> SYSTEM: ..." would close the
+# block early and speak outside it).
+_TAGS = re.compile(r"<\s*/?\s*memlane_memories\s*>", re.I)
 
 
 class MemlaneMemory(HookProvider):
@@ -42,6 +46,7 @@ class MemlaneMemory(HookProvider):
         self.recall_scope = {**self.thread_scope, "run_id": "*"}
         self.recall_top_k, self.min_similarity, self.mirror = recall_top_k, min_similarity, mirror
         self._pending: list[dict[str, str]] = []
+        self._injected: set[str] = set()  # the memories blocks put before this request's turn, left out of the mirror
         self.tools = [self._remember_tool(), self._recall_tool()]
 
     # -- what the tools and the hooks call -------------------------------------------------------------
@@ -54,7 +59,7 @@ class MemlaneMemory(HookProvider):
     def recall(self, query: str, top_k: int = 5) -> str:
         """What memlane finds for `query`, one line per memory ('' when nothing)."""
         hits = self._search(query, max(1, min(int(top_k), _MAX_RECALL)))
-        return "\n".join(f"- {hit.text}" for hit in hits)
+        return "\n".join(_line(hit.text) for hit in hits)
 
     # -- hooks -----------------------------------------------------------------------------------------
 
@@ -66,22 +71,24 @@ class MemlaneMemory(HookProvider):
     def _before_request(self, event: BeforeInvocationEvent) -> None:
         if not self.recall_top_k or not event.messages or event.messages[-1].get("role") != "user":
             return
-        asked = _text_of(event.messages[-1])
+        asked = _text_of(event.messages[-1], self._injected)
         hits = self._search(asked, self.recall_top_k) if asked else []
         if not hits:
             return
         block = {"text": "\n".join([MEMORIES_TAG, "What you remember about this user (from earlier sessions):",
-                                    *(f"- {hit.text}" for hit in hits), _END_TAG])}
+                                    *(_line(hit.text) for hit in hits), _END_TAG])}
+        self._injected.add(block["text"])
         last = {**event.messages[-1], "content": [block, *event.messages[-1]["content"]]}
         event.messages = [*event.messages[:-1], last]
 
     def _on_message(self, event: MessageAddedEvent) -> None:
-        role, text = event.message.get("role"), _text_of(event.message)
+        role, text = event.message.get("role"), _text_of(event.message, self._injected)
         if self.mirror and role in ("user", "assistant") and text:
             self._pending.append({"role": role, "content": text})
 
     def _after_request(self, event: AfterInvocationEvent) -> None:
         """The request's turns as one add: short-term memory at once, long-term memories extracted from them."""
+        self._injected.clear()
         if not self._pending:
             return
         messages, self._pending = self._pending, []
@@ -142,7 +149,13 @@ class MemlaneMemory(HookProvider):
         return recall
 
 
-def _text_of(message: Any) -> str:
-    """The message's own text blocks, without a memories block put there before the request."""
+def _text_of(message: Any, injected: set[str]) -> str:
+    """The message's own text blocks, without the memories block put there before the request (the one put, not
+    any text that opens with its tag: a user's own such message is theirs)."""
     texts = [b["text"] for b in message.get("content") or [] if isinstance(b, dict) and isinstance(b.get("text"), str)]
-    return "\n".join(t for t in texts if t.strip() and not t.startswith(MEMORIES_TAG)).strip()
+    return "\n".join(t for t in texts if t.strip() and t not in injected).strip()
+
+
+def _line(text: str) -> str:
+    """A memory as one line of the block: its own line breaks and any spelling of the block's tags taken out."""
+    return "- " + " ".join(_TAGS.sub("[memlane_memories]", text).split())

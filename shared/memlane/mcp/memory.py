@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Literal, Mapping, Sequence
 
 from ..sdk import Memlane
-from ..sdk.errors import ProfileNotFound
+from ..sdk.errors import MemoryNotFound, ProfileNotFound
 
 RecordType = Literal["memory", "message", "summary"]
 MAX_TOP_K, MAX_THREADS, MAX_BUDGET = 20, 50, 8000
@@ -84,7 +84,12 @@ class MemoryTools:
         return {"text": card.text, "tokens": card.tokens.total}
 
     def forget(self, memory_id: str) -> dict[str, Any]:
-        deleted = self.client.memories.delete(self.binding.store, memory_id, **self.binding.tenant)
+        try:
+            deleted = self.client.memories.delete(self.binding.store, memory_id, **self.binding.tenant)
+        except MemoryNotFound as missing:
+            if not missing.maybe_done:
+                raise
+            return {"id": memory_id, "status": "deleted"}  # by the attempt whose answer was lost
         return {"id": deleted.memory_id, "status": deleted.status}
 
     def list_threads(self, limit: int = 20) -> dict[str, Any]:

@@ -16,6 +16,9 @@ class ApiError(Exception):
 
     status: int = 0
     code: str = "error"
+    # A 404 answering a DELETE sent again after an attempt that may have run (its answer lost, or a 5xx): that
+    # attempt may have deleted it — what the caller wanted is then done.
+    maybe_done: bool = False
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None,
                  retry_after: float | None = None):
@@ -27,6 +30,13 @@ class ConnectionFailed(ApiError):
     """The server could not be reached (or the connection broke) and retrying did not help."""
 
     code = "connection_failed"
+
+
+class TimedOut(ConnectionFailed):
+    """No answer came in time (and retrying did not help): unlike a refused connection, the server may have done
+    the request."""
+
+    code = "timed_out"
 
 
 class WaitTimeout(ApiError):

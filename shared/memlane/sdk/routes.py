@@ -25,8 +25,10 @@ class Route:
     path: str
     request: type[BaseModel] | None = None
     responses: dict[int, Any] = field(default_factory=dict)  # status → model (or a union); absent: no body
-    # safe to send again after a lost answer; a POST of an add is also safe once it carries a request_id
+    # safe to send again after a lost answer; a POST is also safe once its body carries one of `safe_with`
+    # (an add's request_id; a thread created again with the same id answers it)
     idempotent: bool = False
+    safe_with: tuple[str, ...] = ("request_id",)
 
     def url(self, **params: str) -> str:
         for name, value in params.items():
@@ -102,8 +104,8 @@ ROUTES: list[Route] = [
     Route("dream.apply", "POST", S + "/dream-actions/{action_id}/apply", responses={200: m.DreamActionOut}),
     Route("dream.reject", "POST", S + "/dream-actions/{action_id}/reject", responses={200: m.DreamActionOut}),
     Route("dream.undo", "POST", S + "/dream-actions/{action_id}/undo", responses={200: m.DreamActionOut}),
-    # creating a thread again with the same id answers it (200): safe to resend when the id is given
-    Route("threads.create", "POST", S + "/threads", m.ThreadIn, {201: m.ThreadOut, 200: m.ThreadOut}),
+    Route("threads.create", "POST", S + "/threads", m.ThreadIn, {201: m.ThreadOut, 200: m.ThreadOut},
+          safe_with=("thread_id",)),
     _get("threads.list", S + "/threads", m.ThreadList),
     _get("threads.get", S + "/threads/{thread_id}", m.ThreadOut),
     Route("threads.delete", "DELETE", S + "/threads/{thread_id}", responses={200: m.RunDeleted}, idempotent=True),

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, T
 import httpx
 from pydantic import BaseModel
 
-from .errors import ConnectionFailed, WaitTimeout, error_for
+from .errors import ConnectionFailed, TimedOut, WaitTimeout, error_for
 from .routes import Route
 
 T = TypeVar("T")
@@ -41,7 +41,7 @@ class Call:
     @property
     def retry_safe(self) -> bool:
         """Sending it twice does what sending it once did."""
-        return self.route.idempotent or bool(self.body and self.body.get("request_id"))
+        return self.route.idempotent or bool(self.body and any(self.body.get(f) for f in self.route.safe_with))
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,12 @@ def retry_after_of(response: httpx.Response) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        when = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, when.timestamp() - time.time()) if when else None
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # "soon", as some proxies send: no wait said
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _decide(call: Call, retry: Retry, attempt: int, outcome: httpx.Response | httpx.TransportError) -> float | None:
@@ -96,14 +100,28 @@ def payload_of(response: httpx.Response) -> Any:
         return response.text
 
 
-def _result(call: Call, response: httpx.Response) -> Any:
+def _may_have_run(outcome: httpx.Response | httpx.TransportError) -> bool:
+    """The server may have done the request though its answer says otherwise or was lost: a 5xx, or a
+    connection that broke after it was sent."""
+    if isinstance(outcome, httpx.Response):
+        return outcome.status_code >= 500
+    return not isinstance(outcome, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+def _result(call: Call, response: httpx.Response, tried: bool = False) -> Any:
     payload = payload_of(response)
     if response.status_code >= 400:
-        raise error_for(response.status_code, payload, retry_after_of(response))
+        error = error_for(response.status_code, payload, retry_after_of(response))
+        # A DELETE resent after an attempt that may have run: its 404 may mean that attempt deleted it.
+        error.maybe_done = tried and response.status_code == 404 and call.route.method == "DELETE"
+        raise error
     return call.route.parse(response.status_code, payload)
 
 
 def _connection_failed(call: Call, error: httpx.TransportError) -> ConnectionFailed:
+    if isinstance(error, httpx.TimeoutException) and not isinstance(error, httpx.ConnectTimeout):
+        return TimedOut(0, TimedOut.code, f"{call.route.method} {call.path}: no answer in time, the server may "
+                                          f"have done it: {error!r}")
     return ConnectionFailed(0, ConnectionFailed.code, f"{call.route.method} {call.path}: {error!r}")
 
 
@@ -116,7 +134,7 @@ class SyncRunner:
         self.http, self.retry = http, retry
 
     def run(self, call: Call) -> Any:
-        attempt = 0
+        attempt, tried = 0, False
         while True:
             try:
                 outcome: httpx.Response | httpx.TransportError = self.http.request(
@@ -127,8 +145,8 @@ class SyncRunner:
             if wait is None:
                 if isinstance(outcome, httpx.TransportError):
                     raise _connection_failed(call, outcome) from outcome
-                return _result(call, outcome)
-            attempt += 1
+                return _result(call, outcome, tried)
+            attempt, tried = attempt + 1, tried or _may_have_run(outcome)
             _sleep(wait)
 
     def poll(self, call: Call, timeout: float, interval: float) -> Any:
@@ -154,7 +172,7 @@ class AsyncRunner:
         self.http, self.retry = http, retry
 
     async def run(self, call: Call) -> Any:
-        attempt = 0
+        attempt, tried = 0, False
         while True:
             try:
                 outcome: httpx.Response | httpx.TransportError = await self.http.request(
@@ -165,8 +183,8 @@ class AsyncRunner:
             if wait is None:
                 if isinstance(outcome, httpx.TransportError):
                     raise _connection_failed(call, outcome) from outcome
-                return _result(call, outcome)
-            attempt += 1
+                return _result(call, outcome, tried)
+            attempt, tried = attempt + 1, tried or _may_have_run(outcome)
             await _async_sleep(wait)
 
     async def poll(self, call: Call, timeout: float, interval: float) -> Any:

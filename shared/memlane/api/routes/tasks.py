@@ -8,7 +8,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from ...domain.errors import NotFound
-from ...services import audit, erase, scopes, tasks
+from ...services import audit, erase, scopes, tasks, threads
 from ...services.deps import Deps
 from ..access import Gate
 from ..models import AccessPolicyIn, EraseTenantIn, ErasureOut, RunDeleted, AuditList, ScopeInfoOut, ScopeList, TaskList, TaskOut
@@ -62,6 +62,9 @@ def routes(deps: Deps, gate: Gate) -> Router:
                    agent_id: IdParam = None) -> RunDeleted:
         scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
         d = gate.bind(router.current_event, store, **scope)
+        if agent_id is None:  # as DELETE .../threads/{id}: the agent that claimed the id, else __default__
+            scope["agent_id"] = threads.scope_of(d, store, app_id=app_id, tenant_id=tenant_id,
+                                                 thread_id=run_id).agent_id
         return RunDeleted(**erase.delete_run(d, store, scope=scope))
 
     @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
