@@ -83,6 +83,9 @@ def test_request_ids_are_per_tenant(deps, store):
     # before 1970 a message's id would sort as the newest (its time prefix wraps)
     ({"scope": SCOPE, "messages": [{**CONVO[0], "created_at": datetime(1965, 3, 1, tzinfo=timezone.utc)}]},
      InvalidInput, "messages[0].created_at"),
+    # a trial: a turn dated 2099 stayed the thread's newest for good, and made each later add refresh its summary
+    ({"scope": SCOPE, "messages": [{**CONVO[0], "created_at": datetime(2099, 1, 1, tzinfo=timezone.utc)}]},
+     InvalidInput, "messages[0].created_at"),
 ])
 def test_bad_input_refused_and_nothing_written(deps, store, kwargs, error, field):
     with pytest.raises(error) as e:

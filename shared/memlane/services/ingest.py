@@ -45,6 +45,9 @@ def _message_id(scope: Scope, created_at: datetime, arrived: datetime, request_i
 
 
 _EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# How far ahead of the server's clock a message may say it was sent: clock skew and time zones, not the future
+# (a turn dated 2099 stayed the thread's newest, and made every later add refresh its summary).
+MAX_AHEAD = timedelta(days=1)
 
 
 def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now: datetime) -> list[Message]:
@@ -65,6 +68,9 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
         created = times[i]
         if created < _EARLIEST:  # a message's id sorts by its time from 1970 on (domain/ids.py)
             raise InvalidInput(f"{field}.created_at must be 1970-01-01 or later", field=f"{field}.created_at")
+        if created > now + MAX_AHEAD:  # said in the future: it would stay the thread's newest turn for good
+            raise InvalidInput(f"{field}.created_at is more than {MAX_AHEAD.days} day ahead of the server's clock "
+                               f"({now:%Y-%m-%dT%H:%M:%SZ})", field=f"{field}.created_at")
         out.append(Message(message_id=_message_id(scope, created, now, request_id, i), scope=scope, role=role,
                            content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
