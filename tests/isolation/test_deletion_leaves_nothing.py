@@ -276,7 +276,7 @@ def test_deleting_a_run_deletes_its_summary_from_table_index_and_files(deps, cal
     status, deleted = call("DELETE", f"/v1/stores/demo/runs/r1?{q}")
     assert status == 200 and deleted["summaries"] == 1
     status, gone = call("GET", f"/v1/stores/demo/threads/r1/summary?{q}")
-    assert status == 404 and gone["error"]["code"] == "summary_not_found"
+    assert status == 404 and gone["error"]["code"] == "thread_not_found"
     assert call("GET", f"/v1/stores/demo/threads/r2/summary?{q}")[0] == 200  # the tenant's other thread stays
     docs = {d.memory_id for d in deps.index.documents("demo")}
     assert summaries.doc_id(Scope(**R1)) not in docs and summaries.doc_id(Scope(**R2)) in docs

@@ -311,11 +311,11 @@ def stop_cue(words: list[str], text: str) -> bool:
 
 
 # Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",
-# "is thinking of moving", "would love to live in Lisbon", "should quit Walmart"): it changes nothing that holds now. "would rather" and
+# "is thinking of moving", "would love to live in Lisbon"): it changes nothing that holds now. "would rather" and
 # "would prefer" say a preference, in the present. "may" only in lower case: "May" is the month.
 _IRREALIS = re.compile(
     r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
-    r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|[Ss]hould|ought to|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
+    r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
     r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure)\b")
 
 

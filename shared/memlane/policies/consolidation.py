@@ -195,8 +195,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
-        if _hedged(new, relation) or lang.past_frame(new.text) or _ahead(new) or _goes_on(new, old) \
-                or not new.change and lang.for_now(new.text):
+        if _hedged(new, relation) or _ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
+                or _goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
             # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week").
@@ -211,24 +211,56 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     return relation
 
 
-# "still at Mount Sinai", "staying at Comcast", "remains with Chase" — of a name the memory holds: "stays at the
-# office on weekends" is a habit of its own, and "works for Netflix these days, still data science" keeps the
-# role, not the employer the memory names.
+# "still at Mount Sinai", "staying at Comcast", "remains with Chase": what the name after them holds goes on.
 _GOES_ON = frozenset("still stay stays staying stayed remain remains remaining remained".split())
+_AT = frozenset("at with in on for".split())
+_BE = frozenset("am is are was were be been being 's 'm 're ’s ’m ’re".split())
 
 
 def _goes_on(new: Statement, old: Statement) -> bool:
-    """A clause of `new` says that what `old` names goes on, with the same polarity ("didn't take the Verizon offer,
-    User is staying at Comcast"; "quit the night shifts but User is still at Mount Sinai"): whatever else it
-    says, the memory holds. "still doesn't eat meat" of "eats meat" is a denial, not this."""
-    for c in new.clauses():
-        shared = c.content & old.content
-        if not shared or c.negated != old.negated:
+    """A clause of `new` says that what `old` holds goes on — "still" (or "staying", "remains") at every name and
+    number the memory holds ("didn't take the Verizon offer, User is staying at Comcast"; "quit the night shifts
+    but User is still at Mount Sinai") — with the same polarity, and no other clause says anything of the memory's:
+    the memory holds. Not "still loves Austin, but moved to Dallas" (still what?), "still with Stripe, relocated to
+    the London office" of "works at Stripe in Dublin" (not all it holds), "still at Atlassian, got promoted to senior
+    developer" of "junior developer at Atlassian" (another clause of the same holder changes it: "User's sister moved
+    to Dallas" is hers), nor "still doesn't eat meat"."""
+    held = {base(w) for w in TOKEN.findall(old.text)[1:] if w[:1].isupper() and base(w) != old.subject} | old.values
+    if not held:
+        return False
+    clauses = new.clauses()
+    for c in clauses:
+        if c.negated != old.negated or not held <= {base(w) for w in TOKEN.findall(c.text)}:
             continue
-        names = {lang.stem(base(w)) for w in TOKEN.findall(c.text)[1:] if w[:1].isupper()}
-        if not _GOES_ON.isdisjoint(c.words) and shared & names:
+        others_say = any(o is not c and o.owner == old.owner and o.content & old.content for o in clauses)
+        if not others_say and _still_at_a_name(TOKEN.findall(c.text), {lang.stem(w) for w in old.words}):
             return True
     return False
+
+
+def _still_at_a_name(raw: list[str], old_stems: set[str]) -> bool:
+    """"still at Mount Sinai", "is staying with Chase", "still works at Google" (the memory's own verb between)."""
+    for i, w in enumerate(raw):
+        if w.lower() not in _GOES_ON:
+            continue
+        j = i + 1
+        between = raw[j].lower() if j < len(raw) else ""
+        if between not in _AT and (between in _BE or lang.stem(between) in old_stems):
+            j += 1
+        if j + 1 < len(raw) and raw[j].lower() in _AT and raw[j + 1][:1].isupper():
+            return True
+    return False
+
+
+# "should", "ought to": what the speaker thinks right, not what is — in the clause that would say the change ("I
+# really should quit Walmart"), not beside one made ("sold the Civic, User should get winter tires for the RAV4").
+_OUGHT = re.compile(r"\b(?:should|ought to)\b", re.I)
+
+
+def _ought(new: Statement, old: Statement) -> bool:
+    closest = _closest_clause(new, old)
+    return any(_OUGHT.search(c.text) for c in new.clauses()
+               if c is closest or c.reported_change or c.moves or c.stops)
 
 
 def _hedged(new: Statement, relation: Relation) -> bool:
@@ -432,9 +464,18 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
 
 def _told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
     """The relation's verb is in the past where the memory's is in the present ("worked" / "works"): what held
-    once, which says nothing of what holds now."""
-    return any(frame.shown.get(w, "").endswith("ed") and old.shown.get(w, "ed")[-2:] != "ed"
-               for w in relation_words)
+    once, which says nothing of what holds now — unless in the present perfect ("has worked at Nvidia since
+    March": what holds)."""
+    raw = frame._raw
+    for w in relation_words:
+        said = frame.shown.get(w, "")
+        if not said.endswith("ed") or old.shown.get(w, "ed")[-2:] == "ed":
+            continue
+        at = raw.index(said) if said in raw else 0
+        before = raw[at - 1].lower() if at else ""
+        if before not in ("has", "have") and not before.endswith(("'ve", "’ve")):
+            return True
+    return False
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
@@ -496,14 +537,16 @@ def _setting_of(clause: Statement, old: Statement) -> bool:
         return False
     to = next(i for i in range(at + 1, len(raw)) if raw[i].lower() == "to")
     thing = [w for w in raw[at + 1:to] if w.lower() not in _DETERMINERS and base(w) != clause.subject]
-    named = any(w[:1].isupper() and base(w) in old.words for w in thing)
-    return named and not any(w[:1].isupper() for w in raw[to + 1:])
+    named = {lang.stem(base(w)) for w in thing if w[:1].isupper() and base(w) in old.words}
+    # not when the memory is about that thing's own setting ("User's Netflix plan is the basic one")
+    return bool(named) and old.owner not in named and not any(w[:1].isupper() for w in raw[to + 1:])
 
 
 def _cue_denied(clause: Statement) -> bool:
-    """Each change cue of `clause` is a verb with a negation just before it, and no phrase says a change."""
-    words = clause.words
-    cues = [i for i, w in enumerate(words) if w in lang.CHANGE_CUES]
+    """Each change cue of `clause` is a verb with a negation just before it, and no phrase says a change ("New" of
+    "New York" is a name, no cue)."""
+    words, raw = clause.words, clause._raw
+    cues = [i for i, w in enumerate(words) if w in lang.CHANGE_CUES and not (i and raw[i][:1].isupper())]
     return bool(cues) and not lang.has_phrase(clause.text, lang.CHANGE_PHRASES) and all(
         words[i] in _CUE_VERBS and _denied(words[max(0, i - 3):i]) for i in cues)
 
@@ -535,8 +578,10 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     return None
 
 
-# Where a clause goes on to say when or why ("stopped climbing after User's shoulder injury").
-_WHEN_OR_WHY = re.compile(r"\s+(?:after|because|since|due to|when|while|following)\s.*$", re.I | re.S)
+# Where a clause goes on to say why, or after what of the speaker's ("stopped climbing after User's shoulder
+# injury") — not when ("stopped drinking coffee after 2pm", "when User travels": a habit narrowed, not ended).
+_WHEN_OR_WHY = re.compile(r"\s+(?:because|due to|following|after (?:my|his|her|our|their|\w+['’]s))\s.*$",
+                          re.I | re.S)
 
 
 def _ends_what_it_names(new: Statement, old: Statement) -> bool:
@@ -592,10 +637,14 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
 _DENYING = lang.NEGATIONS | {"against", "instead"}
 
 
+_SUBJECTS = frozenset("user i we they he she".split())
+
+
 def _denied(before: list[str]) -> bool:
     """The change verb after `before` is denied: "is not moving", "never moved", "haven't moved ... yet",
-    "decided against moving" — what holds still holds."""
-    return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before)
+    "decided against moving" — what holds still holds; not "can't believe User moved" (a subject between)."""
+    last = max((i for i, w in enumerate(before) if w in _SUBJECTS), default=-1)
+    return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before[last + 1:])
 
 
 def _passive(before: list[str]) -> bool:
@@ -659,7 +708,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = None  # it happened: a later change of state ends nothing of it
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
-            if relation is not None and relation.action in _CHANGES and _planned(event_time, observed_at, n.memory):
+            if relation is not None and relation.action in _CHANGES and _planned(event_time, observed_at, n.memory) \
+                    and not _made_any(new):
                 relation = None  # "is moving to Dallas next month": where User lives holds until then
         if relation is not None:
             found.append((relation, n))
@@ -683,6 +733,16 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     relation = closed[0][0]
     return Decision(relation.action, tuple(n.memory for _, n in closed), relation.confidence, relation.reason,
                     evidence=relation.evidence)
+
+
+# A change or an end already made, in its past form ("moved", "joined", "sold", "left", "got promoted").
+_PAST_CUES = frozenset(w for w in lang.CHANGE_CUES | lang.STOP_CUES if w.endswith("ed")) | {"sold", "left", "became"}
+
+
+def _made_any(said: Statement) -> bool:
+    """A change already made, in any clause: its time said ("next week") is another clause's ("joined Stripe in
+    January and flies to Dublin next week for onboarding"), not the change's."""
+    return not _PAST_CUES.isdisjoint(said.words)
 
 
 def _planned(event_time: datetime | None, said_at: datetime | None, memory: Memory) -> bool:
