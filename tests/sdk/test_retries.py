@@ -215,3 +215,16 @@ def test_no_answer_in_time_is_told_apart_from_a_server_never_reached(url: str, w
     with pytest.raises(errors.TimedOut) as late:
         Memlane(url, timeout=0.2, retry=Retry(attempts=1)).stores.create("demo")
     assert isinstance(late.value, ConnectionFailed) and "may have done it" in late.value.message
+
+
+def test_a_request_that_never_left_is_no_maybe_done_and_the_raw_call_times_out_typed(url: str,
+                                                                                     waits: list[float]) -> None:
+    """A regression trial: a pool timeout (nothing sent) counted as an attempt that may have run, and
+    `Memlane.request` (once, no retry) raised a plain ConnectionFailed on a read timeout."""
+    import httpx
+
+    assert not transport._may_have_run(httpx.PoolTimeout("no connection free"))
+    assert transport._may_have_run(httpx.ReadTimeout("no answer"))
+    Scripted.script = [(SLOW, {}, STORE)]
+    with pytest.raises(errors.TimedOut):
+        Memlane(url, timeout=0.2).request("POST", "/v1/stores", json={"name": "demo"})

@@ -496,3 +496,33 @@ def test_a_card_cites_no_turn_of_another_thread_switched_to_store_nothing(servic
     assert not any(first & set(e.evidence) for es in result.kept.values() for e in es)
     own = card(deps, store, query="peanut allergy vegetarian", thread_id="thread-1")
     assert first & set(own.evidence)  # its own card still cites them
+
+
+def test_an_open_item_of_a_turn_the_card_shows_is_not_shown_again(deps, store, monkeypatch) -> None:
+    """A regression trial: the plans half of that fix took out search's plans drawn from shown turns, and left the
+    summary's open items citing a turn shown as recent beside it."""
+    first = deps.repo.list_messages(store, Scope(**OLD), limit=10, cursor=None)[0]
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    item = "2026-01-01 Priya: I want to find a pottery class for Anjali."
+    summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now, open_items=[item],
+                            cited={item: [first[2].message_id]})
+    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+
+    shown = card(deps, store, thread_id="thread-1", query="pottery class", recent_messages=3)
+    assert first[2].message_id in {e.key for e in shown.kept["recent"]}
+    assert not [e for e in shown.kept.get("plans", ()) if e.key.startswith("open#")]
+    hidden = card(deps, store, thread_id="thread-1", query="pottery class", recent_messages=0)
+    assert [e.text for e in hidden.kept["plans"] if e.key.startswith("open#")] == [item]
+
+
+def test_a_card_cites_no_turn_of_another_agents_thread_of_the_same_id_switched_to_store_nothing(
+        service, deps, store) -> None:
+    """A regression trial: the check took a thread of the card's own id for the card's own, whatever its agent."""
+    twin = {**NEW, "agent_id": "booker"}
+    ingest.add(deps, store, scope=twin, messages=[{"role": "user", "content": "I collect vintage fountain pens."}])
+    service.drain()
+    scopes.set_access_policy(deps, store, scope=twin, policy=AccessPolicy.NONE)
+    result = card(deps, store, query="fountain pens")
+    theirs = {m.message_id for m in deps.repo.list_messages(store, Scope(**twin), limit=10, cursor=None)[0]}
+    assert any("fountain pens" in e.text for e in result.kept["memories"])
+    assert not theirs & set(result.evidence)

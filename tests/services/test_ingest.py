@@ -86,6 +86,9 @@ def test_request_ids_are_per_tenant(deps, store):
     # a trial: a turn dated 2099 stayed the thread's newest for good, and made each later add refresh its summary
     ({"scope": SCOPE, "messages": [{**CONVO[0], "created_at": datetime(2099, 1, 1, tzinfo=timezone.utc)}]},
      InvalidInput, "messages[0].created_at"),
+    # named by the message that said it (the untimed one before takes its time)
+    ({"scope": SCOPE, "messages": [CONVO[0], {**CONVO[1], "created_at": datetime(2099, 1, 1, tzinfo=timezone.utc)}]},
+     InvalidInput, "messages[1].created_at"),
 ])
 def test_bad_input_refused_and_nothing_written(deps, store, kwargs, error, field):
     with pytest.raises(error) as e:
@@ -144,3 +147,18 @@ def test_untimed_first_message_takes_the_next_messages_time(deps, store):
     ingest.add(deps, store, scope=SCOPE, messages=convo)
     found, _ = messages.list_(deps, store, scope=SCOPE, limit=10, cursor=None)
     assert [m.created_at for m in found] == [t2, t2]
+
+
+def test_an_add_dated_ahead_that_was_accepted_before_the_check_still_replays(deps, store, monkeypatch):
+    """A trial: re-running an import after upgrading refused the lines an earlier version had accepted with a date
+    far ahead, where the docs say a re-run replays what is in."""
+    from datetime import timedelta
+
+    ahead = {**CONVO[0], "created_at": datetime(2099, 1, 1, tzinfo=timezone.utc)}
+    monkeypatch.setattr(ingest, "MAX_AHEAD", timedelta(days=365 * 200))  # the version before the check
+    first = ingest.accept(deps, store, scope=SCOPE, messages=[ahead], request_id="imp-1")
+    monkeypatch.undo()
+    again = ingest.accept(deps, store, scope=SCOPE, messages=[ahead], request_id="imp-1")
+    assert again.replayed and again.task.request_id == first.task.request_id
+    with pytest.raises(InvalidInput):
+        ingest.accept(deps, store, scope=SCOPE, messages=[ahead], request_id="imp-2")

@@ -66,3 +66,14 @@ def test_a_run_deleted_without_an_agent_is_the_thread_its_agent_holds(service, d
     assert json.loads(response["body"])["messages"] == 16
     scope = Scope(app_id=APP, tenant_id=TENANT, agent_id=AGENT, run_id=THREAD)
     assert deps.repo.get_scope(store, scope) is None and summaries.get_summary(deps, store, scope) is None
+    # A run no thread claims (only explicit memories; or deleted already) is no guess of `__default__`'s: a regression
+    # trial saw a 200 of all zeros for a run of another agent's explicit memories, left in place.
+    from memlane.services import explicit
+
+    notes = {"app_id": APP, "tenant_id": TENANT, "agent_id": AGENT, "run_id": "notes"}
+    explicit.write(deps, store, scope=notes, memories=[{"text": "Ann keeps a travel journal."}])
+    for run in ("notes", THREAD):
+        answer = api.resolve(api_event("DELETE", f"/v1/stores/{store}/runs/{run}", query=QUERY), None)
+        assert (answer["statusCode"], json.loads(answer["body"])["error"]["code"]) == (404, "thread_not_found")
+    named = api.resolve(api_event("DELETE", f"/v1/stores/{store}/runs/notes", query=f"{QUERY}&agent_id={AGENT}"), None)
+    assert json.loads(named["body"])["memories"] == 1

@@ -10,9 +10,9 @@ from ..api import models as m
 from ..api.context_models import ContextOut
 from . import resources as r
 from .auth import auth_for
-from .errors import ConnectionFailed, error_for
+from .errors import error_for
 from .routes import refuse_dot_segments
-from .transport import AsyncRunner, Retry, Runner, SyncRunner, payload_of, retry_after_of
+from .transport import AsyncRunner, Retry, Runner, SyncRunner, connection_failed, payload_of, retry_after_of
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 
@@ -75,7 +75,7 @@ class Memlane(_Client):
             query = {k: v for k, v in (params or {}).items() if v is not None} or None
             response = self.http.request(method, path, json=json, params=query)
         except httpx.TransportError as error:
-            raise ConnectionFailed(0, ConnectionFailed.code, f"{method} {path}: {error!r}") from error
+            raise connection_failed(f"{method} {path}", error) from error
         payload = payload_of(response)
         if response.status_code >= 400:
             raise error_for(response.status_code, payload, retry_after_of(response))

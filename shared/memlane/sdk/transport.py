@@ -85,7 +85,7 @@ def _decide(call: Call, retry: Retry, attempt: int, outcome: httpx.Response | ht
             return None
         return retry.delay(attempt, retry_after_of(outcome))
     # a refused connection never reached the server: safe to resend whatever the call
-    if not (call.retry_safe or isinstance(outcome, (httpx.ConnectError, httpx.ConnectTimeout))):
+    if not (call.retry_safe or isinstance(outcome, _NEVER_SENT)):
         return None
     return retry.delay(attempt, None)
 
@@ -100,12 +100,16 @@ def payload_of(response: httpx.Response) -> Any:
         return response.text
 
 
+# Failures before the request left: no connection made, or none free in the pool.
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
 def _may_have_run(outcome: httpx.Response | httpx.TransportError) -> bool:
     """The server may have done the request though its answer says otherwise or was lost: a 5xx, or a
     connection that broke after it was sent."""
     if isinstance(outcome, httpx.Response):
         return outcome.status_code >= 500
-    return not isinstance(outcome, (httpx.ConnectError, httpx.ConnectTimeout))
+    return not isinstance(outcome, _NEVER_SENT)
 
 
 def _result(call: Call, response: httpx.Response, tried: bool = False) -> Any:
@@ -118,11 +122,12 @@ def _result(call: Call, response: httpx.Response, tried: bool = False) -> Any:
     return call.route.parse(response.status_code, payload)
 
 
-def _connection_failed(call: Call, error: httpx.TransportError) -> ConnectionFailed:
-    if isinstance(error, httpx.TimeoutException) and not isinstance(error, httpx.ConnectTimeout):
-        return TimedOut(0, TimedOut.code, f"{call.route.method} {call.path}: no answer in time, the server may "
-                                          f"have done it: {error!r}")
-    return ConnectionFailed(0, ConnectionFailed.code, f"{call.route.method} {call.path}: {error!r}")
+def connection_failed(request: str, error: httpx.TransportError) -> ConnectionFailed:
+    """The typed error of a request (`"METHOD path"`) that got no answer: `TimedOut` when it was sent and no
+    answer came in time (the server may have done it)."""
+    if isinstance(error, (httpx.ReadTimeout, httpx.WriteTimeout)):
+        return TimedOut(0, TimedOut.code, f"{request}: no answer in time, the server may have done it: {error!r}")
+    return ConnectionFailed(0, ConnectionFailed.code, f"{request}: {error!r}")
 
 
 def _finished(value: Any) -> bool:
@@ -144,7 +149,7 @@ class SyncRunner:
             wait = _decide(call, self.retry, attempt, outcome)
             if wait is None:
                 if isinstance(outcome, httpx.TransportError):
-                    raise _connection_failed(call, outcome) from outcome
+                    raise connection_failed(f"{call.route.method} {call.path}", outcome) from outcome
                 return _result(call, outcome, tried)
             attempt, tried = attempt + 1, tried or _may_have_run(outcome)
             _sleep(wait)
@@ -182,7 +187,7 @@ class AsyncRunner:
             wait = _decide(call, self.retry, attempt, outcome)
             if wait is None:
                 if isinstance(outcome, httpx.TransportError):
-                    raise _connection_failed(call, outcome) from outcome
+                    raise connection_failed(f"{call.route.method} {call.path}", outcome) from outcome
                 return _result(call, outcome, tried)
             attempt, tried = attempt + 1, tried or _may_have_run(outcome)
             await _async_sleep(wait)

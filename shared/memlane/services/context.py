@@ -304,8 +304,9 @@ def _citing_shared_turns(deps: Deps, store: str, scope: Scope, hits: list[search
     """The hits, a memory of another thread that stores nothing in long-term memory (switched since it was made)
     citing none of that thread's turns: they are its own, as search's evidence keeps them (a trial found a card
     listing their ids)."""
+    own = (scope.agent_id, scope.run_id)  # a thread is an agent's run: another agent's run of this id is another
     threads = {(h.memory.scope.agent_id, h.memory.scope.run_id) for h in hits
-               if h.memory.evidence and h.memory.scope.run_id and h.memory.scope.run_id != scope.run_id}
+               if h.memory.evidence and h.memory.scope.run_id} - {own}
     private = scopes.storing_nothing(deps, store, scope.app_id, scope.tenant_id, threads) if threads else set()
     if not private:
         return hits
@@ -358,15 +359,15 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
            shown: set[str] = frozenset(), plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> Section:
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
     the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
-    says (drawn from the messages it cites, naming most of what it names) nor one drawn only from turns the card
-    shows (a trial's card said "will visit my mother in Seville" twice). A plan from search is worth its
+    says (drawn from the messages it cites, naming most of what it names) — and neither an item nor a plan drawn
+    only from turns the card shows (a trial's card said "will visit my mother in Seville" twice). A plan from search is worth its
     rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
     # `said`: the summary's sentences the card shows (an item one of them says is in its section already);
     # `shown`: the ids of the recent turns it shows.
     items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]
     # Keyed "open#<n>": no memory id holds a "#", so no plan of the tenant's shares an item's key.
     entries = [Entry(f"open#{i}", item, PLAN_VALUE, i, tuple(cited)) for i, (item, cited) in enumerate(items)
-               if item not in said]
+               if item not in said and not (cited and set(cited) <= shown)]
 
     def told(memory: Memory) -> bool:  # an item the summary section shows counts too: the plan is in the card
         return any(memory.evidence and set(memory.evidence) <= set(cited) and extractive.says_item(memory.text, item)

@@ -68,12 +68,20 @@ def _messages(scope: Scope, request_id: str, raw: Sequence[dict[str, Any]], now:
         created = times[i]
         if created < _EARLIEST:  # a message's id sorts by its time from 1970 on (domain/ids.py)
             raise InvalidInput(f"{field}.created_at must be 1970-01-01 or later", field=f"{field}.created_at")
-        if created > now + MAX_AHEAD:  # said in the future: it would stay the thread's newest turn for good
-            raise InvalidInput(f"{field}.created_at is more than {MAX_AHEAD.days} day ahead of the server's clock "
-                               f"({now:%Y-%m-%dT%H:%M:%SZ})", field=f"{field}.created_at")
         out.append(Message(message_id=_message_id(scope, created, now, request_id, i), scope=scope, role=role,
                            content=content, name=m.get("name"), created_at=created, request_id=request_id))
     return out
+
+
+def _refuse_ahead(raw: Sequence[dict[str, Any]], now: datetime) -> None:
+    """A message dated more than MAX_AHEAD past the server's clock would stay its thread's newest turn for good. Named
+    by the message that gave the time (an untimed one takes a neighbour's); checked after the replay lookup, so an
+    add accepted before this check existed still replays."""
+    for i, m in enumerate(raw):
+        created = _utc(m.get("created_at")) if isinstance(m, dict) else None
+        if created is not None and created > now + MAX_AHEAD:
+            raise InvalidInput(f"messages[{i}].created_at is more than {MAX_AHEAD.days} day ahead of the server's "
+                               f"clock ({now:%Y-%m-%dT%H:%M:%SZ})", field=f"messages[{i}].created_at")
 
 
 def _times(raw: Sequence[dict[str, Any]], now: datetime) -> list[datetime]:
@@ -144,6 +152,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     replay = _replay(deps, store, request_id, write, digest)
     if replay is not None:
         return Added(replay, replayed=True)
+    _refuse_ahead(messages, now)
 
     _refuse_when_backlogged(deps)
     # Refused for its run's policy before anything is written (the commit below checks it again).

@@ -94,6 +94,19 @@ def scope_of(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: 
     return Scope(app_id=app, tenant_id=tenant, agent_id=agent or claimed or DEFAULT, run_id=thread)
 
 
+def claimant(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: Any) -> str:
+    """The agent whose thread this id is, for a route that deletes a run without naming its agent. 404 when no
+    thread of the id is known (none, or deleted): a run of explicit memories alone has no thread to say whose it
+    is, and a guess (`__default__`) would answer a delete of nothing as done."""
+    deps.repo.get_store(store)
+    app, tenant = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    claimed = deps.repo.thread_agent(store, app, tenant, validate_id("run_id", thread_id))
+    if claimed is None:
+        raise NotFound(f"no thread '{thread_id}' in the tenant: name its agent_id to delete a run that holds only "
+                       "explicit memories", code="thread_not_found")
+    return claimed
+
+
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, thread_id: Any, agent_id: Any = None) -> ScopeInfo:
     return locate(deps, store, app_id=app_id, tenant_id=tenant_id, thread_id=thread_id, agent_id=agent_id)
 

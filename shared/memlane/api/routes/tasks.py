@@ -60,11 +60,10 @@ def routes(deps: Deps, gate: Gate) -> Router:
                    summary="Delete a run: its messages and run-scoped memories, from table and index")
     def delete_run(store: str, run_id: str, app_id: IdParam = None, tenant_id: IdParam = None,
                    agent_id: IdParam = None) -> RunDeleted:
-        scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id, "run_id": run_id}
+        scope = {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id or None, "run_id": run_id}
         d = gate.bind(router.current_event, store, **scope)
-        if agent_id is None:  # as DELETE .../threads/{id}: the agent that claimed the id, else __default__
-            scope["agent_id"] = threads.scope_of(d, store, app_id=app_id, tenant_id=tenant_id,
-                                                 thread_id=run_id).agent_id
+        if scope["agent_id"] is None and app_id and tenant_id:
+            scope["agent_id"] = threads.claimant(d, store, app_id=app_id, tenant_id=tenant_id, thread_id=run_id)
         return RunDeleted(**erase.delete_run(d, store, scope=scope))
 
     @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
