@@ -865,3 +865,17 @@ def test_an_end_is_read_up_to_when_or_why_it_ended():
                   similarity=0.3) == ExtractAction.DELETE
     assert action("User paints landscapes on weekends.", "User stopped at the gallery after work.",
                   similarity=0.3) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    # Found this session beside a trial, there before it: two facts of one named person or animal shared only whose
+    # they were, and the second closed the first ("My daughter Mia plays the violin" by "... is allergic to cats").
+    ("User's niece Clara studies law in Madrid.", "User's niece Clara is afraid of spiders.", ExtractAction.ADD),
+    ("User's cat Pixel is very shy.", "User's cat Pixel sleeps on the radiator.", ExtractAction.ADD),
+    ("User's son is 9.", "User's son loves chess.", ExtractAction.ADD),
+    # a number said of the holder alone is still its value; an attribute is no holder
+    ("User's son Leo is 9.", "User's son Leo is 10.", ExtractAction.UPDATE),
+    ("User's laptop is a ThinkPad.", "User's laptop is a MacBook.", ExtractAction.UPDATE),
+])
+def test_what_two_statements_share_only_whose_fact_it_is_is_no_relation(old, new, expected):
+    assert action(old, new) == expected

@@ -454,12 +454,24 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     a, b = (_value(span) for span in al.replaced[0])
     if _CLAUSE_MARKS.intersection(a + b):
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
+    if _only_whose(relation_words, old) and not (_numeric(a) and _numeric(b)):
+        return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
+
+
+def _only_whose(relation_words: list[str], old: Statement) -> bool:
+    """The words two statements share say only whose fact it is — a person or an animal of the subject's, or one
+    named ("User's son Eli", "User's dog Rufus") — no relation: another value is then only a number said of the holder
+    alone ("is 11" / "is 12"). "User's apartment is in Queens" of "... in Brooklyn" names an attribute, not a holder."""
+    if not (old.holder_name or old.owner in PEOPLE_STEMS):
+        return False
+    holder = {old.subject, old.owner, lang.stem(old.holder_name)}
+    return all(w in holder for w in relation_words)
 
 
 def _told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
