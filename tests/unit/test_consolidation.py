@@ -876,6 +876,12 @@ def test_an_end_is_read_up_to_when_or_why_it_ended():
     # a number said of the holder alone is still its value; an attribute is no holder
     ("User's son Leo is 9.", "User's son Leo is 10.", ExtractAction.UPDATE),
     ("User's laptop is a ThinkPad.", "User's laptop is a MacBook.", ExtractAction.UPDATE),
+    # A dream trial: a safe_auto dream closed a dentist appointment by a meeting with the manager, their "relation"
+    # the year both are in; a date shared is no relation either.
+    ("User has a dentist appointment on January 20, 2026.",
+     "User has a meeting with User's manager on December 30, 2026.", ExtractAction.ADD),
+    ("User has a dentist appointment on January 20, 2026.", "User has a dentist appointment on January 27, 2026.",
+     ExtractAction.UPDATE),
 ])
 def test_what_two_statements_share_only_whose_fact_it_is_is_no_relation(old, new, expected):
     assert action(old, new) == expected

@@ -456,12 +456,18 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
     if _only_whose(relation_words, old) and not (_numeric(a) and _numeric(b)):
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
+    if all(_numeric([w]) or w in _WHEN_WORDS for w in relation_words):
+        return None  # a date shared ("... dentist appointment on January 20, 2026" / "a meeting ... on December 30,
+        # 2026"): the same year is no relation
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
+
+
+_WHEN_WORDS = frozenset({*lang.MONTHS, *lang.WEEKDAYS} | {lang.stem(w) for w in (*lang.MONTHS, *lang.WEEKDAYS)})
 
 
 def _only_whose(relation_words: list[str], old: Statement) -> bool:
