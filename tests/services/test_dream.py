@@ -358,3 +358,20 @@ def test_safe_auto_dream_settles_what_write_time_did_not_see(deps, store):
     for a in reversed(applied):
         dream.undo_action(deps, "auto2", a.action_id)
     assert items(deps, "auto2", "MEM#") == before
+
+
+def test_a_profile_an_earlier_dream_proposed_cannot_roll_back_a_later_dreams(deps, store):
+    """A dream trial: in proposal mode each dream proposes a profile and the older ones stay pending; applying the
+    oldest after the newest rolled the profile back."""
+    say(deps, store, "My favourite number is 1.", day=0)
+    first = run_dream(deps, store, kinds=[DreamActionKind.EMIT_PROFILE])
+    say(deps, store, "I love hiking in the mountains.", run="r2", day=5)
+    second = run_dream(deps, store, kinds=[DreamActionKind.EMIT_PROFILE])
+    (older,) = [a for a in actions(deps, store, first) if a.profile.agent_id is None]
+    (newer,) = [a for a in actions(deps, store, second) if a.profile.agent_id is None]
+    dream.apply_action(deps, store, newer.action_id)
+    with pytest.raises(Conflict) as stale:
+        dream.apply_action(deps, store, older.action_id)
+    assert stale.value.code == "stale_action"
+    tenant = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
+    assert tenant.task_id == second.task_id and ("likes", "hiking") in {(e.name, e.value) for e in tenant.preferences}

@@ -78,7 +78,7 @@ def apply(deps: Deps, action: DreamAction, *, repair: bool = False) -> DreamActi
     keys = {mid: repo.memory_key(store, action.scope, mid) for mid in involved}
     items = repo.get_items(list(keys.values()))
     current = {mid: items.get(key) for mid, key in keys.items()}
-    stale = _stale(action, current)
+    stale = _stale(action, current) or _newer_profile(deps, action)
     if stale:
         failed = action.model_copy(update={"status": DreamActionStatus.FAILED, "error": stale, "updated_at": now,
                                            "decided_at": now})
@@ -226,6 +226,19 @@ def _stale(action: DreamAction, current: dict[str, Item | None]) -> str | None:
             return f"memory '{mid}' was edited since the proposal"
         if mid in seen and datetime.fromisoformat(item["created_at"]) != seen[mid].created_at:
             return f"memory '{mid}' was deleted and written again since the proposal"
+    return None
+
+
+def _newer_profile(deps: Deps, action: DreamAction) -> str | None:
+    """A profile proposed by an earlier dream than the one whose profile is applied: applying it would roll the
+    profile back (dream task ids sort by time)."""
+    if action.kind != DreamActionKind.EMIT_PROFILE or action.profile is None:
+        return None
+    p = action.profile
+    held = deps.repo.get_items([key := deps.repo.profile_key(p.store, p.app_id, p.tenant_id, p.agent_id)]).get(key)
+    applied = held.get("task_id") if held else None
+    if applied and applied > action.task_id:
+        return f"the profile of a later dream ({applied}) is applied"
     return None
 
 
