@@ -883,5 +883,5 @@ def test_an_end_is_read_up_to_when_or_why_it_ended():
     ("User has a dentist appointment on January 20, 2026.", "User has a dentist appointment on January 27, 2026.",
      ExtractAction.UPDATE),
 ])
-def test_what_two_statements_share_only_whose_fact_it_is_is_no_relation(old, new, expected):
+def test_sharing_only_whose_fact_or_when_it_is_is_no_relation(old, new, expected):
     assert action(old, new) == expected

@@ -40,7 +40,9 @@ from functools import lru_cache
 
 from ..domain.models import ExtractAction, Memory, MemoryType
 from ..domain import language as lang
+from . import still_holds
 from .statement import PEOPLE_STEMS, TOKEN, Statement, base, statement
+from .statement import closest_clause as _closest_clause
 
 # Statements longer than this are passages (documents, long turns), not facts to supersede.
 MAX_OLD_WORDS = 40
@@ -195,8 +197,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
-        if _hedged(new, relation) or _ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
-                or _goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text):
+        if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
+                or still_holds.goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
             # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week").
@@ -209,58 +211,6 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
-
-
-# "still at Mount Sinai", "staying at Comcast", "remains with Chase": what the name after them holds goes on.
-_GOES_ON = frozenset("still stay stays staying stayed remain remains remaining remained".split())
-_AT = frozenset("at with in on for".split())
-_BE = frozenset("am is are was were be been being 's 'm 're ’s ’m ’re".split())
-
-
-def _goes_on(new: Statement, old: Statement) -> bool:
-    """A clause of `new` says that what `old` holds goes on — "still" (or "staying", "remains") at every name and
-    number the memory holds ("didn't take the Verizon offer, User is staying at Comcast"; "quit the night shifts
-    but User is still at Mount Sinai") — with the same polarity, and no other clause says anything of the memory's:
-    the memory holds. Not "still loves Austin, but moved to Dallas" (still what?), "still with Stripe, relocated to
-    the London office" of "works at Stripe in Dublin" (not all it holds), "still at Atlassian, got promoted to senior
-    developer" of "junior developer at Atlassian" (another clause of the same holder changes it: "User's sister moved
-    to Dallas" is hers), nor "still doesn't eat meat"."""
-    held = {base(w) for w in TOKEN.findall(old.text)[1:] if w[:1].isupper() and base(w) != old.subject} | old.values
-    if not held:
-        return False
-    clauses = new.clauses()
-    for c in clauses:
-        if c.negated != old.negated or not held <= {base(w) for w in TOKEN.findall(c.text)}:
-            continue
-        others_say = any(o is not c and o.owner == old.owner and o.content & old.content for o in clauses)
-        if not others_say and _still_at_a_name(TOKEN.findall(c.text), {lang.stem(w) for w in old.words}):
-            return True
-    return False
-
-
-def _still_at_a_name(raw: list[str], old_stems: set[str]) -> bool:
-    """"still at Mount Sinai", "is staying with Chase", "still works at Google" (the memory's own verb between)."""
-    for i, w in enumerate(raw):
-        if w.lower() not in _GOES_ON:
-            continue
-        j = i + 1
-        between = raw[j].lower() if j < len(raw) else ""
-        if between not in _AT and (between in _BE or lang.stem(between) in old_stems):
-            j += 1
-        if j + 1 < len(raw) and raw[j].lower() in _AT and raw[j + 1][:1].isupper():
-            return True
-    return False
-
-
-# "should", "ought to": what the speaker thinks right, not what is — in the clause that would say the change ("I
-# really should quit Walmart"), not beside one made ("sold the Civic, User should get winter tires for the RAV4").
-_OUGHT = re.compile(r"\b(?:should|ought to)\b", re.I)
-
-
-def _ought(new: Statement, old: Statement) -> bool:
-    closest = _closest_clause(new, old)
-    return any(_OUGHT.search(c.text) for c in new.clauses()
-               if c is closest or c.reported_change or c.moves or c.stops)
 
 
 def _hedged(new: Statement, relation: Relation) -> bool:
@@ -449,51 +399,21 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if len(al.replaced) != 1 or not relation_words or not aligned \
             or _closest_clause(frame, old).negated != old.negated:
         return None
-    if not new.change and _told_in_past(frame, old, relation_words):
+    if not new.change and still_holds.told_in_past(frame, old, relation_words):
         return None  # "User lived in Boulder for a semester in 2012" of "User lives in Denver": then, not now
     a, b = (_value(span) for span in al.replaced[0])
     if _CLAUSE_MARKS.intersection(a + b):
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
-    if _only_whose(relation_words, old) and not (_numeric(a) and _numeric(b)):
+    if still_holds.only_whose(relation_words, old) and not (_numeric(a) and _numeric(b)):
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
-    if all(_numeric([w]) or w in _WHEN_WORDS for w in relation_words):
-        return None  # a date shared ("... dentist appointment on January 20, 2026" / "a meeting ... on December 30,
-        # 2026"): the same year is no relation
+    if still_holds.only_when(relation_words):
+        return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
-
-
-_WHEN_WORDS = frozenset({*lang.MONTHS, *lang.WEEKDAYS} | {lang.stem(w) for w in (*lang.MONTHS, *lang.WEEKDAYS)})
-
-
-def _only_whose(relation_words: list[str], old: Statement) -> bool:
-    """The words two statements share say only whose fact it is — a person or an animal of the subject's, or one
-    named ("User's son Eli", "User's dog Rufus") — no relation: another value is then only a number said of the holder
-    alone ("is 11" / "is 12"). "User's apartment is in Queens" of "... in Brooklyn" names an attribute, not a holder."""
-    if not (old.holder_name or old.owner in PEOPLE_STEMS):
-        return False
-    holder = {old.subject, old.owner, lang.stem(old.holder_name)}
-    return all(w in holder for w in relation_words)
-
-
-def _told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
-    """The relation's verb is in the past where the memory's is in the present ("worked" / "works"): what held
-    once, which says nothing of what holds now — unless in the present perfect ("has worked at Nvidia since
-    March": what holds)."""
-    raw = frame._raw
-    for w in relation_words:
-        said = frame.shown.get(w, "")
-        if not said.endswith("ed") or old.shown.get(w, "ed")[-2:] == "ed":
-            continue
-        at = raw.index(said) if said in raw else 0
-        before = raw[at - 1].lower() if at else ""
-        if before not in ("has", "have") and not before.endswith(("'ve", "’ve")):
-            return True
-    return False
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
@@ -532,41 +452,9 @@ def _cue_about(new: Statement, old: Statement) -> bool:
     if not new.reported_change:
         return False
     cued = [c for c in new.clauses() if c.reported_change]
-    if cued and all(_cue_denied(c) or _setting_of(c, old) for c in cued):
+    if cued and all(still_holds.cue_denied(c) or still_holds.setting_of(c, old) for c in cued):
         return False  # "never moved to Dresden"; "switched User's Gmail to the dark theme": Gmail stays
     return not cued or not all(c.stops and not c.content & old.content for c in cued)
-
-
-# Change cues that are verbs: a negation before one denies the change ("not in Denver anymore" says one).
-_CUE_VERBS = lang.CHANGE_CUES - lang.WEAK_CUES - frozenset("anymore instead".split()) | {"moving"}
-
-
-_SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded".split())
-_DETERMINERS = frozenset("my our the their his her its".split())
-
-
-def _setting_of(clause: Statement, old: Statement) -> bool:
-    """"switched User's Gmail to the dark theme", "changed User's Chase card to autopay": the change is made to a
-    thing `old` names, to a setting (no name after "to"), so the thing stays; "switched User's Gmail to Outlook"
-    and "switched from Gmail to Outlook" replace it."""
-    raw = TOKEN.findall(clause.text)
-    at = next((i for i, w in enumerate(raw) if w.lower() in _SETTING_VERBS), None)
-    if at is None or "to" not in (w.lower() for w in raw[at + 1:]):
-        return False
-    to = next(i for i in range(at + 1, len(raw)) if raw[i].lower() == "to")
-    thing = [w for w in raw[at + 1:to] if w.lower() not in _DETERMINERS and base(w) != clause.subject]
-    named = {lang.stem(base(w)) for w in thing if w[:1].isupper() and base(w) in old.words}
-    # not when the memory is about that thing's own setting ("User's Netflix plan is the basic one")
-    return bool(named) and old.owner not in named and not any(w[:1].isupper() for w in raw[to + 1:])
-
-
-def _cue_denied(clause: Statement) -> bool:
-    """Each change cue of `clause` is a verb with a negation just before it, and no phrase says a change ("New" of
-    "New York" is a name, no cue)."""
-    words, raw = clause.words, clause._raw
-    cues = [i for i, w in enumerate(words) if w in lang.CHANGE_CUES and not (i and raw[i][:1].isupper())]
-    return bool(cues) and not lang.has_phrase(clause.text, lang.CHANGE_PHRASES) and all(
-        words[i] in _CUE_VERBS and _denied(words[max(0, i - 3):i]) for i in cues)
 
 
 def _retraction(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -635,7 +523,8 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
         states = lang.CHANGE_VERBS.get(lang.stem(w))
         # Held by the same one, or the old statement's holder is the state itself ("User's apartment").
         if states and any(st in old_stems for st in states) and (new.owner == old.owner or old.owner in states):
-            if lang.stem(w) == "hir" and not _passive(new.words[:i]) or _denied(new.words[max(0, i - 3):i]):
+            before = new.words[max(0, i - 3):i]
+            if lang.stem(w) == "hir" and not _passive(new.words[:i]) or still_holds.denied(before):
                 continue
             tokens = TOKEN.findall(new.text)
             after = tokens[i + 1:i + 5]
@@ -649,20 +538,6 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
                          and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS
                          and base(t) == t.lower() and base(t) != new.subject), "")  # no possessive
     return ""
-
-
-# "decided against moving", "instead of joining": the change named is the one not made.
-_DENYING = lang.NEGATIONS | {"against", "instead"}
-
-
-_SUBJECTS = frozenset("user i we they he she".split())
-
-
-def _denied(before: list[str]) -> bool:
-    """The change verb after `before` is denied: "is not moving", "never moved", "haven't moved ... yet",
-    "decided against moving" — what holds still holds; not "can't believe User moved" (a subject between)."""
-    last = max((i for i, w in enumerate(before) if w in _SUBJECTS), default=-1)
-    return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before[last + 1:])
 
 
 def _passive(before: list[str]) -> bool:
@@ -685,11 +560,6 @@ def _an_outing(rest: list[str]) -> bool:
 
 def _show(statement: Statement, stems: list[str]) -> str:
     return " ".join(statement.shown.get(w, w) for w in stems)
-
-
-def _closest_clause(new: Statement, old: Statement) -> Statement:
-    """The clause of `new` that shares most with `old` (its polarity is the one that counts)."""
-    return max(new.clauses(), key=lambda c: len(c.content & old.content))
 
 
 def _other_value(new: Statement, old: Statement) -> bool:
@@ -726,8 +596,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = None  # it happened: a later change of state ends nothing of it
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
-            if relation is not None and relation.action in _CHANGES and _planned(event_time, observed_at, n.memory) \
-                    and not _made_any(new):
+            if relation is not None and relation.action in _CHANGES \
+                    and still_holds.planned(event_time, observed_at, n.memory) and not still_holds.made_any(new):
                 relation = None  # "is moving to Dallas next month": where User lives holds until then
         if relation is not None:
             found.append((relation, n))
@@ -751,22 +621,6 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     relation = closed[0][0]
     return Decision(relation.action, tuple(n.memory for _, n in closed), relation.confidence, relation.reason,
                     evidence=relation.evidence)
-
-
-# A change or an end already made, in its past form ("moved", "joined", "sold", "left", "got promoted").
-_PAST_CUES = frozenset(w for w in lang.CHANGE_CUES | lang.STOP_CUES if w.endswith("ed")) | {"sold", "left", "became"}
-
-
-def _made_any(said: Statement) -> bool:
-    """A change already made, in any clause: its time said ("next week") is another clause's ("joined Stripe in
-    January and flies to Dublin next week for onboarding"), not the change's."""
-    return not _PAST_CUES.isdisjoint(said.words)
-
-
-def _planned(event_time: datetime | None, said_at: datetime | None, memory: Memory) -> bool:
-    """A statement of what will happen (its time after it was said) changes no standing memory — one said of no
-    time ("lives in Houston") — until then; a memory of a time (an appointment) it may move."""
-    return event_time is not None and said_at is not None and event_time > said_at and memory.event_time is None
 
 
 def _holds_more(old: Statement, new: Statement) -> bool:

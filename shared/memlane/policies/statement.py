@@ -249,6 +249,11 @@ class Statement:
         return [statement(p) for p in parts] if len(parts) > 1 else [self]
 
 
+def closest_clause(new: Statement, old: Statement) -> Statement:
+    """The clause of `new` that shares most with `old` (its polarity is the one that counts)."""
+    return max(new.clauses(), key=lambda c: len(c.content & old.content))
+
+
 @lru_cache(maxsize=4096)
 def statement(text: str) -> Statement:
     """`Statement(text)`, read once: a dream compares each memory with several others."""

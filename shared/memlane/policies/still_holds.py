@@ -1,0 +1,162 @@
+"""What only looks like a change (write-time consolidation, policies/consolidation.py): readings under which a
+statement that would otherwise replace or end a memory leaves it holding — a change denied, one the speaker ought to
+make, one made to a setting of the thing remembered, a value said to go on, what held once, a plan for later, two
+facts of one holder or one date. Each was a trial's wrong closure; each is narrowed where a regression trial found it
+swallowing a real change (docs/benchmarks.md §5, session 27)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from ..domain import language as lang
+from ..domain.models import Memory
+from .statement import PEOPLE_STEMS, TOKEN, Statement, base, closest_clause
+
+
+# "decided against moving", "instead of joining": the change named is the one not made.
+_DENYING = lang.NEGATIONS | {"against", "instead"}
+_SUBJECTS = frozenset("user i we they he she".split())
+
+
+def denied(before: list[str]) -> bool:
+    """The change verb after `before` is denied: "is not moving", "never moved", "haven't moved ... yet",
+    "decided against moving" — what holds still holds; not "can't believe User moved" (a subject between)."""
+    last = max((i for i, w in enumerate(before) if w in _SUBJECTS), default=-1)
+    return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before[last + 1:])
+
+
+_SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded".split())
+_DETERMINERS = frozenset("my our the their his her its".split())
+
+
+def setting_of(clause: Statement, old: Statement) -> bool:
+    """"switched User's Gmail to the dark theme", "changed User's Chase card to autopay": the change is made to a
+    thing `old` names, to a setting (no name after "to"), so the thing stays; "switched User's Gmail to Outlook"
+    and "switched from Gmail to Outlook" replace it."""
+    raw = TOKEN.findall(clause.text)
+    at = next((i for i, w in enumerate(raw) if w.lower() in _SETTING_VERBS), None)
+    if at is None or "to" not in (w.lower() for w in raw[at + 1:]):
+        return False
+    to = next(i for i in range(at + 1, len(raw)) if raw[i].lower() == "to")
+    thing = [w for w in raw[at + 1:to] if w.lower() not in _DETERMINERS and base(w) != clause.subject]
+    named = {lang.stem(base(w)) for w in thing if w[:1].isupper() and base(w) in old.words}
+    # not when the memory is about that thing's own setting ("User's Netflix plan is the basic one")
+    return bool(named) and old.owner not in named and not any(w[:1].isupper() for w in raw[to + 1:])
+
+
+# Change cues that are verbs: a negation before one denies the change ("not in Denver anymore" says one).
+_CUE_VERBS = lang.CHANGE_CUES - lang.WEAK_CUES - frozenset("anymore instead".split()) | {"moving"}
+
+
+def cue_denied(clause: Statement) -> bool:
+    """Each change cue of `clause` is a verb with a negation just before it, and no phrase says a change ("New" of
+    "New York" is a name, no cue)."""
+    words, raw = clause.words, clause._raw
+    cues = [i for i, w in enumerate(words) if w in lang.CHANGE_CUES and not (i and raw[i][:1].isupper())]
+    return bool(cues) and not lang.has_phrase(clause.text, lang.CHANGE_PHRASES) and all(
+        words[i] in _CUE_VERBS and denied(words[max(0, i - 3):i]) for i in cues)
+
+
+# "still at Mount Sinai", "staying at Comcast", "remains with Chase": what the name after them holds goes on.
+_GOES_ON = frozenset("still stay stays staying stayed remain remains remaining remained".split())
+_AT = frozenset("at with in on for".split())
+_BE = frozenset("am is are was were be been being 's 'm 're ’s ’m ’re".split())
+
+
+def goes_on(new: Statement, old: Statement) -> bool:
+    """A clause of `new` says that what `old` holds goes on — "still" (or "staying", "remains") at every name and
+    number the memory holds ("didn't take the Verizon offer, User is staying at Comcast"; "quit the night shifts
+    but User is still at Mount Sinai") — with the same polarity, and no other clause says anything of the memory's:
+    the memory holds. Not "still loves Austin, but moved to Dallas" (still what?), "still with Stripe, relocated to
+    the London office" of "works at Stripe in Dublin" (not all it holds), "still at Atlassian, got promoted to senior
+    developer" of "junior developer at Atlassian" (another clause of the same holder changes it: "User's sister moved
+    to Dallas" is hers), nor "still doesn't eat meat"."""
+    held = {base(w) for w in TOKEN.findall(old.text)[1:] if w[:1].isupper() and base(w) != old.subject} | old.values
+    if not held:
+        return False
+    clauses = new.clauses()
+    for c in clauses:
+        if c.negated != old.negated or not held <= {base(w) for w in TOKEN.findall(c.text)}:
+            continue
+        others_say = any(o is not c and o.owner == old.owner and o.content & old.content for o in clauses)
+        if not others_say and _still_at_a_name(TOKEN.findall(c.text), {lang.stem(w) for w in old.words}):
+            return True
+    return False
+
+
+def _still_at_a_name(raw: list[str], old_stems: set[str]) -> bool:
+    """"still at Mount Sinai", "is staying with Chase", "still works at Google" (the memory's own verb between)."""
+    for i, w in enumerate(raw):
+        if w.lower() not in _GOES_ON:
+            continue
+        j = i + 1
+        between = raw[j].lower() if j < len(raw) else ""
+        if between not in _AT and (between in _BE or lang.stem(between) in old_stems):
+            j += 1
+        if j + 1 < len(raw) and raw[j].lower() in _AT and raw[j + 1][:1].isupper():
+            return True
+    return False
+
+
+# "should", "ought to": what the speaker thinks right, not what is — in the clause that would say the change ("I
+# really should quit Walmart"), not beside one made ("sold the Civic, User should get winter tires for the RAV4").
+_OUGHT = re.compile(r"\b(?:should|ought to)\b", re.I)
+
+
+def ought(new: Statement, old: Statement) -> bool:
+    """"should" or "ought to" in a clause of the change: the closest to the memory, or one with a change cue."""
+    closest = closest_clause(new, old)
+    return any(_OUGHT.search(c.text) for c in new.clauses()
+               if c is closest or c.reported_change or c.moves or c.stops)
+
+
+_WHEN = frozenset({*lang.MONTHS, *lang.WEEKDAYS} | {lang.stem(w) for w in (*lang.MONTHS, *lang.WEEKDAYS)})
+
+
+def only_when(relation_words: list[str]) -> bool:
+    """The words two statements share are a date ("... dentist appointment on January 20, 2026" / "a meeting ... on
+    December 30, 2026"): the same year is no relation (a dream closed the appointment by the meeting)."""
+    return all(any(map(str.isdigit, w)) or w in _WHEN for w in relation_words)
+
+
+def only_whose(relation_words: list[str], old: Statement) -> bool:
+    """The words two statements share say only whose fact it is — a person or an animal of the subject's, or one
+    named ("User's son Eli", "User's dog Rufus") — no relation: another value is then only a number said of the holder
+    alone ("is 11" / "is 12"). "User's apartment is in Queens" of "... in Brooklyn" names an attribute, not a holder."""
+    if not (old.holder_name or old.owner in PEOPLE_STEMS):
+        return False
+    holder = {old.subject, old.owner, lang.stem(old.holder_name)}
+    return all(w in holder for w in relation_words)
+
+
+def told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
+    """The relation's verb is in the past where the memory's is in the present ("worked" / "works"): what held
+    once, which says nothing of what holds now — unless in the present perfect ("has worked at Nvidia since
+    March": what holds)."""
+    raw = frame._raw
+    for w in relation_words:
+        said = frame.shown.get(w, "")
+        if not said.endswith("ed") or old.shown.get(w, "ed")[-2:] == "ed":
+            continue
+        at = raw.index(said) if said in raw else 0
+        before = raw[at - 1].lower() if at else ""
+        if before not in ("has", "have") and not before.endswith(("'ve", "’ve")):
+            return True
+    return False
+
+
+# A change or an end already made, in its past form ("moved", "joined", "sold", "left", "got promoted").
+_PAST_CUES = frozenset(w for w in lang.CHANGE_CUES | lang.STOP_CUES if w.endswith("ed")) | {"sold", "left", "became"}
+
+
+def made_any(said: Statement) -> bool:
+    """A change already made, in any clause: its time said ("next week") is another clause's ("joined Stripe in
+    January and flies to Dublin next week for onboarding"), not the change's."""
+    return not _PAST_CUES.isdisjoint(said.words)
+
+
+def planned(event_time: datetime | None, said_at: datetime | None, memory: Memory) -> bool:
+    """A statement of what will happen (its time after it was said) changes no standing memory — one said of no
+    time ("lives in Houston") — until then; a memory of a time (an appointment) it may move."""
+    return event_time is not None and said_at is not None and event_time > said_at and memory.event_time is None
