@@ -11,9 +11,9 @@ from memlane.policies.consolidation import Neighbour, Statement, decide, newer_f
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
-# The knowledge-update histories in tests/data: the bench's, and three trials' of their own (sessions 18 and 27).
+# The knowledge-update histories in tests/data: the bench's, and four trials' of their own (sessions 18 and 27).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
-               "knowledge_updates_trial3.jsonl")
+               "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -873,8 +873,12 @@ def test_an_end_is_read_up_to_when_or_why_it_ended():
     ("User's niece Clara studies law in Madrid.", "User's niece Clara is afraid of spiders.", ExtractAction.ADD),
     ("User's cat Pixel is very shy.", "User's cat Pixel sleeps on the radiator.", ExtractAction.ADD),
     ("User's son is 9.", "User's son loves chess.", ExtractAction.ADD),
-    # a number said of the holder alone is still its value; an attribute is no holder
+    # a number said of the holder alone is still its value, a number of another measure is not; what happened to the
+    # holder since (a verb in the past, a cue) is a change (a regression trial's); an attribute is no holder
     ("User's son Leo is 9.", "User's son Leo is 10.", ExtractAction.UPDATE),
+    ("User's dog Biscuit weighs 20 pounds.", "User's dog Biscuit is 4 years old.", ExtractAction.ADD),
+    ("User's nephew Tom is a high-school student.", "User's nephew Tom graduated in June.", ExtractAction.UPDATE),
+    ("User's niece Clara waits tables.", "User's niece Clara is a paralegal now.", ExtractAction.UPDATE),
     ("User's laptop is a ThinkPad.", "User's laptop is a MacBook.", ExtractAction.UPDATE),
     # A dream trial: a safe_auto dream closed a dentist appointment by a meeting with the manager, their "relation"
     # the year both are in; a date shared is no relation either.

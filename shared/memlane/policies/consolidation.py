@@ -404,7 +404,7 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     a, b = (_value(span) for span in al.replaced[0])
     if _CLAUSE_MARKS.intersection(a + b):
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
-    if still_holds.only_whose(relation_words, old) and not (_numeric(a) and _numeric(b)):
+    if still_holds.only_whose(relation_words, old) and not still_holds.says_a_change(frame, old, a, b):
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"

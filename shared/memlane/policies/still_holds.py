@@ -130,6 +130,16 @@ def only_whose(relation_words: list[str], old: Statement) -> bool:
     return all(w in holder for w in relation_words)
 
 
+def says_a_change(frame: Statement, old: Statement, a: list[str], b: list[str]) -> bool:
+    """Of two statements of one holder (`only_whose`), the newer says a change of the older's value, not a fact of
+    its own: a number for a number ("Leo is 9" / "is 10": not "Max weighs 30 pounds" / "is 6 years old"), a change
+    cue ("is a paralegal now", "eats meat again"), or a verb in the past the memory does not say ("married Luis",
+    "enrolled at Riverside Academy", "graduated": what happened to the holder since) — a regression trial's."""
+    if a and b and all(any(map(str.isdigit, w)) for w in a + b):
+        return True
+    return frame.change or any(w.endswith("ed") and w not in old.words for w in frame.words)
+
+
 def told_in_past(frame: Statement, old: Statement, relation_words: list[str]) -> bool:
     """The relation's verb is in the past where the memory's is in the present ("worked" / "works"): what held
     once, which says nothing of what holds now — unless in the present perfect ("has worked at Nvidia since
