@@ -506,7 +506,8 @@ def test_an_open_item_of_a_turn_the_card_shows_is_not_shown_again(deps, store, m
     item = "2026-01-01 Priya: I want to find a pottery class for Anjali."
     summary = ThreadSummary(scope=Scope(**OLD), created_at=now, updated_at=now, open_items=[item],
                             cited={item: [first[2].message_id]})
-    monkeypatch.setattr(context, "get_summary", lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
+    monkeypatch.setattr(context, "get_summary",
+                        lambda deps, store, scope: summary if scope.run_id == "thread-1" else None)
 
     shown = card(deps, store, thread_id="thread-1", query="pottery class", recent_messages=3)
     assert first[2].message_id in {e.key for e in shown.kept["recent"]}

@@ -846,7 +846,8 @@ def test_a_plan_for_a_time_ahead_closes_no_standing_memory_but_moves_one_of_a_ti
     home = memory("User lives in Sparks.")
     assert decide("User is moving to Reno next month.", [Neighbour(home, 0.7)], duplicate_similarity=0.95,
                   observed_at=said, event_time=said + timedelta(days=30)).action == ExtractAction.ADD
-    visit = memory("User's dentist appointment is on May 3.").model_copy(update={"event_time": T0 + timedelta(days=122)})
+    visit = memory("User's dentist appointment is on May 3.").model_copy(
+        update={"event_time": T0 + timedelta(days=122)})
     assert decide("User's dentist appointment moved to May 10.", [Neighbour(visit, 0.8)], duplicate_similarity=0.95,
                   observed_at=said, event_time=T0 + timedelta(days=129)).action == ExtractAction.UPDATE
     # the time said is another clause's, beside a change made (a regression trial: the first reading took it for a

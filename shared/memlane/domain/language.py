@@ -339,9 +339,9 @@ def past_frame(text: str) -> bool:
 # Said of a bounded stretch of the present ("driving a rental this week", "for now", "while the Accord is in the
 # shop"): a stand-in, after which what held holds again. Not "from this week" (a change that starts then).
 _FOR_NOW = re.compile(
-    r"\b(?:(?<!from )(?<!starting )(?<!since )(?<!as of )this (?:week|weekend)|for now|for the time being|temporarily|for (?:the|a|a few|a couple of|two|three) "
-    r"(?:days?|weeks?|weekend|nights?)|while .{0,40}\b(?:in the shop|being (?:fixed|repaired))"
-    r"|until .{0,30}\b(?:fixed|repaired|back)\b)", re.I)
+    r"\b(?:(?<!from )(?<!starting )(?<!since )(?<!as of )this (?:week|weekend)|for now|for the time being|temporarily"
+    r"|for (?:the|a|a few|a couple of|two|three) (?:days?|weeks?|weekend|nights?)"
+    r"|while .{0,40}\b(?:in the shop|being (?:fixed|repaired))|until .{0,30}\b(?:fixed|repaired|back)\b)", re.I)
 
 
 def for_now(text: str) -> bool:

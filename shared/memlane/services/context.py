@@ -360,8 +360,8 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
     """The thread summary's open items (each citing its messages, but not one its sentences say already), and
     the tenant's plans relevant to the turn that are still ahead (or undated), but not one an open item already
     says (drawn from the messages it cites, naming most of what it names) — and neither an item nor a plan drawn
-    only from turns the card shows (a trial's card said "will visit my mother in Seville" twice). A plan from search is worth its
-    rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
+    only from turns the card shows (a trial's card said "will visit my mother in Seville" twice). A plan from search
+    is worth its rank like a memory: valued flat, a plan search ranked 80th went in before the memory it ranked 15th."""
     # `said`: the summary's sentences the card shows (an item one of them says is in its section already);
     # `shown`: the ids of the recent turns it shows.
     items = [(item, summary.cited.get(item, [])) for item in (summary.open_items if summary else [])]

@@ -16,8 +16,8 @@ def routes(deps: Deps, gate: Gate) -> Router:
     router = Router()
 
     @router.get("/v1/stores/<store>/threads/<thread_id>/summary", tags=["summaries"],
-                summary="A thread's rolling summary, with its coverage and age (404 summary_not_found before the first, "
-                        "thread_not_found when there is no such thread)")
+                summary="A thread's rolling summary, with its coverage and age (404 summary_not_found before the "
+                        "first, thread_not_found when there is no such thread)")
     def get_summary(store: str, thread_id: str, app_id: IdParam = None, tenant_id: IdParam = None,
                     agent_id: IdParam = None) -> SummaryOut:
         d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id or DEFAULT, run_id=thread_id)
