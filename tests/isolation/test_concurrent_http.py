@@ -318,3 +318,59 @@ def test_concurrent_tenants_deleting_by_encoded_ids_each_get_one_answered_audit_
         deleted = sorted(r["target_id"] for r in rows if r["operation"] == "DELETE /v1/stores/{store}/memories/{id}"
                          and r["tenant_id"] == t and r["principal"] == f"{t}-app" and r["status"] == 200)
         assert deleted == sorted(ids[t])
+
+
+def test_concurrent_tenants_deleting_one_thread_id_without_an_agent_each_delete_their_own(keyed_server):
+    """This session's request handling under concurrent tenants: a run deleted without naming its agent is the
+    thread of the agent that claimed the id in the caller's tenant (404 once it is gone), and a message dated
+    more than a day ahead is refused — four tenants using one thread id at once, each deletes its own thread only."""
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("demo")
+    for t in TENANTS:
+        for agent in ("planner", "booker"):
+            clients[t].add("demo", {"app_id": "travel", "tenant_id": t, "agent_id": agent, "run_id": f"t-{agent}"},
+                           messages=[{"role": "user", "content": f"{t} plans a trip with {agent}"}])
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS))
+
+    def tenant(t: str) -> None:
+        try:
+            deletes(t)
+        except Exception as e:  # noqa: BLE001 — a thread's error is a finding, not a silent exit
+            problems.append(f"{t}: {e!r}")
+
+    def deletes(t: str) -> None:
+        client, scope = clients[t], {"app_id": "travel", "tenant_id": t}
+        start.wait()
+        try:
+            client.add("demo", {**scope, "agent_id": "planner", "run_id": "t-planner"},
+                       messages=[{"role": "user", "content": "later", "created_at": "2099-01-01T00:00:00Z"}])
+            problems.append(f"{t}: a message dated 2099 was accepted")
+        except ApiError as e:
+            if e.status != 400:
+                problems.append(f"{t}: {e.status} for a message dated 2099")
+        try:
+            deleted = client._call("DELETE", "/v1/stores/demo/runs/t-planner", query=scope)
+        except ApiError as e:
+            problems.append(f"{t}: {e.status} {e.code} for the delete without agent")
+            return
+        if deleted["messages"] != 1:
+            problems.append(f"{t} deleted {deleted['messages']} messages of t-planner")
+        try:
+            client._call("DELETE", "/v1/stores/demo/runs/t-planner", query=scope)
+            problems.append(f"{t}: a second delete without agent answered 200")
+        except ApiError as e:
+            if (e.status, e.code) != (404, "thread_not_found"):
+                problems.append(f"{t}: {e.status} {e.code} for the second delete")
+
+    threads = [threading.Thread(target=tenant, args=(t,)) for t in TENANTS]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert problems == []
+    for t in TENANTS:  # each tenant's other thread is whole
+        kept = clients[t]._call("GET", "/v1/stores/demo/threads/t-booker",
+                                query={"app_id": "travel", "tenant_id": t})
+        assert kept["message_count"] == 1 and kept["scope"]["agent_id"] == "booker"
