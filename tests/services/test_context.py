@@ -260,6 +260,24 @@ def test_the_next_card_of_a_thread_does_not_count_the_same_lines_again(deps, sto
     assert not [t for t in counting.texts if t.startswith("- ") or t.startswith("## ")]
 
 
+def test_a_line_another_tenants_card_counted_is_counted_again(deps, store, monkeypatch) -> None:
+    """A count remembered across tenants made a card whose lines another tenant's card had held build faster: the
+    time of a card would tell a tenant what another's thread says. Each tenant's counts are its own."""
+    counting = CountingTokenizer()
+    monkeypatch.setattr(deps, "tokenizer", counting)
+    said = "My PIN for the clinic portal is 4417."
+    for tenant in ("priya", "mallory"):
+        ingest.add(deps, store, scope={**NEW, "tenant_id": tenant, "run_id": "shared-words"},
+                   messages=[{"role": "user", "content": said}])
+    line = next(e.text for e in card(deps, store, thread_id="shared-words").kept["recent"] if said in e.text)
+    assert f"- {line}" in counting.texts  # the line alone, as the packer counts it
+    counting.texts.clear()
+
+    theirs = context.build(deps, store, app_id=APP, tenant_id="mallory", thread_id="shared-words")
+
+    assert line in [e.text for e in theirs.kept["recent"]] and f"- {line}" in counting.texts
+
+
 def _similar(i: int, text: str, similarity: float, evidence: list[str] | None = None) -> "context.search.SearchHit":
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     memory = Memory(memory_id=f"sim-{i:03d}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now,

@@ -48,7 +48,7 @@ PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 # (LoCoMo prompt recall at 1,500 tokens 0.742 vs 0.871 for the same search's results in rank order).
 RANK_DECAY = 0.93
 RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
-# Token counts of card lines kept between builds (per tokenizer, least recently used out): a thread's next
+# Token counts of card lines kept between builds (per tokenizer and tenant, least recently used out): a thread's next
 # card re-packs mostly the same memories and turns, and counting them again was a third of a build.
 # A whole rendered card is longer than LINE_CHARS and is counted afresh.
 LINE_COUNTS, LINE_CHARS = 50_000, 2_000
@@ -158,8 +158,8 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
         hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
         return _packed(parts, _recalled(wanted, summary, ahead, hits, recent, plan), budget_tokens,
-                       _counts(deps.tokenizer))
-    return pack(parts, budget_tokens, _counts(deps.tokenizer))
+                       _counts(deps.tokenizer, store, scope))
+    return pack(parts, budget_tokens, _counts(deps.tokenizer, store, scope))
 
 
 Said = list[tuple[str, Entry]]  # (section, entry) of the turns and summary sentences a card is trusted to show
@@ -392,41 +392,57 @@ def _dated(text: str, when: object) -> str:
 
 
 class _LineCounts:
-    """A tokenizer that remembers the counts of the lines it has counted (a pure function of the text)."""
+    """A tokenizer that remembers the counts of the lines it has counted (a pure function of the text), each
+    tenant's apart: a line another tenant's card counted is counted again, so how fast a card is built tells no
+    tenant what another's cards held."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
-        self.name = tokenizer.name
         self._tokenizer = tokenizer
-        self._known: OrderedDict[str, int] = OrderedDict()
+        self._known: OrderedDict[tuple[tuple[str, ...], str], int] = OrderedDict()
         self._lock = threading.Lock()
+
+    def of(self, owner: tuple[str, ...]) -> _OwnCounts:
+        return _OwnCounts(self, owner)
+
+    def count_many(self, owner: tuple[str, ...], texts: Sequence[str]) -> list[int]:
+        keys = [(owner, t) for t in texts]
+        with self._lock:
+            known = {k: self._known[k] for k in keys if k in self._known}
+            for k in known:
+                self._known.move_to_end(k)
+        missing = list(dict.fromkeys(k for k in keys if k not in known))
+        if missing:
+            fresh = dict(zip(missing, self._tokenizer.count_many([t for _, t in missing])))
+            known.update(fresh)
+            with self._lock:
+                self._known.update((k, n) for k, n in fresh.items() if len(k[1]) <= LINE_CHARS)
+                while len(self._known) > LINE_COUNTS:
+                    self._known.popitem(last=False)
+        return [known[k] for k in keys]
+
+
+class _OwnCounts:
+    """One tenant's counts (a `Tokenizer` for the packer)."""
+
+    def __init__(self, lines: _LineCounts, owner: tuple[str, ...]) -> None:
+        self.name, self._lines, self._owner = lines._tokenizer.name, lines, owner
 
     def count(self, text: str) -> int:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        with self._lock:
-            known = {t: self._known[t] for t in texts if t in self._known}
-            for t in known:
-                self._known.move_to_end(t)
-        missing = list(dict.fromkeys(t for t in texts if t not in known))
-        if missing:
-            fresh = dict(zip(missing, self._tokenizer.count_many(missing)))
-            known.update(fresh)
-            with self._lock:
-                self._known.update((t, n) for t, n in fresh.items() if len(t) <= LINE_CHARS)
-                while len(self._known) > LINE_COUNTS:
-                    self._known.popitem(last=False)
-        return [known[t] for t in texts]
+        return self._lines.count_many(self._owner, texts)
 
 
 _CACHES: weakref.WeakKeyDictionary[Tokenizer, _LineCounts] = weakref.WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
 
 
-def _counts(tokenizer: Tokenizer) -> _LineCounts:
-    """The line-count cache of this tokenizer (one per tokenizer object: a count is only true for its vocabulary)."""
+def _counts(tokenizer: Tokenizer, store: str, scope: Scope) -> _OwnCounts:
+    """The tenant's line counts of this tokenizer (one cache per tokenizer object: a count is only true for its
+    vocabulary)."""
     with _CACHES_LOCK:
         found = _CACHES.get(tokenizer)
         if found is None:
             found = _CACHES[tokenizer] = _LineCounts(tokenizer)
-        return found
+        return found.of((store, scope.app_id, scope.tenant_id))
