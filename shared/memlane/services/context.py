@@ -11,6 +11,7 @@ Reads only: a card writes nothing, so building one twice gives the same text for
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 from collections import OrderedDict
@@ -49,9 +50,9 @@ PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 RANK_DECAY = 0.93
 RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
 # Token counts of card lines kept between builds (per tokenizer and tenant, least recently used out): a thread's next
-# card re-packs mostly the same memories and turns, and counting them again was a third of a build.
-# A whole rendered card is longer than LINE_CHARS and is counted afresh.
-LINE_COUNTS, LINE_CHARS = 50_000, 2_000
+# card re-packs mostly the same memories and turns, and counting them again was a third of a build (a card of
+# 50 turns of 32,000 characters, ~0.5 s each time).
+LINE_COUNTS = 50_000
 
 
 @dataclass(frozen=True)
@@ -398,24 +399,25 @@ class _LineCounts:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._tokenizer = tokenizer
-        self._known: OrderedDict[tuple[tuple[str, ...], str], int] = OrderedDict()
+        self._known: OrderedDict[tuple[tuple[str, ...], bytes], int] = OrderedDict()
         self._lock = threading.Lock()
 
     def of(self, owner: tuple[str, ...]) -> _OwnCounts:
         return _OwnCounts(self, owner)
 
     def count_many(self, owner: tuple[str, ...], texts: Sequence[str]) -> list[int]:
-        keys = [(owner, t) for t in texts]
+        # A line's key is its digest: a turn of 32,000 characters costs 16 bytes to remember, not its text.
+        keys = [(owner, hashlib.blake2b(t.encode(), digest_size=16).digest()) for t in texts]
         with self._lock:
             known = {k: self._known[k] for k in keys if k in self._known}
             for k in known:
                 self._known.move_to_end(k)
-        missing = list(dict.fromkeys(k for k in keys if k not in known))
+        missing = {k: t for k, t in zip(keys, texts) if k not in known}
         if missing:
-            fresh = dict(zip(missing, self._tokenizer.count_many([t for _, t in missing])))
+            fresh = dict(zip(missing, self._tokenizer.count_many(list(missing.values()))))
             known.update(fresh)
             with self._lock:
-                self._known.update((k, n) for k, n in fresh.items() if len(k[1]) <= LINE_CHARS)
+                self._known.update(fresh)
                 while len(self._known) > LINE_COUNTS:
                     self._known.popitem(last=False)
         return [known[k] for k in keys]
