@@ -7,6 +7,8 @@ from typing import Literal, Mapping
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from .domain import limits
+
 
 class Misconfigured(RuntimeError):
     """The settings cannot run this command (a value that is not valid, a separate worker without a shared
@@ -95,7 +97,7 @@ class Settings(BaseModel):
 
     # Who may call: "auto" = IAM identity on AWS; locally API keys once one exists, else loopback only
     auth: Literal["auto", "none", "api_key", "iam"] = "auto"
-    audit_retention_days: int = Field(default=30, ge=1, le=3650)
+    audit_retention_days: int = Field(default=30, ge=1, le=limits.MAX_AUDIT_RETENTION_DAYS)
 
     # Local server
     host: str = "127.0.0.1"

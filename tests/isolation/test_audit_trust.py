@@ -367,6 +367,29 @@ def test_audit_rows_past_their_retention_are_neither_listed_nor_kept_by_the_loca
     assert audit.expire(deps) == 0
 
 
+def test_a_deleted_stores_audit_rows_expire_too(world, service, monkeypatch):
+    """The local table's expiry read the logs of the stores in the catalog and the global one: a deleted store's
+    rows (its tenants, principals and thread ids) were kept past their retention for ever."""
+    from memlane.repository import RETIRED_LOGS_PK
+    from memlane.services import audit
+
+    api, deps, keys, _ = world
+    assert call(api, "POST", "/v1/stores/demo/search", {"query": "where", "scope": {"app_id": "travel",
+                                                                                 "tenant_id": "alice"}},
+                keys["alice"])[0] == 200
+    assert call(api, "DELETE", "/v1/stores/demo", key=keys["admin"])[0] in (200, 202, 204)
+    service.drain()
+    assert deps.table.query("demo#~audit", limit=1).items  # kept for its retention
+    assert audit.expire(deps) == 0 and deps.table.query(RETIRED_LOGS_PK, limit=10).items
+    later = deps.clock.now() + timedelta(days=31)  # past the default 30-day retention
+    monkeypatch.setattr(deps.clock, "now", lambda: later)
+
+    assert audit.expire(deps) > 0
+
+    assert deps.table.query("demo#~audit", limit=1).items == []
+    assert deps.table.query(RETIRED_LOGS_PK, limit=10).items == []  # nothing left to expire: its record goes too
+
+
 def test_a_store_created_again_has_an_empty_log_and_its_deletion_is_in_the_global_one(world, service):
     """The same trial: a deleted store's log could not be read (404), not even who deleted it, and a store created
     again under the name listed the old store's rows (its tenants, its thread ids)."""

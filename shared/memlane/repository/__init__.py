@@ -16,6 +16,7 @@ Partitions (pk) and sort keys (sk):
     <store>#~audit                <time>#<request_id>             the audit log (expires_at = TTL)
     ~erasures                     <erasure_id>                    tenant erasure tasks
     ~stores-purging               <store>                         deleted stores whose items are being purged
+    ~audit-retired                <store>                         deleted stores whose audit logs are kept (expiry)
     <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
     <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
     <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>#<id>      dream actions, in proposal order (with undo records)
@@ -40,10 +41,11 @@ from .open_tasks import OpenTaskRecords
 from .profiles import ProfileRecords
 from .threads import ThreadRecords
 from .summaries import SummaryRecords
-from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, STORES_PK, TTL_ATTRIBUTE, activity_pk, dream_pk,
-                   message_sk, requests_pk, tenant_pk)
+from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, RETIRED_LOGS_PK, STORES_PK, TTL_ATTRIBUTE,
+                   activity_pk, dream_pk, message_sk, requests_pk, tenant_pk)
 
-__all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK", "STORES_PK", "TTL_ATTRIBUTE",
+__all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK", "RETIRED_LOGS_PK", "STORES_PK",
+           "TTL_ATTRIBUTE",
            "activity_pk", "dream_pk", "message_sk", "requests_pk", "tenant_pk"]
 
 

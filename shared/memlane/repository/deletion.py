@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
 from ..domain.errors import NotFound
+from ..domain.limits import MAX_AUDIT_RETENTION_DAYS
 from ..domain.models import Erasure
 from ..ports import Delete, Put, Table
-from .keys import ERASURES_PK, PURGING_PK, TTL_ATTRIBUTE, tenant_pk, requests_pk, activity_pk, dream_pk, open_pk
+from .keys import (ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk, dream_pk, open_pk, requests_pk,
+                   tenant_pk)
 from .keys import _dump
 
 
@@ -28,6 +30,25 @@ class DeletionRecords:
             yield from ((i["sk"], i) for i in page.items)
             if not (cursor := page.cursor):
                 return
+
+    def retired_log_put(self, store: str, at: datetime) -> Put:
+        """A deleted store's audit log, kept for its retention: the name the local table's expiry finds it by once
+        the store is out of the catalog (DynamoDB's TTL needs none; this item goes after the longest retention)."""
+        return Put({"pk": RETIRED_LOGS_PK, "sk": store, "since": at.isoformat(),
+                    TTL_ATTRIBUTE: int((at + timedelta(days=MAX_AUDIT_RETENTION_DAYS + 1)).timestamp())})
+
+    def retired_logs(self) -> Iterator[str]:
+        cursor = None
+        while True:
+            page = self.table.query(RETIRED_LOGS_PK, limit=500, cursor=cursor)
+            yield from (i["sk"] for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
+    def log_expired(self, store: str) -> None:
+        """The deleted store's log holds no row any more: nothing of it is left to expire."""
+        if not self.table.query(f"{store}#~audit", limit=1).items:
+            self.table.delete(RETIRED_LOGS_PK, store)
 
     def purge_requeued(self, store: str, at: datetime) -> None:
         item = self.table.get(PURGING_PK, store)

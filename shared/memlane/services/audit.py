@@ -46,12 +46,16 @@ def list_(deps: Deps, store: str, *, limit: int, cursor: str | None, since: date
 
 
 def expire(deps: Deps) -> int:
-    """Delete the audit rows past their retention in every store's log and the global one, for a table that does
-    not expire items itself (the local one; DynamoDB's TTL does it on AWS); how many."""
+    """Delete the audit rows past their retention in every store's log, a deleted store's and the global one, for a
+    table that does not expire items itself (the local one; DynamoDB's TTL does it on AWS); how many."""
     now, expired, cursor = int(deps.clock.now().timestamp()), 0, None
     while True:
         stores, cursor = deps.repo.list_stores(100, cursor)
         for name in [s.name for s in stores] + ([GLOBAL_STORE] if cursor is None else []):
             expired += deps.repo.expire_audit(name, now=now)
         if cursor is None:
-            return expired
+            break
+    for name in list(deps.repo.retired_logs()):
+        expired += deps.repo.expire_audit(name, now=now)
+        deps.repo.log_expired(name)
+    return expired

@@ -98,7 +98,9 @@ def delete(deps: Deps, name: str) -> None:
     with the record that keeps the name taken until the purge has finished (a crash after the commit leaves
     the job, which does all of this again; on SQS the sweeper sends it again)."""
     get(deps, name)
-    deps.queue.commit(deps.table, [deps.repo.purging_put(name, deps.clock.now())], purge_job(name))
+    now = deps.clock.now()
+    deps.queue.commit(deps.table, [deps.repo.purging_put(name, now), deps.repo.retired_log_put(name, now)],
+                      purge_job(name))
     retire(deps, name)
 
 
