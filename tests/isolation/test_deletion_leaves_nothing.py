@@ -233,6 +233,22 @@ def test_deleting_a_thread_leaves_no_trace_of_it(deps, call, data_dir):
     assert _files_holding_marker(data_dir) == []
 
 
+def test_deleting_the_only_thread_of_a_speaker_leaves_not_even_their_name_in_a_dream_action(deps, call, data_dir):
+    """A deletion trial: the profile a dream emitted lost the deleted statements in its action's copy, but kept its
+    subject — the speaker's name, read off those statements."""
+    name = "Zqxannika"
+    stores.create(deps, name="demo")
+    ingest.add(deps, "demo", scope=R1, sync=True, messages=[
+        {"role": "user", "name": name, "content": "I work at the harbour bakery.", "created_at": T0}])
+    _dream_and_apply_profile(call)
+    assert name in _everything(call)
+
+    assert call("DELETE", f"/v1/stores/demo/threads/r1?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
+
+    assert name not in _everything(call)
+    assert [p.name for p in data_dir.rglob("*") if p.is_file() and name.lower().encode() in p.read_bytes().lower()] == []
+
+
 def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir):
     # what the tenant stated of itself and of its agent goes too
     assert call("PUT", "/v1/stores/demo/profiles/alice", {"app_id": APP, "text": f"Ann's alias is {MARKER}."})[0] == 200

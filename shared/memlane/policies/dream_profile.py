@@ -253,5 +253,7 @@ def without(profile: Profile, memory_ids: set[str]) -> Profile:
     attributes = [e for e in profile.attributes if not _rests_on(e, memory_ids)]
     preferences = [e for e in profile.preferences if not _rests_on(e, memory_ids)]
     skills = [s for s in profile.skills if s.memory_id not in memory_ids]
-    return profile.model_copy(update={"attributes": attributes, "preferences": preferences, "skills": skills,
-                                      "summary": _summary(profile.subject, attributes, preferences)})
+    # The subject's name was read off the statements: with none of them left, it goes too.
+    subject = profile.subject if attributes or preferences else ""
+    return profile.model_copy(update={"subject": subject, "attributes": attributes, "preferences": preferences,
+                                      "skills": skills, "summary": _summary(subject, attributes, preferences)})
