@@ -140,6 +140,30 @@ def test_a_lost_purge_job_is_sent_again_by_the_sweeper(service, loaded, monkeypa
     assert stores.get(deps, "one") == made and messages.list_(deps, "one", scope=ALICE_R1, limit=10, cursor=None)[0]
 
 
+def test_a_lost_erasure_job_is_sent_again_by_the_sweeper(service, loaded, monkeypatch):
+    """An AWS-path trial: the erasure's record committed, its job's send failed (503 to the client), and the erasure
+    stayed PENDING for ever with the tenant's data all there — the sweeper re-sent tasks and purges only."""
+    from memlane.services import sweep
+
+    deps = loaded
+    monkeypatch.setattr(deps.queue, "commit", lambda table, writes, job, **kw: table.transact(writes))
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    monkeypatch.undo()
+    service.drain()
+    assert sweep.sweep(deps).requeued == 0  # within the deadline: the job may still be on its way
+    later = dataclasses.replace(deps, clock=_Later(deps.clock, deps.settings.task_deadline_seconds + 1))
+    assert sweep.sweep(later).requeued == 1
+    assert sweep.sweep(later).requeued == 0  # sent: it waits another deadline
+
+    service.drain()
+
+    assert deps.repo.get_erasure(erasure.erasure_id).status == TaskStatus.SUCCEEDED
+    assert deps.table.query(tenant_pk("one", "app", "alice"), limit=10).items == []
+    assert deps.table.query(tenant_pk("one", "app", "bob"), limit=10).items  # another tenant's stay
+    assert sweep.sweep(dataclasses.replace(deps, clock=_Later(deps.clock, 3 * deps.settings.task_deadline_seconds))
+                       ).requeued == 0  # done: never sent again
+
+
 def test_deleting_a_store_purges_its_items_and_frees_the_name_after(service, loaded):
     from memlane.domain.errors import Conflict, NotFound
     from memlane.repository import activity_pk

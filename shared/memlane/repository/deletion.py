@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Iterator, Sequence
 
-from ..domain.errors import NotFound
+from ..domain.errors import ConditionFailed, NotFound
 from ..domain.limits import MAX_AUDIT_RETENTION_DAYS
 from ..domain.models import Erasure
-from ..ports import Delete, Put, Table
+from ..ports import Delete, Put, Table, Update
 from .keys import (ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk, dream_pk, open_pk, requests_pk,
                    tenant_pk)
 from .keys import _dump
@@ -88,6 +88,26 @@ class DeletionRecords:
     def erasure_put(self, erasure: Erasure) -> Put:
         """The erasure item (a write the queue can commit with the erasure's job)."""
         return Put({"pk": ERASURES_PK, "sk": erasure.erasure_id, **_dump(erasure)})
+
+    def erasures(self) -> Iterator[Erasure]:
+        """Every erasure, oldest first (the records are kept: erasures are few)."""
+        cursor = None
+        while True:
+            page = self.table.query(ERASURES_PK, limit=500, cursor=cursor)
+            yield from (Erasure.model_validate(i) for i in page.items)
+            if not (cursor := page.cursor):
+                return
+
+    def erasure_resent(self, erasure: Erasure, at: datetime) -> bool:
+        """Mark `erasure` (as read) sent again at `at`; False if it changed since it was read (its job runs)."""
+        was = _dump(erasure)
+        try:
+            self.table.transact([Update(ERASURES_PK, erasure.erasure_id, {"updated_at": _dump(
+                erasure.model_copy(update={"updated_at": at}))["updated_at"]},
+                expect={"updated_at": was["updated_at"], "status": was["status"]})])
+        except ConditionFailed:
+            return False
+        return True
 
     def get_erasure(self, erasure_id: str) -> Erasure:
         item = self.table.get(ERASURES_PK, erasure_id)

@@ -190,10 +190,14 @@ def request_erasure(deps: Deps, *, app_id: Any, tenant_id: Any, principal: str) 
     erasure = Erasure(erasure_id=sortable_id(now), app_id=validate_id("app_id", app_id),
                       tenant_id=validate_id("tenant_id", tenant_id), principal=principal, created_at=now,
                       updated_at=now)
-    # The erasure and its job in one commit: a crash cannot leave it PENDING with no job behind it.
-    deps.queue.commit(deps.table, [deps.repo.erasure_put(erasure)],
-                      Job(kind="erase", store="~all", request_id=erasure.erasure_id))
+    # The erasure and its job in one commit (on SQS the job is sent after the record: a job lost in between is sent
+    # again by the sweeper, `sweep`).
+    deps.queue.commit(deps.table, [deps.repo.erasure_put(erasure)], erasure_job(erasure.erasure_id))
     return erasure
+
+
+def erasure_job(erasure_id: str) -> Job:
+    return Job(kind="erase", store="~all", request_id=erasure_id)
 
 
 def run_erasure(deps: Deps, erasure_id: str) -> Erasure:

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Task, TaskStatus
-from . import extract, jobs, message_index, stores
+from . import erase, extract, jobs, message_index, stores
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                 report.requeued += 1
         if cursor is None or report.checked >= limit:
             break
-    report.requeued += _requeue_purges(deps, now, deadline)
+    report.requeued += _requeue_purges(deps, now, deadline) + _requeue_erasures(deps, now, deadline)
     if report.requeued or report.failed:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
                     report.checked)
@@ -107,6 +107,20 @@ def _requeue_purges(deps: Deps, now: datetime, deadline: timedelta) -> int:
         deps.queue.enqueue(stores.purge_job(name))
         deps.repo.purge_requeued(name, now)
         sent += 1
+    return sent
+
+
+def _requeue_erasures(deps: Deps, now: datetime, deadline: timedelta) -> int:
+    """Send again the job of each erasure unfinished and untouched past the deadline (on SQS the job is sent after
+    the record commits: a crash in between lost it, and the tenant's data stayed). An erasure resumes where it
+    stopped, so a job sent twice does no harm; one given up on (FAILED) is redriven by hand."""
+    sent = 0
+    for erasure in deps.repo.erasures():
+        # Marked first, and only if its job has not touched it since it was read: sent, it waits another deadline.
+        if erasure.status in (TaskStatus.PENDING, TaskStatus.RUNNING) and now - erasure.updated_at >= deadline \
+                and deps.repo.erasure_resent(erasure, now):
+            deps.queue.enqueue(erase.erasure_job(erasure.erasure_id))
+            sent += 1
     return sent
 
 
