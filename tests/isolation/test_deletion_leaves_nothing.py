@@ -249,6 +249,33 @@ def test_deleting_the_only_thread_of_a_speaker_leaves_not_even_their_name_in_a_d
     assert [p.name for p in data_dir.rglob("*") if p.is_file() and name.lower().encode() in p.read_bytes().lower()] == []
 
 
+def test_deleting_the_memory_a_dream_merged_copies_into_deletes_the_copies(deps, call, data_dir):
+    """A deletion trial: two memories of one fact, merged by a dream; deleting the one it kept left the other,
+    superseded, with the same words — readable by id, by a search with history and in the merge's copy."""
+    q = f"app_id={APP}&tenant_id=alice"
+    stores.create(deps, name="demo")
+    _add(deps, R1, 0, "I live in Denver with my two cats.")
+    said = f"Ann's locker code is {MARKER}."
+    assert call("POST", "/v1/stores/demo/memories", {"scope": {"app_id": APP, "tenant_id": "alice"}, "infer": False,
+                                                     "memories": [{"text": said}, {"text": said}]})[0] == 201
+    task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"}, "sync": True,
+                                                  "mode": "safe_auto", "kinds": ["MERGE"]})[1]
+    (merge,) = [a for a in task["actions"] if a["kind"] == "MERGE"]
+    assert merge["status"] == "applied"
+    kept, (copy,) = merge["keep_id"], merge["target_ids"]
+
+    status, gone = call("DELETE", f"/v1/stores/demo/memories/{kept}?{q}")
+
+    assert status == 200 and gone["merged"] == [copy]
+    assert call("GET", f"/v1/stores/demo/memories/{copy}?{q}")[0] == 404
+    history = call("POST", "/v1/stores/demo/search", {"query": "locker code", "include_superseded": True,
+                                                      "scope": {"app_id": APP, "tenant_id": "alice"}})[1]
+    assert MARKER not in json.dumps(history)
+    seen = _everything(call)
+    assert MARKER not in seen and "Denver" in seen
+    assert _files_holding_marker(data_dir) == []
+
+
 def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir):
     # what the tenant stated of itself and of its agent goes too
     assert call("PUT", "/v1/stores/demo/profiles/alice", {"app_id": APP, "text": f"Ann's alias is {MARKER}."})[0] == 200

@@ -211,11 +211,12 @@ class MemoryDeletedOut(ApiModel):
     status: str = "deleted"
     deleted_at: datetime
     redacted: RedactedOut
+    merged: list[str] = []  # the memories a dream had merged into it (the same fact), deleted with it
 
     @classmethod
     def of(cls, d: Deleted) -> "MemoryDeletedOut":
         return cls(memory_id=d.memory_id, scope=ScopeOut(**d.scope.as_dict()), deleted_at=d.deleted_at,
-                   redacted=RedactedOut(**vars(d.redacted)))
+                   redacted=RedactedOut(**vars(d.redacted)), merged=d.merged)
 
 
 class MemoryList(ApiModel):

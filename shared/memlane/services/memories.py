@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
-from ..domain.models import Memory, MemoryStatus, MemoryType
+from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
@@ -95,13 +95,22 @@ class Deleted:
     scope: Scope
     deleted_at: datetime
     redacted: Redacted
+    merged: list[str] = field(default_factory=list)  # the copies a dream had merged into it, deleted with it
 
 
 def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Deleted:
     """A hard delete: the memory's text and keywords leave the index and the table, then every copy
-    of them in the tenant's tasks, dream actions and profiles is redacted, and local files compacted."""
+    of them in the tenant's tasks, dream actions and profiles is redacted, and local files compacted.
+    The memories a dream merged into it go first, each deleted the same way: they said the same fact (a delete
+    says the memory was wrong; what an update superseded stays superseded, services/reinstate.py)."""
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     s = memory.scope
+    merged = _merged_into(deps, store, memory)
+    for copy in merged:
+        try:
+            delete(deps, store, app_id=s.app_id, tenant_id=s.tenant_id, memory_id=copy)
+        except NotFound:
+            pass  # deleted meanwhile
     # Index first: never findable once the table item is gone.
     deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
@@ -118,4 +127,15 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     again = deps.repo.get_memories(store, s.app_id, s.tenant_id, [memory_id])
     index_memories(deps, store, [(m, deps.embedder.embed([m.text])[0]) for m in again])
     deps.compact()
-    return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report)
+    return Deleted(memory_id=memory_id, scope=s, deleted_at=deps.clock.now(), redacted=report, merged=merged)
+
+
+def _merged_into(deps: Deps, store: str, memory: Memory) -> list[str]:
+    """The memories an applied dream MERGE folded into `memory` that it still supersedes."""
+    s = memory.scope
+    targets = sorted({target for item in deps.repo.tenant_keys(store, s.app_id, s.tenant_id, prefix="DACT#")
+                      if item.get("kind") == DreamActionKind.MERGE and item.get("status") == DreamActionStatus.APPLIED
+                      and memory.memory_id in (item.get("keep_id"), *item.get("created_ids", ()))
+                      for target in item.get("target_ids", ())} - {memory.memory_id})
+    return [m.memory_id for m in deps.repo.get_memories(store, s.app_id, s.tenant_id, targets)
+            if m.status == MemoryStatus.SUPERSEDED and m.superseded_by == memory.memory_id]
