@@ -25,7 +25,6 @@ import logging
 import math
 import sqlite3
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -69,18 +68,18 @@ class EmbeddedIndex:
 
     @classmethod
     def open(cls, path: str | Path, **options: Any) -> "EmbeddedIndex":
-        """The index at `path`; a file SQLite cannot read ("file is not a database") is moved aside
-        (index.db.unreadable-<time>, for a look) and a new one is opened: derived data, rebuilt from the table."""
+        """The index at `path`; a file SQLite cannot read ("file is not a database") is removed and a new one is
+        opened: derived data, rebuilt from the table. Not kept aside: it would hold what is deleted later, where no
+        deletion reaches (a deletion trial found an erased tenant's text in one)."""
         try:
             return cls(path, **options)
         except sqlite3.DatabaseError as unreadable:
             path = Path(path)
-            aside = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
-            path.rename(aside)
-            for companion in (path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
-                companion.unlink(missing_ok=True)
-            log.warning("%s cannot be read (%s): moved to %s, and a new index is built from the table", path,
-                        unreadable, aside.name)
+            size = path.stat().st_size
+            for file in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+                file.unlink(missing_ok=True)
+            log.warning("%s cannot be read (%s; %d bytes): removed, and a new index is built from the table", path,
+                        unreadable, size)
             create_private(path)
             return cls(path, **options)
 
