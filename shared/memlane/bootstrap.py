@@ -13,7 +13,8 @@ from .adapters.local.datadir import DataDirInUse
 from .config import Misconfigured, Settings
 from .extractors import Extractor
 from .faults import Faults
-from .ports import LLM, Clock, Compactor, Embedder, Index, Job, Queue, Reranker, Table, TenantTables, Tokenizer
+from .ports import (LLM, Clock, Compactor, DeadLetters, Embedder, Index, Job, Queue, Reranker, Table, TenantTables,
+                    Tokenizer)
 from .repository import Repository
 from .services.deps import CoreSettings, Deps
 
@@ -88,7 +89,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               dream_scan_limit=settings.dream_scan_limit,
                               sync_deadline_seconds=_sync_deadline(settings),
                               sync_margin_seconds=settings.sync_margin_seconds),
-        compactors=_compactors(table, index),
+        compactors=_compactors(table, index), dead_letters=_dead_letters(settings),
     )
     if check_schema and settings.schema_policy != "off":
         _check_schema_once(settings, deps)
@@ -311,6 +312,15 @@ def _sqs(settings: Settings) -> bool:
 
 def _sqs_client(settings: Settings) -> object:
     return _boto3().client("sqs", region_name=settings.aws_region, endpoint_url=settings.sqs_endpoint or None)
+
+
+def _dead_letters(settings: Settings) -> DeadLetters | None:
+    if not settings.ingest_dead_letter_url:
+        return None
+    client = _sqs_client(settings)
+    from .adapters.sqs.dead_letters import SqsDeadLetters
+
+    return SqsDeadLetters(settings.ingest_dead_letter_url, client=client)
 
 
 def _queue(settings: Settings, table: Table) -> Queue:

@@ -49,6 +49,8 @@ class Settings(BaseModel):
     table_name: str = "memlane"
     tenant_role_arn: str = ""  # AWS: reach tenant partitions through this role, STS-tagged per tenant
     queue_url: str = ""
+    # The ingestion queue's dead-letter queue (AWS: IngestDeadLetterQueue): a tenant's erasure drops its adds there.
+    ingest_dead_letter_url: str = ""
     sqs_endpoint: str = ""  # an SQS-compatible server (moto, ElasticMQ); "" = the AWS endpoint of aws_region
     dynamodb_endpoint: str = ""
     opensearch_url: str = ""

@@ -8,7 +8,7 @@ tests run against every implementation (tests/contract).
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -187,6 +187,14 @@ class Delivery:
     handle: str  # what settles this delivery (SQS: the receipt handle)
     message_id: str
     problem: str = ""
+
+
+class DeadLetters(Protocol):
+    """The messages a queue gave up on, kept for an operator to send again (the ingestion queue's, on AWS)."""
+
+    def drop(self, matches: Callable[[str], bool]) -> int:
+        """Delete every message whose body `matches`, leaving the others as they were; how many went."""
+        ...
 
 
 class JobSource(Protocol):

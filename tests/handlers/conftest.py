@@ -63,6 +63,7 @@ class Aws:
     sqs: Any
     queue_url: str
     dead_letter_url: str
+    ingest_dead_letter_url: str
     monkeypatch: pytest.MonkeyPatch
 
     def load(self, function: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -70,7 +71,7 @@ class Aws:
         own environment from template.yaml, and return its handler bound to a fake context."""
         logical_id = function.capitalize()
         own = resource(logical_id)["Properties"].get("Environment", {}).get("Variables", {})
-        refs = {"Table": TABLE, "ExtractQueue": self.queue_url}
+        refs = {"Table": TABLE, "ExtractQueue": self.queue_url, "IngestDeadLetterQueue": self.ingest_dead_letter_url}
         with self.monkeypatch.context() as env:
             for key, value in own.items():
                 env.setenv(key, refs[value["Ref"]] if isinstance(value, dict) else str(value))
@@ -149,7 +150,9 @@ def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Aws]:
             "MEMLANE_WORKER_MAX_ATTEMPTS": str(parameter_default("ExtractMaxReceives")),
         }.items():
             monkeypatch.setenv(name, value)
-        yield Aws(dynamodb=dynamodb, sqs=sqs, queue_url=url, dead_letter_url=dead, monkeypatch=monkeypatch)
+        ingest_dead = sqs.create_queue(QueueName="memlane-test-ingest-dlq")["QueueUrl"]
+        yield Aws(dynamodb=dynamodb, sqs=sqs, queue_url=url, dead_letter_url=dead, ingest_dead_letter_url=ingest_dead,
+                  monkeypatch=monkeypatch)
 
 
 # -- Bedrock: Stubber on real clients ----------------------------------------------------------

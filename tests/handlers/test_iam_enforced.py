@@ -296,9 +296,16 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     # Deletion: a memory, a run, a tenant (a job), the store (a purge job)
     fn.http("Search", "DELETE", f"/v1/stores/demo/memories/{memory_id}", query=TENANT)
     fn.http("Tasks", "DELETE", "/v1/stores/demo/runs/r-2", query={**TENANT, "agent_id": "helpdesk"})
+    # A refused add of the tenant waits in the ingestion queue's dead letters, where a redrive would write it again.
+    for tenant in ("u-42", "u-7"):
+        aws.sqs.send_message(QueueUrl=aws.ingest_dead_letter_url, MessageBody=json.dumps({
+            "store": "demo", "request_id": f"q-{tenant}", "scope": {**TENANT, "tenant_id": tenant},
+            "messages": [{"role": "user", "content": "My card number is 4111 1111 1111 1111."}]}))
     erasure = fn.http("Tasks", "POST", "/v1/tenants/erase", TENANT, expect=202)
     assert fn.drain() == 1
-    assert fn.http("Tasks", "GET", f"/v1/erasures/{erasure['erasure_id']}")["status"] == "SUCCEEDED"
+    done = fn.http("Tasks", "GET", f"/v1/erasures/{erasure['erasure_id']}")
+    assert done["status"] == "SUCCEEDED" and done["dead_letters"] == 1
+    assert [json.loads(m["Body"])["scope"]["tenant_id"] for m in aws.queued(aws.ingest_dead_letter_url)] == ["u-7"]
     # A job whose task went with the erasure: dropped, its task looked for with the tenant's credentials.
     from memlane.ports import Job
     aws.sqs.send_message(QueueUrl=aws.queue_url,

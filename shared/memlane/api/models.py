@@ -407,6 +407,7 @@ class ErasureOut(ApiModel):
     deleted_documents: int
     deleted: dict[str, dict[str, int]] = Field(default_factory=dict)  # per store: counts per record kind
     stores: list[str]
+    dead_letters: int = 0  # the tenant's queued adds dropped from the ingestion dead-letter queue (AWS)
     error: str | None = None
 
 

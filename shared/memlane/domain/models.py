@@ -556,4 +556,5 @@ class Erasure(BaseModel):
     deleted_documents: int = 0
     deleted: dict[str, dict[str, int]] = Field(default_factory=dict)  # per store: counts per record kind
     stores: list[str] = Field(default_factory=list)
+    dead_letters: int = 0  # the tenant's queued adds dropped from the ingestion dead-letter queue
     error: str | None = None

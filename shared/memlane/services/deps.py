@@ -8,7 +8,8 @@ from typing import Any
 from ..domain.deadline import Deadline
 from ..extractors import Extractor
 from ..faults import Faults
-from ..ports import LLM, Budgeted, Clock, Compactor, Embedder, Index, Queue, Reranker, Table, TenantTables, Tokenizer
+from ..ports import (LLM, Budgeted, Clock, Compactor, DeadLetters, Embedder, Index, Queue, Reranker, Table, TenantTables,
+                     Tokenizer)
 from ..repository import Repository
 from ..split_table import SplitTable
 
@@ -64,6 +65,8 @@ class Deps:
     tenant_tables: TenantTables | None = None
     # Local files that keep deleted bytes until compacted (SQLite); deletion paths compact them last.
     compactors: tuple[Compactor, ...] = ()
+    # The ingestion queue's dead letters (AWS): an erasure drops the tenant's adds from them. None: no such queue.
+    dead_letters: DeadLetters | None = None
 
     def compact(self) -> None:
         for compactor in self.compactors:

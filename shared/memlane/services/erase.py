@@ -9,6 +9,7 @@ to retry after a failure; its report counts what it deleted per store and record
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable, Sequence
 
 from ..domain.errors import ConditionFailed, Conflict
@@ -232,6 +233,9 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
             deps.faults.point("erase.after_store")
         if cursor is None:
             break
+    if deps.dead_letters is not None:  # refused adds of the tenant, which a redrive would write again
+        erasure = erasure.model_copy(update={"dead_letters": erasure.dead_letters + deps.dead_letters.drop(
+            _queued_for(erasure.app_id, erasure.tenant_id))})
     deps.faults.point("erase.before_done")
     deps.compact()  # nothing erased may linger in free pages, WAL frames or index segments
     documents = sum(c.get("index_documents", 0) for c in deleted.values())
@@ -242,6 +246,17 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
                                       "updated_at": deps.clock.now()})
     repo.put_erasure(done)
     return done
+
+
+def _queued_for(app_id: str, tenant_id: str) -> Callable[[str], bool]:
+    """Whether a queued add's body (`{store, request_id, scope, ...}`) names the tenant's scope."""
+    def matches(body: str) -> bool:
+        try:
+            scope = json.loads(body).get("scope")
+        except (ValueError, AttributeError):
+            return False
+        return isinstance(scope, dict) and scope.get("app_id") == app_id and scope.get("tenant_id") == tenant_id
+    return matches
 
 
 def fail_erasure(deps: Deps, erasure_id: str, reason: str) -> None:
