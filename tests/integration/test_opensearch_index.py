@@ -13,7 +13,7 @@ from memlane.adapters.opensearch.documents import (alias_name, document_id, docu
 from memlane.adapters.opensearch.index import OpenSearchIndex
 from memlane.adapters.opensearch.queries import search_lines
 from memlane.adapters.opensearch.tenant_auth import without_userinfo
-from memlane.domain.errors import DependencyFailed, InvalidInput, NotFound, Retryable
+from memlane.domain.errors import Conflict, DependencyFailed, InvalidInput, NotFound, Retryable
 from memlane.domain.models import Memory
 from memlane.domain.scope import Scope, ScopeFilter
 from memlane.ports import IndexQuery
@@ -38,6 +38,29 @@ def test_store_is_a_versioned_index_behind_an_alias(os_index: OpenSearchIndex) -
     os_index.drop_store("s1")
     assert not client.indices.exists(index=index_name(os_index.prefix, "s1"))
     assert not client.indices.exists_alias(name=alias)
+
+
+def test_two_deployments_whose_prefixes_nest_never_take_or_drop_each_others_index(opensearch_url: str,
+                                                                                   index_prefix: str) -> None:
+    """An AWS-path trial: prefixes P and P-shared both name P-shared-demo_v1 (store "shared-demo" of P, store "demo" of
+    P-shared). P adopted the other deployment's index for its store, and its drop_store deleted it — the other's
+    searches then answered nothing. Each index is stamped with the prefix that made it."""
+    inner = OpenSearchIndex.from_url(opensearch_url, index_prefix=f"{index_prefix}-shared")
+    outer = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix)
+    try:
+        inner.ensure_store("demo", DIM)
+        put(inner, "demo", mem("m1", "zebra note"))
+        with pytest.raises(Conflict) as refused:
+            outer.ensure_store("shared-demo", DIM)
+        assert refused.value.code == "index_of_another_deployment"
+        outer.drop_store("shared-demo")
+        assert ids(search(inner, "demo", "zebra").vector) == ["m1"]  # still there
+        assert [name for name in outer.describe().found] == []  # not reported as the outer deployment's
+        assert list(inner.describe().found) == [index_name(f"{index_prefix}-shared", "demo")]
+    finally:
+        drop_prefix(inner.client, index_prefix)
+        inner.close()
+        outer.close()
 
 
 def test_a_tenant_lives_on_the_shard_of_its_routing(opensearch_url: str, index_prefix: str) -> None:

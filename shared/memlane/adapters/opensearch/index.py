@@ -101,6 +101,9 @@ def index_body(dim: int, *, engine: KnnEngine = "lucene", shards: int | None = N
     return body
 
 
+OWNER = "memlane_prefix"  # the index's `_meta` key naming the deployment (index prefix) that made it
+
+
 class OpenSearchIndex:
     def __init__(self, client: OpenSearch, *, index_prefix: str = "memlane", refresh: Refresh = "wait_for",
                  knn_engine: KnnEngine = "lucene", shards: int | None = None, replicas: int | None = None,
@@ -151,7 +154,7 @@ class OpenSearchIndex:
             raise InvalidInput("embedding dimension must be a positive integer", field="dim")
         existing = self._read_dim(store)
         if existing is None:
-            body = {**index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas),
+            body = {**self._owned(index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)),
                     "aliases": {alias_name(self.prefix, store): {}}}
             try:
                 with boundary("create index"):
@@ -159,7 +162,9 @@ class OpenSearchIndex:
             except InvalidInput as exc:
                 if exc.details.get("error_type") != "resource_already_exists_exception":
                     raise
-                # Another process created it meanwhile (or an earlier run lost its alias): adopt it.
+                # Another process created it meanwhile (or an earlier run lost its alias): adopt it — if it is ours.
+                with boundary("read mapping"):
+                    self._refuse_foreign(store, self.client.indices.get_mapping(index=index_name(self.prefix, store)))
                 with boundary("put alias"):
                     self.client.indices.put_alias(index=index_name(self.prefix, store),
                                                   name=alias_name(self.prefix, store))
@@ -178,7 +183,11 @@ class OpenSearchIndex:
             found = self.client.indices.get_alias(name=alias, ignore=404)
             targets = set() if _missing(found) else set(found)
             targets.add(index_name(self.prefix, store))  # also when its alias was lost
-            self.client.indices.delete(index=",".join(sorted(targets)), ignore_unavailable=True)
+            mappings = self.client.indices.get_mapping(index=",".join(sorted(targets)), ignore_unavailable=True)
+            owned = sorted(name for name in targets if _missing(mappings) or name not in mappings
+                           or self._owns(mappings[name]))
+            if owned:
+                self.client.indices.delete(index=",".join(owned), ignore_unavailable=True)
 
     # -- schema (services/schema.py) -------------------------------------------------------------
     def describe(self) -> Described:
@@ -191,7 +200,7 @@ class OpenSearchIndex:
             settings = {} if _missing(mappings) else self.client.indices.get_settings(index=f"{self.prefix}-*")
         if not _missing(mappings):
             for name, mapping in mappings.items():
-                if self._store_of(name) is not None:
+                if self._store_of(name) is not None and self._owns(mapping):
                     found[name] = IndexDefinition(settings=settings.get(name, {}).get("settings", {}),
                                                   mappings=mapping.get("mappings", {}))
         return Described(self.prefix, IndexDefinition(settings=expected["settings"], mappings=expected["mappings"]),
@@ -215,7 +224,7 @@ class OpenSearchIndex:
         old = [] if _missing(found) else sorted(found)
         versions = [v for v in (self._version_of(name) for name in old) if v is not None]
         new = index_name(self.prefix, store, max(versions, default=0) + 1)
-        body = index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+        body = self._owned(index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas))
         # Filled as a bulk load: no periodic refresh (nothing searches the new index before the swap) and
         # no write waiting for one; the index's own interval is put back, and one refresh made, at the swap.
         interval = body["settings"]["index"].get("refresh_interval")
@@ -243,6 +252,25 @@ class OpenSearchIndex:
         if old:
             with boundary("drop old index"):
                 self._writer.indices.delete(index=",".join(old), ignore_unavailable=True)
+
+    def _owned(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` with this deployment's prefix stamped on the index: prefixes may nest ("memlane" and
+        "memlane-shared" both name "memlane-shared-demo_v1"), the stamp tells whose it is."""
+        body["mappings"]["_meta"] = {**body["mappings"].get("_meta", {}), OWNER: self.prefix}
+        return body
+
+    def _owns(self, mapping: dict[str, Any]) -> bool:
+        """Whether an index (as get_mapping states it) is this deployment's: stamped with its prefix, or made
+        before the stamp (no owner named)."""
+        return mapping.get("mappings", {}).get("_meta", {}).get(OWNER, self.prefix) == self.prefix
+
+    def _refuse_foreign(self, store: str, mappings: dict[str, Any]) -> None:
+        foreign = sorted(name for name, m in mappings.items() if not self._owns(m))
+        if foreign:
+            owner = mappings[foreign[0]]["mappings"]["_meta"][OWNER]
+            raise Conflict(f"store '{store}' resolves to {', '.join(foreign)}, an index of another deployment (index "
+                           f"prefix {owner!r}, not {self.prefix!r}): give the deployments prefixes neither of which "
+                           "begins the other", code="index_of_another_deployment")
 
     def _store_of(self, name: str) -> str | None:
         found = re.fullmatch(rf"{re.escape(self.prefix)}-([a-z0-9-]+)_v(\d+)", name)
@@ -432,6 +460,7 @@ class OpenSearchIndex:
         if _missing(mappings):
             self._dims.pop(store, None)
             return None
+        self._refuse_foreign(store, mappings)
         dims = {m["mappings"]["properties"]["embedding"]["dimension"] for m in mappings.values()}
         if len(dims) != 1:
             raise DependencyFailed(f"alias of store '{store}' spans indices of dimensions {sorted(dims)}",
