@@ -457,3 +457,18 @@ def test_a_body_that_is_not_utf8_is_400_not_stored_with_replacement_characters(t
         messages = request(server, head("GET", "/v1/stores/demo/messages?app_id=a&tenant_id=t&agent_id=__default__"
                                         "&run_id=__default__", port))[2]
         assert messages.get("messages", []) == []
+
+
+def test_the_access_log_names_routes_not_the_ids_or_queries_of_a_request(tmp_path, caplog) -> None:
+    """A deletion trial: the access log kept each request line — tenant, thread and memory ids, which an erasure
+    takes out of the data but cannot take out of a log. It names the route's shape and the status."""
+    caplog.set_level(logging.INFO, logger="memlane.server")
+    with running(tmp_path, keyed=False) as (server, _):
+        port = server.httpd.server_address[1]
+        status, _, _ = request(server, head("GET", "/v1/stores/demo/threads/zqx-thread?app_id=app&tenant_id=zqx-ann",
+                                            port))
+        assert status == 404
+        request(server, b"GARBAGE zqx-raw-line\r\n\r\n")
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "memlane.server")
+    assert "GET /v1/stores/{store}/threads/{id} 404" in logged
+    assert "zqx" not in logged
