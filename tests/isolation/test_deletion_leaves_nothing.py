@@ -276,6 +276,38 @@ def test_deleting_the_memory_a_dream_merged_copies_into_deletes_the_copies(deps,
     assert _files_holding_marker(data_dir) == []
 
 
+def test_a_memory_merged_once_then_superseded_by_an_update_stays_when_its_successor_is_deleted(deps, call):
+    """A regression trial of the test above: T merged into x1, x1's thread deleted (T current again), x1 written again
+    under its client id and a dream's UPDATE supersedes T by it. Deleting x1 deleted T too, as if still merged —
+    but what an update superseded stays superseded (the delete says x1 was wrong)."""
+    q = f"app_id={APP}&tenant_id=alice"
+    stores.create(deps, name="demo")
+
+    def write(run: str, text: str, memory_id: str | None = None) -> str:
+        status, body = call("POST", "/v1/stores/demo/memories", {"scope": {**R1, "run_id": run}, "infer": False,
+                            "memories": [{"text": text, **({"memory_id": memory_id} if memory_id else {})}]})
+        assert status == 201, body
+        return body["memories"][0]["memory_id"]
+
+    def dream(*kinds: str) -> list[dict]:
+        task = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": APP, "tenant_id": "alice"}, "sync": True,
+                                                      "mode": "safe_auto", "kinds": list(kinds)})[1]
+        return [a for a in task["actions"] if a["kind"] in kinds]
+
+    older = write("r1", "I live in Denver.")
+    write("r2", "I live in Denver.", "x1")
+    assert [(a["keep_id"], a["target_ids"]) for a in dream("MERGE")] == [("x1", [older])]
+    assert call("DELETE", f"/v1/stores/demo/threads/r2?{q}&agent_id=bot")[0] == 200
+    write("r3", "I moved to Boston and now live in Boston.", "x1")
+    assert [a["target_ids"] for a in dream("UPDATE") if a["status"] == "applied"] == [[older]]
+
+    status, gone = call("DELETE", f"/v1/stores/demo/memories/x1?{q}")
+
+    assert status == 200 and gone["merged"] == []
+    status, kept = call("GET", f"/v1/stores/demo/memories/{older}?{q}")
+    assert status == 200 and kept["status"] == "superseded"
+
+
 def test_erasing_a_tenant_leaves_no_trace_of_it(service, seeded, call, data_dir):
     # what the tenant stated of itself and of its agent goes too
     assert call("PUT", "/v1/stores/demo/profiles/alice", {"app_id": APP, "text": f"Ann's alias is {MARKER}."})[0] == 200

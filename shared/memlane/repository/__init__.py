@@ -17,6 +17,7 @@ Partitions (pk) and sort keys (sk):
     ~erasures                     <erasure_id>                    tenant erasure tasks
     ~stores-purging               <store>                         deleted stores whose items are being purged
     ~audit-retired                <store>                         deleted stores whose audit logs are kept (expiry)
+    ~dead-letter-scan             lease                           the one erasure reading the ingestion dead letters
     <store>#~activity             <app>#<tenant>#<agent>#<run>    activity registry: which scopes a dream is due for
     <store>#<app>#<tenant>        DREAM#<task_id>                 dream tasks
     <store>#<app>#<tenant>        DACT#<task_id>#<nnnn>#<id>      dream actions, in proposal order (with undo records)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "RETIRED_LOGS_PK", "GRANTS_PK", "API_KEYS_PK", "TTL_ATTRIBUTE", "tenant_pk",
-           "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
+__all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "RETIRED_LOGS_PK", "DEAD_LETTER_SCAN_PK", "GRANTS_PK", "API_KEYS_PK",
+           "TTL_ATTRIBUTE", "tenant_pk", "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
 
 from datetime import datetime
 from typing import Any
@@ -16,6 +16,7 @@ STORES_PK = "~stores"
 ERASURES_PK = "~erasures"
 PURGING_PK = "~stores-purging"  # stores deleted whose items are still being purged
 RETIRED_LOGS_PK = "~audit-retired"  # stores deleted whose audit logs are kept until their rows expire
+DEAD_LETTER_SCAN_PK = "~dead-letter-scan"  # the lease of the one erasure reading the ingestion dead letters
 GRANTS_PK = "~grants"
 API_KEYS_PK = "~apikeys"
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it

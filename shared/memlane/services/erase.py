@@ -10,12 +10,13 @@ to retry after a failure; its report counts what it deleted per store and record
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any, Callable, Sequence
 
-from ..domain.errors import ConditionFailed, Conflict
+from ..domain.errors import ConditionFailed, Conflict, MemlaneError, Retryable
 from ..domain.ids import sortable_id
 from ..domain.models import Erasure, Memory, TaskStatus
-from ..domain.scope import Scope, exact_scope, validate_id
+from ..domain.scope import Scope, exact_scope, validate_id, write_scope
 from ..ports import Job
 from ..repository import tenant_pk
 from . import redaction, stores, summaries
@@ -234,8 +235,7 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
         if cursor is None:
             break
     if deps.dead_letters is not None:  # refused adds of the tenant, which a redrive would write again
-        erasure = erasure.model_copy(update={"dead_letters": erasure.dead_letters + deps.dead_letters.drop(
-            _queued_for(erasure.app_id, erasure.tenant_id))})
+        erasure = erasure.model_copy(update={"dead_letters": erasure.dead_letters + _drop_dead_letters(deps, erasure)})
     deps.faults.point("erase.before_done")
     deps.compact()  # nothing erased may linger in free pages, WAL frames or index segments
     documents = sum(c.get("index_documents", 0) for c in deleted.values())
@@ -248,14 +248,32 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
     return done
 
 
+def _drop_dead_letters(deps: Deps, erasure: Erasure) -> int:
+    """The tenant's adds out of the ingestion dead letters. One scan at a time: a scan holds every message it reads
+    out of sight, so an erasure reading beside it saw an empty queue and kept its tenant's adds (a regression
+    trial); one that finds a scan under way is retried (its job fails, the queue delivers it again)."""
+    assert deps.dead_letters is not None
+    if not deps.repo.take_dead_letter_lease(erasure.erasure_id, deps.clock.now(), DEAD_LETTER_LEASE):
+        raise Retryable("another erasure is reading the ingestion dead letters; this one reads them after it",
+                        code="busy")
+    try:
+        return deps.dead_letters.drop(_queued_for(erasure.app_id, erasure.tenant_id))
+    finally:
+        deps.repo.release_dead_letter_lease(erasure.erasure_id)
+
+
+DEAD_LETTER_LEASE = timedelta(minutes=10)  # longer than a scan: at most 10,000 messages (adapters/sqs/dead_letters)
+
+
 def _queued_for(app_id: str, tenant_id: str) -> Callable[[str], bool]:
-    """Whether a queued add's body (`{store, request_id, scope, ...}`) names the tenant's scope."""
+    """Whether a queued add's body (`{store, request_id, scope, ...}`) is written in the tenant's scope (its defaults
+    applied: a scope without `tenant_id` is the `__default__` tenant's)."""
     def matches(body: str) -> bool:
         try:
-            scope = json.loads(body).get("scope")
-        except (ValueError, AttributeError):
-            return False
-        return isinstance(scope, dict) and scope.get("app_id") == app_id and scope.get("tenant_id") == tenant_id
+            scope = write_scope(json.loads(body).get("scope"))
+        except (ValueError, AttributeError, TypeError, RecursionError, MemlaneError):
+            return False  # not an add at all (any producer can send one nested past the parser's depth)
+        return scope.app_id == app_id and scope.tenant_id == tenant_id
     return matches
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
@@ -105,10 +105,10 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     says the memory was wrong; what an update superseded stays superseded, services/reinstate.py)."""
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     s = memory.scope
-    merged = _merged_into(deps, store, memory)
-    for copy in merged:
+    merged: list[str] = []
+    for copy in _merged_into(deps, store, memory):
         try:
-            delete(deps, store, app_id=s.app_id, tenant_id=s.tenant_id, memory_id=copy)
+            merged += [copy, *delete(deps, store, app_id=s.app_id, tenant_id=s.tenant_id, memory_id=copy).merged]
         except NotFound:
             pass  # deleted meanwhile
     # Index first: never findable once the table item is gone.
@@ -131,11 +131,16 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
 
 
 def _merged_into(deps: Deps, store: str, memory: Memory) -> list[str]:
-    """The memories an applied dream MERGE folded into `memory` that it still supersedes."""
+    """The memories an applied dream MERGE folded into `memory` and that nothing changed since: superseded by it still,
+    by that merge (not reinstated since and superseded again by an update that reused the id: a regression trial)."""
     s = memory.scope
-    targets = sorted({target for item in deps.repo.tenant_keys(store, s.app_id, s.tenant_id, prefix="DACT#")
-                      if item.get("kind") == DreamActionKind.MERGE and item.get("status") == DreamActionStatus.APPLIED
-                      and memory.memory_id in (item.get("keep_id"), *item.get("created_ids", ()))
-                      for target in item.get("target_ids", ())} - {memory.memory_id})
-    return [m.memory_id for m in deps.repo.get_memories(store, s.app_id, s.tenant_id, targets)
-            if m.status == MemoryStatus.SUPERSEDED and m.superseded_by == memory.memory_id]
+    merged_at: dict[str, datetime] = {}
+    for item in deps.repo.tenant_keys(store, s.app_id, s.tenant_id, prefix="DACT#"):
+        if item.get("kind") == DreamActionKind.MERGE and item.get("status") == DreamActionStatus.APPLIED \
+                and item.get("decided_at") and memory.memory_id in (item.get("keep_id"), *item.get("created_ids", ())):
+            for target in set(item.get("target_ids", ())) - {memory.memory_id}:
+                merged_at[target] = max(merged_at.get(target, datetime.min.replace(tzinfo=timezone.utc)),
+                                        datetime.fromisoformat(item["decided_at"]))
+    return [m.memory_id for m in deps.repo.get_memories(store, s.app_id, s.tenant_id, sorted(merged_at))
+            if m.status == MemoryStatus.SUPERSEDED and m.superseded_by == memory.memory_id
+            and m.updated_at <= merged_at[m.memory_id]]

@@ -78,3 +78,46 @@ def test_an_erasure_drops_the_tenants_refused_adds_and_says_how_many(queue, serv
     done = deps.repo.get_erasure(started.erasure_id)
     assert done.status == "SUCCEEDED" and done.dead_letters == 1
     assert ["bob"] == [json.loads(b)["scope"]["tenant_id"] for b in bodies(client, url)]
+
+
+def test_a_body_nested_past_the_parsers_depth_is_left_alone_not_the_end_of_every_erasure(queue) -> None:
+    """A regression trial: any producer may send `[[[...]]]` 5,000 deep; refused, it waits in the dead letters, and
+    reading it raised RecursionError — every tenant's erasure failed on it."""
+    client, url = queue
+    deep = "[" * 5000 + "]" * 5000
+    for body in (deep, add("bob", "I keep bees.")):
+        client.send_message(QueueUrl=url, MessageBody=body)
+
+    assert SqsDeadLetters(url, client).drop(erase._queued_for("app", "bob")) == 1
+    assert bodies(client, url) == [deep]
+
+
+def test_an_add_that_names_no_tenant_is_the_default_tenants(queue) -> None:
+    client, url = queue
+    body = json.dumps({"store": "demo", "request_id": "q-1", "scope": {"app_id": "app"},
+                       "messages": [{"role": "user", "content": "I keep bees."}]})
+    client.send_message(QueueUrl=url, MessageBody=body)
+
+    assert SqsDeadLetters(url, client).drop(erase._queued_for("app", "__default__")) == 1
+
+
+def test_one_erasure_reads_the_dead_letters_at_a_time(queue, service, deps) -> None:
+    """A regression trial: a scan holds every message it reads out of sight, so a second erasure reading beside it
+    found the queue empty and kept its tenant's adds. The second waits (its job is retried) until the first is done."""
+    from memlane.domain.errors import Retryable
+
+    client, url = queue
+    stores.create(deps, name="demo")
+    client.send_message(QueueUrl=url, MessageBody=add("bob", "I keep bees."))
+    deps.dead_letters = SqsDeadLetters(url, client)
+    assert deps.repo.take_dead_letter_lease("alice-erasure", deps.clock.now(), erase.DEAD_LETTER_LEASE)
+    bobs = erase.request_erasure(deps, app_id="app", tenant_id="bob", principal="ops")
+
+    with pytest.raises(Retryable):
+        erase.run_erasure(deps, bobs.erasure_id)
+    assert len(bodies(client, url)) == 1
+
+    deps.repo.release_dead_letter_lease("alice-erasure")
+    assert erase.run_erasure(deps, bobs.erasure_id).dead_letters == 1
+    assert bodies(client, url) == []
+    assert deps.repo.take_dead_letter_lease("next", deps.clock.now(), erase.DEAD_LETTER_LEASE)  # released again
