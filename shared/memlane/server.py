@@ -180,7 +180,7 @@ def make_handler(api: Api, auth: AuthMode) -> type[BaseHTTPRequestHandler]:
             try:
                 result = api.resolve(event, _LambdaContext())
             except Exception:  # noqa: BLE001 — the last boundary: answer 500, never drop the connection
-                log.exception("unhandled error on %s %s", self.command, self.path)
+                log.exception("unhandled error on %s", operation(self.command, urlsplit(self.path).path))
                 return self._refuse(500, "internal_error", "internal error", close=False)
             self._answer(result, close=False)
 

@@ -462,13 +462,13 @@ def test_a_body_that_is_not_utf8_is_400_not_stored_with_replacement_characters(t
 def test_the_access_log_names_routes_not_the_ids_or_queries_of_a_request(tmp_path, caplog) -> None:
     """A deletion trial: the access log kept each request line — tenant, thread and memory ids, which an erasure
     takes out of the data but cannot take out of a log. It names the route's shape and the status."""
-    caplog.set_level(logging.INFO, logger="memlane.server")
-    with running(tmp_path, keyed=False) as (server, _):
+    caplog.set_level(logging.INFO)
+    with running(tmp_path, keyed=True) as (server, keys):
         port = server.httpd.server_address[1]
-        status, _, _ = request(server, head("GET", "/v1/stores/demo/threads/zqx-thread?app_id=app&tenant_id=zqx-ann",
-                                            port))
-        assert status == 404
+        path = "/v1/stores/demo/threads/zqx-thread?app_id=app&tenant_id=zqx-ann"
+        assert request(server, head("GET", path, port))[0] == 401  # refused before any grant: logged, not audited
+        assert request(server, head("GET", path, port, f"Authorization: Bearer {keys['admin']}"))[0] == 404
         request(server, b"GARBAGE zqx-raw-line\r\n\r\n")
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "memlane.server")
-    assert "GET /v1/stores/{store}/threads/{id} 404" in logged
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("memlane"))
+    assert "GET /v1/stores/{store}/threads/{id} 404" in logged and "GET /v1/stores/{store}/threads/{id} 401" in logged
     assert "zqx" not in logged

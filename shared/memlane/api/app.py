@@ -23,7 +23,7 @@ from ..services.deps import Deps
 from . import errors
 from ..services.access import AuthMode
 from .access import Gate
-from .audit import record_change, record_request
+from .audit import operation, record_change, record_request
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,9 @@ class Api:
         try:
             result = self._refuse_non_json(event) or self._refuse_oversized(event) or self.app.resolve(event, context)
         except Exception:  # noqa: BLE001 — a bug answers 500 and is audited like any other answer
-            log.exception("unhandled error on %s", event.get("routeKey") or event.get("rawPath"))
+            # The route's shape: ids are the data's, which no erasure takes out of a log.
+            log.exception("unhandled error on %s", operation(event.get("requestContext", {}).get("http", {}).get(
+                "method", "-"), event.get("rawPath") or "/"))
             result = _error_result(500, "internal_error", "internal error")
         record_request(self.deps, self.gate, event, result, (time.perf_counter() - started) * 1000,
                        self.retention_days)

@@ -98,7 +98,7 @@ def _record(deps: Deps, gate: Gate, event: dict[str, Any], result: dict[str, Any
     except MemlaneError as refused:
         named = refused.details.get("principal")  # authenticated, only without a grant: audited by name
         if not named:  # unidentified (401): no row anywhere, anyone could fill a store's log
-            log.warning("refused %s %r: %s %s from %s (request %s)", op, path[:200], status,
+            log.warning("refused %s: %s %s from %s (request %s)", op, status,
                         error_code or refused.code, http.get("sourceIp", "-"), context.get("requestId") or "-")
             return
         principal = str(named)
