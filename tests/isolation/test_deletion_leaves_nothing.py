@@ -249,6 +249,22 @@ def test_deleting_the_only_thread_of_a_speaker_leaves_not_even_their_name_in_a_d
     assert [p.name for p in data_dir.rglob("*") if p.is_file() and name.lower().encode() in p.read_bytes().lower()] == []
 
 
+def test_deleting_the_statements_that_named_a_speaker_leaves_not_their_name_beside_an_entry_that_does_not(deps, call):
+    """A regression trial of the test above: one entry left (a preference that names no one) kept the name."""
+    name = "Zqxannika"
+    stores.create(deps, name="demo")
+    status, written = call("POST", "/v1/stores/demo/memories", {"scope": R1, "infer": False, "memories": [
+        {"text": f"{name} works at the harbour bakery."}, {"text": f"{name} lives in Denver."},
+        {"text": "Window seats on long flights.", "memory_type": "preference"}]})
+    assert status == 201
+    _dream_and_apply_profile(call)
+
+    for memory in written["memories"][:2]:
+        assert call("DELETE", f"/v1/stores/demo/memories/{memory['memory_id']}?app_id={APP}&tenant_id=alice")[0] == 200
+
+    assert name not in _everything(call)
+
+
 def test_deleting_the_memory_a_dream_merged_copies_into_deletes_the_copies(deps, call, data_dir):
     """A deletion trial: two memories of one fact, merged by a dream; deleting the one it kept left the other,
     superseded, with the same words — readable by id, by a search with history and in the merge's copy."""

@@ -253,7 +253,8 @@ def without(profile: Profile, memory_ids: set[str]) -> Profile:
     attributes = [e for e in profile.attributes if not _rests_on(e, memory_ids)]
     preferences = [e for e in profile.preferences if not _rests_on(e, memory_ids)]
     skills = [s for s in profile.skills if s.memory_id not in memory_ids]
-    # The subject's name was read off the statements: with none of them left, it goes too.
-    subject = profile.subject if attributes or preferences else ""
+    # The subject's name was read off the statements, and which ones named it the copy does not say: it goes with
+    # any of them (a regression trial: the only entry left, "Window seats on long flights.", named no one).
+    subject = ""
     return profile.model_copy(update={"subject": subject, "attributes": attributes, "preferences": preferences,
                                       "skills": skills, "summary": _summary(subject, attributes, preferences)})
