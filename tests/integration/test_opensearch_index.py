@@ -63,6 +63,34 @@ def test_two_deployments_whose_prefixes_nest_never_take_or_drop_each_others_inde
         outer.close()
 
 
+def test_an_index_made_before_the_stamp_is_claimed_by_the_first_deployment_to_open_it(opensearch_url: str,
+                                                                                      index_prefix: str) -> None:
+    """A regression trial: an index made before the owner stamp counted as every deployment's, and nothing stamped it:
+    nested prefixes still adopted and dropped each other's. And a rebuild (`memlane schema recreate`) took another
+    deployment's stamped index from behind a shared name and deleted it."""
+    from memlane.adapters.opensearch.index import index_body
+
+    outer = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix)
+    inner = OpenSearchIndex.from_url(opensearch_url, index_prefix=f"{index_prefix}-shared")
+    name = index_name(index_prefix, "shared-demo")
+    try:
+        outer.client.indices.create(index=name, body={**index_body(DIM), "aliases": {
+            alias_name(index_prefix, "shared-demo"): {}}})  # as the code before the stamp made it
+        outer.ensure_store("shared-demo", DIM)
+        with pytest.raises(Conflict):
+            inner.ensure_store("demo", DIM)
+        inner.drop_store("demo")
+        with pytest.raises(Conflict):
+            with inner.rebuilding("demo", DIM):
+                pass
+        assert outer.client.indices.exists(index=name)
+        assert list(outer.client.indices.get_alias(name=alias_name(index_prefix, "shared-demo"))) == [name]
+    finally:
+        drop_prefix(outer.client, index_prefix)
+        inner.close()
+        outer.close()
+
+
 def test_a_tenant_lives_on_the_shard_of_its_routing(opensearch_url: str, index_prefix: str) -> None:
     idx = OpenSearchIndex.from_url(opensearch_url, index_prefix=index_prefix, shards=4)
     try:

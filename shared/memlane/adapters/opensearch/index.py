@@ -222,6 +222,9 @@ class OpenSearchIndex:
         with boundary("read alias"):
             found = self.client.indices.get_alias(name=alias, ignore=404)
         old = [] if _missing(found) else sorted(found)
+        if old:  # another deployment's index behind a name this one's prefix also makes: never rebuilt away
+            with boundary("read mapping"):
+                self._refuse_foreign(store, self.client.indices.get_mapping(index=",".join(old)))
         versions = [v for v in (self._version_of(name) for name in old) if v is not None]
         new = index_name(self.prefix, store, max(versions, default=0) + 1)
         body = self._owned(index_body(dim, engine=self.knn_engine, shards=self.shards, replicas=self.replicas))
@@ -461,6 +464,9 @@ class OpenSearchIndex:
             self._dims.pop(store, None)
             return None
         self._refuse_foreign(store, mappings)
+        unstamped = [name for name, m in mappings.items() if OWNER not in m["mappings"].get("_meta", {})]
+        if unstamped:
+            self._stamp(unstamped)
         dims = {m["mappings"]["properties"]["embedding"]["dimension"] for m in mappings.values()}
         if len(dims) != 1:
             raise DependencyFailed(f"alias of store '{store}' spans indices of dimensions {sorted(dims)}",
@@ -470,6 +476,13 @@ class OpenSearchIndex:
             self._add_record_type(outdated)
         self._dims[store] = dim = int(dims.pop())
         return dim
+
+    def _stamp(self, indices: list[str]) -> None:
+        """Stamp indices made before the owner stamp as this deployment's, the first to open them since (which one
+        made an unstamped index cannot be known): from then on a deployment whose prefix nests with this one's is
+        refused them. Idempotent."""
+        with boundary("migrate mapping"):
+            self._writer.indices.put_mapping(index=",".join(indices), body={"_meta": {OWNER: self.prefix}})
 
     def _add_record_type(self, indices: list[str]) -> None:
         """Migrate an index made before record types: add the field to its mapping (adding a field is
