@@ -294,6 +294,27 @@ def test_a_line_another_tenants_card_counted_is_counted_again(deps, store, monke
     assert line in [e.text for e in theirs.kept["recent"]] and f"- {line}" in counting.texts
 
 
+def test_a_thread_deleted_and_made_again_under_its_ids_counts_its_lines_afresh(service, deps, store, monkeypatch) -> None:
+    """A regression trial: the counts outlived the thread (and an erased tenant): whoever took its ids next could time
+    a card to learn whether a guessed line was in the old thread's cards."""
+    from memlane.services import threads
+
+    counting = CountingTokenizer()
+    monkeypatch.setattr(deps, "tokenizer", counting)
+    said = "My PIN for the clinic portal is 4417."
+    scope = {**NEW, "run_id": "again"}
+    ingest.add(deps, store, scope=scope, messages=[{"role": "user", "content": said}])
+    line = next(e.text for e in card(deps, store, thread_id="again").kept["recent"] if said in e.text)
+    threads.delete(deps, store, app_id=APP, tenant_id=TENANT, thread_id="again", agent_id=NEW["agent_id"])
+    service.drain()
+    ingest.add(deps, store, scope=scope, messages=[{"role": "user", "content": said}])
+    counting.texts.clear()
+
+    card(deps, store, thread_id="again")
+
+    assert f"- {line}" in counting.texts
+
+
 def _similar(i: int, text: str, similarity: float, evidence: list[str] | None = None) -> "context.search.SearchHit":
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     memory = Memory(memory_id=f"sim-{i:03d}", scope=Scope(**OLD), text=text, created_at=now, updated_at=now,

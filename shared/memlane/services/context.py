@@ -49,7 +49,7 @@ PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 # (LoCoMo prompt recall at 1,500 tokens 0.742 vs 0.871 for the same search's results in rank order).
 RANK_DECAY = 0.93
 RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
-# Token counts of card lines kept between builds (per tokenizer and tenant, least recently used out): a thread's next
+# Token counts of card lines kept between builds (per tokenizer and thread, least recently used out): a thread's next
 # card re-packs mostly the same memories and turns, and counting them again was a third of a build (a card of
 # 50 turns of 32,000 characters, ~0.5 s each time).
 LINE_COUNTS = 50_000
@@ -159,8 +159,8 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
         hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
         return _packed(parts, _recalled(wanted, summary, ahead, hits, recent, plan), budget_tokens,
-                       _counts(deps.tokenizer, store, scope))
-    return pack(parts, budget_tokens, _counts(deps.tokenizer, store, scope))
+                       _counts(deps.tokenizer, store, thread))
+    return pack(parts, budget_tokens, _counts(deps.tokenizer, store, thread))
 
 
 Said = list[tuple[str, Entry]]  # (section, entry) of the turns and summary sentences a card is trusted to show
@@ -394,7 +394,7 @@ def _dated(text: str, when: object) -> str:
 
 class _LineCounts:
     """A tokenizer that remembers the counts of the lines it has counted (a pure function of the text), each
-    tenant's apart: a line another tenant's card counted is counted again, so how fast a card is built tells no
+    thread's apart: a line another tenant's card counted is counted again, so how fast a card is built tells no
     tenant what another's cards held."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
@@ -440,11 +440,13 @@ _CACHES: weakref.WeakKeyDictionary[Tokenizer, _LineCounts] = weakref.WeakKeyDict
 _CACHES_LOCK = threading.Lock()
 
 
-def _counts(tokenizer: Tokenizer, store: str, scope: Scope) -> _OwnCounts:
-    """The tenant's line counts of this tokenizer (one cache per tokenizer object: a count is only true for its
-    vocabulary)."""
+def _counts(tokenizer: Tokenizer, store: str, thread: ScopeInfo) -> _OwnCounts:
+    """The thread's line counts of this tokenizer (one cache per tokenizer object: a count is only true for its
+    vocabulary). The thread as first seen: one erased, or deleted, and made again under its ids (by whoever takes the
+    tenant id next) starts with none of the counts its cards left (a regression trial)."""
+    s = thread.scope
     with _CACHES_LOCK:
         found = _CACHES.get(tokenizer)
         if found is None:
             found = _CACHES[tokenizer] = _LineCounts(tokenizer)
-        return found.of((store, scope.app_id, scope.tenant_id))
+        return found.of((store, s.app_id, s.tenant_id, s.agent_id, s.run_id, thread.first_seen.isoformat()))
