@@ -246,7 +246,8 @@ def test_deleting_the_only_thread_of_a_speaker_leaves_not_even_their_name_in_a_d
     assert call("DELETE", f"/v1/stores/demo/threads/r1?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
 
     assert name not in _everything(call)
-    assert [p.name for p in data_dir.rglob("*") if p.is_file() and name.lower().encode() in p.read_bytes().lower()] == []
+    assert [p.name for p in data_dir.rglob("*")
+            if p.is_file() and name.lower().encode() in p.read_bytes().lower()] == []
 
 
 def test_deleting_the_statements_that_named_a_speaker_leaves_not_their_name_beside_an_entry_that_does_not(deps, call):

@@ -294,7 +294,8 @@ def test_a_line_another_tenants_card_counted_is_counted_again(deps, store, monke
     assert line in [e.text for e in theirs.kept["recent"]] and f"- {line}" in counting.texts
 
 
-def test_a_thread_deleted_and_made_again_under_its_ids_counts_its_lines_afresh(service, deps, store, monkeypatch) -> None:
+def test_a_thread_deleted_and_made_again_under_its_ids_counts_its_lines_afresh(service, deps, store,
+                                                                              monkeypatch) -> None:
     """A regression trial: the counts outlived the thread (and an erased tenant): whoever took its ids next could time
     a card to learn whether a guessed line was in the old thread's cards."""
     from memlane.services import threads

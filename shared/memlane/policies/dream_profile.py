@@ -255,6 +255,5 @@ def without(profile: Profile, memory_ids: set[str]) -> Profile:
     skills = [s for s in profile.skills if s.memory_id not in memory_ids]
     # The subject's name was read off the statements, and which ones named it the copy does not say: it goes with
     # any of them (a regression trial: the only entry left, "Window seats on long flights.", named no one).
-    subject = ""
-    return profile.model_copy(update={"subject": subject, "attributes": attributes, "preferences": preferences,
-                                      "skills": skills, "summary": _summary(subject, attributes, preferences)})
+    return profile.model_copy(update={"subject": "", "attributes": attributes, "preferences": preferences,
+                                      "skills": skills, "summary": _summary("", attributes, preferences)})

@@ -46,8 +46,7 @@ from .keys import (API_KEYS_PK, ERASURES_PK, GRANTS_PK, PURGING_PK, RETIRED_LOGS
                    activity_pk, dream_pk, message_sk, requests_pk, tenant_pk)
 
 __all__ = ["Repository", "API_KEYS_PK", "ERASURES_PK", "GRANTS_PK", "PURGING_PK", "RETIRED_LOGS_PK", "STORES_PK",
-           "TTL_ATTRIBUTE",
-           "activity_pk", "dream_pk", "message_sk", "requests_pk", "tenant_pk"]
+           "TTL_ATTRIBUTE", "activity_pk", "dream_pk", "message_sk", "requests_pk", "tenant_pk"]
 
 
 class Repository(CoreRecords, AccessRecords, DreamRecords, DeletionRecords, OpenTaskRecords, ThreadRecords,

@@ -9,8 +9,8 @@ from ..domain.errors import ConditionFailed, NotFound
 from ..domain.limits import MAX_AUDIT_RETENTION_DAYS
 from ..domain.models import Erasure
 from ..ports import Delete, Put, Table, Update
-from .keys import (DEAD_LETTER_SCAN_PK, ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk, dream_pk, open_pk, requests_pk,
-                   tenant_pk)
+from .keys import (DEAD_LETTER_SCAN_PK, ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk,
+                   dream_pk, open_pk, requests_pk, tenant_pk)
 from .keys import _dump
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "RETIRED_LOGS_PK", "DEAD_LETTER_SCAN_PK", "GRANTS_PK", "API_KEYS_PK",
-           "TTL_ATTRIBUTE", "tenant_pk", "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
+__all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "RETIRED_LOGS_PK", "DEAD_LETTER_SCAN_PK", "GRANTS_PK",
+           "API_KEYS_PK", "TTL_ATTRIBUTE", "tenant_pk", "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
 
 from datetime import datetime
 from typing import Any

@@ -49,8 +49,8 @@ PROFILE_VALUE, SUMMARY_VALUE, PLAN_VALUE = 1.0, 0.7, 0.5
 # (LoCoMo prompt recall at 1,500 tokens 0.742 vs 0.871 for the same search's results in rank order).
 RANK_DECAY = 0.93
 RECENT_NEWEST, RECENT_STEP, RECENT_FLOOR = 1.0, 0.05, 0.5
-# Token counts of card lines kept between builds (per tokenizer and thread, least recently used out): a thread's next
-# card re-packs mostly the same memories and turns, and counting them again was a third of a build (a card of
+# Token counts of card lines kept between builds (per tokenizer and thread, least recently used out): a thread's
+# next card re-packs mostly the same memories and turns, and counting them again was a third of a build (a card of
 # 50 turns of 32,000 characters, ~0.5 s each time).
 LINE_COUNTS = 50_000
 

@@ -8,8 +8,8 @@ from typing import Any
 from ..domain.deadline import Deadline
 from ..extractors import Extractor
 from ..faults import Faults
-from ..ports import (LLM, Budgeted, Clock, Compactor, DeadLetters, Embedder, Index, Queue, Reranker, Table, TenantTables,
-                     Tokenizer)
+from ..ports import (LLM, Budgeted, Clock, Compactor, DeadLetters, Embedder, Index, Queue, Reranker, Table,
+                     TenantTables, Tokenizer)
 from ..repository import Repository
 from ..split_table import SplitTable
 

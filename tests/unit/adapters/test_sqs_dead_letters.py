@@ -18,7 +18,8 @@ REGION = "us-east-1"
 
 def add(tenant: str, text: str) -> str:
     return json.dumps({"store": "demo", "request_id": f"q-{tenant}-{len(text)}",
-                       "scope": {"app_id": "app", "tenant_id": tenant}, "messages": [{"role": "user", "content": text}]})
+                       "scope": {"app_id": "app", "tenant_id": tenant},
+                       "messages": [{"role": "user", "content": text}]})
 
 
 @pytest.fixture()
