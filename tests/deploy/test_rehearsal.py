@@ -364,6 +364,12 @@ KEPT = {
     ("Tasks", "EmbedReinstated", "bedrock:InvokeModel"): "a run deletion embeds again the memories it makes "
     "current again (services/reinstate.py): the rehearsal's deleted run superseded nothing; "
     "tests/handlers/test_tasks.py makes the call through the Tasks function",
+    ("Extract", "ErasureReachesIngestDeadLetters", "sqs:DeleteMessage"): "an erasure deleting its tenant's refused "
+    "adds from the ingestion dead letters: the rehearsal's are empty (its erasure reads them through); "
+    "tests/handlers/test_iam_enforced.py makes the call through the Extract function",
+    ("Extract", "ErasureReachesIngestDeadLetters", "sqs:ChangeMessageVisibility"): "an erasure putting back the "
+    "dead letters of other tenants it read: the rehearsal's are empty; tests/handlers/test_iam_enforced.py makes the "
+    "call through the Extract function",
     ("Dream", "DreamRole/DreamEventInvokeConfigOnFailureSQSPolicy#0", "sqs:SendMessage"): "Lambda's on-failure "
     "destination of the scheduled run (EventInvokeConfig -> ScheduleFailureQueue, written with the function's "
     "role): the rehearsal invokes synchronously and no scheduled run fails",

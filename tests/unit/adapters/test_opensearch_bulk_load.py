@@ -26,7 +26,8 @@ class FakeIndices:
         self.refresh_interval = "1s"
 
     def get_mapping(self, index: str, ignore: int | None = None) -> dict[str, Any]:
-        return {"mem-s1_v1": {"mappings": {"properties": {"embedding": {"dimension": 2}, "record_type": {}}}}}
+        return {"mem-s1_v1": {"mappings": {"_meta": {"memlane_prefix": "mem"},  # made by this deployment
+                                           "properties": {"embedding": {"dimension": 2}, "record_type": {}}}}}
 
     def get_settings(self, index: str, name: str | None = None, **_: Any) -> dict[str, Any]:
         return {"mem-s1_v1": {"settings": {"index": {"refresh_interval": self.refresh_interval}}}}
