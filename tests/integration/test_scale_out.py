@@ -264,10 +264,12 @@ def test_two_servers_and_two_workers_lose_nothing_duplicate_nothing_cross_no_ten
     each_tenant(finished)
     assert len(set(memory_of.values())) == len(memory_of)  # no memory shared or written twice
 
-    # The jobs the killed worker held were delivered again and finished by the other.
+    # The jobs the killed worker held were delivered again and finished by the other. One it had settled in the
+    # instant before its "done" line (the message deleted, the line not yet written: a CI run stopped it there) is
+    # not delivered again; its task SUCCEEDED above like every other, and the rest were.
     redone = {m.group(1) for m in STARTED.finditer(survivor.text()) if int(m.group(2)) > 1}
-    assert held and held <= redone, (held, redone)
-    assert held <= {m.group(1) for m in DONE.finditer(survivor.text())}
+    assert held & redone and len(held - redone) <= 1, (held, redone)
+    assert held & redone <= {m.group(1) for m in DONE.finditer(survivor.text())}
 
     def delete_some(tenant: str) -> None:  # some memories, and the thread (its add's memory with it)
         for n in DELETED:
