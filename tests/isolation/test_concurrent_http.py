@@ -303,11 +303,7 @@ def test_concurrent_tenants_deleting_by_encoded_ids_each_get_one_answered_audit_
                 if json.loads(e.read())["error"]["code"] != "duplicate_key":
                     problems.append(f"{t}: {e.code}")
 
-    threads = [threading.Thread(target=tenant, args=(t,)) for t in TENANTS]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
+    _each_tenant_at_once(tenant)
     assert problems == []
     rows = clients["admin"]._call("GET", "/v1/stores/demo/requests", query={"limit": 200})["requests"]
     assert not [r for r in rows if r["status"] == 0]
@@ -364,13 +360,48 @@ def test_concurrent_tenants_deleting_one_thread_id_without_an_agent_each_delete_
             if (e.status, e.code) != (404, "thread_not_found"):
                 problems.append(f"{t}: {e.status} {e.code} for the second delete")
 
-    threads = [threading.Thread(target=tenant, args=(t,)) for t in TENANTS]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
+    _each_tenant_at_once(tenant)
     assert problems == []
     for t in TENANTS:  # each tenant's other thread is whole
         kept = clients[t]._call("GET", "/v1/stores/demo/threads/t-booker",
                                 query={"app_id": "travel", "tenant_id": t})
         assert kept["message_count"] == 1 and kept["scope"]["agent_id"] == "booker"
+
+
+def test_concurrent_tenants_building_cards_of_one_line_each_see_their_own_and_count_it_themselves(keyed_server):
+    """The card's line counts are kept per thread (a timing channel when they were the process's): four tenants
+    whose threads hold the same line build cards at once, each several times — each card holds its own tenant's
+    turns only, and the same text every time."""
+    server, keys = keyed_server
+    clients = {name: MemlaneClient(server.url, api_key=key) for name, key in keys.items()}
+    clients["admin"].create_store("demo")
+    said = "My PIN for the clinic portal is 4417."
+    for t in TENANTS:
+        clients[t].add("demo", {"app_id": "travel", "tenant_id": t, "run_id": "same-line"},
+                       messages=[{"role": "user", "content": said}, {"role": "user", "content": f"I am {t}."}])
+    problems: list[str] = []
+    start = threading.Barrier(len(TENANTS))
+
+    def tenant(t: str) -> None:
+        try:
+            start.wait()
+            texts = {clients[t]._call("POST", "/v1/stores/demo/threads/same-line/context",
+                                      {"app_id": "travel", "tenant_id": t, "budget_tokens": 500})["text"]
+                     for _ in range(5)}
+            others = [o for o in TENANTS if o != t and f"I am {o}." in "".join(texts)]
+            if len(texts) != 1 or others or f"I am {t}." not in texts.pop():
+                problems.append(f"{t}: {len(texts)} texts, others' turns {others}")
+        except Exception as e:  # noqa: BLE001 — a thread's error is a finding, not a silent exit
+            problems.append(f"{t}: {e!r}")
+
+    _each_tenant_at_once(tenant)
+    assert problems == []
+
+
+def _each_tenant_at_once(work) -> None:  # type: ignore[no-untyped-def]
+    """`work(tenant)` for every tenant, each on a thread of its own, all joined."""
+    threads = [threading.Thread(target=work, args=(t,)) for t in TENANTS]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
