@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--per-tenant", type=int, default=1000)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--parts", action="store_true", help="wall time of each part of a search, no profile")
+    ap.add_argument("--readings", action="store_true",
+                    help="each search twice, interleaved: with the readings memories keep, and reading every pair")
     ap.add_argument("--default-gc", action="store_true",
                     help="Python's default garbage collector settings, not the server's (memlane.process.settle)")
     ap.add_argument("--corpus", choices=["scale", "locomo"], default="scale")
@@ -81,7 +83,7 @@ def main() -> None:
         for q in qs[1:5]:
             timed(b.deps, q, scope)
         try:
-            parts(b, qs, scope) if args.parts else report(b, qs, scope)
+            readings(b, qs, scope) if args.readings else parts(b, qs, scope) if args.parts else report(b, qs, scope)
         finally:
             b.service.close()
 
@@ -126,7 +128,7 @@ def locomo(args) -> None:
 
 def parts(b, qs, scope) -> None:
     """Each part's wall time, read by wrapping it for this process only."""
-    from memlane.policies import consolidation
+    from memlane.policies import conflicts
     from memlane.services import search as service
 
     times: dict[str, list[float]] = {}
@@ -145,7 +147,7 @@ def parts(b, qs, scope) -> None:
     index = b.deps.index
     for owner, name, label in ((index, "search", "index call"), (index, "_keyword", "keyword half"),
                                (index, "_vector", "vector half"), (service, "_load", "table reads"),
-                               (service, "_rerank", "reranker"), (consolidation, "newer_first", "newer_first"),
+                               (service, "_rerank", "reranker"), (conflicts, "newer_first", "newer_first"),
                                (b.deps.embedder, "embed", "query embedding")):
         timed_part(owner, name, label)
     wall, cpu = zip(*(timed(b.deps, q, scope) for q in qs))
@@ -156,6 +158,29 @@ def parts(b, qs, scope) -> None:
     print(f"search without the query embedding: wall ms p50/p95 {p(bare, 50):.2f} / {p(bare, 95):.2f}")
     for label, ms in times.items():
         print(f"  {label}: wall ms p50/p95 {p(ms, 50):.2f} / {p(ms, 95):.2f}")
+
+
+def readings(b, qs, scope) -> None:
+    """Each search with the readings its memories keep (policies/conflicts.py) and as if they kept none, one after the
+    other in alternating order (what the host does to one, it does to the other); the statement cache is emptied
+    before each, as a search of other memories finds it."""
+    from memlane.policies import conflicts, statement
+
+    kept = conflicts.read
+    ways = {"with readings": kept, "without": lambda m: conflicts._Read(statement.statement(m.text))}
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label in ways}
+    for i, q in enumerate(qs):
+        for label in (("with readings", "without") if i % 2 else ("without", "with readings")):
+            conflicts.read = ways[label]
+            statement.statement.cache_clear()
+            times[label].append(timed(b.deps, q, scope))
+    conflicts.read = kept
+    for label, measured in times.items():
+        wall, cpu = zip(*measured)
+        print(line(f"search {label}", list(wall), list(cpu)))
+    p = metrics.percentile
+    ratio = [w / o for (w, _), (o, _) in zip(times["with readings"], times["without"])]
+    print(f"with / without, per search: p50 {p(ratio, 50):.2f}")
 
 
 def report(b, qs, scope) -> None:

@@ -462,10 +462,16 @@ def test_deleting_memories_clears_the_metadata_of_the_dream_actions_copies(deps,
     assert any(a["kind"] == "MERGE" for a in task["actions"])
     assert MARKER in json.dumps(call("GET", f"/v1/stores/demo/dream-tasks/{task['task_id']}/actions")[1])
 
+    def readings():  # the copies' readings of their texts (hashes of its words: they go with the words)
+        actions = deps.repo.list_actions("demo", APP, "alice", task["task_id"])[0]
+        return [m.reading for a in actions for m in a.before] + [e.before.get("reading") for a in actions
+                                                                 for e in a.undo if e.memory_id and e.before]
+    assert all(readings())
     for key in ("home-1", "home-2"):
         assert call("DELETE", f"/v1/stores/demo/memories/{key}?{q}")[0] == 200
     assert MARKER not in _everything(call)
     assert _files_holding_marker(data_dir) == []
+    assert readings() and not any(readings())
 
 
 def test_deleting_a_store_leaves_nothing_that_a_store_of_its_name_would_show(service, call, data_dir):

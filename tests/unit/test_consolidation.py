@@ -7,7 +7,7 @@ import pytest
 
 from memlane.domain.models import ExtractAction, Memory, MemoryType
 from memlane.domain.scope import Scope
-from memlane.policies.consolidation import Neighbour, Statement, decide, newer_first, relate
+from memlane.policies.consolidation import Neighbour, Statement, decide, relate
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
@@ -139,20 +139,6 @@ def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
     assert decide(moved, [Neighbour(both, 0.7)], duplicate_similarity=0.95, observed_at=later).action == ExtractAction.ADD
     d = decide(moved, [Neighbour(both, 0.7), Neighbour(alone, 0.7)], duplicate_similarity=0.95, observed_at=later)
     assert d.action == ExtractAction.UPDATE and [m.memory_id for m in d.targets] == ["alone"]
-
-
-def test_newer_first_moves_a_replacing_memory_before_the_one_it_replaces():
-    old = memory("User's apartment is in Brooklyn.", day=0, mid="old")
-    other = memory("User has a dog named Rex.", day=3, mid="dog")
-    new = memory("User's apartment is in Queens.", day=9, mid="new")
-    assert [m.memory_id for m in newer_first([old, other, new])] == ["new", "old", "dog"]
-    assert [m.memory_id for m in newer_first([other, old])] == ["dog", "old"]
-
-
-def test_newer_first_leaves_unrelated_memories_in_their_order():
-    jazz = memory("User likes jazz.", day=0, mid="jazz")
-    move = memory("User moved to Denver.", day=9, mid="move")
-    assert [m.memory_id for m in newer_first([jazz, move])] == ["jazz", "move"]
 
 
 def test_a_stop_cue_under_a_negation_ends_nothing():
@@ -296,71 +282,6 @@ def test_a_stop_verb_of_motion_ends_nothing(old, new):
     assert action(old, new, similarity=0.55) == ExtractAction.ADD
 
 
-# -- newer_first at search time: the same order, fewer comparisons -----------------------------------
-
-
-def _reference_newer_first(memories, relevance, window=10):
-    """newer_first as it was first written: every pair of the head compared again after each move."""
-    from memlane.policies.consolidation import _is_newer, conflicts, observed
-
-    head, tail = list(memories[:window]), list(memories[window:])
-    i = 0
-    while i < len(head):
-        for j in range(i + 1, len(head)):
-            a, b = head[i], head[j]
-            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
-            if _is_newer(b, observed(a)) and conflicts(b, a, close):
-                head.insert(i, head.pop(j))
-                break
-        else:
-            i += 1
-    return head + tail
-
-
-def _update_fixture():
-    """Every statement of the knowledge-update set (moves, new jobs, retractions, facts that stay), as
-    memories said on scattered days."""
-    import json
-    import random
-    from pathlib import Path
-
-    rnd = random.Random(11)
-    texts = [f"User: {m['content']}" for line in (Path(__file__).parents[1] / "data" / "knowledge_updates.jsonl")
-             .read_text().splitlines() for step in json.loads(line)["steps"] for m in step["messages"]]
-    return [memory(t, day=rnd.randrange(120), mid=f"m{i}") for i, t in enumerate(texts)], rnd
-
-
-def test_newer_first_keeps_the_order_it_always_gave():
-    memories, rnd = _update_fixture()
-    moved = 0
-    for _ in range(300):
-        hits = rnd.sample(memories, 14)
-        relevance = {m.memory_id: rnd.uniform(0.2, 0.9) for m in hits}
-        got = [m.memory_id for m in newer_first(hits, relevance)]
-        assert got == [m.memory_id for m in _reference_newer_first(hits, relevance)]
-        moved += got != [m.memory_id for m in hits]
-    assert moved > 10  # the fixture has conflicts to reorder, not only unrelated memories
-
-
-def test_newer_first_reads_no_pair_that_cannot_replace_the_other(monkeypatch):
-    """A remark, a passage, or a statement of someone else cannot replace a fact: such pairs are
-    skipped before the word-by-word reading (relate), and a pair already read is not read again."""
-    from memlane.policies import consolidation
-
-    read = []
-    real = consolidation.relate
-    monkeypatch.setattr(consolidation, "relate", lambda new, old, similarity: read.append((new.text, old.text))
-                        or real(new, old, similarity))
-    hits = [memory("User: Can't wait to see it!", day=0, mid="remark"),
-            memory("Ann: I love hiking. We went up Snowdon last week.", day=1, mid="passage"),
-            memory("Ben lives in Leeds.", day=2, mid="ben"),
-            memory("User's apartment is in Brooklyn.", day=3, mid="old"),
-            memory("User's apartment is in Queens.", day=9, mid="new"),
-            memory("User: Thanks so much, you're the best!", day=10, mid="thanks")]
-    assert [m.memory_id for m in newer_first(hits)] == ["remark", "passage", "ben", "new", "old", "thanks"]
-    assert len(read) == len(set(read)) == 1  # only Queens against Brooklyn
-
-
 # -- the shortcut: pairs that share no word and carry no cue are not read word by word -----------
 
 def _history_texts():
@@ -392,21 +313,6 @@ def test_the_shortcut_never_hides_a_change_the_full_reading_finds():
     assert len(pairs) > 10_000 and len(skipped) > len(pairs) / 4  # the shortcut is taken, and often
     for new, old in skipped:
         assert _read_change(new, old, 1.0) is None, (new.text, old.text)
-
-
-def test_statements_a_search_compares_are_read_closely_only_past_the_cheap_gates():
-    """A search parses each of its first ten hits (`newer_first`); pairs of different subjects, or said to
-    someone, part at `_comparable`, which needs the subject and words alone: the stems, the framing state and
-    the values are read on first use, and then exactly as before."""
-    from memlane.policies.consolidation import conflicts, statement
-
-    statement.cache_clear()
-    assert not conflicts(memory("Bob moved to Paris in 2023.", day=1), memory("Ann plays the cello."), 0.9)
-    bob = statement("Bob moved to Paris in 2023.")  # as the comparison left it
-    assert not {"tokens", "content", "values", "shown", "owner", "entered"} & set(vars(bob))
-    assert bob.subject == "bob" and bob.values == {"2023"} and "pari" in bob.content and bob.tokens[0] == "bob"
-    assert Statement("Ann's sister got a job as a nurse.").owner == "sist"  # a stem
-    assert Statement("Ann got a job as a nurse.").entered and not Statement("Ann is a nurse.").entered
 
 
 def test_two_facts_with_nothing_in_common_are_not_aligned(monkeypatch):

@@ -161,9 +161,11 @@ def build(backend: str, data_dir: Path, embedder: Any) -> Bench:
 
 def bulk_load(b: Bench, tenant: str, texts: Sequence[str], vectors: np.ndarray, start: int,
               progress: Progress | None = None) -> list[str]:
-    """Write memories straight to the table (the truth) and the index, in batches."""
+    """Write memories straight to the table (the truth) and the index, in batches, each with the reading the
+    service's writes keep (policies/conflicts.py)."""
     from ..domain.models import Memory
     from ..domain.scope import Scope
+    from ..policies.conflicts import reading
 
     now = datetime(2024, 1, 1, tzinfo=timezone.utc)
     scope = Scope(app_id=APP, tenant_id=tenant, run_id="r1")
@@ -183,7 +185,7 @@ def bulk_load(b: Bench, tenant: str, texts: Sequence[str], vectors: np.ndarray, 
         ids.append(mid)
         when = now + timedelta(seconds=start + j)
         batch.append((Memory(memory_id=mid, scope=scope, text=text, created_at=when, updated_at=when,
-                             keywords="Ann"), vec.tolist()))
+                             keywords="Ann", reading=reading(text)), vec.tolist()))
         if len(batch) >= 500:
             flush()
     if batch:

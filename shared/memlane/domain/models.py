@@ -175,6 +175,9 @@ class Memory(BaseModel):
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
     # Extra words for keyword search that are not part of the statement (speaker names, dates).
     keywords: str = ""
+    # What a search reads of the text to rank it among its hits, made when it is written (policies/conflicts.py)
+    # and sealed by a digest of the text: one missing or stale is read again. Never shown; emptied with the text.
+    reading: str = ""
     request_id: str | None = None
     origin: MemoryOrigin = MemoryOrigin.EXTRACTED
     # The other runs whose memories' words its text carries (a dream's text made of several runs' memories):

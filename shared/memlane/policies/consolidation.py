@@ -258,7 +258,7 @@ def _only_happened(memory: Memory, said: "Statement") -> bool:
             and not (said.moves or said.entered or said.states))
 
 
-def _another_occasion(memory: Memory, said: "Statement", event_time: datetime | None,
+def another_occasion(memory: Memory, said: "Statement", event_time: datetime | None,
                       said_at: datetime | None) -> bool:
     """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
     job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
@@ -578,7 +578,7 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
-        occasion = _another_occasion(n.memory, other, event_time, observed_at)
+        occasion = another_occasion(n.memory, other, event_time, observed_at)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
                 and new.owner == other.owner \
                 and new.negated == other.negated:
@@ -682,45 +682,3 @@ def succeeds(successor: Memory, superseded: Memory) -> bool:
     its `updated_at`, not its `valid_to`, which is when its successor was said)."""
     said = observed(successor) or successor.created_at
     return successor.created_at <= superseded.updated_at and (superseded.valid_to is None or said <= superseded.valid_to)
-
-
-def conflicts(newer: Memory, older: Memory, similarity: float = 0.0) -> bool:
-    """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
-    Without a `similarity` only what the words themselves show (another value, a denial, a move) counts."""
-    new, old = statement(newer.text), statement(older.text)
-    if not (_comparable(new, old) and _facts(new, old)):
-        return False  # relate could only say NOOP or nothing: no word-by-word reading needed
-    relation = relate(new, old, similarity=similarity)
-    if relation is not None and relation.evidence != Evidence.DENIAL \
-            and _another_occasion(older, old, newer.event_time, newer.observed_at):
-        return False  # two occasions: neither replaces the other
-    return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
-
-
-def newer_first(memories: list[Memory], relevance: dict[str, float] | None = None,
-                window: int = 10) -> list[Memory]:
-    """`memories` (ranked) with each one that replaces or denies an earlier-ranked, older one moved
-    just before it: when two active memories conflict anyway, the newer ranks first. Only the
-    first `window` are compared (a pairwise reading; the head is what an agent reads).
-    `relevance`: each memory's similarity to the query; two that both answer it closely are about
-    one thing, so a change cue of the newer one counts as it does at write time."""
-    head, tail = list(memories[:window]), list(memories[window:])
-    relevance = relevance or {}
-    said = {id(m): observed(m) for m in head}
-    # A move restarts the scan at the same place: each pair is read once, its answer kept.
-    replaces: dict[tuple[int, int], bool] = {}
-    i = 0
-    while i < len(head):
-        for j in range(i + 1, len(head)):
-            a, b = head[i], head[j]
-            pair = (id(b), id(a))
-            if pair not in replaces:
-                close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
-                newer = said[id(a)] is not None and said[id(b)] is not None and said[id(b)] > said[id(a)]
-                replaces[pair] = newer and conflicts(b, a, close)
-            if replaces[pair]:
-                head.insert(i, head.pop(j))
-                break
-        else:
-            i += 1
-    return head + tail

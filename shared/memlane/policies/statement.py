@@ -39,7 +39,7 @@ _OTHERS_OF = frozenset({"our", "their"})
 _WITH_SPEAKER = frozenset({"family", "household"})
 
 
-class _read_once:
+class read_once:
     """`functools.cached_property` without the lock Python 3.11 takes on every first read: a statement's
     properties are pure, so two threads reading one at once only compute it twice."""
 
@@ -78,7 +78,7 @@ class Statement:
             self.subject = base(opening)
         self.words = _bases(raw)
 
-    @_read_once
+    @read_once
     def _framed(self) -> tuple[bool, list[str]]:
         """What it is about, read with entering a state said as being in it ("got a job as" → "works as"),
         so the two align; the words as written keep the cues ("started", "got a job")."""
@@ -86,22 +86,22 @@ class Statement:
         entered = state != self.text  # "got a job as", "was hired as": a change cue in itself
         return entered, _bases(TOKEN.findall(state)) if entered else self.words
 
-    @_read_once
+    @read_once
     def entered(self) -> bool:
         return self._framed[0]
 
-    @_read_once
+    @read_once
     def owner(self) -> str:
         """"Ann's sister lives in Paris" is about Ann's sister: the word after a possessive subject (a person
         among the next few: "Ann's old coworker" is the coworker's)."""
         return self._holder[0]
 
-    @_read_once
+    @read_once
     def holder_name(self) -> str:
         """The name the holder is given, if any: "Ann's cat Mochi" → "mochi"."""
         return self._holder[1]
 
-    @_read_once
+    @read_once
     def _holder(self) -> tuple[str, str]:
         raw = self._raw
         at = next((i for i, w in enumerate(raw[:4]) if w.lower() in (f"{self.subject}'s", f"{self.subject}’s")), None)
@@ -121,7 +121,7 @@ class Statement:
         name = raw[i + 1] if i + 1 < len(raw) and raw[i + 1][:1].isupper() else ""
         return lang.stem(raw[i]), name.lower()
 
-    @_read_once
+    @read_once
     def shown(self) -> dict[str, str]:
         """stem → a word it stands for (as written), to explain a decision."""
         shown: dict[str, str] = {}
@@ -129,56 +129,56 @@ class Statement:
             shown.setdefault(lang.stem(base), w[:-2] if w.endswith(("'s", "’s")) else w)
         return shown
 
-    @_read_once
+    @read_once
     def tokens(self) -> list[str]:
         # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
         return [lang.stem(w) if w != self.subject else w for w in self._framed[1] if w not in _NOT_TOKENS]
 
-    @_read_once
+    @read_once
     def content(self) -> set[str]:
         return {lang.stem(w) for w in self._framed[1] if w not in _NOT_CONTENT and w != self.subject
                 and "n't" not in w and "n’t" not in w}
 
-    @_read_once
+    @read_once
     def keys(self) -> frozenset[str]:
         """Its tokens that can show two statements are about one thing (not filler or a negation)."""
         return frozenset(w for w in self.tokens if w not in lang.FILLER and w not in lang.NEGATIONS)
 
-    @_read_once
+    @read_once
     def token_set(self) -> frozenset[str]:
         return frozenset(self.tokens)
 
-    @_read_once
+    @read_once
     def counts(self) -> Counter[str]:
         return Counter(self.tokens)
 
-    @_read_once
+    @read_once
     def reach(self) -> tuple[frozenset[str], frozenset[str]]:
         """The content stems and the tokens of it and of each of its clauses (what `_share_words` compares)."""
         parts = (self, *self.clauses())
         return (frozenset().union(*(c.content for c in parts)), frozenset().union(*(c.tokens for c in parts)))
 
-    @_read_once
+    @read_once
     def values(self) -> set[str]:
         return {w for w in self._raw[1:] if any(map(str.isdigit, w)) or "@" in w}
 
-    @_read_once
+    @read_once
     def negated(self) -> bool:
         return lang.negated(self.words, self.text)
 
-    @_read_once
+    @read_once
     def _plain(self) -> tuple[list[str], str]:
         """The words and text without a stop cue under a negation ("won't give up" is no cue) or of
         motion ("stopped by")."""
         text = _MOTION.sub(" ", _GOES_ON.sub(" ", self.text))
         return [base(w) for w in TOKEN.findall(text)], text
 
-    @_read_once
+    @read_once
     def change(self) -> bool:
         return self.entered or lang.change_cue(*self._plain)
 
-    @_read_once
+    @read_once
     def factual(self) -> bool:
         """States something of its subject ("Ann lives ...", "Ann's dog is ...") or defines a thing
         ("The code word is ..."); "Can't wait to see it!" does neither."""
@@ -188,61 +188,61 @@ class Statement:
                 or bool(_DEFINITION.match(self.text))
                 or self.entered and bool(_DEFINITION.match(lang.as_state(self.text))))  # "... got moved to the 27th"
 
-    @_read_once
+    @read_once
     def sentences(self) -> int:
         return len([p for p in _SENTENCE.split(self.text) if p.strip()])
 
-    @_read_once
+    @read_once
     def reported_change(self) -> bool:
         """A change cue that counts without word-for-word alignment (not narration such as "new")."""
         words, text = self._plain
         return lang.change_cue([w for w in words if w not in _NARRATION], text)
 
-    @_read_once
+    @read_once
     def strong_change(self) -> bool:
         return lang.change_cue(*self._plain, strong=True)
 
-    @_read_once
+    @read_once
     def replaced(self) -> bool:
         """A change cue besides a stop cue: what ended was replaced ("became", "got a job as")."""
         words, text = self._plain
         return (self.entered or any(w in lang.CHANGE_CUES and w not in lang.STOP_CUES for w in words)
                 or lang.has_phrase(text, _REPLACING_PHRASES))
 
-    @_read_once
+    @read_once
     def addressed(self) -> bool:
         """Said to someone ("you", "your"): conversation, not a fact about the subject."""
         return any(w in lang.SECOND_PERSON for w in self.words)
 
-    @_read_once
+    @read_once
     def stops(self) -> bool:
         return lang.stop_cue(*self._plain)
 
-    @_read_once
+    @read_once
     def moves(self) -> bool:
         """A change verb ("moved", "joined"): it reports a change of another statement's state without
         sharing a word with it ("joined Notion" / "works at Shopify": `_changes_state_of`)."""
         return any(lang.stem(w) in lang.CHANGE_VERBS for w in self.words)
 
-    @_read_once
+    @read_once
     def states(self) -> dict[str, str]:
         """Attributes of which it states the one value its subject holds ("is vegan": diet)."""
         return lang.exclusive_states(self.text) if lang.may_hold_state(self.text) else {}
 
-    @_read_once
+    @read_once
     def additive(self) -> bool:
         return lang.additive_cue(self.words, self.text)
 
     def clauses(self) -> list["Statement"]:
         return self._clauses
 
-    @_read_once
+    @read_once
     def parts(self) -> list["Statement"]:
         """Its sentences, each read alone (with its speaker), when it has several."""
         said = [p.strip() for p in _SENTENCE.split(self.text) if p.strip()]
         return [statement(self._prefix + p) for p in said] if len(said) > 1 else []
 
-    @_read_once
+    @read_once
     def _clauses(self) -> list["Statement"]:
         # Read once: every pair a search or a write compares asks for the newer statement's clauses.
         parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]

@@ -20,7 +20,7 @@ from ..domain.errors import ConditionFailed, Conflict, NotFound
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
 from ..domain.scope import ScopeFilter
-from ..policies import consolidation
+from ..policies import conflicts, consolidation
 from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
 from . import consolidate_llm as judge
@@ -113,7 +113,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                         text=candidate.text, evidence=candidate.evidence, created_at=now, updated_at=now,
                         event_time=candidate.event_time, observed_at=observed_at, valid_from=observed_at,
                         metadata=task.metadata, importance=candidate.importance, keywords=candidate.keywords,
-                        request_id=task.request_id)
+                        reading=conflicts.reading(candidate.text), request_id=task.request_id)
         written.append((memory, vector))
         targets = [t.memory_id for t in decision.targets]
         if decision.targets:

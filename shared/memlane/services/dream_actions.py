@@ -23,7 +23,7 @@ from ..domain.ids import derived_id
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Memory, MemoryDraft, MemoryStatus,
                              Profile, UndoEntry)
 from ..domain.scope import Scope
-from ..policies import dream_profile
+from ..policies import conflicts, dream_profile
 from ..ports import Delete, Item, Job, Put, Write
 from .deps import Deps
 from .index_writes import index_memories
@@ -107,8 +107,8 @@ def apply(deps: Deps, action: DreamAction, *, repair: bool = False) -> DreamActi
             after = action.after
             changes: dict[str, Any] = {"updated_at": now, "supersedes": keep.supersedes or action.target_ids[0]}
             if after is not None:
-                changes.update(text=after.text, memory_type=after.memory_type, evidence=after.evidence,
-                               drawn_from=after.drawn_from)
+                changes.update(text=after.text, reading=conflicts.reading(after.text), memory_type=after.memory_type,
+                               evidence=after.evidence, drawn_from=after.drawn_from)
             plan.memory(deps, store, keep.model_copy(update=changes), current[keep_id])
         # Each superseded statement held until the one that replaces it was said (or until now).
         kept = mems.get(keep_id)
@@ -247,7 +247,8 @@ def _new_memory(memory_id: str, action: DreamAction, draft: MemoryDraft, now: An
     return Memory(memory_id=memory_id, scope=draft.scope, memory_type=draft.memory_type, text=draft.text,
                   evidence=draft.evidence, created_at=now, updated_at=now, event_time=draft.event_time,
                   metadata={**draft.metadata, "dream_action": action.action_id}, importance=draft.importance,
-                  keywords=draft.keywords, supersedes=supersedes, request_id=action.task_id, drawn_from=draft.drawn_from)
+                  keywords=draft.keywords, reading=conflicts.reading(draft.text), supersedes=supersedes,
+                  request_id=action.task_id, drawn_from=draft.drawn_from)
 
 
 def _profile(deps: Deps, plan: _Plan, action: DreamAction, profile: Profile, now: Any) -> None:
@@ -273,7 +274,7 @@ def _index(deps: Deps, store: str, scope: Scope, upsert: list[Memory], delete: l
 REDACTED = "redacted: a memory or run it was about was deleted"
 # What a copy of a deleted memory loses: every field that holds the caller's words (a LangGraph item's value
 # is its metadata), not the ids, scope and status that say what happened.
-_EMPTIED = {"text": "", "keywords": "", "metadata": {}}
+_EMPTIED = {"text": "", "keywords": "", "reading": "", "metadata": {}}
 
 
 def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None) -> DreamAction | None:

@@ -23,6 +23,7 @@ from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
 from ..domain.models import ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope, is_id, write_scope
 from ..domain.validation import check_metadata, check_request_id
+from ..policies import conflicts
 from ..ports import Put
 from . import embedder_guard, summaries
 from .deps import Deps
@@ -132,7 +133,7 @@ def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str 
                           created_at=now, updated_at=now, event_time=_utc(item.get("event_time"), f"{field}.event_time"),
                           observed_at=now, valid_from=now,
                           metadata=check_metadata(item.get("metadata"), field=f"{field}.metadata"),
-                          request_id=request_id, origin=MemoryOrigin.EXPLICIT))
+                          reading=conflicts.reading(text), request_id=request_id, origin=MemoryOrigin.EXPLICIT))
     return out
 
 

@@ -12,6 +12,7 @@ from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemorySt
 from ..domain.scope import Scope, search_scope, validate_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
+from ..policies import conflicts
 from . import embedder_guard, redaction
 from .deps import Deps
 from .index_writes import index_memories
@@ -43,7 +44,7 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     if text is not None:
         if not text.strip() or len(text) > MAX_CONTENT_CHARS:
             raise InvalidInput(f"text must be 1-{MAX_CONTENT_CHARS} characters", field="text")
-        changes["text"] = text
+        changes["text"], changes["reading"] = text, conflicts.reading(text)
     if metadata is not None:
         changes["metadata"] = check_metadata(metadata)
     if memory_type is not None:

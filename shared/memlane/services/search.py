@@ -18,7 +18,7 @@ from ..domain.models import MemoryStatus, MemoryType, Memory, Message, RecordTyp
 from ..domain.records import message_document
 from ..domain.scope import Scope, ScopeFilter, search_scope
 from ..domain.validation import check_metadata
-from ..policies import consolidation
+from ..policies import conflicts, consolidation
 from ..policies.ranking import RECIPES, SearchRecipe, min_max, reciprocal_rank_fusion, similarity_from_cosine
 from ..ports import Hit, IndexQuery, IndexResult
 from . import embedder_guard, scopes, summaries
@@ -145,7 +145,7 @@ def search(deps: Deps, store: str, *, query: str, scope: dict[str, Any] | None, 
         relevance = {h.memory.memory_id: h.similarity for h in hits}
         slots = [i for i, h in enumerate(hits) if h.record_type == RecordType.MEMORY]
         by_id = {h.memory.memory_id: h for h in hits}
-        for i, m in zip(slots, consolidation.newer_first([hits[i].memory for i in slots], relevance)):
+        for i, m in zip(slots, conflicts.newer_first([hits[i].memory for i in slots], relevance)):
             hits[i] = by_id[m.memory_id]
     if include_evidence:
         evidence = _evidence(deps, store, where, [h.memory for h in hits], asked_runs)

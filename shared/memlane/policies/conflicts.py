@@ -1,0 +1,186 @@
+"""Search's last step: of two active memories that conflict anyway (written before write-time consolidation, or
+beyond what it could tell), the newer ranks first (`newer_first`), read with the write-time rules
+(`consolidation.relate`).
+
+A search reads each pair of its first ten hits, and nearly every pair cannot conflict: another subject, a passage
+or a remark rather than a fact, or no word and no cue in common. Telling so means reading both statements, clauses
+and all — most of the time `newer_first` takes. So each memory is read once when it is written (`reading`), and what
+the pairs need is kept with it (`Memory.reading`): its subject, whether it can be either side of a change, whether
+it carries a change cue, and its words (32-bit hashes: a shared hash only sends the pair to the full reading).
+`may_conflict` tells from two readings alone that a pair cannot conflict; any other pair is read word by word as
+before, so the order a search gives is the same with readings or without.
+
+A kept reading is sealed with a digest of its text keyed by the rules that read it (the source of the modules
+below): one made of another text — an edit that did not read it again — or by other rules — an upgrade — is not
+trusted, and its memory is read at search time as if it had none.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import zlib
+from datetime import datetime
+from pathlib import Path
+
+from ..domain.models import ExtractAction, Memory
+from . import consolidation
+from .consolidation import Evidence, observed
+from .statement import Statement, read_once, statement
+
+_RULE_SOURCES = ("domain/language.py", "policies/statement.py", "policies/still_holds.py",
+                 "policies/consolidation.py", "policies/conflicts.py")
+
+
+def _rules_key() -> bytes | None:
+    """A digest of the code that reads statements: another version of it makes every kept reading stale. None when
+    the source cannot be read (an install without it): then no reading is kept or trusted."""
+    root, digest = Path(__file__).resolve().parents[1], hashlib.blake2b(b"reading/1", digest_size=32)
+    try:
+        for name in _RULE_SOURCES:
+            digest.update((root / name).read_bytes())
+    except OSError:
+        return None
+    return digest.digest()
+
+
+_RULES = _rules_key()
+_NEWER, _OLDER, _CUE = 1, 2, 4  # a reading's flags
+
+
+def _hash(word: str) -> int:
+    return zlib.crc32(word.encode())
+
+
+def _seal(text: str) -> str | None:
+    return None if _RULES is None else hashlib.blake2b(text.encode(), key=_RULES, digest_size=8).hexdigest()
+
+
+class _Read:
+    """What `may_conflict` reads of a statement, each part on first use (a memory with no kept reading)."""
+
+    def __init__(self, said: Statement):
+        self.said = said
+
+    @read_once
+    def subject(self) -> int:
+        return _hash(self.said.subject) if self.said.subject else 0
+
+    @read_once
+    def flags(self) -> int:
+        s = self.said
+        fact = s.sentences <= 1 and not s.addressed and s.factual  # a single statement of fact, said of no one
+        return ((_NEWER if fact and s.subject and len(s.words) <= consolidation.MAX_NEW_WORDS else 0)
+                | (_OLDER if fact and len(s.words) <= consolidation.MAX_OLD_WORDS else 0)
+                | (_CUE if s.reported_change or s.moves else 0))
+
+    @read_once
+    def reach(self) -> frozenset[int]:
+        """As the newer of a pair: its content stems and tokens, and those of its clauses, but the subject's token
+        (what `relate`'s `_share_words` compares), and the attributes it holds one value of."""
+        if not self.flags & _NEWER:
+            return frozenset()
+        content, tokens = self.said.reach
+        return frozenset(map(_hash, content | (tokens - {self.said.subject}))) | self._states
+
+    @read_once
+    def about(self) -> frozenset[int]:
+        """As the older of a pair: what the newer's `reach` is compared with — its content stems and its tokens that
+        show what it is about (`keys`), but the subject's, and its attributes."""
+        if not self.flags & _OLDER:
+            return frozenset()
+        s = self.said
+        return frozenset(map(_hash, s.content | (s.keys - {s.subject}))) | self._states
+
+    @read_once
+    def _states(self) -> frozenset[int]:
+        return frozenset(_hash(f"\0{k}") for k in self.said.states)
+
+
+class _Kept:
+    __slots__ = ("subject", "flags", "reach", "about")
+
+    def __init__(self, subject: int, flags: int, about: frozenset[int], more: frozenset[int]):
+        self.subject, self.flags, self.about, self.reach = subject, flags, about, about | more
+
+
+def _packed(hashes: frozenset[int]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(hashes)}I", *sorted(hashes))).decode()
+
+
+def _unpacked(packed: str) -> frozenset[int]:
+    raw = base64.b64decode(packed)
+    return frozenset(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+def reading(text: str) -> str:
+    """The reading a memory of this text keeps (`Memory.reading`), made when it is written."""
+    seal = _seal(text)
+    if seal is None:
+        return ""
+    read = _Read(statement(text))
+    return f"{seal}:{read.flags}:{read.subject:x}:{_packed(read.about)}:{_packed(read.reach - read.about)}"
+
+
+def read(memory: Memory) -> _Read | _Kept:
+    """The memory's kept reading if it was made of its text by these rules, else its statement read now."""
+    kept = memory.reading.split(":")
+    if len(kept) == 5 and kept[0] == _seal(memory.text):
+        return _Kept(int(kept[2], 16), int(kept[1]), _unpacked(kept[3]), _unpacked(kept[4]))
+    return _Read(statement(memory.text))
+
+
+def may_conflict(newer: _Read | _Kept, older: _Read | _Kept) -> bool:
+    """False when `relate` can find no change of `older` in `newer`: another subject or none; either not a
+    single statement of fact of a length `relate` reads as one; no change cue in the newer, and no word or
+    attribute in common. True: the pair must be read word by word."""
+    return (newer.subject != 0 and newer.subject == older.subject and bool(newer.flags & _NEWER)
+            and bool(older.flags & _OLDER) and (bool(newer.flags & _CUE) or not newer.reach.isdisjoint(older.about)))
+
+
+def conflicts(newer: Memory, older: Memory, similarity: float = 0.0,
+              readings: tuple[_Read | _Kept, _Read | _Kept] | None = None) -> bool:
+    """Whether `newer` replaces or denies `older` (used to rank the newer first when both are active).
+    Without a `similarity` only what the words themselves show (another value, a denial, a move) counts.
+    `readings`: the two memories' (`read`), when the caller has them."""
+    if not may_conflict(*(readings or (read(newer), read(older)))):
+        return False
+    old = statement(older.text)
+    relation = consolidation.relate(statement(newer.text), old, similarity=similarity)
+    if relation is None or relation.action not in (ExtractAction.UPDATE, ExtractAction.DELETE):
+        return False
+    # Two occasions: neither replaces the other — unless one denies the other.
+    return relation.evidence == Evidence.DENIAL or not consolidation.another_occasion(
+        older, old, newer.event_time, newer.observed_at)
+
+
+def newer_first(memories: list[Memory], relevance: dict[str, float] | None = None,
+                window: int = 10) -> list[Memory]:
+    """`memories` (ranked) with each one that replaces or denies an earlier-ranked, older one moved
+    just before it: when two active memories conflict anyway, the newer ranks first. Only the
+    first `window` are compared (a pairwise reading; the head is what an agent reads).
+    `relevance`: each memory's similarity to the query; two that both answer it closely are about
+    one thing, so a change cue of the newer one counts as it does at write time."""
+    head, tail = list(memories[:window]), list(memories[window:])
+    relevance = relevance or {}
+    said: dict[int, datetime | None] = {id(m): observed(m) for m in head}
+    readings = {id(m): read(m) for m in head}
+    # A move restarts the scan at the same place: each pair is read once, its answer kept.
+    replaces: dict[tuple[int, int], bool] = {}
+    i = 0
+    while i < len(head):
+        for j in range(i + 1, len(head)):
+            a, b = head[i], head[j]
+            pair = (id(b), id(a))
+            if pair not in replaces:
+                close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+                before, after = said[id(a)], said[id(b)]
+                newer = before is not None and after is not None and after > before
+                replaces[pair] = newer and conflicts(b, a, close, (readings[id(b)], readings[id(a)]))
+            if replaces[pair]:
+                head.insert(i, head.pop(j))
+                break
+        else:
+            i += 1
+    return head + tail

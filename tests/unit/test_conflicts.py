@@ -1,0 +1,198 @@
+"""Search's newer-first ranking (policies/conflicts.py): the same order as reading every pair of a search's head word
+by word, with the readings memories keep from when they were written or without them."""
+
+import random
+
+import pytest
+
+from memlane.domain.models import ExtractAction
+from memlane.policies import conflicts
+from memlane.policies.conflicts import newer_first
+from memlane.policies.consolidation import Statement, relate
+from tests.unit.test_consolidation import _history_texts, memory
+
+
+def kept(m):
+    """The memory as the service writes it: with its reading."""
+    return m.model_copy(update={"reading": conflicts.reading(m.text)})
+
+
+def test_newer_first_moves_a_replacing_memory_before_the_one_it_replaces():
+    old = memory("User's apartment is in Brooklyn.", day=0, mid="old")
+    other = memory("User has a dog named Rex.", day=3, mid="dog")
+    new = memory("User's apartment is in Queens.", day=9, mid="new")
+    assert [m.memory_id for m in newer_first([old, other, new])] == ["new", "old", "dog"]
+    assert [m.memory_id for m in newer_first([other, old])] == ["dog", "old"]
+
+
+def test_newer_first_leaves_unrelated_memories_in_their_order():
+    jazz = memory("User likes jazz.", day=0, mid="jazz")
+    move = memory("User moved to Denver.", day=9, mid="move")
+    assert [m.memory_id for m in newer_first([jazz, move])] == ["jazz", "move"]
+
+
+# -- newer_first at search time: the same order, fewer comparisons -----------------------------------
+
+
+def _read_in_full(newer, older, similarity):
+    """Whether `newer` replaces or denies `older`, each pair read word by word (no reading kept or made)."""
+    from memlane.policies.consolidation import Evidence, _comparable, _facts, another_occasion, statement
+
+    new, old = statement(newer.text), statement(older.text)
+    if not (_comparable(new, old) and _facts(new, old)):
+        return False
+    relation = relate(new, old, similarity=similarity)
+    if relation is not None and relation.evidence != Evidence.DENIAL \
+            and another_occasion(older, old, newer.event_time, newer.observed_at):
+        return False
+    return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
+
+
+def _reference_newer_first(memories, relevance, window=10):
+    """newer_first as it was first written: every pair of the head compared again after each move, and read in
+    full."""
+    from memlane.policies.consolidation import _is_newer, observed
+
+    head, tail = list(memories[:window]), list(memories[window:])
+    i = 0
+    while i < len(head):
+        for j in range(i + 1, len(head)):
+            a, b = head[i], head[j]
+            close = min(relevance.get(a.memory_id, 0.0), relevance.get(b.memory_id, 0.0))
+            if _is_newer(b, observed(a)) and _read_in_full(b, a, close):
+                head.insert(i, head.pop(j))
+                break
+        else:
+            i += 1
+    return head + tail
+
+
+def _update_fixture():
+    """Every statement of the knowledge-update set (moves, new jobs, retractions, facts that stay), as
+    memories said on scattered days."""
+    import json
+    import random
+    from pathlib import Path
+
+    rnd = random.Random(11)
+    texts = [f"User: {m['content']}" for line in (Path(__file__).parents[1] / "data" / "knowledge_updates.jsonl")
+             .read_text().splitlines() for step in json.loads(line)["steps"] for m in step["messages"]]
+    return [memory(t, day=rnd.randrange(120), mid=f"m{i}") for i, t in enumerate(texts)], rnd
+
+
+def test_newer_first_keeps_the_order_it_always_gave():
+    memories, rnd = _update_fixture()
+    moved = 0
+    for _ in range(300):
+        hits = rnd.sample(memories, 14)
+        relevance = {m.memory_id: rnd.uniform(0.2, 0.9) for m in hits}
+        got = [m.memory_id for m in newer_first(hits, relevance)]
+        assert got == [m.memory_id for m in _reference_newer_first(hits, relevance)]
+        moved += got != [m.memory_id for m in hits]
+    assert moved > 10  # the fixture has conflicts to reorder, not only unrelated memories
+
+
+def test_newer_first_reads_no_pair_that_cannot_replace_the_other(monkeypatch):
+    """A remark, a passage, or a statement of someone else cannot replace a fact: such pairs are
+    skipped before the word-by-word reading (relate), and a pair already read is not read again."""
+    from memlane.policies import consolidation
+
+    read = []
+    real = consolidation.relate
+    monkeypatch.setattr(consolidation, "relate", lambda new, old, similarity: read.append((new.text, old.text))
+                        or real(new, old, similarity))
+    hits = [memory("User: Can't wait to see it!", day=0, mid="remark"),
+            memory("Ann: I love hiking. We went up Snowdon last week.", day=1, mid="passage"),
+            memory("Ben lives in Leeds.", day=2, mid="ben"),
+            memory("User's apartment is in Brooklyn.", day=3, mid="old"),
+            memory("User's apartment is in Queens.", day=9, mid="new"),
+            memory("User: Thanks so much, you're the best!", day=10, mid="thanks")]
+    assert [m.memory_id for m in newer_first(hits)] == ["remark", "passage", "ben", "new", "old", "thanks"]
+    assert len(read) == len(set(read)) == 1  # only Queens against Brooklyn
+
+
+def test_statements_a_search_compares_are_read_closely_only_past_the_cheap_gates():
+    """A search parses each of its first ten hits (`newer_first`); pairs of different subjects, or said to
+    someone, part at `_comparable`, which needs the subject and words alone: the stems, the framing state and
+    the values are read on first use, and then exactly as before."""
+    from memlane.policies.conflicts import conflicts
+    from memlane.policies.consolidation import statement
+
+    statement.cache_clear()
+    assert not conflicts(memory("Bob moved to Paris in 2023.", day=1), memory("Ann plays the cello."), 0.9)
+    bob = statement("Bob moved to Paris in 2023.")  # as the comparison left it
+    assert not {"tokens", "content", "values", "shown", "owner", "entered"} & set(vars(bob))
+    assert bob.subject == "bob" and bob.values == {"2023"} and "pari" in bob.content and bob.tokens[0] == "bob"
+    assert Statement("Ann's sister got a job as a nurse.").owner == "sist"  # a stem
+    assert Statement("Ann got a job as a nurse.").entered and not Statement("Ann is a nurse.").entered
+
+
+
+# -- readings kept from write time ------------------------------------------------------------------
+
+def test_kept_readings_give_the_order_reading_every_pair_gives():
+    memories, rnd = _update_fixture()
+    moved = 0
+    for _ in range(300):
+        hits = rnd.sample(memories, 14)
+        relevance = {m.memory_id: rnd.uniform(0.2, 0.9) for m in hits}
+        got = [m.memory_id for m in newer_first([kept(m) for m in hits], relevance)]
+        assert got == [m.memory_id for m in _reference_newer_first(hits, relevance)]
+        moved += got != [m.memory_id for m in hits]
+    assert moved > 10
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """Pairs of every statement of the knowledge-update histories (as a speaker's line and as a third-person memory):
+    10,000 drawn at random, and each whose newer shares no content stem with the older, only a token that shows what
+    it is about ("don't" of "User don't eat meat" / "User don't drink alcohol"), rare among random pairs."""
+    from memlane.policies.consolidation import _comparable, _facts, statement
+
+    said = [memory(t, day=i % 50, mid=f"m{i}") for i, t in enumerate(_history_texts())]
+    rnd = random.Random(5)
+    facts = [(m, s) for m in said if (s := statement(m.text)).sentences <= 1 and s.factual and not s.addressed]
+    only_a_key = [(newer, older) for newer, n in facts for older, o in facts
+                  if newer is not older and _comparable(n, o) and _facts(n, o)
+                  and not n.reach[0] & o.content and (n.reach[1] & o.keys) - {n.subject}]
+    assert len(only_a_key) > 100
+    return [tuple(rnd.sample(said, 2)) for _ in range(10_000)] + only_a_key
+
+
+@pytest.mark.parametrize("similarity", [0.0, 0.7, 1.0])
+def test_a_kept_reading_hides_no_conflict_that_reading_the_pair_finds(pairs, similarity):
+    """The readings' verdict (`may_conflict`) never skips a pair the full reading finds a change in — and skips most
+    pairs."""
+    found = skipped = 0
+    for newer, older in pairs:
+        full = _read_in_full(newer, older, similarity)
+        readings = (conflicts.read(kept(newer)), conflicts.read(kept(older)))
+        assert conflicts.conflicts(newer, older, similarity, readings) == full, (newer.text, older.text)
+        found += full
+        skipped += not conflicts.may_conflict(*readings)
+    assert found > 50 and skipped > len(pairs) / 2
+
+
+def test_a_reading_of_another_text_or_other_rules_is_read_again(monkeypatch):
+    """A reading is trusted only for the text and the rules that made it: an edit that kept the old reading, or an
+    upgrade of the rules, reads the statement again — so a stale reading cannot hide a change."""
+    old = memory("User's apartment is in Brooklyn.", day=0, mid="old")
+    new = memory("User's apartment is in Queens.", day=9, mid="new")
+    stale = new.model_copy(update={"reading": conflicts.reading("User likes jazz.")})
+    assert isinstance(conflicts.read(kept(new)), conflicts._Kept)
+    assert not isinstance(conflicts.read(stale), conflicts._Kept)
+    assert [m.memory_id for m in newer_first([kept(old), stale])] == ["new", "old"]
+    ok = kept(new)
+    monkeypatch.setattr(conflicts, "_RULES", b"other rules".ljust(32, b"\0"))
+    assert not isinstance(conflicts.read(ok), conflicts._Kept)
+    monkeypatch.setattr(conflicts, "_RULES", None)  # an install without the rules' source: nothing kept or trusted
+    assert conflicts.reading(new.text) == "" and not isinstance(conflicts.read(ok), conflicts._Kept)
+
+
+def test_a_reading_keeps_no_word_of_its_text():
+    """What a memory keeps besides its text: hashes, flags and a seal — the words are not written out again (a
+    deleted text's copies are emptied with their readings: services/dream_actions.py `_EMPTIED`)."""
+    text = "User's apartment is in Brooklyn near Prospect Park."
+    r = conflicts.reading(text)
+    assert not any(w.lower() in r.lower() for w in ("apartment", "brooklyn", "prospect", "park", "user"))
+    assert len(r) < 120
