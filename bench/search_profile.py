@@ -17,6 +17,7 @@ LoCoMo turns joined (seeded), with their MiniLM vectors (embedded once, ~25 min 
 
   python bench/search_profile.py
   python bench/search_profile.py --tenants 1 --per-tenant 100000 --queries 300 --parts
+  python bench/search_profile.py --tenants 1 --per-tenant 100000 --queries 300 --readings
   python bench/search_profile.py --corpus locomo --data ../shared/data/locomo-dev.json --per-tenant 100000 \
       --queries 300 --parts --vectors /tmp/locomo-pairs-1e5.npy
 """
@@ -83,7 +84,10 @@ def main() -> None:
         for q in qs[1:5]:
             timed(b.deps, q, scope)
         try:
-            readings(b, qs, scope) if args.readings else parts(b, qs, scope) if args.parts else report(b, qs, scope)
+            if args.readings:
+                readings(b, qs, scope)
+            else:
+                parts(b, qs, scope) if args.parts else report(b, qs, scope)
         finally:
             b.service.close()
 
@@ -121,7 +125,10 @@ def locomo(args) -> None:
         for q in questions[:5]:
             timed(b.deps, q, scope)
         try:
-            parts(b, questions, scope) if args.parts else report(b, questions, scope)
+            if args.readings:
+                readings(b, questions, scope)
+            else:
+                parts(b, questions, scope) if args.parts else report(b, questions, scope)
         finally:
             b.service.close()
 
