@@ -796,3 +796,27 @@ def test_an_end_is_read_up_to_when_or_why_it_ended():
 ])
 def test_sharing_only_whose_fact_or_when_it_is_is_no_relation(old, new, expected):
     assert action(old, new) == expected
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User doesn't drink alcohol.", "User doesn't eat meat."),
+    ("Ann can't swim.", "Ann can't drive."),
+    ("Ann isn't married.", "Ann isn't vegan."),
+    ("Ben won't fly.", "Ben won't eat sushi."),
+])
+def test_two_negated_facts_share_no_relation_through_their_auxiliary(old, new):
+    """"doesn't", "can't" carry the statement's polarity, not what it is about: found while checking search's
+    readings (session 29), where "User doesn't eat meat" closed "User doesn't drink alcohol" as another value of
+    the relation "doesn't" — at any similarity."""
+    for similarity in (0.5, 0.7, 0.9):
+        assert action(old, new, similarity) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User doesn't eat meat.", "User eats meat now."),
+    ("User smokes.", "User doesn't smoke anymore."),
+    ("Ann can't drive.", "Ann can drive now."),
+])
+def test_a_negated_auxiliary_still_denies_or_restores_what_it_names(old, new):
+    assert action(old, new) == ExtractAction.DELETE
+

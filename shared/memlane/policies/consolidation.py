@@ -127,7 +127,11 @@ class Relation:
 
 
 def _content(words: list[str], subject: str) -> list[str]:
-    return [w for w in words if w not in lang.FILLER and w != subject and w not in lang.NEGATIONS]
+    """The words that say what a statement is about: not filler, the subject, or its polarity — a negation, or an
+    auxiliary that carries one ("doesn't", "can't": "User doesn't drink alcohol" and "User doesn't eat meat" share no
+    relation, as `Statement.content` reads them too)."""
+    return [w for w in words if w not in lang.FILLER and w != subject and w not in lang.NEGATIONS
+            and "n't" not in w and "n’t" not in w]
 
 
 @dataclass
