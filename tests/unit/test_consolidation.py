@@ -820,3 +820,18 @@ def test_two_negated_facts_share_no_relation_through_their_auxiliary(old, new):
 def test_a_negated_auxiliary_still_denies_or_restores_what_it_names(old, new):
     assert action(old, new) == ExtractAction.DELETE
 
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Ann works in Boston.", "Ann lives in Boston."),
+    ("User works for Deloitte in their Boston office.", "User lives in Boston."),
+    ("Ann teaches at Stanford.", "Ann studies at Stanford."),
+    ("Ann is a nurse at Mayo.", "Ann volunteers at Mayo."),
+])
+def test_another_relation_to_one_named_thing_keeps_the_memory(old, new):
+    """What the subject does now, said with another verb of the same place or name, is another relation to it — both
+    hold (found beside the readings' check, session 29: "Ann lives in Boston" closed "Ann works in Boston" as
+    another value of the relation 'Boston'). Told in the past it is what happened to the one relation, an update
+    (`test_a_state_left_for_another_said_with_another_verb_on_the_same_object_is_an_update`)."""
+    for similarity in (0.5, 0.7, 0.85):
+        assert action(old, new, similarity) == ExtractAction.ADD

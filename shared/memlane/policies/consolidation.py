@@ -412,12 +412,29 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
+    if _another_relation(frame, old, al.replaced[0], relation_words):
+        return None
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
+
+
+def _another_relation(frame: Statement, old: Statement, spans: tuple[list[str], list[str]],
+                      relation_words: list[str]) -> bool:
+    """The span that differs is what the subject does now — the words right after it, a verb in the present — and all
+    the two share besides is names: "Ann lives in Boston" of "Ann works in Boston", "studies at Stanford" of "teaches
+    at Stanford" are two relations to one thing, both of which can hold, not two values of one relation. Told in
+    the past it is what happened to the one relation ("rehomed Milo" of "owns a cat named Milo", "got into
+    Stanford" of "is applying to Stanford")."""
+    was, now = spans
+    verb = frame.shown.get(now[0], now[0]).lower() if now else ""
+    return (old.tokens[:1] == [old.subject] and old.tokens[1:1 + len(was)] == was
+            and frame.tokens[:1] == [frame.subject] and frame.tokens[1:1 + len(now)] == now
+            and verb.endswith("s") and not verb.endswith("ss")
+            and all(old.shown.get(w, w)[:1].isupper() for w in relation_words))
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
