@@ -74,6 +74,15 @@ def test_verb_agreement_after_rewrite():
     assert third_person("I watch films and I often teach.", "Bo") == "Bo watches films and Bo often teaches."
 
 
+def test_a_negations_auxiliary_agrees_after_rewrite():
+    """"User don't drink alcohol" was written as the memory (and read, before session 29, as the relation "don't")."""
+    assert third_person("I don't drink alcohol and I really don't smoke.", "User") == \
+        "User doesn't drink alcohol and User really doesn't smoke."
+    assert third_person("I do not eat pork. I haven't been to Rome, I have not seen it.", "Jo") == \
+        "Jo does not eat pork. Jo hasn't been to Rome, Jo has not seen it."
+    assert third_person("I didn't go and I can't swim.", "Jo") == "Jo didn't go and Jo can't swim."
+
+
 def test_a_reply_carries_the_question_it_answers_and_cites_it():
     asked = msg("Congrats! Which team did you sign with?", name="Tim", mid="q")
     [c] = RuleExtractor().extract([asked, msg("The Minnesota Wolves!", name="John", mid="a")])

@@ -43,6 +43,11 @@ _PRESENT = re.compile(
     r"cycle|walk|drive|ride|swim|travel|commute|sing|dance|draw|listen|watch|meet|wear|sleep|train|bake|hike)\b")
 
 
+# "I don't eat meat" → "Ann doesn't eat meat", "I haven't" → "Ann hasn't": the auxiliaries of a negation.
+_AUXILIARY = re.compile(r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|actually|"
+                        r"generally|normally|typically|currently))? (?P<aux>do|have)(?P<neg>n['’]t| not)\b")
+
+
 def _agree(sentence: str, speaker: str) -> str:
     def inflect(m: re.Match[str]) -> str:
         verb = m.group("verb")
@@ -50,7 +55,12 @@ def _agree(sentence: str, speaker: str) -> str:
                 "teach": "teaches", "watch": "watches"}.get(verb, verb + "s")
         return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
 
-    return re.compile(_PRESENT.pattern.format(s=re.escape(speaker))).sub(inflect, sentence)
+    def auxiliary(m: re.Match[str]) -> str:
+        return f"{m.group('subject')}{m.group('adverb') or ''} {'does' if m.group('aux') == 'do' else 'has'}{m.group('neg')}"
+
+    who = re.escape(speaker)
+    sentence = re.compile(_AUXILIARY.pattern.format(s=who)).sub(auxiliary, sentence)
+    return re.compile(_PRESENT.pattern.format(s=who)).sub(inflect, sentence)
 
 
 _SECOND_PERSON = [
