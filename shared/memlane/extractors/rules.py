@@ -56,7 +56,8 @@ def _agree(sentence: str, speaker: str) -> str:
         return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
 
     def auxiliary(m: re.Match[str]) -> str:
-        return f"{m.group('subject')}{m.group('adverb') or ''} {'does' if m.group('aux') == 'do' else 'has'}{m.group('neg')}"
+        aux = "does" if m.group("aux") == "do" else "has"
+        return f"{m.group('subject')}{m.group('adverb') or ''} {aux}{m.group('neg')}"
 
     who = re.escape(speaker)
     sentence = re.compile(_AUXILIARY.pattern.format(s=who)).sub(auxiliary, sentence)
