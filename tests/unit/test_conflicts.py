@@ -183,6 +183,9 @@ def test_a_reading_of_another_text_or_other_rules_is_read_again(monkeypatch):
     assert not isinstance(conflicts.read(stale), conflicts._Kept)
     assert [m.memory_id for m in newer_first([kept(old), stale])] == ["new", "old"]
     ok = kept(new)
+    seal = ok.reading.split(":")[0]
+    for damaged in (f"{seal}:x:y:z:w", f"{seal}:3:zz:AAA:", f"{seal}:3:1f:AAAA:"):
+        assert not isinstance(conflicts.read(ok.model_copy(update={"reading": damaged})), conflicts._Kept)
     monkeypatch.setattr(conflicts, "_RULES", b"other rules".ljust(32, b"\0"))
     assert not isinstance(conflicts.read(ok), conflicts._Kept)
     monkeypatch.setattr(conflicts, "_RULES", None)  # an install without the rules' source: nothing kept or trusted

@@ -127,7 +127,10 @@ def read(memory: Memory) -> _Read | _Kept:
     """The memory's kept reading if it was made of its text by these rules, else its statement read now."""
     kept = memory.reading.split(":")
     if len(kept) == 5 and kept[0] == _seal(memory.text):
-        return _Kept(int(kept[2], 16), int(kept[1]), _unpacked(kept[3]), _unpacked(kept[4]))
+        try:
+            return _Kept(int(kept[2], 16), int(kept[1]), _unpacked(kept[3]), _unpacked(kept[4]))
+        except (ValueError, struct.error):  # damaged where the seal does not reach (binascii.Error is a ValueError)
+            pass
     return _Read(statement(memory.text))
 
 
