@@ -192,10 +192,21 @@ def test_a_reading_of_another_text_or_other_rules_is_read_again(monkeypatch):
     assert conflicts.reading(new.text) == "" and not isinstance(conflicts.read(ok), conflicts._Kept)
 
 
-def test_a_reading_keeps_no_word_of_its_text():
-    """What a memory keeps besides its text: hashes, flags and a seal — the words are not written out again (a
-    deleted text's copies are emptied with their readings: services/dream_actions.py `_EMPTIED`)."""
-    text = "User's apartment is in Brooklyn near Prospect Park."
-    r = conflicts.reading(text)
-    assert not any(w.lower() in r.lower() for w in ("apartment", "brooklyn", "prospect", "park", "user"))
-    assert len(r) < 120
+def test_a_subject_whose_hash_is_zero_is_still_a_subject():
+    """0 is a reading's "no subject": a name whose CRC32 is 0 ("zorafzjhjju", found by a trial) made every pair of it
+    look as if it could not conflict, and the older apartment ranked first."""
+    import zlib
+
+    assert zlib.crc32(b"zorafzjhjju") == 0
+    old = kept(memory("Zorafzjhjju's apartment is in Brooklyn.", day=0, mid="old"))
+    new = kept(memory("Zorafzjhjju's apartment is in Queens.", day=9, mid="new"))
+    assert [m.memory_id for m in newer_first([old, new])] == ["new", "old"]
+
+
+def test_a_run_of_white_space_is_read_as_one_space():
+    """A text of a name, ~32,000 spaces and a word took 6 s to read (patterns quadratic in a run of white space), on
+    every write that keeps a reading, holding the interpreter from every other request (a trial)."""
+    from memlane.policies.statement import statement
+
+    said = statement("Ann" + " " * 32_000 + "moved\n\n\tto   Denver.")
+    assert said.text == "Ann moved to Denver." and said.moves

@@ -20,6 +20,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
+import sys
+import unicodedata
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -34,9 +36,11 @@ _RULE_SOURCES = ("domain/language.py", "policies/statement.py", "policies/still_
 
 
 def _rules_key() -> bytes | None:
-    """A digest of the code that reads statements: another version of it makes every kept reading stale. None when
-    the source cannot be read (an install without it): then no reading is kept or trusted."""
-    root, digest = Path(__file__).resolve().parents[1], hashlib.blake2b(b"reading/1", digest_size=32)
+    """A digest of the code that reads statements — its source, and the Python and Unicode versions its case and word
+    rules come from: another version of either makes every kept reading stale. None when the source cannot be read
+    (an install without it): then no reading is kept or trusted."""
+    runtime = f"reading/1 {sys.version_info[:2]} {unicodedata.unidata_version}".encode()
+    root, digest = Path(__file__).resolve().parents[1], hashlib.blake2b(runtime, digest_size=32)
     try:
         for name in _RULE_SOURCES:
             digest.update((root / name).read_bytes())
@@ -50,7 +54,7 @@ _NEWER, _OLDER, _CUE = 1, 2, 4  # a reading's flags
 
 
 def _hash(word: str) -> int:
-    return zlib.crc32(word.encode())
+    return zlib.crc32(word.encode()) or 1  # 0 is a reading's "no subject"; a shared hash only costs a full reading
 
 
 def _seal(text: str) -> str | None:

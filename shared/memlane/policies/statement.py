@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from ..domain import language as lang
 
+_SPACES = re.compile(r"\s{2,}")
 _REPLY = re.compile(r"\s*\(replying to [^)]*\)\s*$", re.S)
 _SPEAKER = re.compile(r"^(?P<speaker>[A-Z][\w'’\-]*(?: [A-Z][\w'’\-]*)?): ")
 TOKEN = re.compile(r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+|[$€£]?\d[\d,.:/\-]*\d|[$€£]?\d|@[\w\-]+|[A-Za-z][\w'’\-+]*")
@@ -60,7 +61,8 @@ class Statement:
     which needs the subject and words alone (a search parses each of its first ten hits)."""
 
     def __init__(self, text: str):
-        body = _REPLY.sub("", text.strip())
+        # Runs of white space read as one: several patterns below would take time quadratic in a run's length.
+        body = _REPLY.sub("", _SPACES.sub(" ", text.strip()))
         m = _SPEAKER.match(body)
         self.subject = m.group("speaker").lower() if m else ""
         self.speaker = bool(m)  # the subject came from a "Speaker: " prefix, not from the statement
