@@ -11,9 +11,9 @@ from memlane.policies.consolidation import Neighbour, Statement, decide, relate
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
-# The knowledge-update histories in tests/data: the bench's, and four trials' of their own (sessions 18 and 27).
+# The knowledge-update histories in tests/data: the bench's, and five trials' of their own (sessions 18, 27, 29).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
-               "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl")
+               "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -835,3 +835,60 @@ def test_another_relation_to_one_named_thing_keeps_the_memory(old, new):
     (`test_a_state_left_for_another_said_with_another_verb_on_the_same_object_is_an_update`)."""
     for similarity in (0.5, 0.7, 0.85):
         assert action(old, new, similarity) == ExtractAction.ADD
+
+
+# -- session 29: a trial's 288 facts that both hold (its sentences are not these) -----------------------------------
+
+@pytest.mark.parametrize("old,new", [
+    ("Ben's daughter is 12.", "Ben's daughter is crazy about horses."),  # a number, and no number
+    ("Ben takes Zoloft, 50mg.", "Ben takes a ceramics course on Tuesdays."),
+    ("Ben lives in Leeds.", "Ben lives five minutes from the gym."),  # a preposition, and none
+    ("Ben's flat is in Camden.", "Ben's flat is tiny but cozy."),
+    ("Ben doesn't eat dairy.", "Ben doesn't eat before noon."),
+    ("Ben's brother lives in Cork.", "Ben's brother lives for hurling season."),  # another preposition
+])
+def test_a_value_of_another_kind_is_another_fact(old, new):
+    for similarity in (0.5, 0.7, 0.9):
+        assert action(old, new, similarity) == ExtractAction.ADD
+
+
+def test_a_word_pointing_back_is_no_value():
+    """"worked there" is no other workplace than the one named. (Closer in meaning, the weak cue "now" still reads a
+    change here: left.)"""
+    assert action("Ben works at Ikea.", "Ben used to shop at Ikea before Ben worked there, now Ben is there every day.",
+                  0.5) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Ben weighs 80 kilos.", "Ben deadlifted 80 kilos yesterday."),
+    ("Ben usually gets up around 6.", "Ben usually starts work around 9."),
+    ("Ben's son plays chess.", "Ben's son hates chess tournaments."),
+    ("Ben owns a Vespa.", "Ben rarely rides the Vespa."),
+])
+def test_another_verb_is_another_relation_unless_it_tells_what_happened_to_one(old, new):
+    for similarity in (0.5, 0.7, 0.9):
+        assert action(old, new, similarity) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Ben doesn't drink whisky.", "Ben doesn't drink gin either."),  # "either" adds
+    ("Ben lives in Leeds.", "Ben almost moved to York last spring."),  # a change not made
+    ("Ben lives in Leeds.", "Ben nearly moved to York."),
+    ("Ben is a member of the chess club.", "Ben is a member of the rowing club."),  # several at once
+    ("Ben lives in Leeds.", "Ben's in-laws moved from Leeds to Hull."),  # someone else's
+    ("Ben works at Arup.", "Ben's buddy left Arup for Atkins."),
+    ("Ben's brother is 40.", "Ben's brother is 40 miles away."),  # another quantity, not the age said more fully
+])
+def test_what_adds_to_a_fact_or_is_someone_elses_keeps_it(old, new):
+    assert action(old, new) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Ben's credit score is 640.", "Ben's credit score jumped to 712."),
+    ("Ben's resting heart rate is around 72.", "Ben's resting heart rate is down to 58."),
+    ("Ben's last name is Kowalski.", "Ben changed his last name to Brennan."),
+    ("Ben lives in Leeds.", "Ben moved to York nearly a year ago."),
+    ("Ben is 29.", "Ben is 29 years old and loves hiking."),
+])
+def test_those_readings_leave_these_changes_and_restatements_as_they_were(old, new):
+    assert action(old, new) == ExtractAction.UPDATE

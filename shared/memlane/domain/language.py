@@ -30,7 +30,8 @@ SECOND_PERSON = frozenset("you your yours yourself yourselves y'all ya".split())
 PEOPLE = frozenset("sister brother mother mom mum father dad parent parents wife husband partner spouse son "
                    "daughter child children kid kids baby friend boyfriend girlfriend fiance fiancee boss manager "
                    "colleague coworker roommate neighbor neighbour cousin aunt uncle niece nephew grandmother "
-                   "grandma grandfather grandpa grandparents family twin bf gf bff hubby wifey bro sis".split())
+                   "grandma grandfather grandpa grandparents family twin bf gf bff hubby wifey bro sis in-laws inlaws "
+                   "buddy buddies pal".split())
 # Verbs that report a change of state, and the stems of the state they change: "moved to Denver"
 # changes where someone lives (a home too: "bought a house in Austin"), "joined Stripe" where they
 # work. Stems (see `stem`).
@@ -62,7 +63,7 @@ ADDITIVE_PHRASES = ("as well", "in addition", "on top of")
 # a change cue says it replaces them. Stems (see `stem`).
 SET_VALUED = frozenset(
     "have has own adopt like love enjoy speak play avoid allergic allergy collect volunteer visit read watch "
-    "listen follow know support fan dislike hate friend sibling child kid pet hobby".split())
+    "listen follow know support fan dislike hate friend sibling child kid pet hobby member".split())
 # Words with no content of their own: what is left of a statement without them is what it is about.
 # Not STOP_WORDS: aligning two statements keeps words of order and question words ("same", "only",
 # "after", "where") that can carry the fact, and drops time adverbs ("now", "currently") that are
@@ -103,6 +104,20 @@ ARTICLES = frozenset("a an the".split())
 AUXILIARIES = frozenset("is are was were am can cannot could does do did will would has have had".split())
 COPULAS = frozenset("is are was were".split())
 TIME_ADVERBS = frozenset("now currently still also really just recently finally already".split())
+# Said between a subject and its verb ("User usually eats ...", "User kind of loves ...").
+FREQUENCY_ADVERBS = frozenset("usually normally often always sometimes rarely seldom barely hardly mostly generally "
+                              "typically kind sort".split())
+IRREGULAR_PAST = frozenset("got bought sold left broke became began took went came made met quit won lost found gave "
+                           "put split ran grew fell".split())
+PREPOSITIONS = frozenset("in at on for with from to near around about after before during until till since by into "
+                         "onto of over under without within inside outside across behind beside between through "
+                         "toward towards via per".split())
+# Words that point back at what was named ("worked there", "loves it"): no value of their own.
+PRO_FORMS = frozenset("there here it that this them those these".split())
+# Where a changed value is said to go or to stand, before the value itself ("changed it to Brennan", "is down to 58",
+# "is around 72", "a PB of 3:29"): no slot of their own.
+TOWARD = frozenset("to around about down up of".split())
+AGE_UNITS = frozenset({"year", "years", "old", "yo", "y"})  # "29 years old" says "29" more fully
 # Where a value ends: a clause break, or a word that starts a phrase of time, place or reason.
 VALUE_ENDS = frozenset("in at on for with since from to by during last next this every because and but "
                        "when while after before who which that".split())
@@ -316,7 +331,8 @@ def stop_cue(words: list[str], text: str) -> bool:
 _IRREALIS = re.compile(
     r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
     r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
-    r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure)\b")
+    r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure"
+    r"|(?:[Aa]lmost|[Nn]early) (?=\w+ed\b))\b")  # "almost moved to Charlotte": not made; not "nearly 10 years"
 
 
 def irrealis(text: str) -> bool:
@@ -366,8 +382,12 @@ def used_to(text: str) -> bool:
     return False
 
 
+# "either" closing a clause adds a negated value ("doesn't eat beef either"); "either way", "either X or Y" do not.
+_EITHER = re.compile(r"\beither\b(?=\s*(?:[.,!?;)]|$))", re.I)
+
+
 def additive_cue(words: list[str], text: str) -> bool:
-    return not ADDITIVE_CUES.isdisjoint(words) or has_phrase(text, ADDITIVE_PHRASES)
+    return not ADDITIVE_CUES.isdisjoint(words) or has_phrase(text, ADDITIVE_PHRASES) or _EITHER.search(text) is not None
 
 
 _PLEASANTRY_OPENER = re.compile(

@@ -343,7 +343,8 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
         old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
         if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
-        if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder:
+        if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder \
+                and not _another_quantity(new, old):  # not "is 30 minutes away" of "is 30"
             return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
@@ -355,6 +356,23 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
         if value is not None:
             return value
     return _reported_change(new, old, similarity)
+
+
+def _another_quantity(new: Statement, old: Statement) -> bool:
+    """A number of the memory that the newer statement follows with a unit the memory does not: another quantity
+    ("User's sister is 30 minutes away" of "User's sister is 30"), not the same one said more fully (an age's
+    "years old", or a detail after a comma: "214, next to the showers")."""
+    for number in old.values & new.values:
+        unit = _unit_after(new, number)
+        if unit and unit != _unit_after(old, number) and unit not in lang.AGE_UNITS and _content([unit], new.subject):
+            return True
+    return False
+
+
+def _unit_after(said: Statement, number: str) -> str | None:
+    """The word right after `number` in the statement (no mark between), stemmed."""
+    m = re.search(rf"(?<![\w.,]){re.escape(number)}\s+([A-Za-z][\w'’-]*)", said.text)
+    return lang.stem(m.group(1).lower()) if m else None
 
 
 def _one_holds_the_other(new: Statement, old: Statement) -> bool:
@@ -412,7 +430,7 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
-    if _another_relation(frame, old, al.replaced[0], relation_words):
+    if _another_relation(frame, old, al.replaced[0], relation_words) or _another_kind(*al.replaced[0]):
         return None
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
@@ -424,17 +442,59 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
 
 def _another_relation(frame: Statement, old: Statement, spans: tuple[list[str], list[str]],
                       relation_words: list[str]) -> bool:
-    """The span that differs is what the subject does now — the words right after it, a verb in the present — and all
-    the two share besides is names: "Ann lives in Boston" of "Ann works in Boston", "studies at Stanford" of "teaches
-    at Stanford" are two relations to one thing, both of which can hold, not two values of one relation. Told in
-    the past it is what happened to the one relation ("rehomed Milo" of "owns a cat named Milo", "got into
-    Stanford" of "is applying to Stanford")."""
+    """The span that differs holds what the subject does — its verb, the first word after it, its holder and an
+    adverb: two relations, both of which can hold, not two values of one — "Ann lives in Boston" of "Ann works in
+    Boston", "benched 180 pounds" of "weighs 180 pounds", "usually eats dinner around 7" of "usually goes to bed
+    around 11". Unless it is told as what happened to the one relation with someone or something named ("rehomed
+    Milo" of "owns a cat named Milo", "got into Stanford" of "is applying to Stanford", "broke up with Mark")."""
     was, now = spans
+    if not (_at_verb(old, was) and _at_verb(frame, now)):
+        return False
     verb = frame.shown.get(now[0], now[0]).lower() if now else ""
-    return (old.tokens[:1] == [old.subject] and old.tokens[1:1 + len(was)] == was
-            and frame.tokens[:1] == [frame.subject] and frame.tokens[1:1 + len(now)] == now
-            and verb.endswith("s") and not verb.endswith("ss")
-            and all(old.shown.get(w, w)[:1].isupper() for w in relation_words))
+    happened = frame.entered or (verb.endswith("ed") or verb in lang.IRREGULAR_PAST) and verb != "used"
+    return not (happened and any(old.shown.get(w, w)[:1].isupper() for w in relation_words))
+
+
+_ADVERBS = lang.FREQUENCY_ADVERBS | lang.TIME_ADVERBS
+
+
+def _at_verb(said: Statement, span: list[str]) -> bool:
+    """Whether `span` (of the statement's tokens, in order, not always in one piece) opens with its verb — the first
+    token after its subject, its holder and adverbs ("User's son usually plays ..." → "plays") — or with an adverb
+    before it ("barely uses the ...")."""
+    tokens, at = said.tokens, 0
+    if tokens[:1] == [said.subject]:
+        at = 1
+    if said.owner and tokens[at:at + 1] == [said.owner]:
+        at += 1
+    first = at
+    while at < len(tokens) and (tokens[at] in _ADVERBS or tokens[at].endswith("ly")):
+        at += 1
+    if at >= len(tokens) or not span:
+        return False
+    return span[0] == tokens[at] or span[0] in tokens[first:at] and tokens[at] in span
+
+
+# What a value opens with: another preposition is another slot ("in Houston" / "10 minutes from the office",
+# "at Verizon" / "during lunch breaks"), but where one serves for the other ("works at / for", "lives in / at").
+_PREPOSITIONS = frozenset(map(lang.stem, lang.PREPOSITIONS))
+_ALIKE = (frozenset({"in", "at", "on", "insid", "within"}), frozenset({"at", "for"}))
+
+
+def _another_kind(was: list[str], now: list[str]) -> bool:
+    """Two spans that cannot be two values of one slot: a number and no number ("is 8" / "is obsessed with
+    dinosaurs", "Lexapro 10 mg" / "a pottery class"), another preposition or one and none, or a word pointing back
+    ("worked there")."""
+    def number(span: list[str]) -> bool:  # "10 mg", "$95", not the "x1" of a model's name
+        return any(w[:1].isdigit() or w[:1] in "$€£" for w in span)
+
+    def opener(span: list[str]) -> str | None:
+        words = [w for w in span if w not in lang.TOWARD]
+        return words[0] if words and words[0] in _PREPOSITIONS else None
+
+    p, q = opener(was), opener(now)
+    return (number(was) != number(now) or set(now) <= lang.PRO_FORMS or set(was) <= lang.PRO_FORMS
+            or p != q and not (p and q and any(p in c and q in c for c in _ALIKE)))
 
 
 _VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}

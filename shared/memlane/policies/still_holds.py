@@ -15,7 +15,7 @@ from .statement import PEOPLE_STEMS, TOKEN, Statement, base, closest_clause
 
 
 # "decided against moving", "instead of joining": the change named is the one not made.
-_DENYING = lang.NEGATIONS | {"against", "instead"}
+_DENYING = lang.NEGATIONS | {"against", "instead", "almost", "nearly"}  # "almost moved to Charlotte": not made
 _SUBJECTS = frozenset("user i we they he she".split())
 
 
