@@ -74,6 +74,14 @@ def test_verb_agreement_after_rewrite():
     assert third_person("I watch films and I often teach.", "Bo") == "Bo watches films and Bo often teaches."
 
 
+def test_more_verbs_and_adverbs_agree_after_rewrite():
+    """"User weigh 180 pounds", "User usually wake up": a trial's memories (session 29), read as no statement of
+    the user's present."""
+    assert third_person("I weigh 180 pounds and I usually wake up at 5.", "User") == \
+        "User weighs 180 pounds and User usually wakes up at 5."
+    assert third_person("I barely use my bike. I bank with Chase.", "Jo") == "Jo barely uses Jo's bike. Jo banks with Chase."
+
+
 def test_a_negations_auxiliary_agrees_after_rewrite():
     """"User don't drink alcohol" was written as the memory (and read, before session 29, as the relation "don't")."""
     assert third_person("I don't drink alcohol and I really don't smoke.", "User") == \

@@ -36,11 +36,12 @@ _UPPER_I = re.compile(r"\bI\b")
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
     r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes|"
-    r"never|rarely|seldom|generally|normally|typically|currently|only))?"
+    r"never|rarely|seldom|barely|hardly|generally|normally|typically|currently|only))?"
     r" (?P<verb>work|live|love|like|prefer|enjoy|hate|want|need|think|feel|play|teach|study|own|know|plan|hope|"
     r"run|write|read|cook|eat|drink|use|take|make|get|go|do|try|believe|miss|wish|remember|volunteer|paint|"
     r"collect|support|dislike|practice|practise|attend|visit|speak|care|agree|see|mean|keep|find|look|spend|"
-    r"cycle|walk|drive|ride|swim|travel|commute|sing|dance|draw|listen|watch|meet|wear|sleep|train|bake|hike)\b")
+    r"cycle|walk|drive|ride|swim|travel|commute|sing|dance|draw|listen|watch|meet|wear|sleep|train|bake|hike|weigh|bank|"
+    r"shop|jog|wake|rent|lift|bike|buy|sell|pay|call|text|grow|build|fix|stream|host|coach|manage|lead)\b")
 
 
 # "I don't eat meat" → "Ann doesn't eat meat", "I haven't" → "Ann hasn't": the auxiliaries of a negation.
