@@ -20,7 +20,7 @@ def test_a_thread_deleted_while_an_add_moves_its_activity_leaves_no_order_item(s
         if not fired:
             fired.append(True)
             ingest.add(deps, "s", scope={**SCOPE, "run_id": "t1"}, request_id="late-add",
-                       messages=[{"role": "user", "content": "one more thing", "created_at": "2031-01-01T00:00:00Z"}])
+                       messages=[{"role": "user", "content": "one more thing"}])
         return keys
 
     monkeypatch.setattr(repo_type, "run_removal", add_meanwhile)

@@ -162,3 +162,13 @@ def test_an_add_dated_ahead_that_was_accepted_before_the_check_still_replays(dep
     assert again.replayed and again.task.request_id == first.task.request_id
     with pytest.raises(InvalidInput):
         ingest.accept(deps, store, scope=SCOPE, messages=[ahead], request_id="imp-2")
+
+
+def test_a_time_that_is_no_date_time_is_refused_not_taken_for_now(deps, store):
+    """An in-process caller's ISO string was dropped, and the message stamped with the server's clock: a trial's
+    history of a year told as one day (session 29). The HTTP API parses the string before; the service refuses."""
+    with pytest.raises(InvalidInput) as refused:
+        ingest.add(deps, store, scope={"app_id": "a", "tenant_id": "t"},
+                   messages=[{"role": "user", "content": "I live in Boston.", "created_at": "2025-01-05T10:00:00Z"}])
+    assert refused.value.field == "messages[0].created_at"
+    assert not deps.table.query(tenant_pk(store, "a", "t"), prefix="MSG#", limit=10).items

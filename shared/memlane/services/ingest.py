@@ -89,6 +89,9 @@ def _times(raw: Sequence[dict[str, Any]], now: datetime) -> list[datetime]:
     the next timed one): a reply belongs to the conversation it is in, not to the server's clock.
     Only an add with no time at all is stamped now."""
     given = [_utc(m.get("created_at")) if isinstance(m, dict) else None for m in raw]
+    for i, m in enumerate(raw):  # a time of another type (an ISO string from an in-process caller) is not "now"
+        if isinstance(m, dict) and m.get("created_at") is not None and given[i] is None:
+            raise InvalidInput(f"messages[{i}].created_at must be a date-time", field=f"messages[{i}].created_at")
     out: list[datetime] = []
     for i, t in enumerate(given):
         if t is None:
