@@ -884,6 +884,18 @@ def test_what_adds_to_a_fact_or_is_someone_elses_keeps_it(old, new):
 
 
 @pytest.mark.parametrize("old,new", [
+    ("Ben has three cats.", "Ben has three days off next week."),  # only a quantity shared
+    ("Ben has taught in Hull for 8 years.", "Ben has been a runner for 8 years."),
+    ("Ben's favorite bar is the Crown.", "Ben's favorite bar in Leeds is the Swan."),  # a narrower relation
+    ("Ben's favorite album is Blue.", "Ben's favorite album this year is Hounds."),
+])
+def test_a_shared_quantity_or_a_narrower_relation_is_another_fact(old, new):
+    for similarity in (0.5, 0.7, 0.9):
+        assert action(old, new, similarity) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("Ben works at Arup.", "Ben still has friends at Arup, but Ben works at Atkins now."),
     ("Ben's credit score is 640.", "Ben's credit score jumped to 712."),
     ("Ben's resting heart rate is around 72.", "Ben's resting heart rate is down to 58."),
     ("Ben's last name is Kowalski.", "Ben changed his last name to Brennan."),

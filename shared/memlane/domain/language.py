@@ -118,6 +118,11 @@ PRO_FORMS = frozenset("there here it that this them those these".split())
 # "is around 72", "a PB of 3:29"): no slot of their own.
 TOWARD = frozenset("to around about down up of".split())
 AGE_UNITS = frozenset({"year", "years", "old", "yo", "y"})  # "29 years old" says "29" more fully
+# What counts how many or how long: a statement sharing only these with another shares no relation ("has two kids" /
+# "has two weeks of vacation", "for 6 years"). Stems too.
+QUANTITIES = frozenset("one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty "
+                       "hundred thousand dozen couple few several half second minute hour day week month year decade "
+                       "seconds minutes hours days weeks months years decades".split())
 # Where a value ends: a clause break, or a word that starts a phrase of time, place or reason.
 VALUE_ENDS = frozenset("in at on for with since from to by during last next this every because and but "
                        "when while after before who which that".split())

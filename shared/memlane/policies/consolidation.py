@@ -430,8 +430,10 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
-    if _another_relation(frame, old, al.replaced[0], relation_words) or _another_kind(*al.replaced[0]):
-        return None
+    if _another_relation(frame, old, al.replaced[0], relation_words) or _another_kind(*al.replaced[0]) \
+            or all(w[:1].isdigit() or w in _QUANTITIES for w in relation_words) \
+            or _qualified(frame, al, new.subject):
+        return None  # another relation; values of another kind; a quantity shared, not a relation; a narrower one
     if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
@@ -458,6 +460,19 @@ def _another_relation(frame: Statement, old: Statement, spans: tuple[list[str], 
 _ADVERBS = lang.FREQUENCY_ADVERBS | lang.TIME_ADVERBS
 
 
+def _qualified(frame: Statement, al: _Alignment, subject: str) -> bool:
+    """The newer statement narrows the relation with a phrase between its words and its value: "User's favorite
+    restaurant in Chicago is ..." of "User's favorite restaurant is Nobu", "favorite movie this year is ..." — another
+    relation; the broader one holds."""
+    tokens, now = frame.tokens, al.replaced[0][1]
+    if len(frame.clauses()) > 1:
+        return False  # "User still has friends at Google, but User works at Meta now": another clause, not a narrowing
+    start = tokens.index(now[0]) if now and now[0] in tokens else 0
+    relation = min((tokens.index(w) for w in al.shared if w != subject and w in tokens[:start]), default=start)
+    return any(relation < tokens.index(w) < start and tokens[tokens.index(w) - 1] in _NARROWING
+               for w in _content(al.only_new, subject) if w in tokens)
+
+
 def _at_verb(said: Statement, span: list[str]) -> bool:
     """Whether `span` (of the statement's tokens, in order, not always in one piece) opens with its verb — the first
     token after its subject, its holder and adverbs ("User's son usually plays ..." → "plays") — or with an adverb
@@ -478,6 +493,8 @@ def _at_verb(said: Statement, span: list[str]) -> bool:
 # What a value opens with: another preposition is another slot ("in Houston" / "10 minutes from the office",
 # "at Verizon" / "during lunch breaks"), but where one serves for the other ("works at / for", "lives in / at").
 _PREPOSITIONS = frozenset(map(lang.stem, lang.PREPOSITIONS))
+_QUANTITIES = lang.QUANTITIES | frozenset(map(lang.stem, lang.QUANTITIES))
+_NARROWING = _PREPOSITIONS | {"this", "thi", "that", "these", "those"}  # "in Chicago", "for beach reads", "this year"
 _ALIKE = (frozenset({"in", "at", "on", "insid", "within"}), frozenset({"at", "for"}))
 
 
