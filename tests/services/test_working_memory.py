@@ -36,7 +36,7 @@ def _turns(thread_facts: list[str], n: int, start: datetime) -> list[dict]:
             fact = thread_facts[(i // 2) % len(thread_facts)] if (i // 2) < len(thread_facts) else \
                 f"Let us also check museum number {i} and its opening hours on weekdays."
             content, role = fact, "user"
-        turns.append({"role": role, "content": content, "created_at": (start + timedelta(minutes=i)).isoformat()})
+        turns.append({"role": role, "content": content, "created_at": start + timedelta(minutes=i)})
     return turns
 
 
