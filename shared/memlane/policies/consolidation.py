@@ -263,7 +263,7 @@ def _only_happened(memory: Memory, said: "Statement") -> bool:
 
 
 def another_occasion(memory: Memory, said: "Statement", event_time: datetime | None,
-                      said_at: datetime | None) -> bool:
+                     said_at: datetime | None) -> bool:
     """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
     job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
     one remembered entered a state: "moved to Denver last month" holds the home a later move ends)."""
@@ -444,11 +444,11 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
 
 def _another_relation(frame: Statement, old: Statement, spans: tuple[list[str], list[str]],
                       relation_words: list[str]) -> bool:
-    """The span that differs holds what the subject does — its verb, the first word after it, its holder and an
-    adverb: two relations, both of which can hold, not two values of one — "Ann lives in Boston" of "Ann works in
-    Boston", "benched 180 pounds" of "weighs 180 pounds", "usually eats dinner around 7" of "usually goes to bed
-    around 11". Unless it is told as what happened to the one relation with someone or something named ("rehomed
-    Milo" of "owns a cat named Milo", "got into Stanford" of "is applying to Stanford", "broke up with Mark")."""
+    """The spans that differ hold what the subject does (`_at_verb`): two relations, both of which can hold, not two
+    values of one — "Ann lives in Boston" of "Ann works in Boston", "benched 180 pounds" of "weighs 180 pounds",
+    "usually eats dinner around 7" of "usually goes to bed around 11". Unless it is told as what happened to the one
+    relation with someone or something named ("rehomed Milo" of "owns a cat named Milo", "got into Stanford" of "is
+    applying to Stanford", "broke up with Mark")."""
     was, now = spans
     if not (_at_verb(old, was) and _at_verb(frame, now)):
         return False
@@ -494,8 +494,8 @@ def _at_verb(said: Statement, span: list[str]) -> bool:
 # "at Verizon" / "during lunch breaks"), but where one serves for the other ("works at / for", "lives in / at").
 _PREPOSITIONS = frozenset(map(lang.stem, lang.PREPOSITIONS))
 _QUANTITIES = lang.QUANTITIES | frozenset(map(lang.stem, lang.QUANTITIES))
-_NARROWING = _PREPOSITIONS | {"this", "thi", "that", "these", "those"}  # "in Chicago", "for beach reads", "this year"
-_ALIKE = (frozenset({"in", "at", "on", "insid", "within"}), frozenset({"at", "for"}))
+_NARROWING = _PREPOSITIONS | {lang.stem(w) for w in ("this", "that", "these", "those")}  # "in Chicago", "this year"
+_ALIKE = (frozenset(map(lang.stem, ("in", "at", "on", "inside", "within"))), frozenset({"at", "for"}))
 
 
 def _another_kind(was: list[str], now: list[str]) -> bool:
