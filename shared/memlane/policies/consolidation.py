@@ -44,6 +44,11 @@ from . import still_holds
 from .statement import PEOPLE_STEMS, TOKEN, Statement, base, statement
 from .statement import closest_clause as _closest_clause
 
+def _with_stems(words: frozenset[str]) -> frozenset[str]:
+    """The words and their stems: what a word list is matched against, a statement's words or its tokens."""
+    return frozenset(words) | {lang.stem(w) for w in words}
+
+
 # Statements longer than this are passages (documents, long turns), not facts to supersede.
 MAX_OLD_WORDS = 40
 MAX_NEW_WORDS = 30
@@ -175,7 +180,7 @@ def _numeric(words: list[str]) -> bool:
     return any(any(map(str.isdigit, w)) for w in words)
 
 
-_SET_VALUED = lang.SET_VALUED | {lang.stem(w) for w in lang.SET_VALUED}
+_SET_VALUED = _with_stems(lang.SET_VALUED)
 
 
 def _set_valued(words: list[str]) -> bool:
@@ -493,7 +498,7 @@ def _at_verb(said: Statement, span: list[str]) -> bool:
 # What a value opens with: another preposition is another slot ("in Houston" / "10 minutes from the office",
 # "at Verizon" / "during lunch breaks"), but where one serves for the other ("works at / for", "lives in / at").
 _PREPOSITIONS = frozenset(map(lang.stem, lang.PREPOSITIONS))
-_QUANTITIES = lang.QUANTITIES | frozenset(map(lang.stem, lang.QUANTITIES))
+_QUANTITIES = _with_stems(lang.QUANTITIES)
 _NARROWING = _PREPOSITIONS | {lang.stem(w) for w in ("this", "that", "these", "those")}  # "in Chicago", "this year"
 _ALIKE = (frozenset(map(lang.stem, ("in", "at", "on", "inside", "within"))), frozenset({"at", "for"}))
 
@@ -514,8 +519,8 @@ def _another_kind(was: list[str], now: list[str]) -> bool:
             or p != q and not (p and q and any(p in c and q in c for c in _ALIKE)))
 
 
-_VALUE_ENDS = lang.VALUE_ENDS | {lang.stem(w) for w in lang.VALUE_ENDS}
-_CLAUSE_MARKS = lang.CLAUSE_MARKS | {lang.stem(w) for w in lang.CLAUSE_MARKS}
+_VALUE_ENDS = _with_stems(lang.VALUE_ENDS)
+_CLAUSE_MARKS = _with_stems(lang.CLAUSE_MARKS)
 
 
 def _value(span: list[str]) -> list[str]:
