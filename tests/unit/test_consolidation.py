@@ -316,11 +316,11 @@ def test_the_shortcut_never_hides_a_change_the_full_reading_finds():
 
 
 def test_two_facts_with_nothing_in_common_are_not_aligned(monkeypatch):
-    import memlane.policies.consolidation as consolidation
+    import memlane.policies.values as values
 
     aligned = []
-    real = consolidation._align
-    monkeypatch.setattr(consolidation, "_align", lambda old, new: aligned.append(1) or real(old, new))
+    real = values.align
+    monkeypatch.setattr(values, "align", lambda old, new: aligned.append(1) or real(old, new))
     assert relate(Statement("Ann plays the cello."), Statement("Ann owns a red bicycle."), 0.9) is None
     assert aligned == []
     # Sharing one word of many is not "another value": read on the two's word sets, not aligned.

@@ -33,20 +33,14 @@ store's `dream_threshold` (0.8 by default).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from difflib import SequenceMatcher
-from functools import lru_cache
 
 from ..domain.models import ExtractAction, Memory, MemoryType
 from ..domain import language as lang
-from . import still_holds
+from . import still_holds, values
 from .statement import PEOPLE_STEMS, TOKEN, Statement, base, statement
 from .statement import closest_clause as _closest_clause
-
-def _with_stems(words: frozenset[str]) -> frozenset[str]:
-    """The words and their stems: what a word list is matched against, a statement's words or its tokens."""
-    return frozenset(words) | {lang.stem(w) for w in words}
 
 
 # Statements longer than this are passages (documents, long turns), not facts to supersede.
@@ -131,56 +125,7 @@ class Relation:
         return CONFIDENCE[self.evidence]
 
 
-def _content(words: list[str], subject: str) -> list[str]:
-    """The words that say what a statement is about: not filler, the subject, or its polarity — a negation, or an
-    auxiliary that carries one ("doesn't", "can't": "User doesn't drink alcohol" and "User doesn't eat meat" share no
-    relation, as `Statement.content` reads them too)."""
-    return [w for w in words if w not in lang.FILLER and w != subject and w not in lang.NEGATIONS
-            and "n't" not in w and "n’t" not in w]
-
-
-@dataclass
-class _Alignment:
-    replaced: list[tuple[list[str], list[str]]] = field(default_factory=list)
-    only_old: list[str] = field(default_factory=list)  # words of the older statement the newer lacks
-    only_new: list[str] = field(default_factory=list)
-    shared: list[str] = field(default_factory=list)
-
-
-def _align(old: list[str], new: list[str]) -> _Alignment:
-    """How `new` reads against `old` word by word. Read-only: one pair is often aligned twice (a
-    change and its value), so the answer is kept."""
-    return _aligned(tuple(old), tuple(new))
-
-
-@lru_cache(maxsize=4096)
-def _aligned(old: tuple[str, ...], new: tuple[str, ...]) -> _Alignment:
-    out = _Alignment()
-    previous: tuple[str, int] = ("", 0)  # the last opcode's tag and length
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag == "equal":
-            out.shared += old[i1:i2]
-        elif tag == "replace":
-            a, b = list(old[i1:i2]), list(new[j1:j2])
-            last = out.replaced[-1] if out.replaced else None
-            # "150 over 95" → "128 over 82": numbers split by one word are one value.
-            if last is not None and previous == ("equal", 1) and _numeric(last[0] + a) and _numeric(last[1] + b):
-                out.replaced[-1] = (last[0] + a, last[1] + b)
-            else:
-                out.replaced.append((a, b))
-        elif tag == "delete":
-            out.only_old += old[i1:i2]
-        else:
-            out.only_new += new[j1:j2]
-        previous = (tag, max(i2 - i1, j2 - j1))
-    return out
-
-
-def _numeric(words: list[str]) -> bool:
-    return any(any(map(str.isdigit, w)) for w in words)
-
-
-_SET_VALUED = _with_stems(lang.SET_VALUED)
+_SET_VALUED = values.with_stems(lang.SET_VALUED)
 
 
 def _set_valued(words: list[str]) -> bool:
@@ -197,8 +142,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         return None
     if not _facts(new, old):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
-        al = _align(old.tokens, new.tokens)
-        if (not al.replaced and not _content(al.only_new, new.subject) and _content(al.shared, new.subject)
+        al = values.align(old.tokens, new.tokens)
+        if (not al.replaced and not values.content(al.only_new, new.subject) and values.content(al.shared, new.subject)
                 and _closest_clause(new, old).negated == old.negated and _one_holder(new, old)):
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         return None
@@ -341,15 +286,15 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
     if state is not None:
         return state
     if _one_holds_the_other(new, old):
-        al = _align(old.tokens, new.tokens)
+        al = values.align(old.tokens, new.tokens)
         same_polarity = _closest_clause(new, old).negated == old.negated
-        relation_words = _content(al.shared, new.subject)
-        new_content = _content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
-        old_content = _content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
+        relation_words = values.content(al.shared, new.subject)
+        new_content = values.content(al.only_new + [w for _, b in al.replaced for w in b], new.subject)
+        old_content = values.content(al.only_old + [w for a, _ in al.replaced for w in a], new.subject)
         if not al.replaced and not new_content and relation_words and same_polarity and one_holder:
             return Relation(ExtractAction.NOOP, Evidence.SAME, "says nothing the memory does not")
         if not al.replaced and not old_content and new_content and relation_words and same_polarity and one_holder \
-                and not _another_quantity(new, old):  # not "is 30 minutes away" of "is 30"
+                and not values.another_quantity(new, old):  # not "is 30 minutes away" of "is 30"
             return Relation(ExtractAction.UPDATE, Evidence.RESTATEMENT, "restates the memory with more detail")
     if new.additive:
         return None  # "also", "too": one more value, the old one still holds
@@ -361,23 +306,6 @@ def _read_change(new: Statement, old: Statement, similarity: float) -> Relation 
         if value is not None:
             return value
     return _reported_change(new, old, similarity)
-
-
-def _another_quantity(new: Statement, old: Statement) -> bool:
-    """A number of the memory that the newer statement follows with a unit the memory does not: another quantity
-    ("User's sister is 30 minutes away" of "User's sister is 30"), not the same one said more fully (an age's
-    "years old", or a detail after a comma: "214, next to the showers")."""
-    for number in old.values & new.values:
-        unit = _unit_after(new, number)
-        if unit and unit != _unit_after(old, number) and unit not in lang.AGE_UNITS and _content([unit], new.subject):
-            return True
-    return False
-
-
-def _unit_after(said: Statement, number: str) -> str | None:
-    """The word right after `number` in the statement (no mark between), stemmed."""
-    m = re.search(rf"(?<![\w.,]){re.escape(number)}\s+([A-Za-z][\w'’-]*)", said.text)
-    return lang.stem(m.group(1).lower()) if m else None
 
 
 def _one_holds_the_other(new: Statement, old: Statement) -> bool:
@@ -414,119 +342,37 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     or reason starts: "barista | on weekends while ...") is a short value."""
     if frame.subject != old.subject or not _may_align(frame, old):
         return None
-    al = _align(old.tokens, frame.tokens)
+    al = values.align(old.tokens, frame.tokens)
     if frame.owner != old.owner and (frame.owner in al.only_new or old.owner in al.only_old or any(
             frame.owner in b and len(b) > 1 or old.owner in a and len(a) > 1 for a, b in al.replaced)):
         # another holder's value: "User's car is 10 years old" says nothing of "User is 29 years old", nor
         # "User's car is 9 years old" of "User's cat is 3 years old" (a span of holder and value; the span
         # "second" → "third" of "User's second year" is the value alone)
         return None
-    relation_words = _content(al.shared, new.subject)
+    relation_words = values.content(al.shared, new.subject)
     aligned = len(al.shared) >= FRAME_SHARE * min(len(frame.tokens), len(old.tokens))
     if len(al.replaced) != 1 or not relation_words or not aligned \
             or _closest_clause(frame, old).negated != old.negated:
         return None
     if not new.change and still_holds.told_in_past(frame, old, relation_words):
         return None  # "User lived in Boulder for a semester in 2012" of "User lives in Denver": then, not now
-    a, b = (_value(span) for span in al.replaced[0])
-    if _CLAUSE_MARKS.intersection(a + b):
+    a, b = (values.value(span) for span in al.replaced[0])
+    if values.CLAUSE_MARKS.intersection(a + b):
         return None  # "it was tough 'cause they ..." / "will stick up for": a clause or a reference, not a value
     if still_holds.only_whose(relation_words, old) and not still_holds.says_a_change(frame, old, a, b):
         return None  # "User's daughter Mia is allergic to cats" of "... Mia plays the violin": two of her facts
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
-    if _another_relation(frame, old, al.replaced[0], relation_words) or _another_kind(*al.replaced[0]) \
-            or all(w[:1].isdigit() or w in _QUANTITIES for w in relation_words) \
-            or _qualified(frame, al, new.subject):
+    if values.another_relation(frame, old, al.replaced[0], relation_words) or values.another_kind(*al.replaced[0]) \
+            or all(w[:1].isdigit() or w in values.QUANTITIES for w in relation_words) \
+            or values.qualified(frame, al, new.subject):
         return None  # another relation; values of another kind; a quantity shared, not a relation; a narrower one
-    if (_content(a, new.subject) and _content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
+    if (values.content(a, new.subject) and values.content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                         f"same relation ('{_show(new, relation_words)}'), another value: "
                         f"'{_show(old, a)}' → '{_show(new, b)}'")
     return None
-
-
-def _another_relation(frame: Statement, old: Statement, spans: tuple[list[str], list[str]],
-                      relation_words: list[str]) -> bool:
-    """The spans that differ hold what the subject does (`_at_verb`): two relations, both of which can hold, not two
-    values of one — "Ann lives in Boston" of "Ann works in Boston", "benched 180 pounds" of "weighs 180 pounds",
-    "usually eats dinner around 7" of "usually goes to bed around 11". Unless it is told as what happened to the one
-    relation with someone or something named ("rehomed Milo" of "owns a cat named Milo", "got into Stanford" of "is
-    applying to Stanford", "broke up with Mark")."""
-    was, now = spans
-    if not (_at_verb(old, was) and _at_verb(frame, now)):
-        return False
-    verb = frame.shown.get(now[0], now[0]).lower() if now else ""
-    happened = frame.entered or (verb.endswith("ed") or verb in lang.IRREGULAR_PAST) and verb != "used"
-    return not (happened and any(old.shown.get(w, w)[:1].isupper() for w in relation_words))
-
-
-_ADVERBS = lang.FREQUENCY_ADVERBS | lang.TIME_ADVERBS
-
-
-def _qualified(frame: Statement, al: _Alignment, subject: str) -> bool:
-    """The newer statement narrows the relation with a phrase between its words and its value: "User's favorite
-    restaurant in Chicago is ..." of "User's favorite restaurant is Nobu", "favorite movie this year is ..." — another
-    relation; the broader one holds."""
-    tokens, now = frame.tokens, al.replaced[0][1]
-    if len(frame.clauses()) > 1:
-        return False  # "User still has friends at Google, but User works at Meta now": another clause, not a narrowing
-    start = tokens.index(now[0]) if now and now[0] in tokens else 0
-    relation = min((tokens.index(w) for w in al.shared if w != subject and w in tokens[:start]), default=start)
-    return any(relation < tokens.index(w) < start and tokens[tokens.index(w) - 1] in _NARROWING
-               for w in _content(al.only_new, subject) if w in tokens)
-
-
-def _at_verb(said: Statement, span: list[str]) -> bool:
-    """Whether `span` (of the statement's tokens, in order, not always in one piece) opens with its verb — the first
-    token after its subject, its holder and adverbs ("User's son usually plays ..." → "plays") — or with an adverb
-    before it ("barely uses the ...")."""
-    tokens, at = said.tokens, 0
-    if tokens[:1] == [said.subject]:
-        at = 1
-    if said.owner and tokens[at:at + 1] == [said.owner]:
-        at += 1
-    first = at
-    while at < len(tokens) and (tokens[at] in _ADVERBS or tokens[at].endswith("ly")):
-        at += 1
-    if at >= len(tokens) or not span:
-        return False
-    return span[0] == tokens[at] or span[0] in tokens[first:at] and tokens[at] in span
-
-
-# What a value opens with: another preposition is another slot ("in Houston" / "10 minutes from the office",
-# "at Verizon" / "during lunch breaks"), but where one serves for the other ("works at / for", "lives in / at").
-_PREPOSITIONS = frozenset(map(lang.stem, lang.PREPOSITIONS))
-_QUANTITIES = _with_stems(lang.QUANTITIES)
-_NARROWING = _PREPOSITIONS | {lang.stem(w) for w in ("this", "that", "these", "those")}  # "in Chicago", "this year"
-_ALIKE = (frozenset(map(lang.stem, ("in", "at", "on", "inside", "within"))), frozenset({"at", "for"}))
-
-
-def _another_kind(was: list[str], now: list[str]) -> bool:
-    """Two spans that cannot be two values of one slot: a number and no number ("is 8" / "is obsessed with
-    dinosaurs", "Lexapro 10 mg" / "a pottery class"), another preposition or one and none, or a word pointing back
-    ("worked there")."""
-    def number(span: list[str]) -> bool:  # "10 mg", "$95", not the "x1" of a model's name
-        return any(w[:1].isdigit() or w[:1] in "$€£" for w in span)
-
-    def opener(span: list[str]) -> str | None:
-        words = [w for w in span if w not in lang.TOWARD]
-        return words[0] if words and words[0] in _PREPOSITIONS else None
-
-    p, q = opener(was), opener(now)
-    return (number(was) != number(now) or set(now) <= lang.PRO_FORMS or set(was) <= lang.PRO_FORMS
-            or p != q and not (p and q and any(p in c and q in c for c in _ALIKE)))
-
-
-_VALUE_ENDS = _with_stems(lang.VALUE_ENDS)
-_CLAUSE_MARKS = _with_stems(lang.CLAUSE_MARKS)
-
-
-def _value(span: list[str]) -> list[str]:
-    """A differing span up to where a phrase of time, place or reason starts (its first word is the value's)."""
-    end = next((i for i, w in enumerate(span) if i and w in _VALUE_ENDS), len(span))
-    return span[:end]
 
 
 def _reported_change(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -667,9 +513,9 @@ def _show(statement: Statement, stems: list[str]) -> str:
 
 def _other_value(new: Statement, old: Statement) -> bool:
     """The denial is about another object: "not allergic to shellfish" does not retract "allergic to peanuts"."""
-    al = _align([w for w in old.tokens if w not in lang.NEGATIONS], [w for w in new.tokens
+    al = values.align([w for w in old.tokens if w not in lang.NEGATIONS], [w for w in new.tokens
                                                                     if w not in lang.NEGATIONS])
-    return any(_content(a, old.subject) and _content(b, old.subject) and len(a) <= 2
+    return any(values.content(a, old.subject) and values.content(b, old.subject) and len(a) <= 2
                for a, b in al.replaced)
 
 
@@ -761,8 +607,8 @@ def duplicates(a: str, b: str) -> bool:
     sa, sb = statement(a), statement(b)
     if sa.owner != sb.owner or sa.negated != sb.negated or not _same_values(sa, sb):
         return False
-    al = _align(sa.tokens, sb.tokens)
-    return not any(_content(x, sa.subject) and _content(y, sa.subject) for x, y in al.replaced)
+    al = values.align(sa.tokens, sb.tokens)
+    return not any(values.content(x, sa.subject) and values.content(y, sa.subject) for x, y in al.replaced)
 
 
 def _same_values(a: Statement, b: Statement) -> bool:
