@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Commands that work on the data dir or the engines the environment configures, never through a server.
-_ON_ENGINES = frozenset({"worker", "keys", "grants", "reindex", "schema", "fsck"})
+_ON_ENGINES = frozenset({"worker", "keys", "grants", "reindex", "schema", "fsck", "readings"})
 
 
 def _operate(args: argparse.Namespace) -> int:

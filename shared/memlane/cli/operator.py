@@ -1,5 +1,5 @@
 """Commands that call no route: run the local service, and operate on the table and index the environment
-configures (grants and keys, reindex, fsck, schema). Each takes `(args)` and builds only what it needs."""
+configures (grants and keys, reindex, fsck, readings, schema). Each takes `(args)` and builds only what it needs."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ def register(c: Commands) -> None:
     s = c.command("fsck", "compare a store's index with its table; --repair fixes the drift", fsck, api=False)
     s.add_argument("store")
     s.add_argument("--repair", action="store_true", help="delete orphan documents, index missing and stale ones")
+
+    s = c.command("readings", "count the memories whose kept reading another version's rules made (searches read "
+                              "them anew: slower); --repair writes them again (after an upgrade)", readings, api=False)
+    s.add_argument("store")
+    s.add_argument("--repair", action="store_true", help="write each stale reading again (the table only)")
 
 
 def _threads(text: str) -> int:
@@ -135,6 +140,19 @@ def fsck(args: argparse.Namespace) -> int:
                              f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
                              + (f"; repaired {report.repaired}" if args.repair else ""))
     return 0 if drift == 0 or args.repair else EXIT_UNCLEAN
+
+
+def readings(args: argparse.Namespace) -> int:
+    """Count the stale readings of a store's memories; write them again with --repair. Exit 1: stale ones left."""
+    from ..bootstrap import build_operator
+    from ..config import Settings
+    from ..services.readings import readings as check
+
+    report = check(build_operator(Settings.from_env(data_dir=args.data_dir)), args.store, repair=args.repair,
+                   progress=_say)
+    emit(args, vars(report), f"{report.store}: {report.memories} memories, {report.stale} stale readings"
+                             + (f"; {report.written} written again" if args.repair else ""))
+    return 0 if report.stale == report.written + report.changed_meanwhile else EXIT_UNCLEAN
 
 
 def schema(args: argparse.Namespace) -> int:

@@ -60,6 +60,7 @@ LOCAL_COMMANDS: dict[str, str] = {
     "grants put": "a principal's grant, written to the table",
     "reindex": "rebuild a store's index from the table",
     "fsck": "compare a store's index with its table",
+    "readings": "count or write again the stale readings of a store's memories",
     "schema": "check, create or rebuild the table and index",
     "bench": "benchmarks (memlane bench -h)",
     "mcp": "an MCP server over the SDK, in one fixed scope (memlane.mcp)",

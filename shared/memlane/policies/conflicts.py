@@ -129,13 +129,23 @@ def reading(text: str) -> str:
 
 def read(memory: Memory) -> _Read | _Kept:
     """The memory's kept reading if it was made of its text by these rules, else its statement read now."""
+    return _kept(memory) or _Read(statement(memory.text))
+
+
+def stale(memory: Memory) -> bool:
+    """The memory keeps no reading these rules made of its text (written before them, or by hand): each search reads
+    it anew until `reading` is written again (services/readings.py)."""
+    return _RULES is not None and _kept(memory) is None
+
+
+def _kept(memory: Memory) -> _Kept | None:
     kept = memory.reading.split(":")
     if len(kept) == 5 and kept[0] == _seal(memory.text):
         try:
             return _Kept(int(kept[2], 16), int(kept[1]), _unpacked(kept[3]), _unpacked(kept[4]))
         except (ValueError, struct.error):  # damaged where the seal does not reach (binascii.Error is a ValueError)
             pass
-    return _Read(statement(memory.text))
+    return None
 
 
 def may_conflict(newer: _Read | _Kept, older: _Read | _Kept) -> bool:
