@@ -401,3 +401,21 @@ def test_an_apply_or_undo_whose_process_dies_before_its_index_write_is_repaired_
     found = {h.memory.memory_id for h in ask(deps, store, "What does the user work as?")}
     assert (old in found) == (route == "undo")
     assert [d.status for d in deps.index.documents(store) if d.memory_id == old] == [held]
+
+
+def test_a_birthday_said_without_its_subject_supersedes_the_age(deps, store):
+    """Trial 6 (session 30): "Turned 25 on Saturday" was written "User: Turned ...", no statement of the user's, and an
+    age said as a bare number ("I'm 24") was no value that another could replace: both ages stayed current."""
+    old = say(deps, store, "I'm 24.", day=0, run="r1").outcomes[0].memory_id
+    (outcome,) = say(deps, store, "Turned 25 on Saturday, feeling ancient", day=40, run="r2").outcomes
+    assert outcome.action == ExtractAction.UPDATE and outcome.target_id == old, outcome.reason
+    assert texts(ask(deps, store, "How old is the user?"))[0].startswith("User turned 25")
+
+
+def test_an_age_of_someone_or_something_else_leaves_the_users(deps, store):
+    say(deps, store, "I'm 32.", day=0, run="r1")
+    for day, said in enumerate(("Our house turned 100 this year, it was built in 1925.", "My sister turned 30 today.",
+                                "My score is 3 after the first round."), start=1):
+        (outcome,) = say(deps, store, said, day=day, run=f"r{day + 1}").outcomes
+        assert outcome.action == ExtractAction.ADD, (said, outcome.reason)
+    assert "User is 32." in texts(ask(deps, store, "How old is the user?"))

@@ -13,7 +13,8 @@ T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
 # The knowledge-update histories in tests/data: the bench's, and five trials' of their own (sessions 18, 27, 29).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
-               "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl")
+               "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
+               "knowledge_updates_trial6.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -904,3 +905,20 @@ def test_a_shared_quantity_or_a_narrower_relation_is_another_fact(old, new):
 ])
 def test_those_readings_leave_these_changes_and_restatements_as_they_were(old, new):
     assert action(old, new) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new,changed", [
+    # Trial 6 (session 30): an age said as a bare number is one value at a time, of its subject or a person of its.
+    ("User is 24.", "User turned 25 on sat, feeling ancient", True),
+    ("User is 29 years old.", "User is 30 now.", True),
+    ("User's dog Rex is 3.", "User's dog Rex turned 4 today.", True),
+    ("User's son is 8.", "User's son is 9 now.", True),
+    ("User is 32.", "User: Our house turned 100 this year, it was built in 1925.", False),
+    ("User is 32.", "User's sister turned 30 today.", False),
+    ("User is 24 and User's sister is 30.", "User's sister is 31 now.", False),
+    ("User is 29.", "User is 30 minutes away.", False),
+    ("User is 29.", "User is 20 weeks pregnant.", False),
+])
+def test_an_age_is_one_value_at_a_time(old, new, changed):
+    relation = relate(Statement(new), Statement(old), 0.6)
+    assert (relation is not None and relation.action == ExtractAction.UPDATE) == changed, relation

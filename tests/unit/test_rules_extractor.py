@@ -213,6 +213,15 @@ def test_a_lower_case_i_is_the_speaker_only_where_the_sentence_has_no_capital_on
     ("Started a new job at Atlassian on Monday.", "User started a new job at Atlassian on Monday."),
     ("Just turned 28 yesterday.", "User just turned 28 yesterday."),
     ("Moved to Denver last month and loving it.", "User moved to Denver last month and loving it."),
+    # Trial 6 (session 30): any verb in the past, "been", a negated auxiliary.
+    ("Closed on a house in Dayton and moved in last weekend.",
+     "User closed on a house in Dayton and moved in last weekend."),
+    ("Boomeranged back to Microsoft last month.", "User boomeranged back to Microsoft last month."),
+    ("Finally upgraded, rocking a Pixel 9 now.", "User finally upgraded, rocking a Pixel 9 now."),
+    ("Been eating meat again since the trip.", "User has been eating meat again since the trip."),
+    ("Haven't had a drink since New Year's.", "User hasn't had a drink since New Year's."),
+    ("Left the Apple Store after six years.", "User left the Apple Store after six years."),
+    ("cancelled planet fitness, going to the ymca now", "User cancelled planet fitness, going to the ymca now"),
 ])
 def test_a_statement_without_its_subject_is_the_speakers(said, kept):
     (c,) = RuleExtractor().extract([msg(said, name=None)])
@@ -223,3 +232,12 @@ def test_a_sentence_opening_with_a_name_like_a_verb_is_left_as_it_is():
     assert third_person("Hadley is my dog.", "Jo") == "Hadley is Jo's dog."
     assert third_person("Metallica rocks.", "Jo") == "Metallica rocks."
     assert third_person("Met Gala was amazing this year.", "Jo") == "Met Gala was amazing this year."
+    # Neither a name before its verb ("Alfred and I"), a name of two words ("Left Bank", "United Airlines"), an opener
+    # ("Turned out ...", "Indeed"), nor a bid to the listener ("Don't forget ...").
+    assert third_person("Alfred and I went fishing.", "Jo") == "Alfred and Jo went fishing."
+    assert third_person("Ted is my cousin.", "Jo") == "Ted is Jo's cousin."
+    assert third_person("Left Bank cafes are the best.", "Jo") == "Left Bank cafes are the best."
+    assert third_person("United Airlines lost my bag.", "Jo") == "United Airlines lost Jo's bag."
+    assert third_person("Turned out I was wrong.", "Jo") == "Turned out Jo was wrong."
+    assert third_person("Indeed.", "Jo") == "Indeed."
+    assert third_person("Don't forget the cake.", "Jo") == "Don't forget the cake."

@@ -239,7 +239,7 @@ def may_hold_state(text: str) -> bool:
     """Whether `exclusive_states` can find anything in `text`: one of its values is in it, anywhere ("vegan-ish"
     too). Most statements have none; a search reads each of its first ten hits, and each attribute is a scan."""
     lowered = text.lower()
-    return any(v in lowered for v in _STATE_WORDS)
+    return any(v in lowered for v in _STATE_WORDS) or _AGED.search(text) is not None
 
 
 def exclusive_states(text: str) -> dict[str, str]:
@@ -252,6 +252,22 @@ def exclusive_states(text: str) -> dict[str, str]:
         if len(found) == 1:
             out[attribute] = found.pop()
     return out
+
+
+def ages(text: str) -> set[tuple[str, str]]:
+    """(the word before the verb, lower case, possessive dropped; the number) of each age `text` says."""
+    return {(re.sub(r"['’]s$", "", m.group("who").lower()), m.group("age")) for m in _AGE.finditer(text)}
+
+
+# An age said as a bare number: "is 24", "turned 25 on Saturday", "is 40 years old now": one at a time, as a state.
+# Not a number with another unit ("is 30 minutes away", "is 20 weeks pregnant", "is 6'2") nor one a phrase goes on
+# from ("is 2 for 2").
+AGE = "age"
+_AGE = re.compile(r"(?P<who>[\w'’]+)\s+(?:is|turned|turns|turning)\s+(?:(?:now|officially|just|finally)\s+)*"
+                  r"(?P<age>\d{1,3})"
+                  r"(?:\s*(?:years?|yrs?)(?:\s+old)?|\s*y/?o)?"
+                  r"(?=\s*(?:now|today|yesterday|this|last|on|as of|and|but|so|[.!,;)]|$))", re.I)
+_AGED = re.compile(r"\b(?:is|turned|turns|turning)\s+(?:\w+\s+)?\d", re.I)
 
 
 # A word each phrase above has (as a part of it, whatever the case: "semi-retired", "re-scheduled").

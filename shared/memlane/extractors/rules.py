@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Collection, Sequence
 
-from ..domain.language import CONTEXT_STOP_WORDS, SENTENCE_BREAK, pleasantry
+from ..domain.language import CONTEXT_STOP_WORDS, IRREGULAR_PAST, SENTENCE_BREAK, pleasantry
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
@@ -134,16 +134,37 @@ def speaker_of(message: Message) -> str:
 
 
 def third_person(sentence: str, speaker: str) -> str:
-    said = _SUBJECTLESS.sub(lambda m: f"I {m.group(0)[0].lower()}{m.group(0)[1:]}", sentence, count=1)
-    return _rewritten(said, speaker, _FIRST_PERSON)
+    return _rewritten(_with_subject(sentence), speaker, _FIRST_PERSON)
 
 
-# A statement of the speaker's without its subject, as chat drops it: "Started a new job at Atlassian", "Just turned
-# 28", "Moved to Denver last month" — the speaker's (a trial: written "User: Started ...", no fact to update).
+def _with_subject(sentence: str) -> str:
+    """The sentence with the "I" chat drops put back: "Closed on a house in Dayton" → "I closed on a house in Dayton",
+    "Been eating meat again" → "I have been eating meat again"."""
+    m = _SUBJECTLESS.match(sentence)
+    if m is None:
+        return sentence
+    said = sentence[m.start("said"):]
+    said = said[0].lower() + said[1:]
+    return f"I {sentence[:m.start('said')].lower()}{'have ' if said.startswith('been ') else ''}{said}"
+
+
+_PAST = "|".join(f"[{w[0].upper()}{w[0]}]{w[1:]}" for w in sorted(IRREGULAR_PAST))
+# A statement of the speaker's without its subject, as chat drops it (trials: written "User: Started ...", no fact to
+# update) — its first word, after an adverb:
 _SUBJECTLESS = re.compile(
-    r"^(?:(?:Just|Finally|Recently|Also|Actually|Already) )?(?:[Ss]tarted|[Gg]ot|[Ww]ent|[Mm]oved|[Tt]urned|[Jj]oined|"
-    r"[Qq]uit|[Bb]ought|[Ff]inished|[Aa]dopted|[Ss]witched|[Cc]hanged|[Bb]ooked|[Ss]igned up|[Gg]raduated|[Rr]etired|"
-    r"[Bb]egan|[Bb]ecame|[Ss]old|[Vv]isited|[Tt]ook|[Hh]ad) (?=\w)")  # not "Met"/"Left": the Met Gala, Left Bank
+    r"^(?:(?:[Jj]ust|[Ff]inally|[Rr]ecently|[Aa]lso|[Aa]ctually|[Aa]lready|[Oo]fficially) )?"
+    r"(?!(?:[Tt]urn(?:ed|s) out|[Ss]ounds|[Ll]ooks|[Ii]ndeed)\b)(?P<said>"  # openers: "Turned out it rained"
+    # a verb of change, before any word — a name too: "Started at Atlassian", "Just turned 28", "Moved to Denver";
+    r"(?:[Ss]tarted|[Gg]ot|[Ww]ent|[Mm]oved|[Tt]urned|[Jj]oined|[Qq]uit|[Bb]ought|[Ff]inished|[Aa]dopted|[Ss]witched|"
+    r"[Cc]hanged|[Bb]ooked|[Ss]igned up|[Gg]raduated|[Rr]etired|[Bb]egan|[Bb]ecame|[Ss]old|[Vv]isited|[Tt]ook|[Hh]ad)"
+    r" (?=\w)"
+    # any other verb in the past, or "been", before a word in lower case, a number or a mark: "Boomeranged back to
+    # Microsoft", "Finally upgraded, ..." — not a name ("Met Gala", "Left Bank", "United Airlines") nor the subject of
+    # what follows ("Alfred and I", "Ted is my cousin");
+    rf"|(?:[A-Za-z]{{3,}}ed|[Bb]een|{_PAST})"
+    r"(?= (?!(?:and|or|is|was|are|were|has|had|will|would|says|said)\b)[a-z0-9$]|[,.!])"
+    # or a negated auxiliary: "Haven't had a drink since May" (not "Don't forget ...": that bids the listener).
+    r"|(?:[Hh]aven|[Hh]adn|[Dd]idn|[Cc]an|[Ww]on|[Ww]asn|[Cc]ouldn)['’]t(?= [a-z]))")
 
 
 def informative(sentence: str) -> bool:

@@ -228,8 +228,19 @@ class Statement:
 
     @read_once
     def states(self) -> dict[str, str]:
-        """Attributes of which it states the one value its subject holds ("is vegan": diet)."""
-        return lang.exclusive_states(self.text) if lang.may_hold_state(self.text) else {}
+        """Attributes of which it states the one value its subject holds ("is vegan": diet); an age only of a person or
+        a named one ("User's dog Rex is 3"), not of a thing ("User's score is 3")."""
+        if not lang.may_hold_state(self.text):
+            return {}
+        states = lang.exclusive_states(self.text)
+        # An age said of the subject, of a person of its ("User's son is 8"), or of one named ("Rex is 3"); not of a
+        # thing ("User's score is 3", "our house turned 100").
+        whose = {self.subject, self.holder_name} if not self.owner or self.owner in PEOPLE_STEMS else {self.holder_name}
+        said = {age for who, age in lang.ages(self.text) if who in whose - {""} or lang.stem(who) == self.owner != ""
+                and self.owner in PEOPLE_STEMS}
+        if len(said) == 1:
+            states[lang.AGE] = said.pop()
+        return states
 
     @read_once
     def additive(self) -> bool:
