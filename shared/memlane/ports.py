@@ -351,9 +351,12 @@ class IndexRebuild(Protocol):
 @runtime_checkable
 class Compactor(Protocol):
     """Storage whose deleted bytes can linger (SQLite free pages, WAL frames, FTS segments).
-    `compact` makes what was deleted unrecoverable from the files; deletion paths call it last."""
+    `compact` makes what was deleted unrecoverable from the files; deletion paths call it last. `rewrite`: the
+    files are written anew from what they hold, so no earlier copy of a row is left in a page's unused space
+    either (what zeroing freed cells misses: docs/security.md) — a tenant's erasure and a deletion finished after a
+    crash ask for it."""
 
-    def compact(self) -> None: ...
+    def compact(self, *, rewrite: bool = False) -> None: ...
 
 
 # ---------------------------------------------------------------------------------------------

@@ -570,3 +570,43 @@ def test_an_edit_indexed_after_a_racing_delete_leaves_no_trace_of_its_text(deps,
     memories.update(deps, "demo", app_id=APP, tenant_id="alice", memory_id="bees", text=f"I keep {MARKER} wasps.")
     assert fired
     assert _files_holding_marker(data_dir) == []
+
+
+def test_an_erasure_and_a_deletion_finished_after_a_crash_rewrite_the_files(service, seeded, call, monkeypatch):
+    """A deletion trial (session 30): a thread deletion or an erasure cut short by kill -9 and finished by its job left
+    earlier copies of deleted rows in the unused space of live pages, which zeroing freed cells misses. The job that
+    finishes a deletion, and every erasure, rewrite the files (tests/unit/test_compaction.py shows what a rewrite
+    clears); a deletion answered in one go compacts as before."""
+    from memlane.services import erase
+
+    asked: list[bool] = []
+    for compactor in service.deps.compactors:
+        real = compactor.compact
+        monkeypatch.setattr(compactor, "compact", lambda *, rewrite=False, real=real: asked.append(rewrite) or
+                            real(rewrite=rewrite))
+    assert call("DELETE", f"/v1/stores/demo/runs/r2?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
+    assert asked and not any(asked)
+
+    asked.clear()
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("killed after the registry entry went")
+
+    monkeypatch.setattr(erase, "clear_run", dies)
+    soon = replace(seeded, settings=replace(seeded.settings, sync_retry_delay=0.2))
+    with pytest.raises(RuntimeError):
+        erase.delete_run(soon, "demo", scope=R1)
+    monkeypatch.undo()
+    for compactor in service.deps.compactors:  # undone with the rest: spy again
+        real = compactor.compact
+        monkeypatch.setattr(compactor, "compact", lambda *, rewrite=False, real=real: asked.append(rewrite) or
+                            real(rewrite=rewrite))
+    service.drain()  # the clear_run job finishes it
+    assert asked and all(asked)
+
+    asked.clear()
+    status, erasure = call("POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": "alice"})
+    assert status == 202
+    service.drain()
+    assert call("GET", f"/v1/erasures/{erasure['erasure_id']}")[1]["status"] == "SUCCEEDED"
+    assert asked and all(asked)

@@ -107,3 +107,59 @@ def test_the_index_tries_its_held_log_again_without_holding_searches_for_long(tm
         time.sleep(0.005)
     reader.execute("COMMIT")
     assert max(waits) < 0.3, max(waits)
+
+
+def _left_in_free_space(path, marker: bytes) -> None:
+    """A row holding `marker` written and deleted by a connection that does not zero what it frees: its bytes stay in
+    the page's unused space, as a trial found earlier copies of rows there after deletions cut short by kill -9."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA secure_delete=OFF")
+    db.execute("CREATE TABLE IF NOT EXISTS scratch (x TEXT)")
+    db.execute("INSERT INTO scratch VALUES (?)", (marker.decode() * 20,))
+    db.execute("DELETE FROM scratch")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    assert marker in path.read_bytes()
+
+
+def test_a_rewrite_leaves_no_earlier_copy_of_a_row_in_the_unused_space_of_a_page(tmp_path):
+    """A deletion trial (session 30): after a thread deletion or an erasure cut short by kill -9 and finished by its
+    job, earlier copies of deleted rows stayed in the unused space of live pages (5 of 5 such deletions), out of
+    reach of secure_delete and of the log's truncation. A rewrite (VACUUM) leaves none."""
+    path, db = _wal_file(tmp_path)
+    db.close()
+    _left_in_free_space(path, b"Zqxresidue")
+    SqliteFileCompactor(path).compact()
+    assert b"Zqxresidue" in path.read_bytes()  # a checkpoint moves pages; it does not clear their unused space
+    SqliteFileCompactor(path).compact(rewrite=True)
+    assert b"Zqxresidue" not in path.read_bytes() and b"secret" in path.read_bytes()
+    assert not (tmp_path / "t.db-wal").exists() or (tmp_path / "t.db-wal").stat().st_size == 0
+
+
+def test_the_embedded_index_rewritten_keeps_its_document_ids_and_answers_alike(tmp_path):
+    """The index's graphs and vector caches are keyed by `docs.id`: a rewrite must keep every id (AUTOINCREMENT keys
+    are kept by VACUUM; an implicit rowid would not be)."""
+    from datetime import datetime, timezone
+
+    from memlane.adapters.local.embedded_index import EmbeddedIndex
+    from memlane.domain.models import Memory
+    from memlane.domain.scope import Scope
+    from memlane.ports import IndexQuery
+    from memlane.domain.scope import ScopeFilter
+
+    index = EmbeddedIndex(tmp_path / "index.db")
+    index.ensure_store("s", 3)
+    when = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    docs = [(Memory(memory_id=f"m{i}", scope=Scope(app_id="a", tenant_id="t"), text=f"note {i} about cats",
+                    created_at=when, updated_at=when), [1.0, float(i), 0.5]) for i in range(30)]
+    index.upsert("s", docs)
+    index.delete("s", [f"m{i}" for i in range(0, 30, 3)], app_id="a", tenant_id="t")
+    ids = index._db.execute("SELECT id, memory_id FROM docs ORDER BY id").fetchall()
+    asked = IndexQuery(scope=ScopeFilter(app_id="a", tenant_id="t"), text="cats", vector=[1.0, 2.0, 0.5], k=10)
+    before = index.search("s", asked)
+    _left_in_free_space(tmp_path / "index.db", b"Zqxresidue")
+    index.compact(rewrite=True)
+    assert b"Zqxresidue" not in (tmp_path / "index.db").read_bytes()
+    assert index._db.execute("SELECT id, memory_id FROM docs ORDER BY id").fetchall() == ids
+    assert index.search("s", asked) == before
+    index.close()

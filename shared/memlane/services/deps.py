@@ -68,9 +68,9 @@ class Deps:
     # The ingestion queue's dead letters (AWS): an erasure drops the tenant's adds from them. None: no such queue.
     dead_letters: DeadLetters | None = None
 
-    def compact(self) -> None:
+    def compact(self, *, rewrite: bool = False) -> None:
         for compactor in self.compactors:
-            compactor.compact()
+            compactor.compact(rewrite=rewrite)
     faults: Faults = field(default_factory=Faults)  # crash points; armed only by the fault-injection suite
     # When synchronous work must stop (checked between steps); never, for jobs and tools.
     deadline: Deadline = field(default_factory=Deadline.never)

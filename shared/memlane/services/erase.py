@@ -77,10 +77,12 @@ def finish_run_deletion(deps: Deps, job: Job) -> None:
         return
     left, _ = tenant.repo.newest_messages(job.store, run, limit=1)
     if left or tenant.repo.get_summary(job.store, run) is not None:  # else cleared (the summary goes last)
-        clear_run(tenant, job.store, run)
+        # A deletion cut short leaves earlier copies of its rows in pages' unused space: the files are rewritten.
+        clear_run(tenant, job.store, run, rewrite=True)
 
 
-def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = ()) -> dict[str, int]:
+def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = (),
+              rewrite: bool = False) -> dict[str, int]:
     """What delete_run does once the run's registry entry is gone (also what a job that raced the deletion
     calls, naming the extra index `documents` it may have written back: the messages it indexed). The tenant's
     memory is left as if the run had never been said: what its memories superseded is reinstated
@@ -132,7 +134,7 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # After the registry entry: from then on no refresh can write the summary back (repository/summaries.py).
     summary = summaries.delete(deps, store, run)
-    deps.compact()
+    deps.compact(rewrite=rewrite)
     return {"messages": len(messages), "memories": len(memory_ids), "summaries": summary,
             "tasks_redacted": redacted.tasks + again.tasks,
             "dream_actions_redacted": redacted.dream_actions + again.dream_actions,
@@ -237,7 +239,7 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
     if deps.dead_letters is not None:  # refused adds of the tenant, which a redrive would write again
         erasure = erasure.model_copy(update={"dead_letters": erasure.dead_letters + _drop_dead_letters(deps, erasure)})
     deps.faults.point("erase.before_done")
-    deps.compact()  # nothing erased may linger in free pages, WAL frames or index segments
+    deps.compact(rewrite=True)  # nothing erased may linger in free pages, pages' unused space, WAL frames or segments
     documents = sum(c.get("index_documents", 0) for c in deleted.values())
     done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted": deleted,
                                       "deleted_items": sum(n for c in deleted.values() for k, n in c.items()
@@ -414,7 +416,7 @@ def purge_store(deps: Deps, store: str) -> int:
         deleted += len(keys)
     globals_ = list(deps.repo.store_global_keys(store))
     deps.repo.delete_items(globals_)
-    deps.compact()  # the store's index documents (dropped at its delete) and items may linger in segments and pages
+    deps.compact(rewrite=True)  # the store's documents (dropped at its delete) and items may linger in the files
     deps.repo.purged(store)
     return deleted + len(globals_)
 

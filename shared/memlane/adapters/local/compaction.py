@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 CHECKPOINT_ATTEMPTS = 20
 CHECKPOINT_PAUSE = 0.05
 RETRY_SECONDS = 5.0  # between background tries while a reader still holds the log
+REWRITE_WAIT_SECONDS = 60.0  # a rewrite (VACUUM) waits this long for the writer of the moment
 
 
 class Later:
@@ -75,7 +76,13 @@ class SqliteFileCompactor:
         self.path = str(path)
         self.later = Later(lambda: self._truncate(attempts=1), Path(self.path).name)
 
-    def compact(self) -> None:
+    def compact(self, *, rewrite: bool = False) -> None:
+        if rewrite:
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=REWRITE_WAIT_SECONDS)
+            try:
+                db.execute("VACUUM")  # waits for the writer of the moment, holds off the next ones while it runs
+            finally:
+                db.close()
         if not self._truncate():
             self.later.schedule()
 

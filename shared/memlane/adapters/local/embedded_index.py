@@ -197,13 +197,15 @@ class EmbeddedIndex:
                 removed = self._remove(store, list(memory_ids), (app_id, tenant_id))
             self._changed(removed, {})
 
-    def compact(self) -> None:
+    def compact(self, *, rewrite: bool = False) -> None:
         """Leave no deleted text in the files. Freed pages are zeroed (secure_delete), then the WAL, which
         still holds the pages as they were before, is checkpointed into the file and truncated (later, in the
         background, while a reader holds it: compaction.Later); graphs holding deleted vectors are rebuilt
-        without them."""
+        without them. `rewrite`: the file is written anew first (VACUUM; searches wait for it)."""
         with self._lock:
             self._drop_tombstoned_graphs()
+            if rewrite:
+                self._db.execute("VACUUM")
         if not self._truncate_log():
             self._truncation.schedule()
 
