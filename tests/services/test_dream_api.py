@@ -114,10 +114,18 @@ def test_async_dream_is_accepted(call, store):
     ("GET", "/v1/stores/demo/dream-tasks/nope", None, 404, "dream_task_not_found"),
     ("POST", "/v1/stores/demo/dream-actions/nope/apply", None, 404, "dream_action_not_found"),
     ("GET", "/v1/stores/demo/profiles/u1", None, 400, "invalid_scope"),
+    # A trial (session 30): a malformed id of a record, not a scope, was answered `invalid_scope`.
+    ("GET", "/v1/stores/demo/dream-actions/a~b", None, 400, "invalid_input"),
+    ("POST", "/v1/stores/demo/dream-actions/a~b/undo", None, 400, "invalid_input"),
+    ("GET", "/v1/stores/demo/dream-tasks/a~b/actions", None, 400, "invalid_input"),
+    ("GET", "/v1/stores/demo/memories/a~b?app_id=app&tenant_id=u1", None, 400, "invalid_input"),
+    ("DELETE", "/v1/stores/demo/memories/a~b?app_id=app&tenant_id=u1", None, 400, "invalid_input"),
 ])
 def test_errors(call, store, method, path, body, status, code):
     got, answer = call(method, path, body)
     assert (got, answer["error"]["code"]) == (status, code)
+    if "a~b" in path:
+        assert answer["error"]["field"] in ("action_id", "task_id", "memory_id")
 
 
 def test_openapi_still_generates(deps):

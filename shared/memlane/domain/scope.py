@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from .errors import InvalidScope
+from .errors import InvalidInput, InvalidScope
 
 DEFAULT = "__default__"
 WILDCARD = "*"
@@ -29,18 +29,21 @@ def is_id(value: str) -> bool:
     return value != WILDCARD and _ID.fullmatch(value) is not None
 
 
-def validate_id(field: str, value: Any) -> str:
+def validate_id(field: str, value: Any, *, error: type[InvalidInput] = InvalidScope) -> str:
     """Return `value` if it is a well-formed scope id, else raise InvalidScope naming the field."""
     if not isinstance(value, str):
-        raise InvalidScope(f"{field} must be a string", field=field)
+        raise error(f"{field} must be a string", field=field)
     if value == WILDCARD:
-        raise InvalidScope(f"{field} may not be the wildcard '*' here", field=field)
+        raise error(f"{field} may not be the wildcard '*' here", field=field)
     if not _ID.fullmatch(value):
-        raise InvalidScope(
-            f"{field} must be 1-{MAX_ID_LENGTH} characters of letters, digits and _ . : @ + -",
-            field=field,
-        )
+        raise error(f"{field} must be 1-{MAX_ID_LENGTH} characters of letters, digits and _ . : @ + -", field=field)
     return value
+
+
+def validate_record_id(field: str, value: Any) -> str:
+    """`validate_id` for the id of a record (a memory, a dream task or action): not a scope, so 400 `invalid_input`
+    (a trial: a malformed memory or action id was answered `invalid_scope`)."""
+    return validate_id(field, value, error=InvalidInput)
 
 
 class Scope(BaseModel):

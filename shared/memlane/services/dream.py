@@ -19,7 +19,7 @@ from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, Invalid
 from ..domain.ids import sortable_id
 from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope, DreamTask,
                              MemoryStatus, Message, Profile, TaskStatus)
-from ..domain.scope import DEFAULT, WILDCARD, validate_id
+from ..domain.scope import DEFAULT, WILDCARD, validate_id, validate_record_id
 from ..dream.engine import ALL_KINDS, DreamEngine, DreamInput, Proposal, action_id
 from ..dream.llm import LLMEngine
 from ..policies.dream_rules import recency
@@ -282,7 +282,7 @@ def for_task(deps: Deps, store: str, task_id: str) -> Deps:
 def task_owner(deps: Deps, store: str, task_id: str, visible: Visible = everyone) -> tuple[str, str]:
     """The dream task's tenant; outside what the caller may see, the same 404 as an unknown id."""
     deps.repo.get_store(store)
-    owner = deps.repo.dream_task_tenant(store, validate_id("task_id", task_id))
+    owner = deps.repo.dream_task_tenant(store, validate_record_id("task_id", task_id))
     if owner is None or not visible(*owner):
         raise NotFound(f"dream task '{task_id}' not found", code="dream_task_not_found")
     return owner
@@ -290,7 +290,7 @@ def task_owner(deps: Deps, store: str, task_id: str, visible: Visible = everyone
 
 def action_owner(deps: Deps, store: str, action_id: str, visible: Visible = everyone) -> tuple[str, str]:
     deps.repo.get_store(store)
-    owner = deps.repo.action_tenant(store, validate_id("action_id", action_id))
+    owner = deps.repo.action_tenant(store, validate_record_id("action_id", action_id))
     if owner is None or not visible(*owner):
         raise NotFound(f"dream action '{action_id}' not found", code="dream_action_not_found")
     return owner
@@ -406,7 +406,7 @@ def _record(deps: Deps, task: DreamTask, proposals: list[Proposal],
 # -- reading, deciding, undoing -------------------------------------------------------------
 def get_task(deps: Deps, store: str, task_id: str) -> DreamTask:
     deps.repo.get_store(store)
-    return deps.repo.get_dream_task(store, validate_id("task_id", task_id))
+    return deps.repo.get_dream_task(store, validate_record_id("task_id", task_id))
 
 
 def list_tasks(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
@@ -426,7 +426,7 @@ def list_actions(deps: Deps, store: str, task_id: str, *, status: DreamActionSta
 
 def get_action(deps: Deps, store: str, action_id: str) -> DreamAction:
     deps.repo.get_store(store)
-    return deps.repo.get_action(store, validate_id("action_id", action_id))
+    return deps.repo.get_action(store, validate_record_id("action_id", action_id))
 
 
 def apply_action(deps: Deps, store: str, action_id: str) -> DreamAction:

@@ -9,7 +9,7 @@ from typing import Any
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType
-from ..domain.scope import Scope, search_scope, validate_id
+from ..domain.scope import Scope, search_scope, validate_id, validate_record_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
 from ..policies import conflicts
@@ -24,7 +24,7 @@ RACE_RETRIES = 20  # each retry means another writer changed the memory first
 def get(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: str) -> Memory:
     deps.repo.get_store(store)
     return deps.repo.get_memory(store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
-                                validate_id("memory_id", memory_id))
+                                validate_record_id("memory_id", memory_id))
 
 
 def list_(deps: Deps, store: str, *, scope: dict[str, Any], limit: int,
