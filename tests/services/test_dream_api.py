@@ -174,3 +174,22 @@ def test_dream_routes_and_jobs_reach_the_tenant_only_through_its_bound_table(ser
     for t in [queued, *(s.model_dump(mode="json") for s in scheduled)]:
         assert dream.get_task(dream.for_task(deps, "demo", t["task_id"]), "demo", t["task_id"]).status == "SUCCEEDED"
     assert set(tenants.bound) == {("demo", "app", "u1"), ("demo", "app", "u2")}
+
+
+def test_a_sync_dream_whose_tenant_is_erased_while_it_runs_says_so(call, store, deps, monkeypatch):
+    """A trial (session 30): a sync dream racing its tenant's erasure answered 404 `dream_task_not_found`, naming a
+    task id the caller never sent. It is a conflict that says what happened."""
+    from memlane.services import dream, erase
+
+    real = dream.run
+
+    def erased_meanwhile(deps_, store_, task_id):
+        erasure = erase.request_erasure(deps, app_id="app", tenant_id="u1", principal="ops")
+        erase.run_erasure(deps, erasure.erasure_id)
+        return real(deps_, store_, task_id)
+
+    monkeypatch.setattr(dream, "run", erased_meanwhile)
+    status, answer = call("POST", "/v1/stores/demo/dream", {"scope": {"app_id": "app", "tenant_id": "u1"},
+                                                            "sync": True})
+    assert (status, answer["error"]["code"]) == (409, "dream_task_deleted"), answer
+    assert "erased" in answer["error"]["message"]

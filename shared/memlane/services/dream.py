@@ -89,6 +89,13 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     except DeadlineExceeded:
         return deps.repo.get_dream_task(store, task.task_id)  # RUNNING: the job goes on (202)
     except MemlaneError as error:
+        if error.code == "dream_task_not_found":  # its own task, gone while it ran: nothing to fail
+            deps.queue.discard(job)
+            # The tenant erased or the store deleted meanwhile (a trial: answered 404 naming a task id the caller
+            # never sent).
+            raise Conflict(f"the dream was cut short: its task {task.task_id} was deleted while it ran (the tenant "
+                           "erased, or the store deleted); nothing it made was kept", code="dream_task_deleted") \
+                from None
         fail(deps, store, task.task_id, f"{error.code}: {error.message}")  # the caller gets the error
         deps.queue.discard(job)
         raise
