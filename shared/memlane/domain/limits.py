@@ -24,6 +24,7 @@ MAX_OUTCOME_TEXT_CHARS = 500
 MAX_MEMORIES_PER_WRITE = 50  # an explicit write (infer: false) is one table transaction
 MAX_ADDS_PER_BATCH = 100  # adds in one POST .../memories:batch (each its own transaction)
 MAX_THREAD_SCAN = 1000  # registry entries one thread-list page reads at most (narrowed to an agent)
+MAX_MEMORY_SCAN = 1000  # memories one memory-list page reads at most (narrowed to agents or runs)
 MAX_PROFILE_TEXT_CHARS = 8_000  # an explicit profile's text (a role and standing instructions)
 MAX_PROFILE_ATTRIBUTES = 64
 MAX_PROFILE_VALUE_CHARS = 1_000

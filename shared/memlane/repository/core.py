@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Iterator, Sequence
 
+from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.models import Memory, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, ScopeFilter
@@ -122,13 +123,24 @@ class CoreRecords:
         pk = tenant_pk(store, app_id, tenant_id)
         return [Memory.model_validate(i) for i in self.table.batch_get([(pk, f"MEM#{m}") for m in memory_ids])]
 
-    def list_memories(self, store: str, scope: ScopeFilter, *, limit: int,
-                      cursor: str | None) -> tuple[list[Memory], str | None]:
-        """Memories of a tenant narrowed to the filter's agents/runs. Pages by the partition."""
-        page = self.table.query(tenant_pk(store, scope.app_id, scope.tenant_id), prefix="MEM#",
-                                limit=limit, cursor=cursor)
-        found = [Memory.model_validate(i) for i in page.items]
-        return [m for m in found if scope.matches(m.scope.as_dict())], page.cursor
+    def list_memories(self, store: str, scope: ScopeFilter, *, limit: int, cursor: str | None,
+                      max_scan: int = limits.MAX_MEMORY_SCAN) -> tuple[list[Memory], str | None]:
+        """Memories of a tenant narrowed to the filter's agents/runs, in the partition's order. Pages of it are read
+        whole (each item returned or skipped: the table's cursor resumes exactly) until `limit` are found, at most
+        `max_scan` items a call — so only a filter that skips that many returns a short page with `next_cursor` set
+        (a trial: `run_id=` answered empty pages until the sixth)."""
+        pk = tenant_pk(store, scope.app_id, scope.tenant_id)
+        found: list[Memory] = []
+        scanned = 0
+        while len(found) < limit and scanned < max_scan:
+            page = self.table.query(pk, prefix="MEM#", limit=min(limit - len(found), max_scan - scanned),
+                                    cursor=cursor)
+            scanned += len(page.items)
+            found += [m for m in map(Memory.model_validate, page.items) if scope.matches(m.scope.as_dict())]
+            cursor = page.cursor
+            if cursor is None:
+                break
+        return found, cursor
 
     def iter_memories(self, store: str, app_id: str, tenant_id: str) -> Iterator[Memory]:
         cursor = None
