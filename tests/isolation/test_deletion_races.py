@@ -287,8 +287,8 @@ def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(serv
     try:
         dream.start(deps, "s", scope={"app_id": "app", "tenant_id": "alice"}, mode=DreamMode.SAFE_AUTO, threshold=0.0,
                     sync=True)
-    except Exception as refused:  # erased while it ran: its task went with the tenant
-        assert deleter is erase_the_tenant and getattr(refused, "code", "") == "dream_task_not_found"
+    except Exception as refused:  # erased while it ran: its task went with the tenant, and the answer says so
+        assert deleter is erase_the_tenant and getattr(refused, "code", "") == "dream_task_deleted"
     assert fired
     assert "Brooklyn" not in _texts_of_the_tenant(deps)
     assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []

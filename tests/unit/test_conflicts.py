@@ -147,7 +147,10 @@ def pairs():
                   if newer is not older and _comparable(n, o) and _facts(n, o)
                   and not n.reach[0] & o.content and (n.reach[1] & o.keys) - {n.subject}]
     assert len(only_a_key) > 100
-    return [tuple(rnd.sample(said, 2)) for _ in range(10_000)] + only_a_key
+    return [tuple(rnd.sample(said, 2)) for _ in range(_RANDOM_PAIRS)] + only_a_key
+
+
+_RANDOM_PAIRS = 10_000
 
 
 @pytest.mark.parametrize("similarity", [0.0, 0.7, 1.0])
@@ -161,7 +164,7 @@ def test_a_kept_reading_hides_no_conflict_that_reading_the_pair_finds(pairs, sim
         assert conflicts.conflicts(newer, older, similarity, readings) == full, (newer.text, older.text)
         found += full
         skipped += not conflicts.may_conflict(*readings)
-    assert found > 30 and skipped > len(pairs) / 2
+    assert found > 30 and skipped > _RANDOM_PAIRS / 2  # most random pairs (the others share a key by construction)
 
 
 def test_a_reading_of_another_text_or_other_rules_is_read_again(monkeypatch):
