@@ -136,3 +136,18 @@ def test_the_agent_is_fixed_too(server: Server) -> None:
     (seen_by_tenant,) = _answers([("recall", {"query": "gym membership"})], server.url, [],
                                  Binding(store=STORE, app_id=APP, tenant_id="frank"))
     assert "June" in seen_by_tenant
+
+
+def test_a_server_bound_to_an_agent_forgets_only_that_agents_memories(server: Server) -> None:
+    """A trial (session 30): `forget` of another agent's memory id, through a server bound to one agent, deleted it —
+    reads stay in the agent, so does forgetting. The other agent's memory answers not found, and stays."""
+    planner, coach = (Binding(store=STORE, app_id=APP, tenant_id="gina", agent_id=a) for a in ("planner", "coach"))
+    (kept,) = _answers([("remember", {"text": "Gina's dentist is Dr. Ortiz.", "thread_id": "care-1"})],
+                       server.url, [], planner)
+    memory_id = json.loads(json.loads(kept)[0])["memories"][0]["id"]  # the tool result's one text block
+    (refused,) = _answers([("forget", {"memory_id": memory_id})], server.url, [], coach)
+    assert "memory_not_found" in refused, refused
+    with Memlane(server.url) as client:
+        assert client.memories.get(STORE, memory_id, app_id=APP, tenant_id="gina").text.endswith("Dr. Ortiz.")
+    (forgotten,) = _answers([("forget", {"memory_id": memory_id})], server.url, [], planner)
+    assert 'deleted' in forgotten and 'not_found' not in forgotten, forgotten

@@ -84,6 +84,12 @@ class MemoryTools:
         return {"text": card.text, "tokens": card.tokens.total}
 
     def forget(self, memory_id: str) -> dict[str, Any]:
+        if self.binding.agent_id:
+            # Bound to an agent, its reads stay in it and so do its deletions: another agent's memory is not found
+            # (a trial: `forget` deleted another agent's memory by its id).
+            held = self.client.memories.get(self.binding.store, memory_id, **self.binding.tenant)
+            if held.scope.agent_id != self.binding.agent_id:
+                raise MemoryNotFound(404, MemoryNotFound.code, f"memory '{memory_id}' not found")
         try:
             deleted = self.client.memories.delete(self.binding.store, memory_id, **self.binding.tenant)
         except MemoryNotFound as missing:
