@@ -127,3 +127,16 @@ def test_threads_command(server):
     assert code == 2 and "thread_not_found" in err
     code, human, _ = cli("threads", "list", "demo", *tenant, json_out=False)
     assert code == 0 and human.strip() == "(no threads)"
+
+
+def test_an_id_holding_a_query_or_a_slash_names_no_other_thread(server):
+    """A trial (session 30): the dict client pasted ids into the path as written, so `delete_thread(S, "victim?x=1")`
+    deleted thread `victim`. Each id is now one escaped path segment: the server refuses the malformed id."""
+    c = MemlaneClient(server.url)
+    c.create_store("demo")
+    c.add("demo", {**TENANT, "agent_id": "planner", "run_id": "victim"}, text="I land Friday.")
+    for thread_id in ("victim?x=1", "victim/summary", "victim%3F"):
+        with pytest.raises(ApiError) as refused:
+            c.delete_thread("demo", thread_id, **TENANT)
+        assert refused.value.status in (400, 404), (thread_id, refused.value)
+    assert c.get_thread("demo", "victim", **TENANT)["message_count"] == 1
