@@ -75,3 +75,25 @@ def test_memlane_import_progress_is_live_on_a_terminal_and_whole_lines_in_a_log(
         assert "\r" not in err
         assert [x for x in err.splitlines() if x.startswith("progress:")] == [
             "progress: 10 lines", "progress: 20 lines", "progress: 30 lines"]
+
+
+def test_memlane_import_into_no_store_or_from_no_file_says_so_once(lexical_server: Server, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial (session 30): an import into a store that does not exist printed one `store_not_found` per line and
+    exited 1 (some lines refused); a missing, unreadable or non-UTF-8 file ended in a traceback. Now: the service
+    refuses the batch (exit 2, one error), and the file is a usage error (64)."""
+    url = ["--url", lexical_server.url]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(line(i) + "\n" for i in range(30)))
+    assert cli.main([*url, "import", str(export), "--store", "nostore"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("store_not_found") == 1 and "line " not in out
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes("Caf\xe9\n".encode("latin-1"))
+    for path in (tmp_path / "missing.jsonl", tmp_path, latin):
+        assert cli.main([*url, "import", str(path), "--store", "demo"]) == 64
+        assert "Traceback" not in capsys.readouterr().err
+    listed = tmp_path / "one.json"
+    listed.write_text(json.dumps({"role": "user", "content": "not a list"}))
+    assert cli.main([*url, "add", "demo", "--app", "crm", "--tenant", "acme", "--messages", str(listed)]) == 64
+    assert "a JSON list of messages" in capsys.readouterr().err

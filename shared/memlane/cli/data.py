@@ -189,6 +189,9 @@ def add(args: argparse.Namespace, client: "Memlane") -> int:
             messages = json.loads(source)
         except (OSError, ValueError) as unreadable:
             raise UsageError(f"--messages {args.messages}: {unreadable}") from unreadable
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise UsageError(f"--messages {args.messages}: a JSON list of messages is expected, each an object "
+                             '({"role": ..., "content": ...})')  # not a traceback (a trial)
         result = client.add(args.store, scope_of(args), messages=messages, sync=args.sync, **options)
     else:
         result = client.add(args.store, scope_of(args), text=args.text, sync=args.sync, **options)
@@ -230,6 +233,9 @@ def import_(args: argparse.Namespace, client: "Memlane") -> int:
         if terminal:
             print(file=sys.stderr)
         raise ApiError(aborted.status, aborted.code, aborted.message) from aborted
+    except (OSError, UnicodeDecodeError) as unreadable:  # no file, a directory, not UTF-8: no traceback (a trial)
+        raise UsageError(f"{args.file} cannot be read as lines of UTF-8 text: {unreadable}; lines before the one it "
+                         "stopped at were sent (a run again replays them)") from None
     if terminal:
         print(file=sys.stderr)
     summary = {"file": args.file, "store": args.store, "lines": report.lines, "accepted": report.accepted,

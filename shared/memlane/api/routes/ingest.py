@@ -49,6 +49,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         # record names no scope (its adds may name several tenants).
         event = router.current_event
         caller = gate.caller(event)
+        deps.repo.get_store(store)  # an unknown store refuses the whole batch (404), not each add of it alone
         deadline = request_deadline(router.lambda_context, deps.settings)
         request_id = (event.raw_event.get("requestContext") or {}).get("requestId") or "-"
         results = []
