@@ -221,3 +221,21 @@ def test_an_answer_from_another_route_is_an_error_not_this_routes_result(client:
     with pytest.raises(errors.ApiError) as unexpected:
         route.parse(204, None)
     assert unexpected.value.code == "unexpected_status"
+
+
+def test_a_body_the_sdk_refuses_before_sending_is_the_apis_typed_error(client: Memlane) -> None:
+    """A trial (session 30): a body past a limit, checked by the SDK with the API's own model, raised pydantic's
+    ValidationError (no ApiError, so `except errors.ApiError` missed it; never `PayloadTooLarge`), and a refused id
+    had status 0. Each is now the error the API would answer, status and field included; nothing is sent."""
+    too_many = [{"role": "user", "content": f"turn {i}"} for i in range(500)]
+    with pytest.raises(errors.PayloadTooLarge) as large:
+        client.memories.add("never-made", RUN, too_many)
+    assert (large.value.status, large.value.code, large.value.field) == (413, "payload_too_large", "messages")
+    assert "refused before sending" in large.value.message
+    with pytest.raises(errors.BadRequest) as bad:
+        client.memories.search("never-made", "x", {"app_id": APP, "tenant_id": "t"}, top_k=0)
+    assert (bad.value.status, bad.value.code, bad.value.field) == (400, "invalid_input", "top_k")
+    with pytest.raises(errors.BadRequest) as dots:
+        client.memories.delete("never-made", "..", **TENANT_SCOPE)
+    assert dots.value.status == 400
+    assert "never-made" not in [s.name for s in client.stores.list()]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import re
 from functools import cache
-from typing import Any, Sequence
+from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from ..domain import errors
+from .failures import validation_failure
 
 log = logging.getLogger("memlane.api")
 
@@ -39,20 +40,6 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 
 def status_of(error: errors.MemlaneError) -> int:
     return next((status for cls, status in STATUS if isinstance(error, cls)), 500)
-
-
-def validation_failure(failures: Sequence[Any]) -> tuple[int, str, str, str | None]:
-    """(status, code, message, field) of a body that failed its model: the first failure, by its field."""
-    first = failures[0] if failures else {}
-    loc = [str(p) for p in first.get("loc", ())]
-    if loc[:1] in (["body"], ["query"], ["path"]):  # where it came from, then the field (a body may hold "query")
-        loc = loc[1:]
-    field = ".".join(loc) or None
-    message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"
-    # too many messages (an add), memories (an explicit write) or adds (a batch) is a too-large body, as the
-    # services say
-    too_many = first.get("type") == "too_long" and loc[:1] in (["messages"], ["memories"], ["adds"])
-    return (413, "payload_too_large", message, field) if too_many else (400, "invalid_input", message, field)
 
 
 def register(app: ApiGatewayResolver) -> None:

@@ -10,8 +10,12 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable, Mapping
 
+from pydantic import ValidationError
+
 from ..api import models as m
 from ..api.context_models import ContextOut
+from ..api.failures import validation_failure
+from .errors import error_for
 from .routes import BY_NAME
 from .transport import Call, Pager, Runner
 
@@ -22,7 +26,12 @@ def _call(name: str, path: dict[str, str] | None = None, query: dict[str, Any] |
           body: Any = None) -> Call:
     route = BY_NAME[name]
     if isinstance(body, dict) and route.request is not None:
-        body = route.request.model_validate(body)  # validated here as the API will: a typo fails before sending
+        try:  # validated here as the API will: a typo fails before sending, as the API would answer it
+            body = route.request.model_validate(body)
+        except ValidationError as invalid:
+            status, code, message, field = validation_failure(invalid.errors())
+            raise error_for(status, {"error": {"code": code, "message": f"{name}: {message} (refused before "
+                                                                        "sending)", "field": field}}) from None
     return Call.of(route, path, query, body)
 
 

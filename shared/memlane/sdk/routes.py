@@ -35,7 +35,7 @@ class Route:
             # An HTTP client resolves a "." or ".." segment before sending: ".../memories/.." would reach the
             # store itself (a DELETE of one memory, the store's delete). No id is one (domain/scope.py).
             if str(value).strip(".") == "":
-                raise BadRequest(0, "invalid_input", f"{self.sdk}: {name} {str(value)!r} names no resource "
+                raise BadRequest(400, "invalid_input", f"{self.sdk}: {name} {str(value)!r} names no resource "
                                                      "(refused before sending)", field=name)
         return self.path.format(**{k: quote(str(v), safe="") for k, v in params.items()})
 
@@ -60,7 +60,7 @@ def refuse_dot_segments(method: str, path: str) -> None:
     HTTP client would resolve the one and cut the path at the other, so `DELETE /v1/stores/s/threads/..` (or
     `.../threads/..#`, or `/v1/stores/s#/threads/x`) would be sent as the store's delete."""
     if "#" in path or any(s in (".", "..") for s in path.split("?", 1)[0].split("/")):
-        raise BadRequest(0, "invalid_input", f"{method} {path}: a path segment is '.' or '..', or holds a '#': "
+        raise BadRequest(400, "invalid_input", f"{method} {path}: a path segment is '.' or '..', or holds a '#': "
                                              "it names no resource (refused before sending)")
 
 
