@@ -409,8 +409,8 @@ def serve(settings: Settings) -> None:
                                 + "; ".join(bootstrap.not_shared(settings)))
         else:
             service = build_local(settings)
-    except DataDirInUse as busy:
-        raise SystemExit(f"memlane serve: {busy}") from None
+    except DataDirInUse:
+        raise  # the CLI says it and exits 4, as for --local
     except SchemaMismatch as mismatch:  # MEMLANE_SCHEMA_POLICY refused to start: say exactly why
         raise SystemExit(f"memlane serve: {mismatch.message}") from None
     auth = auth_mode(settings, service.deps)

@@ -227,3 +227,14 @@ def test_local_mode_runs_the_same_commands_in_process(tmp_path: Path, capsys: py
     capsys.readouterr()
     assert cli.main([*local, "memories", "get", "l-demo", "gate", *WHO]) == 2
     assert "memory_not_found" in capsys.readouterr().err
+
+
+def test_serve_on_a_data_dir_a_server_owns_exits_4_and_usage_goes_to_stderr(server: Server,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A trial (session 30): `memlane serve` on a data dir in use exited 1 (the table says 4), and a usage error
+    printed its usage on stdout, where nothing goes on an error."""
+    assert cli.main(["--data-dir", str(server.data_dir), "serve", "--port", "0"]) == cli.EXIT_DATA_DIR_IN_USE
+    assert "in use" in capsys.readouterr().err
+    assert cli.main(["--url", server.url, "search", "demo", "--app", "a", "x", "--no-such-option"]) == 64
+    out, err = capsys.readouterr()
+    assert out == "" and "usage:" in err

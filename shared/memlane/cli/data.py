@@ -36,6 +36,7 @@ def register(c: Commands) -> None:
     g.add_argument("--messages", help="JSON file with [{role, content, name?, created_at?}], or - for stdin")
     s.add_argument("--sync", action="store_true", help="extract inline and print the memories")
     s.add_argument("--wait", action="store_true", help="wait for the extraction task to finish")
+    s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds (exit 6)")
     s.add_argument("--request-id")
     s.add_argument("--metadata", type=json_object, help="JSON object kept with the add")
     s.add_argument("--policy", choices=["recall_and_store", "recall_only", "store_only", "none"],
@@ -196,7 +197,7 @@ def add(args: argparse.Namespace, client: "Memlane") -> int:
     else:
         result = client.add(args.store, scope_of(args), text=args.text, sync=args.sync, **options)
     if args.wait and not args.sync:
-        result = client.tasks.wait(args.store, result.request_id, **tenant_of(args))
+        result = client.tasks.wait(args.store, result.request_id, **tenant_of(args), timeout=args.timeout)
     emit(args, result, lambda: _task(result))
     return 0
 

@@ -65,12 +65,18 @@ def _threads(text: str) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
+    from . import EXIT_DATA_DIR_IN_USE
+    from ..bootstrap import DataDirInUse
     from ..config import Settings
     from ..server import serve as run
 
     logging.basicConfig(level=os.environ.get("MEMLANE_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host, worker=args.worker))
+    try:
+        run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host, worker=args.worker))
+    except DataDirInUse as busy:  # exit 4, as `--local` on a data dir in use (a trial: serve exited 1)
+        print(f"error: memlane serve: {busy}", file=sys.stderr)
+        return EXIT_DATA_DIR_IN_USE
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error exits 64, not 2 (2 is an API error: scripts tell the two apart)."""
 
     def error(self, message: str) -> Any:
-        self.print_usage()
+        self.print_usage(sys.stderr)  # nothing on stdout on an error (docs/cli.md): a script reads stdout
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
