@@ -284,7 +284,7 @@ def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:
 
     found: list[Compactor] = []
     if isinstance(table, SqliteTable):
-        found.append(SqliteFileCompactor(table.path))
+        found.append(SqliteFileCompactor(table.path, table.database))
     if isinstance(index, Compactor):
         found.append(index)
     return tuple(found)

@@ -87,7 +87,8 @@ def test_input_the_sdk_refuses_before_sending_exits_2_as_the_api_would(
     _fake(monkeypatch, lambda request: sent.append(request) or httpx.Response(500))
     assert cli.main(["stores", "create", "demo", "--dream-threshold", "2"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: invalid_input: dream_threshold: ") and "Traceback" not in err and sent == []
+    assert err.startswith("error: 400 invalid_input: stores.create: dream_threshold: ") and sent == []
+    assert "(refused before sending)" in err and "Traceback" not in err
     assert cli.main(["--json", "stores", "create", "demo", "--dream-threshold", "2"]) == 2
     assert json.loads(capsys.readouterr().err)["error"]["code"] == "invalid_input"
 

@@ -235,9 +235,10 @@ class Statement:
         states = lang.exclusive_states(self.text)
         # An age said of the subject, of a person of its ("User's son is 8"), or of one named ("Rex is 3"); not of a
         # thing ("User's score is 3", "our house turned 100").
-        whose = {self.subject, self.holder_name} if not self.owner or self.owner in PEOPLE_STEMS else {self.holder_name}
-        said = {age for who, age in lang.ages(self.text) if who in whose - {""} or lang.stem(who) == self.owner != ""
-                and self.owner in PEOPLE_STEMS}
+        person = not self.owner or self.owner in PEOPLE_STEMS
+        whose = {w for w in (self.subject if person else "", self.holder_name) if w}
+        said = {age for who, age in lang.ages(self.text)
+                if who in whose or person and self.owner and lang.stem(who) == self.owner}
         if len(said) == 1:
             states[lang.AGE] = said.pop()
         return states

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .database import Database
+
 log = logging.getLogger(__name__)
 
 # A reader of a few milliseconds (a worker's read) is waited out: tries over about a second.
@@ -72,12 +74,17 @@ class Later:
 
 
 class SqliteFileCompactor:
-    def __init__(self, path: str | Path):
-        self.path = str(path)
+    def __init__(self, path: str | Path, database: Database | None = None):
+        """`database`: the process's own connection to the file, if it has one: a rewrite runs on it, under its lock,
+        so the process's writers wait for it rather than time out on a lock held by another connection."""
+        self.path, self.database = str(path), database
         self.later = Later(lambda: self._truncate(attempts=1), Path(self.path).name)
 
     def compact(self, *, rewrite: bool = False) -> None:
-        if rewrite:
+        if rewrite and self.database is not None:
+            with self.database.lock:
+                self.database.conn.execute("VACUUM")
+        elif rewrite:
             db = sqlite3.connect(self.path, isolation_level=None, timeout=REWRITE_WAIT_SECONDS)
             try:
                 db.execute("VACUUM")  # waits for the writer of the moment, holds off the next ones while it runs
