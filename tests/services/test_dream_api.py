@@ -126,6 +126,8 @@ def test_errors(call, store, method, path, body, status, code):
     assert (got, answer["error"]["code"]) == (status, code)
     if "a~b" in path:
         assert answer["error"]["field"] in ("action_id", "task_id", "memory_id")
+    if path == "/v1/stores/demo/profiles/u1":  # app_id left out: said to be required, not "must be a string"
+        assert answer["error"]["message"] == "app_id is required" and answer["error"]["field"] == "app_id"
 
 
 def test_openapi_still_generates(deps):
