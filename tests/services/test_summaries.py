@@ -144,6 +144,16 @@ def test_a_thread_whose_policy_extracts_nothing_gets_no_summary(svc):
     assert "keeps no summary" in missing.value.message
 
 
+def test_a_thread_of_no_more_than_its_recent_turns_says_a_refresh_has_nothing_to_cover(svc):
+    """A trial (session 30): a forced refresh of a one-message thread SUCCEEDED, and the 404 that followed said a
+    summary would come once a refresh is asked for. It says the thread holds only the turns a summary leaves out."""
+    add_turns(svc.deps, 0, KEEP)
+    assert summaries.refresh(bound(svc), "demo", THREAD, force=True) is None
+    with pytest.raises(NotFound) as missing:
+        summaries.read(bound(svc), "demo", THREAD)
+    assert f"it has {KEEP} messages, none before its last {KEEP}" in missing.value.message
+
+
 # -- incremental -----------------------------------------------------------------------------------
 
 

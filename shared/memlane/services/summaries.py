@@ -86,6 +86,11 @@ def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
     if not info.access_policy.extracts:
         raise NotFound(f"thread '{scope.run_id}' keeps no summary: its access policy stores nothing in long-term "
                        "memory", code="summary_not_found")
+    if info.message_count <= store_obj.summary_keep_recent:  # a refresh finds nothing to cover (a trial: it said
+        # SUCCEEDED, then this answered as if one could make it)
+        raise NotFound(f"thread '{scope.run_id}' has no summary: it has {info.message_count} messages, none before its "
+                       f"last {store_obj.summary_keep_recent} (summary_keep_recent), which a summary leaves out — "
+                       "a refresh has nothing to cover yet", code="summary_not_found")
     raise NotFound(f"thread '{scope.run_id}' has no summary yet: a summary covers what precedes the thread's "
                    f"last {store_obj.summary_keep_recent} messages (summary_keep_recent), once that reaches "
                    f"{store_obj.summary_trigger_tokens} tokens (summary_trigger_tokens) or a refresh is asked for",
