@@ -100,3 +100,21 @@ def test_a_messages_file_that_is_not_json_is_a_usage_error(tmp_path: Any, monkey
     for path in (tmp_path / "m.json", tmp_path / "missing.json"):
         assert cli.main(["add", "demo", "--app", "a", "--messages", str(path)]) == cli.EXIT_USAGE
         assert f"--messages {path}: " in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_the_output_without_a_traceback(tmp_path: Any) -> None:
+    """A trial (session 30): `memlane ... --json | head` ended in a BrokenPipeError traceback, exit 1."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "flood.py"
+    script.write_text("import sys\nfrom memlane import cli\n"
+                      "def flood(args):\n    for i in range(300000):\n        print(f'line {i}')\n    return 0\n"
+                      "cli._call = flood\nsys.exit(cli.main(['--url', 'http://127.0.0.1:9', 'stores', 'list']))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    reader = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert reader.stdout is not None and reader.stdout.readline() == b"line 0\n"
+    reader.stdout.close()  # as `head -1` does
+    _, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0 and b"Traceback" not in err, err.decode()[-500:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `memlane ... --json | head`: the reader has what it wanted (a trial: a traceback, exit 1)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 0
 
 
 # Commands that work on the data dir or the engines the environment configures, never through a server.
