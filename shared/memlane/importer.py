@@ -69,7 +69,7 @@ def import_file(send: Send, store: str, path: Path, *, batch_size: int = MAX_ADD
         if progress is not None:
             progress(report)
 
-    with open(path, encoding="utf-8") as lines:
+    with open(path, encoding="utf-8-sig") as lines:  # a byte order mark before the first line is no part of it
         for number, text in enumerate(lines, 1):
             if not text.strip():
                 continue
@@ -89,6 +89,9 @@ def _parse(number: int, text: str, report: ImportReport) -> dict[str, Any] | Non
         add = json.loads(text, object_pairs_hook=one_of_each, parse_constant=refuse_constant)
     except InvalidInput as error:
         _refuse(report, number, error.code, error.message)
+        return None
+    except json.JSONDecodeError as error:  # its position in this line ("line 2" would point at the file's second)
+        _refuse(report, number, "invalid_json", f"not JSON: {error.msg} (at character {error.pos + 1})")
         return None
     except (ValueError, RecursionError) as error:
         _refuse(report, number, "invalid_json", f"not JSON: {str(error)[:200]}")

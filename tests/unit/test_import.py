@@ -86,3 +86,16 @@ def test_a_bad_line_is_refused_with_its_line_number_and_the_others_go_in(service
         (2, "invalid_json"), (3, "request_id_required"), (5, "invalid_input"), (7, "duplicate_key"),
         (8, "invalid_json"), (9, "invalid_json")]  # NaN; nested past the parser (a traceback, the batch lost)
     assert counts(service)[0] == 2
+
+
+def test_a_byte_order_mark_is_no_part_of_the_first_line_and_a_json_error_points_into_its_line(
+        service: Any, tmp_path: Path) -> None:
+    """A trial (session 30): a file saved with a UTF-8 byte order mark had its first line refused as not JSON, and a
+    JSON error said "line 2 column 1" of a line the report numbered 3."""
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(("\ufeff" + line(1) + "\n" + line(2) + "\n" + '{"request_id": "x", "scope": \n').encode())
+    report = import_file(in_process(service), "demo", export)
+    assert (report.lines, report.accepted, report.refused) == (3, 2, 1)
+    (refused,) = report.refusals
+    assert refused.line == 3 and refused.code == "invalid_json" and "at character 31" in refused.message  # where a value was expected: the end
+    assert "line 2" not in refused.message
