@@ -97,5 +97,6 @@ def test_a_byte_order_mark_is_no_part_of_the_first_line_and_a_json_error_points_
     report = import_file(in_process(service), "demo", export)
     assert (report.lines, report.accepted, report.refused) == (3, 2, 1)
     (refused,) = report.refusals
-    assert refused.line == 3 and refused.code == "invalid_json" and "at character 31" in refused.message  # where a value was expected: the end
+    # where in its line a value was expected: its end
+    assert refused.line == 3 and refused.code == "invalid_json" and "at character 31" in refused.message
     assert "line 2" not in refused.message
