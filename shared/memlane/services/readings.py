@@ -35,8 +35,8 @@ class ReadingsReport:
 
 def readings(deps: Records, store: str, *, repair: bool = False, progress: Progress | None = None) -> ReadingsReport:
     say = progress or (lambda _line: None)
-    deps.repo.get_store(store)  # unknown store → NotFound
     repo = deps.repo  # the operator's table: every tenant's partition
+    repo.get_store(store)  # unknown store → NotFound
     tenants = memories = stale = written = meanwhile = 0
     for app_id, tenant_id in repo.iter_tenants(store):
         tenants += 1
