@@ -235,6 +235,9 @@ def test_serve_on_a_data_dir_a_server_owns_exits_4_and_usage_goes_to_stderr(serv
     printed its usage on stdout, where nothing goes on an error."""
     assert cli.main(["--data-dir", str(server.data_dir), "serve", "--port", "0"]) == cli.EXIT_DATA_DIR_IN_USE
     assert "in use" in capsys.readouterr().err
+    port = server.url.rsplit(":", 1)[1]  # a free data dir, the running server's port: said in a line, no traceback
+    assert cli.main(["--data-dir", str(server.data_dir.parent / "other"), "serve", "--port", port]) == 4
+    assert f"127.0.0.1:{port} is in use" in capsys.readouterr().err
     assert cli.main(["--url", server.url, "search", "demo", "--app", "a", "x", "--no-such-option"]) == 64
     out, err = capsys.readouterr()
     assert out == "" and "usage:" in err

@@ -4,6 +4,7 @@ configures (grants and keys, reindex, fsck, readings, schema). Each takes `(args
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -76,6 +77,12 @@ def serve(args: argparse.Namespace) -> int:
         run(Settings.from_env(data_dir=args.data_dir, port=args.port, host=args.host, worker=args.worker))
     except DataDirInUse as busy:  # exit 4, as `--local` on a data dir in use (a trial: serve exited 1)
         print(f"error: memlane serve: {busy}", file=sys.stderr)
+        return EXIT_DATA_DIR_IN_USE
+    except OSError as taken:  # the port: in use too, said in a line (a trial: an OSError traceback)
+        if taken.errno != errno.EADDRINUSE:
+            raise
+        print(f"error: memlane serve: {args.host}:{args.port} is in use by another process: stop it, or choose "
+              "another port (--port, MEMLANE_PORT)", file=sys.stderr)
         return EXIT_DATA_DIR_IN_USE
     return 0
 
