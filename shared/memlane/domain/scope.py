@@ -30,7 +30,7 @@ def is_id(value: str) -> bool:
 
 
 def validate_id(field: str, value: Any, *, error: type[InvalidInput] = InvalidScope) -> str:
-    """Return `value` if it is a well-formed scope id, else raise InvalidScope naming the field."""
+    """Return `value` if it is a well-formed scope id, else raise `error` (InvalidScope) naming the field."""
     if value is None:  # a query parameter left out (a trial: "tenant_id must be a string")
         raise error(f"{field} is required", field=field)
     if not isinstance(value, str):

@@ -11,6 +11,7 @@ from ..domain.models import Memory, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, ScopeFilter
 from ..ports import Check, Delete, Put, Table, Write
 from .keys import STORES_PK, tenant_pk, requests_pk, message_sk
+from .pages import filtered_page
 from .keys import _dump
 
 
@@ -125,22 +126,12 @@ class CoreRecords:
 
     def list_memories(self, store: str, scope: ScopeFilter, *, limit: int, cursor: str | None,
                       max_scan: int = limits.MAX_MEMORY_SCAN) -> tuple[list[Memory], str | None]:
-        """Memories of a tenant narrowed to the filter's agents/runs, in the partition's order. Pages of it are read
-        whole (each item returned or skipped: the table's cursor resumes exactly) until `limit` are found, at most
-        `max_scan` items a call — so only a filter that skips that many returns a short page with `next_cursor` set
-        (a trial: `run_id=` answered empty pages until the sixth)."""
-        pk = tenant_pk(store, scope.app_id, scope.tenant_id)
-        found: list[Memory] = []
-        scanned = 0
-        while len(found) < limit and scanned < max_scan:
-            page = self.table.query(pk, prefix="MEM#", limit=min(limit - len(found), max_scan - scanned),
-                                    cursor=cursor)
-            scanned += len(page.items)
-            found += [m for m in map(Memory.model_validate, page.items) if scope.matches(m.scope.as_dict())]
-            cursor = page.cursor
-            if cursor is None:
-                break
-        return found, cursor
+        """Memories of a tenant narrowed to the filter's agents/runs, in the partition's order, `limit` a page unless
+        `max_scan` are skipped (a trial: `run_id=` answered empty pages until the sixth)."""
+        items, cursor = filtered_page(self.table, tenant_pk(store, scope.app_id, scope.tenant_id), prefix="MEM#",
+                                      keep=lambda i: scope.matches(i["scope"]), limit=limit, cursor=cursor,
+                                      max_scan=max_scan)
+        return [Memory.model_validate(i) for i in items], cursor
 
     def iter_memories(self, store: str, app_id: str, tenant_id: str) -> Iterator[Memory]:
         cursor = None

@@ -15,6 +15,7 @@ from ..domain.models import ScopeInfo
 from ..domain.scope import Scope
 from ..ports import Check, Delete, Put, Table, Write
 from .keys import tenant_pk
+from .pages import filtered_page
 
 RECENT = "RECENT#"
 
@@ -80,22 +81,12 @@ class ThreadRecords:
 
     def recent_threads(self, store: str, app_id: str, tenant_id: str, *, agent_id: str | None, limit: int,
                        cursor: str | None, max_scan: int) -> tuple[list[ScopeInfo], str | None]:
-        """A tenant's runs, newest activity first; with `agent_id`, that agent's only. Pages of the order
-        are read whole (each item is returned or skipped), so the table's cursor resumes exactly; at most
-        `max_scan` items per call, so a page may hold fewer than `limit` while `next_cursor` is set."""
+        """A tenant's runs, newest activity first; with `agent_id`, that agent's only (a page may then hold fewer
+        than `limit` while `next_cursor` is set: `filtered_page`)."""
         pk = tenant_pk(store, app_id, tenant_id)
-        keys: list[tuple[str, str]] = []
-        scanned = 0
-        while len(keys) < limit and scanned < max_scan:
-            page = self.table.query(pk, prefix=RECENT, forward=False, limit=min(limit - len(keys), max_scan - scanned),
-                                    cursor=cursor)
-            scanned += len(page.items)
-            keys += [(pk, f"SCOPE#{i['agent_id']}#{i['run_id']}") for i in page.items
-                     if agent_id is None or i["agent_id"] == agent_id]
-            cursor = page.cursor
-            if cursor is None:
-                break
-        return self._entries(keys), cursor
+        items, cursor = filtered_page(self.table, pk, prefix=RECENT, forward=False, limit=limit, cursor=cursor,
+                                      max_scan=max_scan, keep=lambda i: agent_id is None or i["agent_id"] == agent_id)
+        return self._entries([(pk, f"SCOPE#{i['agent_id']}#{i['run_id']}") for i in items]), cursor
 
     def _entries(self, keys: Sequence[tuple[str, str]]) -> list[ScopeInfo]:
         return [ScopeInfo.model_validate(i) for i in self.table.batch_get(list(keys))]
