@@ -172,6 +172,19 @@ def test_a_proxys_error_page_that_is_not_json_is_still_a_typed_error(url: str, w
     assert bad.value.status == 502 and "Bad Gateway" in bad.value.message
 
 
+def test_a_200_whose_body_is_not_the_routes_is_a_typed_error(url: str, waits: list[float]) -> None:
+    """A trial (session 30): a proxy answering 200 with a page of its own raised pydantic's ValidationError, which
+    `except errors.ApiError` misses. It is now `unexpected_response` with the status and what the body was."""
+    for body, shown in (("<html>Welcome to the portal</html>", "Welcome to the portal"), ({"hello": "proxy"}, "proxy"),
+                        ([1, 2], "[1, 2]")):
+        Scripted.script = [(200, {}, body)]
+        with pytest.raises(errors.ApiError) as unexpected:
+            Memlane(url, retry=Retry(attempts=1)).stores.get("demo")
+        assert (unexpected.value.status, unexpected.value.code) == (200, "unexpected_response")
+        assert "stores.get: GET /v1/stores/{store} answered 200 with a body it never sends" in unexpected.value.message
+        assert shown in unexpected.value.message
+
+
 MEMORY_GONE = (404, {}, {"error": {"code": "memory_not_found", "message": "memory 'm1' not found"}})
 WHO = {"app_id": "a", "tenant_id": "t"}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..api import models as m
 from ..api.context_models import ContextIn, ContextOut
@@ -47,7 +47,23 @@ class Route:
         model = self.responses[status]
         if model is None or payload is None:
             return payload
-        return _adapter(model).validate_python(payload)
+        try:
+            return _adapter(model).validate_python(payload)
+        except ValidationError as invalid:  # a proxy's page, or another server, under this route's status
+            raise ApiError(status, "unexpected_response", f"{self.sdk}: {self.method} {self.path} answered {status} "
+                                                          f"with a body it never sends ({_shown(payload)}): "
+                                                          f"{invalid.error_count()} difference(s) from its model, "
+                                                          f"first {_first(invalid)}") from None
+
+
+def _shown(payload: Any) -> str:
+    text = payload if isinstance(payload, str) else repr(payload)
+    return text if len(text) <= 80 else f"{text[:80]}..."
+
+
+def _first(invalid: ValidationError) -> str:
+    error = invalid.errors()[0]
+    return f"{'.'.join(map(str, error['loc'])) or 'the body'}: {error['msg']}"
 
 
 @functools.cache
