@@ -62,6 +62,24 @@ def test_erase_tenant_leaves_zero_items_in_table_and_index(service, loaded):
     assert erase.run_erasure(deps, erasure.erasure_id).deleted_items == done.deleted_items
 
 
+def test_an_erasure_asked_again_before_it_starts_is_the_same_erasure(service, loaded):
+    """A trial (session 30): a retried erasure request made a second erasure of the tenant. One that has not started
+    erases all the tenant has when it runs, so the request again is it; once it runs (a store it passed may be written
+    again) or has ended, a request is a new erasure."""
+    deps = loaded
+    first = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    assert erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops") == first
+    other = erase.request_erasure(deps, app_id="app", tenant_id="bob", principal="ops")
+    assert other.erasure_id != first.erasure_id
+    service.drain()
+    assert [e.status for e in deps.repo.erasures()] == [TaskStatus.SUCCEEDED] * 2
+    after = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    assert after.erasure_id != first.erasure_id and after.status == TaskStatus.PENDING
+    deps.repo.put_erasure(after.model_copy(update={"status": TaskStatus.RUNNING}))
+    assert erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops").erasure_id not in (
+        first.erasure_id, after.erasure_id)
+
+
 @pytest.mark.parametrize("point", ["erase.after_store", "erase.mid_store"])
 def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(loaded, point):
     """The counts were kept in memory and saved once at the end: a job that died after the first store and ran again

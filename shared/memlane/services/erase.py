@@ -190,10 +190,17 @@ def clear_memories(deps: Deps, store: str, run: Scope, memory_ids: Sequence[str]
 
 
 def request_erasure(deps: Deps, *, app_id: Any, tenant_id: Any, principal: str) -> Erasure:
+    """A new erasure of the tenant, or the one asked for before that has not started yet: it erases everything the
+    tenant has when it runs, so a request repeated (a retry after a lost answer) is that erasure. One already running
+    is not: a store it has passed may have been written since."""
+    app_id, tenant_id = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    waiting = next((e for e in deps.repo.erasures() if e.status == TaskStatus.PENDING
+                    and (e.app_id, e.tenant_id) == (app_id, tenant_id)), None)
+    if waiting is not None:
+        return waiting
     now = deps.clock.now()
-    erasure = Erasure(erasure_id=sortable_id(now), app_id=validate_id("app_id", app_id),
-                      tenant_id=validate_id("tenant_id", tenant_id), principal=principal, created_at=now,
-                      updated_at=now)
+    erasure = Erasure(erasure_id=sortable_id(now), app_id=app_id, tenant_id=tenant_id, principal=principal,
+                      created_at=now, updated_at=now)
     # The erasure and its job in one commit (on SQS the job is sent after the record: a job lost in between is sent
     # again by the sweeper, `sweep`).
     deps.queue.commit(deps.table, [deps.repo.erasure_put(erasure)], erasure_job(erasure.erasure_id))
