@@ -197,6 +197,29 @@ def test_ending_what_the_memory_names_is_a_change_however_far_in_meaning(old, ne
 
 
 @pytest.mark.parametrize("old,new", [
+    ("User drinks coffee every day.", "User stopped drinking coffee after 3pm."),
+    ("User swims in the lake.", "User stopped swimming in the lake when it rains."),
+    ("User bikes to work.", "User quit biking to work on weekdays, the traffic is awful."),
+    ("User watches TV.", "User stopped watching TV while the baby is asleep."),
+    ("User eats sweets.", "User gave up sweets during Lent."),
+])
+def test_a_habit_stopped_at_some_times_only_still_holds(old, new):
+    """A trial's traps (knowledge_updates_trial3.jsonl, "stopped driving to work when it snows"): read as ended."""
+    assert action(old, new) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User smokes.", "User quit smoking when User's son was born."),
+    ("User eats meat.", "User stopped eating meat when User moved to Berlin."),
+    ("User drinks coffee every day.", "User stopped drinking coffee after 2 weeks of headaches."),
+    ("User drinks coffee every day.", "User stopped drinking coffee when User got pregnant."),
+    ("User bikes to work.", "User moved to Oslo and stopped biking to work when it rains."),  # the move holds
+])
+def test_a_stop_said_with_when_it_happened_still_ends_the_habit(old, new):
+    assert action(old, new) != ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
     ("User plays the piano.", "User quit the choir and joined a band."),  # ends something else
     ("User has two cats.", "User quit smoking."),
 ])

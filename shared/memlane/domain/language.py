@@ -385,6 +385,26 @@ def for_now(text: str) -> bool:
     return _FOR_NOW.search(text) is not None
 
 
+# A stop said of some times only ("stopped drinking coffee after 2pm", "quit working out when User travels", "while the
+# kids are awake", "on weekends", "during Lent"): a habit narrowed, which holds at the other times. Not the time it
+# happened ("when User's daughter was born", "when User moved": a clause in the past; "after User's injury").
+_NARROWED = re.compile(
+    r"\b(?:(?:after|before) (?:\d{1,2}(?::\d\d)?\s*(?:am|pm|o['’]clock)\b|\d{1,2}:\d\d\b|noon|midnight|dark|sunset|sundown|bed(?:time)?\b"
+    r"|work\b|dinner|lunch|breakfast)|on (?:weekends|weekdays|weeknights|(?:mon|tues|wednes|thurs|fri|satur|sun)days)"
+    r"|at night|in the (?:evenings?|mornings?)|during (?:lent|ramadan|advent|the week\b|the workweek|work hours|exams?)"
+    r"|(?:when|whenever|while) (?P<clause>[^,.;!?]+))", re.I)
+_PAST_TENSE = IRREGULAR_PAST | frozenset("was were had did told said saw heard felt kept cut hit let shut set".split())
+
+
+def narrowed(text: str) -> bool:
+    for m in _NARROWED.finditer(text):
+        clause = m.group("clause")
+        if clause is None or not any(w in _PAST_TENSE or len(w) > 4 and w.endswith("ed")
+                                     for w in re.findall(r"[a-z]+", clause.lower())):
+            return True
+    return False
+
+
 _USED_TO = re.compile(r"(\S+)\s+used to\s+(\w+)", re.I)
 # "is used to the snow", "getting used to the commute", "not used to it": accustomed, not a habit that ended.
 _ACCUSTOMED_BEFORE = frozenset("am is are was were be been being get gets got getting not so very still".split())

@@ -152,10 +152,12 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
-                or still_holds.goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text):
+                or still_holds.goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text) \
+                or _stopped_at_some_times(new):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
-            # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week").
+            # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week"), nor a
+            # habit stopped at some times only ("stopped driving to work when it snows").
             return None
         if lang.used_to(new.text) and not new.reported_change:
             # A value that held once ("used to work at Juniper" of "works at Cisco") changes nothing: what the
@@ -165,6 +167,12 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
+
+
+def _stopped_at_some_times(new: Statement) -> bool:
+    """Each clause that reports a change stops a habit at some times only (`lang.narrowed`)."""
+    changing = [c for c in new.clauses() if c.change or c.stops or c.moves]
+    return bool(changing) and all(c.stops and lang.narrowed(c.text) for c in changing)
 
 
 def _hedged(new: Statement, relation: Relation) -> bool:
