@@ -220,6 +220,44 @@ def test_a_stop_said_with_when_it_happened_still_ends_the_habit(old, new):
 
 
 @pytest.mark.parametrize("old,new", [
+    ("User lives in Leeds.", "User moved to the early shift this month."),
+    ("User lives in Leeds.", "User relocated to a desk by the window, much better light."),
+    ("User lives in Leeds.", "User moved to another team, the manager is great."),
+    ("User lives in Leeds.", "User moved to Thursdays for choir practice."),
+])
+def test_a_move_to_a_seat_a_shift_a_team_or_a_day_is_no_move_of_home(old, new):
+    """Trials' traps ("moved to a standing desk", "moved to the night shift", "relocated to the corner office")."""
+    assert action(old, new, similarity=0.5) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Leeds.", "User moved to York last spring."),
+    ("User lives in Leeds.", "User moved to a bigger house in the countryside."),
+    ("User lives in Leeds.", "User just relocated to the suburbs."),
+])
+def test_a_move_to_a_place_is_still_a_move_of_home(old, new):
+    assert action(old, new) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User lives in Leeds.", "Now User is stuck in Leeds traffic every morning."),
+    ("User works at Siemens.", "Now User cycles to Siemens instead of taking the bus."),
+    ("User drives a Volvo.", "User changed the tyres on the Volvo this week."),
+])
+def test_a_change_of_what_the_same_name_only_sits_in_keeps_the_memory(old, new):
+    """Trials' traps ("Now I'm stuck in Oakland traffic", "changed the oil in the Prius", "bike to Microsoft")."""
+    assert action(old, new) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User works at Siemens.", "User left User's job at Siemens, now User is at Bosch."),
+    ("User has Vodafone.", "User switched from Vodafone to Three."),
+])
+def test_a_change_away_from_the_same_name_is_still_a_change(old, new):
+    assert action(old, new) != ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
     ("User plays the piano.", "User quit the choir and joined a band."),  # ends something else
     ("User has two cats.", "User quit smoking."),
 ])

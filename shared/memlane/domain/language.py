@@ -55,6 +55,11 @@ NEGATIONS = frozenset("not no never none nothing nobody neither nor cannot witho
 _NEGATED_VERB = re.compile(r"\b\w+n['’]t\b", re.I)  # don't, isn't, can't, doesn't
 # Words that end what held ("quit smoking", "cancelled the trip"): a retraction without a "not".
 STOP_CUES = frozenset("quit stopped cancelled canceled gone healed cured ended misdiagnosis sold".split())
+# Leaving what a name stands for ("left User's job at Google"), beside the stop cues.
+LEAVING = frozenset("left leave leaves leaving resigned fired laid retired dropped".split())
+# Where a name only sits ("stuck in Oakland traffic", "the oil in the Prius"): not "from", "out of", "after" (a change
+# away from it, or after it).
+WITHIN = frozenset("in at on to near with for around inside into by of about".split())
 STOP_PHRASES = ("no longer", "gave up", "give up", "broke up", "passed away", "after all", "not anymore", "no more")
 # Words that say a statement adds to what holds ("I also have a cat").
 ADDITIVE_CUES = frozenset("also too another additionally both".split())
@@ -199,8 +204,16 @@ _ENTERED = (
     (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"),
      r"broke up with \1"),
     (re.compile(r"\bsplit\s+up\s+with\b", re.I), "broke up with"),
-    # Someone moved to a place: they live there ("the meeting was moved to Friday" is read above, first).
-    (re.compile(r"\b(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+(?:back\s+)?to\b", re.I), "lives in"),
+    # Someone moved to a place: they live there ("the meeting was moved to Friday" is read above, first) — not to a
+    # seat, a shift, a team or a time ("moved to a standing desk", "relocated to the corner office", "moved to the
+    # night shift", "moved to Saturdays": trials' traps, each read as a new home).
+    (re.compile(r"\b(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+(?:back\s+)?to\b"
+                r"(?!\s+(?:(?:a|an|the|my|our|his|her|their|another|new|different)\s+){0,3}(?:[\w-]+\s+)?"
+                r"(?:shift|team|department|dept|desk|office|cubicle|seat|room|floor|role|position|job|group|division|"
+                r"squad|project|account|plan|app|platform|channel|server|level|grade|class|section|couch|sofa|bed|"
+                r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|weekend|morning|afternoon|evening|night|"
+                r"january|february|march|april|may|june|july|august|september|october|november|december)s?\b)",
+                re.I), "lives in"),
 )
 
 

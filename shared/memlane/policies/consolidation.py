@@ -390,6 +390,8 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
         return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
     if _cue_about(new, old) and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
+        if _in_the_same_names(new, old, shared):
+            return None
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
         needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
@@ -459,6 +461,28 @@ def _ends_what_it_names(new: Statement, old: Statement) -> bool:
     return False
 
 
+# A day or a month is when a plan is, not where a name sits: "on Saturday User is helping User's mom move instead".
+_WHEN_NAMES = frozenset(lang.stem(w) for w in (*lang.WEEKDAYS, *lang.MONTHS))
+
+
+def _in_the_same_names(new: Statement, old: Statement, shared: set[str]) -> bool:
+    """All the two share is names the older holds, each in the newer only where it sits ("Now User is stuck in Oakland
+    traffic" of "lives in Oakland", "changed the oil in the Prius" of "drives a Prius"), and the newer names no other
+    and leaves nothing: a change of what the name is only in. Not "switched User's Spotify to the family plan", "Luca
+    and User separated", "left User's job at Google", "switched from Verizon"."""
+    if new.stops or not shared or not shared <= old.names - _WHEN_NAMES - {old.owner} or not new.names <= old.names \
+            or not lang.LEAVING.isdisjoint(new.words):
+        return False
+    raw = [w.lower() for w in new._raw]
+    at = [i for i, w in enumerate(new.words) if lang.stem(w) in shared]
+
+    def sits(i: int) -> bool:  # "in Oakland", "in the Prius", "to User's Volvo"
+        before = raw[i - 1] if i >= 1 else ""
+        led = before in lang.ARTICLES or before.endswith(("'s", "’s"))
+        return before in lang.WITHIN or led and i >= 2 and raw[i - 2] in lang.WITHIN
+    return bool(at) and all(sits(i) for i in at)
+
+
 def _moved(to: str, old: Statement) -> str:
     return f"reports a move to '{to}' away from what the memory says ('{old.text.rstrip('.')}')"
 
@@ -492,7 +516,7 @@ def _changes_state_of(new: Statement, old: Statement) -> str:
             # A place is named ("to Bergen"): not a time ("moved in together in May"), nor someone's ("moved out of
             # User's parents' place").
             return next((t for t in after if t[:1].isupper() and t.lower() not in old.words
-                         and t.lower() not in lang.MONTHS and t.lower() not in lang.WEEKDAYS
+                         and t.lower() not in lang.MONTHS and t.lower().removesuffix("s") not in lang.WEEKDAYS
                          and base(t) == t.lower() and base(t) != new.subject), "")  # no possessive
     return ""
 

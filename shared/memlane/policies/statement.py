@@ -162,6 +162,12 @@ class Statement:
         return (frozenset().union(*(c.content for c in parts)), frozenset().union(*(c.tokens for c in parts)))
 
     @read_once
+    def names(self) -> frozenset[str]:
+        """The stems of its words written with a capital but its first and its subject ("Oakland", "Prius")."""
+        return frozenset(lang.stem(b) for w, b in zip(self._raw[1:], self.words[1:]) if w[:1].isupper()
+                         and b != self.subject)
+
+    @read_once
     def values(self) -> set[str]:
         return {w for w in self._raw[1:] if any(map(str.isdigit, w)) or "@" in w}
 
