@@ -258,6 +258,32 @@ def test_a_change_away_from_the_same_name_is_still_a_change(old, new):
 
 
 @pytest.mark.parametrize("old,new", [
+    ("User is vegan.", "User wasn't vegan until May."),
+    ("User works at Google.", "User hasn't worked at Google for long."),
+    ("User lives in Boston.", "User didn't live in Boston until 2015."),
+    ("User is vegan.", "User hadn't been vegan before May."),
+    ("User is vegan.", "User won't be vegan forever."),
+])
+def test_a_negation_bounded_in_time_denies_nothing_that_holds(old, new):
+    """A regression trial (session 31): "Wasn't vegan until May." closed "User is vegan."."""
+    assert action(old, new) == ExtractAction.ADD
+
+
+def test_a_negation_since_a_time_still_denies():
+    assert action("User drinks.", "User hasn't had a drink since May.") != ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ("User is 34.", "User turned 90 last week.", ExtractAction.ADD),  # Grandma's, said before it
+    ("User is 34.", "User turned 12 on Sunday.", ExtractAction.ADD),  # the dog's
+    ("User is 34.", "User turned 35 yesterday.", ExtractAction.UPDATE),
+    ("User's son is 8.", "User's son turned 9.", ExtractAction.UPDATE),
+])
+def test_an_age_far_from_the_one_held_is_someone_elses(old, new, expected):
+    assert action(old, new) == expected
+
+
+@pytest.mark.parametrize("old,new", [
     ("User plays the piano.", "User quit the choir and joined a band."),  # ends something else
     ("User has two cats.", "User quit smoking."),
 ])

@@ -228,6 +228,32 @@ def test_a_statement_without_its_subject_is_the_speakers(said, kept):
     assert c.text == kept
 
 
+@pytest.mark.parametrize("said,kept", [
+    # A regression trial (session 31): the sentence before says whose it may be — "User turned 90" closed "User is 34".
+    ("Grandma is amazing, truly. Turned 90 last week.", "User: Grandma is amazing, truly. Turned 90 last week."),
+    ("Our dog Rex is getting old. Turned 12 on Sunday.", "User: Our dog Rex is getting old. Turned 12 on Sunday."),
+    ("My wife changed jobs last month. Started at Google in May.",
+     "User's wife changed jobs last month. Started at Google in May."),
+    ("Big news for everyone! Moved to Denver last week.", "User: Big news for everyone! User moved to Denver last week."),
+    ("I love my new job. Started at Google in May.", "User loves User's new job. User started at Google in May."),
+])
+def test_a_sentence_without_its_subject_after_one_of_someone_else_is_left_as_it_is(said, kept):
+    (c,) = RuleExtractor().extract([msg(said, name=None)])
+    assert c.text == kept
+
+
+@pytest.mark.parametrize("said", ["Moved to Denver.", "Just turned 28.", "Started at Google."])
+def test_a_short_fact_without_its_subject_is_kept(said):
+    """A regression trial: "Moved to Denver." made no memory (three words), "I moved to Denver." did."""
+    (c,) = RuleExtractor().extract([msg(said, name=None)])
+    assert c.text.startswith("User ")
+
+
+def test_a_short_remark_without_its_subject_is_not_a_fact():
+    assert RuleExtractor().extract([msg("Been there.", name=None)]) == []
+    assert RuleExtractor().extract([msg("Got it.", name=None)]) == []
+
+
 def test_a_sentence_opening_with_a_name_like_a_verb_is_left_as_it_is():
     assert third_person("Hadley is my dog.", "Jo") == "Hadley is Jo's dog."
     assert third_person("Metallica rocks.", "Jo") == "Metallica rocks."

@@ -398,6 +398,16 @@ def for_now(text: str) -> bool:
     return _FOR_NOW.search(text) is not None
 
 
+# A negation bounded in time ("wasn't vegan until May", "didn't work at Google until 2019", "hadn't been vegan before
+# May", "hasn't worked there for long", "won't be vegan forever"): when it began, or that it may end — not that it
+# does not hold.
+_BOUNDED = re.compile(r"\b(?:until|till|before|for long|forever)\b", re.I)
+
+
+def bounded(text: str) -> bool:
+    return _BOUNDED.search(text) is not None
+
+
 # A stop said of some times only ("stopped drinking coffee after 2pm", "quit working out when User travels", "while the
 # kids are awake", "on weekends", "during Lent"): a habit narrowed, which holds at the other times. Not the time it
 # happened ("when User's daughter was born", "when User moved": a clause in the past; "after User's injury").

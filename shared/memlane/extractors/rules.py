@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Collection, Sequence
 
-from ..domain.language import CONTEXT_STOP_WORDS, IRREGULAR_PAST, SENTENCE_BREAK, pleasantry
+from ..domain.language import CONTEXT_STOP_WORDS, IRREGULAR_PAST, PRO_FORMS, SENTENCE_BREAK, pleasantry
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
@@ -133,8 +133,17 @@ def speaker_of(message: Message) -> str:
     return {"user": "User", "assistant": "Assistant"}.get(message.role, message.role.capitalize())
 
 
-def third_person(sentence: str, speaker: str) -> str:
-    return _rewritten(_with_subject(sentence), speaker, _FIRST_PERSON)
+def third_person(sentence: str, speaker: str, after: str = "") -> str:
+    """The sentence as said of the speaker; `after`: the sentence said before it in the turn — after one of someone
+    else ("Grandma is amazing. Turned 90 last week."), a sentence without a subject may be theirs, and is left so."""
+    return _rewritten(sentence if _ANOTHER_SUBJECT.match(after) else _with_subject(sentence), speaker, _FIRST_PERSON)
+
+
+# A sentence whose subject is someone or something else: "Grandma is amazing.", "Our dog Rex is getting old.", "My wife
+# changed jobs.", "She got the job." — not "Big news!" nor "I ...".
+_ANOTHER_SUBJECT = re.compile(
+    r"^(?:(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir|[Tt]he) (?:[\w'’-]+ ){0,2}?[\w'’-]+|[Hh]e|[Ss]he|[Tt]hey|It"
+    r"|[A-Z][a-z]+(?: [A-Z][a-z]+)?) (?:is|was|are|were|has|had|have|just|got|gets|turned|turns|[a-z]{2,}ed)\b")
 
 
 def _with_subject(sentence: str) -> str:
@@ -171,7 +180,12 @@ def informative(sentence: str) -> bool:
     s = sentence.strip()
     if pleasantry(s) or s.endswith("?"):  # a question asks; it rarely states something worth keeping
         return False
-    return len(s.split()) >= _MIN_WORDS or _SHORT_FACT.match(s) is not None
+    if len(s.split()) >= _MIN_WORDS or _SHORT_FACT.match(s) is not None:
+        return True
+    # A fact chat says without its subject is as long as with it: "Moved to Denver.", "Just turned 28." (not "Been
+    # there.": what it points back at is elsewhere).
+    said = _with_subject(s).split()
+    return len(said) > len(s.split()) and len(said) >= _MIN_WORDS and said[-1].strip(".!,;").lower() not in PRO_FORMS
 
 
 # A short statement of what the speaker is, likes or does, which a longer one would only restate: "I'm vegan.",
@@ -297,7 +311,8 @@ class RuleExtractor:
         if not sentences:
             return []
         # A document (a plain-text add) has no speaker to put for "I": its words stay as written.
-        text = " ".join(s if message.role == "document" else third_person(s, speaker) for s in sentences)
+        before = {s: parts[k - 1] if k else "" for k, s in reversed(list(enumerate(parts)))}
+        text = " ".join(s if message.role == "document" else third_person(s, speaker, before[s]) for s in sentences)
         if message.role not in ("document",) and not text.startswith(speaker):
             text = f"{speaker}: {text}"
         resolved = timeexpr.resolve(text, message.created_at)

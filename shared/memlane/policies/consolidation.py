@@ -138,7 +138,7 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
         changed = _sentence_that_changes(new, old, similarity)
         if changed is not None:
             return changed
-    if not _comparable(new, old):
+    if not _comparable(new, old) or _ages_apart(new, old):
         return None
     if not _facts(new, old):
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
@@ -260,6 +260,16 @@ def _another_state(new: Statement, old: Statement) -> Relation | None:
             return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
                             f"another {attribute}: '{old.states[attribute]}' → '{new.states[attribute]}'")
     return None
+
+
+# An age said after another of the same holder is theirs a little later — or one less, a slip put right. Not much older
+# or younger: someone else's ("Grandma ... Turned 90", "Our dog ... Turned 12"), or a thing's.
+AGES_APART = (-1, 10)
+
+
+def _ages_apart(new: Statement, old: Statement) -> bool:
+    said, then = new.states.get(lang.AGE), old.states.get(lang.AGE)
+    return said is not None and then is not None and not AGES_APART[0] <= int(said) - int(then) <= AGES_APART[1]
 
 
 def _other_persons(new: Statement, old: Statement) -> bool:
@@ -426,7 +436,7 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     # Most of what the old statement says, or most of a clause that says something of its own.
     coverage = max(len(shared) / max(len(old.content), 1),
                    len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
-    if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old):
+    if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old) and not lang.bounded(best.text):
         return Relation(ExtractAction.DELETE, Evidence.DENIAL,
                         f"denies what the memory says ({_show(old, sorted(shared))})")
     # An end is read from the clause that says it: "Globex is fully remote, so User no longer needs to cycle to
