@@ -229,12 +229,13 @@ def test_a_statement_without_its_subject_is_the_speakers(said, kept):
 
 
 @pytest.mark.parametrize("said,kept", [
-    # A regression trial (session 31): the sentence before says whose it may be — "User turned 90" closed "User is 34".
+    # A regression trial (session 31): the sentence before says whose it may be ("User turned 90" closed "User is 34").
     ("Grandma is amazing, truly. Turned 90 last week.", "User: Grandma is amazing, truly. Turned 90 last week."),
     ("Our dog Rex is getting old. Turned 12 on Sunday.", "User: Our dog Rex is getting old. Turned 12 on Sunday."),
     ("My wife changed jobs last month. Started at Google in May.",
      "User's wife changed jobs last month. Started at Google in May."),
-    ("Big news for everyone! Moved to Denver last week.", "User: Big news for everyone! User moved to Denver last week."),
+    ("Big news for everyone! Moved to Denver last week.",
+     "User: Big news for everyone! User moved to Denver last week."),
     ("I love my new job. Started at Google in May.", "User loves User's new job. User started at Google in May."),
 ])
 def test_a_sentence_without_its_subject_after_one_of_someone_else_is_left_as_it_is(said, kept):

@@ -262,8 +262,8 @@ def _another_state(new: Statement, old: Statement) -> Relation | None:
     return None
 
 
-# An age said after another of the same holder is theirs a little later — or one less, a slip put right. Not much older
-# or younger: someone else's ("Grandma ... Turned 90", "Our dog ... Turned 12"), or a thing's.
+# An age said after another of the same holder is theirs a little later — or one less, a slip put right. Not much
+# older or younger: someone else's ("Grandma ... Turned 90", "Our dog ... Turned 12"), or a thing's.
 AGES_APART = (-1, 10)
 
 
