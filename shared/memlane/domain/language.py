@@ -412,7 +412,8 @@ def bounded(text: str) -> bool:
 # kids are awake", "on weekends", "during Lent"): a habit narrowed, which holds at the other times. Not the time it
 # happened ("when User's daughter was born", "when User moved": a clause in the past; "after User's injury").
 _NARROWED = re.compile(
-    r"\b(?:(?:after|before) (?:\d{1,2}(?::\d\d)?\s*(?:am|pm|o['’]clock)\b|\d{1,2}:\d\d\b|noon|midnight|dark|sunset|sundown|bed(?:time)?\b"
+    r"\b(?:(?:after|before) (?:\d{1,2}(?::\d\d)?\s*(?:am|pm|o['’]clock)\b|\d{1,2}:\d\d\b"
+    r"|noon|midnight|dark|sunset|sundown|bed(?:time)?\b"
     r"|work\b|dinner|lunch|breakfast)|on (?:weekends|weekdays|weeknights|(?:mon|tues|wednes|thurs|fri|satur|sun)days)"
     r"|at night|in the (?:evenings?|mornings?)|during (?:lent|ramadan|advent|the week\b|the workweek|work hours|exams?)"
     r"|(?:when|whenever|while) (?P<clause>[^,.;!?]+))", re.I)
