@@ -151,3 +151,41 @@ def test_a_server_bound_to_an_agent_forgets_only_that_agents_memories(server: Se
         assert client.memories.get(STORE, memory_id, app_id=APP, tenant_id="gina").text.endswith("Dr. Ortiz.")
     (forgotten,) = _answers([("forget", {"memory_id": memory_id})], server.url, [], planner)
     assert 'deleted' in forgotten and 'not_found' not in forgotten, forgotten
+
+
+def test_a_server_bound_to_an_agent_shows_only_that_agents_memories_in_a_context_card(server: Server) -> None:
+    """A trial (session 31): `get_context` on the bound agent's own thread listed another agent's memories — of its
+    other thread, and of its thread of the same id — since a card recalls from the whole tenant. Neither the card's
+    text nor a section or its evidence holds another agent's; the agent's own memories are still there."""
+    tenant = {"app_id": APP, "tenant_id": "hana"}
+    mine, theirs = ({**tenant, "agent_id": a, "run_id": "th1"} for a in ("ag1", "ag2"))
+    with Memlane(server.url) as client:
+        client.memories.write(STORE, {**theirs, "run_id": "th2"}, [{"text": "AG2SECRET the red key is under the mat."}])
+        client.memories.write(STORE, theirs, [{"text": "AG2SECRET the spare key hangs in the shed."}])
+        client.memories.add(STORE, theirs, [{"role": "user", "content": "AG2SECRET my safe PIN is 4243."}], sync=True)
+        client.memories.add(STORE, mine, [{"role": "user", "content": "Where is the key?"}], sync=True)
+        client.memories.write(STORE, {**mine, "run_id": "th0"}, [{"text": "The blue key is in the kitchen drawer."}])
+        their_turns = {t.message_id for t in client.messages.list(STORE, theirs)}
+        their_memories = {x.memory_id for x in client.memories.list(STORE, {**tenant, "agent_id": "ag2"})}
+        assert their_turns and len(their_memories) >= 3
+        cards: list[Any] = []
+        context = client.threads.context
+
+        def kept(*args: Any, **options: Any) -> Any:  # the card the server was given, whole: sections and evidence
+            cards.append(context(*args, **options))
+            return cards[-1]
+
+        client.threads.context = kept  # type: ignore[method-assign]
+
+        async def run() -> Any:
+            async with Client(build_server(client, Binding(store=STORE, agent_id="ag1", **tenant))) as mcp:
+                return await mcp.call_tool("get_context", {"thread_id": "th1", "query": "key PIN safe shed mat"})
+
+        answer = payload(anyio.run(run))
+    (card,) = cards
+    assert "AG2SECRET" not in answer["text"] and "AG2SECRET" not in card.text, card.text
+    entries = [e for section in card.sections.values() for e in section]
+    assert not any("AG2SECRET" in e.text for e in entries), entries
+    assert not their_memories & {e.id for e in entries}, entries
+    assert not their_turns & ({*card.evidence} | {ev for e in entries for ev in e.evidence}), card
+    assert "blue key" in answer["text"] and any("blue key" in e.text for e in card.sections["memories"]), card.text

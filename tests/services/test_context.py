@@ -583,3 +583,27 @@ def test_a_card_cites_no_turn_of_another_agents_thread_of_the_same_id_switched_t
     theirs = {m.message_id for m in deps.repo.list_messages(store, Scope(**twin), limit=10, cursor=None)[0]}
     assert any("fountain pens" in e.text for e in result.kept["memories"])
     assert not theirs & set(result.evidence)
+
+
+def test_a_card_recalling_from_its_agent_holds_no_other_agents_memories_or_distilled_profile(
+        service, deps, store, monkeypatch) -> None:
+    """A trial (session 31): an MCP server bound to one agent showed another agent's memories in its card — of
+    that agent's other threads, and of its thread of the same id — since a card recalls from the whole tenant."""
+    twin = {**NEW, "agent_id": "booker"}
+    for scope in (twin, {**twin, "run_id": "thread-9"}):
+        ingest.add(deps, store, scope=scope, messages=[{"role": "user", "content": "I collect vintage fountain pens."}])
+    service.drain()
+    asked: list[bool] = []
+    monkeypatch.setattr(context, "tenant_profile", lambda *a, distilled=True, **kw: asked.append(distilled) or "")
+    theirs = {m.message_id for s in (twin, {**twin, "run_id": "thread-9"})
+              for m in deps.repo.list_messages(store, Scope(**s), limit=10, cursor=None)[0]}
+
+    tenant = card(deps, store, query="fountain pens and peanut allergy")
+    assert any("fountain pens" in e.text for e in tenant.kept["memories"]) and theirs & set(tenant.evidence)
+    agent = card(deps, store, query="fountain pens and peanut allergy", recall_scope="agent")
+    assert "fountain pens" not in agent.text and not theirs & set(agent.evidence)
+    assert any("peanut allergy" in e.text for e in agent.kept["memories"])  # the agent's other thread's
+    assert asked == [True, False]  # a dream distils the user's profile from every agent's memories
+    with pytest.raises(InvalidInput) as err:
+        card(deps, store, recall_scope="everyone")
+    assert err.value.field == "recall_scope"

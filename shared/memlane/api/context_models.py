@@ -21,6 +21,9 @@ class ContextIn(Strict):
                                strict=True)
     recent_messages: int = Field(default=context.DEFAULT_RECENT, ge=0, le=context.MAX_RECENT, strict=True)
     sections: list[SectionName] | None = Field(default=None, max_length=6)  # default: every section
+    # Where the memories and plans come from: the tenant's threads of every agent, or the thread's agent's alone
+    # (a caller bound to one agent, as `memlane mcp --agent`; the user profile is then the stated one).
+    recall_scope: Literal["tenant", "agent"] = "tenant"
 
 
 class ContextEntryOut(ApiModel):

@@ -79,7 +79,9 @@ class MemoryTools:
         if query:
             options["query"] = query
         if self.binding.agent_id:
-            options["agent_id"] = self.binding.agent_id
+            # the agent's thread, and its memories and plans only: a card recalls from the whole tenant by default
+            # (a trial's card on the agent's own thread listed another agent's memories)
+            options.update(agent_id=self.binding.agent_id, recall_scope="agent")
         card = self.client.threads.context(self.binding.store, thread_id, **self.binding.tenant, **options)
         return {"text": card.text, "tokens": card.tokens.total}
 

@@ -1,9 +1,10 @@
 """The context card of a thread: what an agent puts in its prompt at the next turn, under a token budget.
 
 It gathers the sections — the agent's and the user's profile, the thread's summary, long-term memories
-relevant to the turn (from the tenant's other threads too, current heads only, above a relevance floor,
-not repeating what the summary or the recent turns already say, near-identical ones at most `alike`
-times), the tenant's open plans, the thread's last turns — and hands them to the pure packer
+relevant to the turn (from the tenant's other threads and agents too, or with `recall_scope` "agent" the
+thread's agent's threads only; current heads only, above a relevance floor, not repeating what the summary or
+the recent turns already say, near-identical ones at most `alike` times), the tenant's open plans, the thread's
+last turns — and hands them to the pure packer
 (policies/context_card.py), which keeps the card within the budget and renders it in a stable order. Tokens are counted with `deps.tokenizer`.
 
 Reads only: a card writes nothing, so building one twice gives the same text for the same state.
@@ -32,6 +33,9 @@ from .deps import Deps
 
 DEFAULT_BUDGET, MIN_BUDGET, MAX_BUDGET = 1500, 1, 32_000
 DEFAULT_RECENT, MAX_RECENT = 6, 50
+# Where the memories and plans sections recall from: the whole tenant (every thread and agent), or the thread's
+# agent alone — for a caller bound to one agent, whose reads stay in it (an MCP server started with --agent).
+RECALL_SCOPES = ("tenant", "agent")
 # Search hits for the memories and plans sections: enough to fill the budget (a memory line is ~20 tokens
 # with its date), at least MIN_CANDIDATES; the packer keeps what fits. 20 whatever the budget left a
 # 2,000-token card at 1,500 tokens on LoCoMo (docs/benchmarks.md).
@@ -110,8 +114,9 @@ DEFAULT_RECIPE = "default"
 
 def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str, agent_id: str | None = None,
           query: str | None = None, budget_tokens: int = DEFAULT_BUDGET, recent_messages: int = DEFAULT_RECENT,
-          sections: Sequence[str] | None = None, recipe: str = DEFAULT_RECIPE) -> Card:
-    wanted = _check(budget_tokens, recent_messages, sections, query)
+          sections: Sequence[str] | None = None, recipe: str = DEFAULT_RECIPE,
+          recall_scope: str = "tenant") -> Card:
+    wanted = _check(budget_tokens, recent_messages, sections, query, recall_scope)
     plan = _recipe(recipe)
     if deps.tokenizer is None:
         raise DependencyFailed("no tokenizer is configured to count the card's tokens", code="tokenizer_unavailable")
@@ -128,7 +133,11 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
     # Long-term recall is the thread's to ask for: a thread whose access policy forbids recall gets no memories
     # or plans, nor what a dream distilled of them into the profiles — only the profiles' stated parts.
     recalls = thread.access_policy.recalls
-    user = _lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id, distilled=recalls)) \
+    # Recalling from the agent alone, the user profile is the stated one: a dream distils the tenant's from the
+    # memories of every agent (the agent's own profile is distilled from its memories only).
+    whole_tenant = recall_scope == "tenant"
+    user = _lines("user_profile", tenant_profile(deps, store, scope.app_id, scope.tenant_id,
+                                                 distilled=recalls and whole_tenant)) \
         if "user_profile" in wanted else None
     if "agent_profile" in wanted and scope.agent_id != DEFAULT:
         # What the agent's memories say of the user (a dream distils an agent's profile from them) is the user
@@ -151,7 +160,7 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
                   (m.message_id,), f"{m.created_at:%Y-%m-%d}") for age, m in enumerate(reversed(recent))),
             contiguous=True))
     if wanted & {"memories", "plans"} and recalls:
-        found = _relevant(_recall(deps, store, scope, query, budget_tokens, plan), plan)
+        found = _relevant(_recall(deps, store, scope, query, budget_tokens, plan, whole_tenant=whole_tenant), plan)
         ranked = list(enumerate(_citing_shared_turns(deps, store, scope, found)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
         ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
@@ -229,13 +238,16 @@ def _thread(deps: Deps, store: str, app_id: str, tenant_id: str, thread_id: str,
 # -- sections -----------------------------------------------------------------------------------
 
 
-def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str | None) -> set[str]:
+def _check(budget: int, recent: int, sections: Sequence[str] | None, query: str | None,
+           recall_scope: str = "tenant") -> set[str]:
     if isinstance(budget, bool) or not isinstance(budget, int) or not MIN_BUDGET <= budget <= MAX_BUDGET:
         raise InvalidInput(f"budget_tokens must be between {MIN_BUDGET} and {MAX_BUDGET}", field="budget_tokens")
     if isinstance(recent, bool) or not isinstance(recent, int) or not 0 <= recent <= MAX_RECENT:
         raise InvalidInput(f"recent_messages must be between 0 and {MAX_RECENT}", field="recent_messages")
     if query is not None and (not isinstance(query, str) or len(query) > limits.MAX_QUERY_CHARS):
         raise InvalidInput(f"query must be a string of at most {limits.MAX_QUERY_CHARS} characters", field="query")
+    if recall_scope not in RECALL_SCOPES:
+        raise InvalidInput(f"recall_scope must be one of {', '.join(RECALL_SCOPES)}", field="recall_scope")
     if sections is not None and not sections:
         raise InvalidInput(f"sections names none; leave it out for all, or choose from {', '.join(SECTIONS)}",
                            field="sections")
@@ -292,13 +304,16 @@ def _fact_name(line: str) -> str | None:
 
 
 def _recall(deps: Deps, store: str, scope: Scope, query: str, budget: int,
-            plan: CardRecipe = RECIPES[DEFAULT_RECIPE]) -> list[search.SearchHit]:
-    """Current memories of the tenant (every thread and agent) relevant to the turn: one search."""
+            plan: CardRecipe = RECIPES[DEFAULT_RECIPE], *, whole_tenant: bool = True) -> list[search.SearchHit]:
+    """Current memories of the tenant (every thread and agent; else every thread of the thread's agent) relevant
+    to the turn: one search."""
     if not query:
         return []
     top_k = max(MIN_CANDIDATES, min(limits.MAX_TOP_K, budget // TOKENS_PER_CANDIDATE))
-    return search.search(deps, store, query=query, scope={"app_id": scope.app_id, "tenant_id": scope.tenant_id},
-                         top_k=top_k, record_types=list(plan.record_types))
+    where = {"app_id": scope.app_id, "tenant_id": scope.tenant_id}
+    if not whole_tenant:
+        where["agent_id"] = scope.agent_id
+    return search.search(deps, store, query=query, scope=where, top_k=top_k, record_types=list(plan.record_types))
 
 
 def _citing_shared_turns(deps: Deps, store: str, scope: Scope, hits: list[search.SearchHit]) -> list[search.SearchHit]:

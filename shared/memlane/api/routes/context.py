@@ -20,6 +20,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         d = d.within(request_deadline(router.lambda_context, deps.settings))  # the card's search, bounded
         return ContextOut.of(context.build(d, store, app_id=body.app_id, tenant_id=body.tenant_id, thread_id=thread_id,
                                            agent_id=body.agent_id, query=body.query, budget_tokens=body.budget_tokens,
-                                           recent_messages=body.recent_messages, sections=body.sections))
+                                           recent_messages=body.recent_messages, sections=body.sections,
+                                           recall_scope=body.recall_scope))
 
     return router
