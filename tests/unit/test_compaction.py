@@ -163,3 +163,56 @@ def test_the_embedded_index_rewritten_keeps_its_document_ids_and_answers_alike(t
     assert index._db.execute("SELECT id, memory_id FROM docs ORDER BY id").fetchall() == ids
     assert index.search("s", asked) == before
     index.close()
+
+
+def _until(check, seconds=5.0):
+    end = time.monotonic() + seconds
+    while not check() and time.monotonic() < end:
+        time.sleep(0.02)
+    return check()
+
+
+def test_rewrites_close_together_are_one_more_later_not_one_each(tmp_path, monkeypatch):
+    """A regression trial (session 31): each erasure rewrote both files at once, an empty tenant's too; 47 erasures in
+    25 s held another tenant's writes (754 → 100 write+search pairs). The second of two rewrites within
+    REWRITE_EVERY_SECONDS waits for it to pass, in the background, and the residue goes then."""
+    monkeypatch.setattr(compaction, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(compaction, "REWRITE_EVERY_SECONDS", 0.5)
+    path, db = _wal_file(tmp_path)
+    db.close()
+    compactor = SqliteFileCompactor(path)
+    made: list[float] = []
+    vacuum = compactor.rewrites._rewrite
+    compactor.rewrites._rewrite = lambda: (made.append(time.monotonic()), vacuum())
+    compactor.compact(rewrite=True)
+    _left_in_free_space(path, b"Zqxresidue")
+    for _ in range(5):
+        compactor.compact(rewrite=True)
+    assert len(made) == 1 and b"Zqxresidue" in path.read_bytes()  # not at once
+    assert _until(lambda: len(made) == 2) and b"Zqxresidue" not in path.read_bytes()
+    assert made[1] - made[0] >= 0.5
+    time.sleep(0.7)
+    assert len(made) == 2  # the five asks made one rewrite
+
+
+def test_a_rewrite_waits_for_a_reader_to_let_go_of_the_log(tmp_path, monkeypatch):
+    """A regression trial (session 31): with a reader holding the file, each erasure's VACUUM went into the log — a
+    copy of the whole file each time (table.db-wal 0.2 → 117 MB after 6 erasures). Now the first may (a reader of an
+    empty log does not show), the next ones wait for the reader, however soon they come."""
+    monkeypatch.setattr(compaction, "RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(compaction, "CHECKPOINT_ATTEMPTS", 2)
+    monkeypatch.setattr(compaction, "REWRITE_EVERY_SECONDS", 0.0)
+    path, db = _wal_file(tmp_path)
+    db.executemany("INSERT INTO t VALUES (?)", [("x" * 2000,) for _ in range(500)])  # a file of ~1 MB
+    db.close()
+    _left_in_free_space(path, b"Zqxresidue")
+    reader = _reader(path)
+    wal = tmp_path / "t.db-wal"
+    logged = wal.stat().st_size if wal.exists() else 0
+    compactor = SqliteFileCompactor(path)
+    for _ in range(3):
+        compactor.compact(rewrite=True)
+    assert wal.stat().st_size - logged < 1.5 * path.stat().st_size  # one copy of the file in the log at most
+    assert b"Zqxresidue" in path.read_bytes()
+    reader.close()
+    assert _until(lambda: b"Zqxresidue" not in path.read_bytes())

@@ -37,7 +37,7 @@ from ...domain.schema import Described
 from ...domain.scope import ScopeFilter
 from ...ports import Hit, IndexedDoc, IndexQuery, IndexResult, keyword_limit
 from ..tenant_binding import TenantBinding
-from .compaction import CHECKPOINT_ATTEMPTS, Later, checkpoint
+from .compaction import CHECKPOINT_ATTEMPTS, Later, Rewrites, checkpoint
 from .database import create_private, full
 from .index_cache import TenantCache, TenantKey
 from .index_filter import Filter, candidates, named_documents, utc_iso, where
@@ -88,6 +88,7 @@ class EmbeddedIndex:
         self._lock = threading.RLock()
         self._path = str(path)
         self._truncation = Later(lambda: self._truncate_log(attempts=1), Path(self._path).name)
+        self._rewrites = Rewrites(self._vacuum, lambda attempts: self._truncate_log(attempts), Path(self._path).name)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # the index is derived data: rebuildable
@@ -201,13 +202,18 @@ class EmbeddedIndex:
         """Leave no deleted text in the files. Freed pages are zeroed (secure_delete), then the WAL, which
         still holds the pages as they were before, is checkpointed into the file and truncated (later, in the
         background, while a reader holds it: compaction.Later); graphs holding deleted vectors are rebuilt
-        without them. `rewrite`: the file is written anew first (VACUUM; searches wait for it)."""
+        without them. `rewrite`: the file is written anew first (VACUUM; searches wait for it) — or later, in the
+        background, when it was in the last minute or a reader holds the log (compaction.Rewrites)."""
         with self._lock:
             self._drop_tombstoned_graphs()
-            if rewrite:
-                self._db.execute("VACUUM")
+        if rewrite:
+            self._rewrites.ask()
         if not self._truncate_log():
             self._truncation.schedule()
+
+    def _vacuum(self) -> None:
+        with self._lock:
+            self._db.execute("VACUUM")
 
     def _truncate_log(self, attempts: int = CHECKPOINT_ATTEMPTS) -> bool:
         with self._lock:
