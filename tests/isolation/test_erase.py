@@ -80,6 +80,22 @@ def test_an_erasure_asked_again_before_it_starts_is_the_same_erasure(service, lo
         first.erasure_id, after.erasure_id)
 
 
+def test_an_erasure_of_a_tenant_with_nothing_rewrites_no_file(service, loaded, monkeypatch):
+    """A regression trial (session 31): each erasure rewrote the data files (VACUUM, seconds at 10⁵ memories, holding
+    every write), an empty tenant's too — any key could stall the others by erasing itself again and again."""
+    deps = loaded
+    rewrites: list[bool] = []
+    for compactor in deps.compactors:
+        monkeypatch.setattr(compactor, "compact", lambda *, rewrite=False, real=compactor.compact: (
+            rewrites.append(rewrite), real(rewrite=rewrite))[1])
+    erase.request_erasure(deps, app_id="app", tenant_id="nobody", principal="ops")
+    service.drain()
+    assert rewrites == [False] * len(deps.compactors) and rewrites
+    erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    service.drain()
+    assert rewrites[len(deps.compactors):] == [True] * len(deps.compactors)
+
+
 @pytest.mark.parametrize("point", ["erase.after_store", "erase.mid_store"])
 def test_an_erasure_resumed_after_a_crash_reports_what_it_deleted_before_it(loaded, point):
     """The counts were kept in memory and saved once at the end: a job that died after the first store and ran again

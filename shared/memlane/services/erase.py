@@ -18,7 +18,7 @@ from ..domain.ids import sortable_id
 from ..domain.models import Erasure, Memory, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id, write_scope
 from ..ports import Job
-from ..repository import tenant_pk
+from ..repository import activity_pk, tenant_pk
 from . import redaction, stores, summaries
 from .deps import Deps
 from .reinstate import reinstate
@@ -93,8 +93,11 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
     every_memory = list(deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="MEM#"))
     memory_items = [i for i in every_memory if _said_in(i, run)]
     memory_ids = [i["memory_id"] for i in memory_items]
-    # Index first: a memory or message must never stay findable after its table item is gone.
-    indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents]))
+    # Index first: a memory or message must never stay findable after its table item is gone. The summary's
+    # document too, though its item goes last: a job resumed after a crash between the two finds the run
+    # cleared (finish_run_deletion) and never looks for the document.
+    indexed = list(dict.fromkeys([*memory_ids, *(i["message_id"] for i in message_items), *documents,
+                                  summaries.doc_id(run)]))
     if indexed:
         deps.index.delete(store, indexed, app_id=run.app_id, tenant_id=run.tenant_id)
     # Read again: a supersede of one of them by another run's add since the listing is planned with.
@@ -246,8 +249,10 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
     if deps.dead_letters is not None:  # refused adds of the tenant, which a redrive would write again
         erasure = erasure.model_copy(update={"dead_letters": erasure.dead_letters + _drop_dead_letters(deps, erasure)})
     deps.faults.point("erase.before_done")
-    deps.compact(rewrite=True)  # nothing erased may linger in free pages, pages' unused space, WAL frames or segments
     documents = sum(c.get("index_documents", 0) for c in deleted.values())
+    # Nothing erased may linger in free pages, pages' unused space, WAL frames or segments; a tenant with nothing
+    # rewrites nothing (a trial: erasures of an empty tenant, one after another, each rewrote every file).
+    deps.compact(rewrite=any(n for counts in deleted.values() for n in counts.values()))
     done = erasure.model_copy(update={"status": TaskStatus.SUCCEEDED, "deleted": deleted,
                                       "deleted_items": sum(n for c in deleted.values() for k, n in c.items()
                                                            if k != "index_documents"),
@@ -317,29 +322,35 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str,
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in gates])
     # Not the gates again: a run an add makes anew after this point is that add's (kept whole, below).
     items = list(tenant.repo.tenant_keys(store, app_id, tenant_id))
-    # The tenant's index documents: its memories and its messages (searchable records too).
+    # The tenant's index documents: its memories, its messages (searchable records too) and its threads' summaries.
     documents = [i["memory_id"] for i in items if i["sk"].startswith("MEM#")]
     documents += [i["message_id"] for i in items if i["sk"].startswith("MSG#")]
-    if documents:
-        tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
+    summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
     # Global partitions that name the tenant: each task's request-id guard and open-task entry, the activity
-    # registry.
+    # registry, the dream task and action pointers.
     requests = [i["request_id"] for i in items if i["sk"].startswith("TASK#")]
     guards = [key for r in requests for key in (deps.repo.request_pointer_key(store, app_id, tenant_id, r),
                                                 deps.repo.open_task_key(store, r, app_id, tenant_id))]
     outside = deps.repo.dream_keys_outside(store, app_id, tenant_id, items)  # activity registry, dream pointers
-    listed(_counts(gates + items, requests, outside, len(documents)))
+    listed(_counts(gates + items, requests, outside, len(documents) + len(summary_docs)))
+    # What is found only from the items goes before them: a job resumed after a crash lists the partition again
+    # and finds nothing of what they named (a trial: request-id pointers, open-task entries and dream pointers
+    # left for good). The activity registry after them: its entries are found by the tenant's prefix, and they
+    # are how a store's purge finds the tenant's items (never items without an entry: know_scope).
+    registry = [key for key in outside if key[0] == activity_pk(store)]
+    if documents or summary_docs:
+        tenant.index.delete(store, documents + summary_docs, app_id=app_id, tenant_id=tenant_id)
+    deps.repo.delete_items(guards + [key for key in outside if key not in registry])
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in items])
     deps.faults.point("erase.mid_store")
-    # Thread summaries' documents after their items (as run deletion does): a refresh indexing meanwhile
-    # finds its item gone and removes its own document; one that indexed before is removed here. The
+    # Thread summaries' documents again after their items (as run deletion deletes them): a refresh indexing
+    # meanwhile finds its item gone and removes its own document; one that indexed before is removed here. The
     # memories' and messages' again: an edit, or an add, that wrote before the items went may have indexed
     # after the first delete (an add indexing later finds its messages gone and removes its own documents).
-    summary_docs = [summaries.doc_id(Scope.model_validate(i["scope"])) for i in items if i["sk"].startswith("SUM#")]
     again = documents + summary_docs
     if again:
         tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
-    deps.repo.delete_items(guards + outside)
+    deps.repo.delete_items(registry)
     late, late_docs = _written_from_what_went(tenant, store, app_id, tenant_id, items)
     _runs_made_meanwhile(deps, tenant, store, app_id, tenant_id)
     return _counts(gates + items + late, requests, outside, len(documents) + len(summary_docs) + late_docs)
