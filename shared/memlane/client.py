@@ -12,6 +12,7 @@ import httpx
 
 from .sdk import ApiError, Memlane, SigV4Unavailable, region_of
 from .sdk.auth import SIGV4_SERVICE, SigV4Signer
+from .sdk.transport import check_wait, refuse_non_finite
 
 Auth = Literal["api_key", "sigv4"]
 __all__ = ["SIGV4_SERVICE", "ApiError", "MemlaneClient", "SigV4Signer", "SigV4Unavailable", "region_of"]
@@ -36,6 +37,7 @@ class MemlaneClient:
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
               query: dict[str, Any] | None = None) -> Any:
         """One request, sent once (no retry): the JSON answer, or `ApiError` (typed by its code)."""
+        refuse_non_finite(f"{method} {path}", body)  # typed, not httpx's bare ValueError
         return self.sdk.request(method, path, json=body, params=query)
 
     # stores
@@ -67,6 +69,7 @@ class MemlaneClient:
 
     def wait_task(self, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
                   timeout: float = 60.0, poll: float = 0.2) -> dict[str, Any]:
+        check_wait(timeout=timeout, poll=poll)
         deadline = time.monotonic() + timeout
         while True:
             task = self.get_task(store, request_id, app_id=app_id, tenant_id=tenant_id)

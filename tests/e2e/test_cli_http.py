@@ -241,3 +241,15 @@ def test_serve_on_a_data_dir_a_server_owns_exits_4_and_usage_goes_to_stderr(serv
     assert cli.main(["--url", server.url, "search", "demo", "--app", "a", "x", "--no-such-option"]) == 64
     out, err = capsys.readouterr()
     assert out == "" and "usage:" in err
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "-inf", "-1", "soon"])
+def test_a_wait_timeout_that_is_no_number_of_seconds_is_a_usage_error(run: Run, timeout: str) -> None:
+    """A tester: `add --wait --timeout nan` never gave up (the deadline compared `>= nan`), and -1 was taken. Each is a
+    usage error, before anything is sent (0 stays: look once, exit 6 when unfinished)."""
+    for argv in (["add", "never-made", *WHO, "--text", "x", "--wait"], ["tasks", "never-made", "r1", "--wait"],
+                 ["dream", "run", "never-made", *WHO, "--wait"], ["erase", "status", "e1", "--wait"],
+                 ["summary", "refresh", "never-made", "t1", *WHO, "--wait"]):
+        code, out, err = run(*argv, "--timeout", timeout)
+        assert (code, out) == (cli.EXIT_USAGE, ""), argv
+        assert "--timeout" in err and "store_not_found" not in err, argv

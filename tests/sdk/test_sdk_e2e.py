@@ -239,3 +239,34 @@ def test_a_body_the_sdk_refuses_before_sending_is_the_apis_typed_error(client: M
         client.memories.delete("never-made", "..", **TENANT_SCOPE)
     assert dots.value.status == 400
     assert "never-made" not in [s.name for s in client.stores.list()]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+def test_nan_or_infinity_in_a_body_is_refused_before_sending_as_the_api_refuses_it(server: Server, client: Memlane,
+                                                                                    bad: float) -> None:
+    """A tester: NaN and ±inf in metadata or a filter were sent as null (pydantic's JSON mode) and stored. They are not
+    JSON: the API answers 400 invalid_input (no field), and the SDK and the dict client refuse them the same."""
+    from memlane.client import MemlaneClient
+
+    if "nan-demo" not in [s.name for s in client.stores.list()]:
+        client.stores.create("nan-demo")
+    legacy = MemlaneClient(server.url)
+    say = [{"role": "user", "content": "I like aisle seats."}]
+    for call in (lambda: client.memories.add("nan-demo", RUN, messages=say, metadata={"score": bad}),
+                 lambda: client.memories.write("nan-demo", RUN, [{"text": "Aisle.", "metadata": {"score": [1, bad]}}]),
+                 lambda: client.memories.search("nan-demo", "seats", TENANT_SCOPE, filters={"score": bad}),
+                 lambda: asyncio.run(_async_add("nan-demo", server.url, {"score": bad})),
+                 lambda: legacy.add("nan-demo", RUN, messages=say, metadata={"score": bad}),
+                 lambda: legacy.write_memories("nan-demo", RUN, [{"text": "Aisle.", "metadata": {"score": bad}}])):
+        with pytest.raises(errors.BadRequest) as refused:
+            call()
+        assert (refused.value.status, refused.value.code, refused.value.field) == (400, "invalid_input", None)
+        assert "not a JSON number" in refused.value.message
+        assert refused.value.message.endswith("(refused before sending)")
+    assert list(client.memories.list("nan-demo", TENANT_SCOPE)) == []
+    assert list(client.messages.list("nan-demo", RUN)) == []
+
+
+async def _async_add(store: str, url: str, metadata: dict) -> None:
+    async with AsyncMemlane(url) as client:
+        await client.memories.add(store, RUN, text="Window seats.", metadata=metadata)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, scope_of, store_and_tenant
+from .options import Commands, scope_of, seconds, store_and_tenant
 from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def register(c: Commands) -> None:
 
 def _wait(s: argparse.ArgumentParser) -> None:
     s.add_argument("--wait", action="store_true", help="wait until it finished")
-    s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds (exit 6)")
+    s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds (exit 6)")
 
 
 def _scopes(found: list[Any]) -> str:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, UsageError, json_object, scope_of, scoped, store_and_tenant, tenant_of
+from .options import (Commands, UsageError, json_object, scope_of, scoped, seconds, store_and_tenant,
+                      tenant_of)
 from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:  # the SDK needs httpx (memlane[sdk]); importing the CLI does not
@@ -36,7 +37,7 @@ def register(c: Commands) -> None:
     g.add_argument("--messages", help="JSON file with [{role, content, name?, created_at?}], or - for stdin")
     s.add_argument("--sync", action="store_true", help="extract inline and print the memories")
     s.add_argument("--wait", action="store_true", help="wait for the extraction task to finish")
-    s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds (exit 6)")
+    s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds (exit 6)")
     s.add_argument("--request-id")
     s.add_argument("--metadata", type=json_object, help="JSON object kept with the add")
     s.add_argument("--policy", choices=["recall_and_store", "recall_only", "store_only", "none"],
@@ -99,7 +100,7 @@ def register(c: Commands) -> None:
     s.add_argument("--app")
     s.add_argument("--tenant")
     s.add_argument("--wait", action="store_true", help="wait for the task to finish")
-    s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds (exit 6)")
+    s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds (exit 6)")
     _page(s)
 
 

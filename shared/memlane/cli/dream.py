@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, UsageError, store_and_tenant
+from .options import Commands, UsageError, seconds, store_and_tenant
 from .output import emit, fields, next_page, table, when
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def register(c: Commands) -> None:
     s.add_argument("--kind", dest="kinds", action="append", help="only these action kinds (repeat; e.g. MERGE)")
     s.add_argument("--sync", action="store_true", help="dream inline and print its actions")
     s.add_argument("--wait", action="store_true", help="wait for the dream task to finish")
-    s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds (exit 6)")
+    s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds (exit 6)")
 
     s = c.command("tasks", "a dream task (with its id), or a tenant's dream tasks", tasks, within=dream)
     s.add_argument("store")

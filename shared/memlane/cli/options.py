@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -101,6 +102,18 @@ def json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from error
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("a JSON object is expected")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A time limit such as `--timeout` (argparse type): a finite number, 0 or more (0: look once), else a usage
+    error. A wait until `nan` never ends, and one of -1 means nothing."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan  # "soon": refused below, with the same message
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"a number of seconds, 0 or more, is expected, not {text!r}")
     return value
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from .options import Commands, UsageError, json_object, key_value, store_and_tenant
+from .options import Commands, UsageError, json_object, key_value, seconds, store_and_tenant
 from .output import emit, next_page, table, when
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def register(c: Commands) -> None:
         s.add_argument("--agent", help="default __default__")
         if name == "refresh":
             s.add_argument("--wait", action="store_true", help="wait for the task to finish")
-            s.add_argument("--timeout", type=float, default=60.0, help="--wait: give up after this many seconds")
+            s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds")
 
     profiles = c.group("profiles", "a tenant's profile, or with --agent an agent's (per tenant): get or put")
     for name, text, run in (("get", "stated merged with distilled, rendered", profiles_get),

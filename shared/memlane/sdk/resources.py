@@ -17,7 +17,7 @@ from ..api.context_models import ContextOut
 from ..api.failures import validation_failure
 from .errors import error_for
 from .routes import BY_NAME
-from .transport import Call, Pager, Runner
+from .transport import Call, Pager, Runner, refuse_non_finite
 
 Scope = Mapping[str, Any]
 
@@ -25,6 +25,7 @@ Scope = Mapping[str, Any]
 def _call(name: str, path: dict[str, str] | None = None, query: dict[str, Any] | None = None,
           body: Any = None) -> Call:
     route = BY_NAME[name]
+    refuse_non_finite(name, body)  # first, as the API parses the body before checking it against the model
     if isinstance(body, dict) and route.request is not None:
         try:  # validated here as the API will: a typo fails before sending, as the API would answer it
             body = route.request.model_validate(body)
@@ -245,7 +246,8 @@ class Threads(_Group):
                                {"app_id": app_id, "tenant_id": tenant_id, "agent_id": agent_id}))
 
     def context(self, store: str, thread_id: str, *, app_id: str, tenant_id: str, **options: Any) -> ContextOut:
-        """The thread's context card; options: agent_id, query, budget_tokens, recent_messages, sections."""
+        """The thread's context card; options: agent_id, query, budget_tokens, recent_messages, sections,
+        recall_scope ("agent": memories and plans of the thread's agent only)."""
         return self._run(_call("threads.context", {"store": store, "thread_id": thread_id},
                                body={"app_id": app_id, "tenant_id": tenant_id, **options}))
 

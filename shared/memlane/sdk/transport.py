@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterator, T
 import httpx
 from pydantic import BaseModel
 
-from .errors import ConnectionFailed, TimedOut, WaitTimeout, error_for
+from .errors import BadRequest, ConnectionFailed, TimedOut, WaitTimeout, error_for
 from .routes import Route
 
 T = TypeVar("T")
@@ -42,6 +43,25 @@ class Call:
     def retry_safe(self) -> bool:
         """Sending it twice does what sending it once did."""
         return self.route.idempotent or bool(self.body and any(self.body.get(f) for f in self.route.safe_with))
+
+
+def refuse_non_finite(request: str, body: Any) -> None:
+    """A body holding NaN or ±inf is refused before sending (`BadRequest`, as the API answers it: 400 invalid_input,
+    no field). JSON has no such number: the API refuses it, and pydantic's JSON mode would send it as null."""
+    stack: list[tuple[Any, str]] = [(body, "")]
+    while stack:  # iterative: a deeply nested body is the API's to refuse, not a RecursionError here
+        value, at = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            constant = "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+            raise BadRequest(400, "invalid_input", f"{request}: the body is not valid JSON: {constant} (at "
+                                                   f"{at or 'the body'}) is not a JSON number (refused before sending)")
+        if isinstance(value, dict):
+            children = [(v, f"{at}.{k}" if at else str(k)) for k, v in value.items()]
+        elif isinstance(value, (list, tuple)):
+            children = [(v, f"{at}.{i}" if at else str(i)) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))  # the first one in the body is the one named
 
 
 @dataclass(frozen=True)
@@ -130,6 +150,14 @@ def connection_failed(request: str, error: httpx.TransportError) -> ConnectionFa
     return ConnectionFailed(0, ConnectionFailed.code, f"{request}: {error!r}")
 
 
+def check_wait(**limits: float) -> None:
+    """A wait's `timeout` (and poll interval), in seconds: NaN never compares past a deadline (the wait would poll
+    forever) and a negative one means nothing, so each is a ValueError. 0 looks once; inf waits as long as it takes."""
+    for name, value in limits.items():
+        if math.isnan(value) or value < 0:
+            raise ValueError(f"{name} must be a number of seconds, 0 or more, not {value!r}")
+
+
 def _finished(value: Any) -> bool:
     return str(getattr(value, "status", "")) in ("SUCCEEDED", "FAILED")
 
@@ -155,6 +183,7 @@ class SyncRunner:
             _sleep(wait)
 
     def poll(self, call: Call, timeout: float, interval: float) -> Any:
+        check_wait(timeout=timeout, interval=interval)
         deadline = time.monotonic() + timeout
         while True:
             value = self.run(call)
@@ -193,6 +222,7 @@ class AsyncRunner:
             await _async_sleep(wait)
 
     async def poll(self, call: Call, timeout: float, interval: float) -> Any:
+        check_wait(timeout=timeout, interval=interval)
         deadline = time.monotonic() + timeout
         while True:
             value = await self.run(call)
