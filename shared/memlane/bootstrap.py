@@ -83,6 +83,7 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               task_deadline_seconds=settings.task_deadline_seconds,
                               dream_merge_similarity=settings.dream_merge_similarity,
                               consolidate_on_write=settings.consolidate_on_write,
+                              shared_table=not _local_table(table),
                               extract_context_messages=settings.extract_context_messages,
                               extract_context_chars=settings.extract_context_chars,
                               dream_max_scopes=settings.dream_max_scopes,
@@ -275,6 +276,13 @@ def _table(settings: Settings) -> Table:
     client = boto3.client("dynamodb", region_name=settings.aws_region,
                           endpoint_url=settings.dynamodb_endpoint or None)
     return DynamoDBTable(settings.table_name, client=client)
+
+
+def _local_table(table: Table) -> bool:
+    """Whether the table is this process's own (a SQLite file under the data dir's lock), not shared by processes."""
+    from .adapters.local.sqlite_table import SqliteTable
+
+    return isinstance(table, SqliteTable)
 
 
 def _compactors(table: Table, index: Index) -> tuple[Compactor, ...]:

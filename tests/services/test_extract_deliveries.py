@@ -1,6 +1,8 @@
 """Deliveries of one extraction job at once, retries that decide otherwise, and a tenant erased mid-job
 (third regression trial of b704c5b; each test fails before its fix)."""
 
+import contextlib
+
 import pytest
 
 from memlane.domain.models import DreamActionStatus, ExtractAction, MemoryStatus, TaskStatus
@@ -23,6 +25,13 @@ def actions(deps, store="demo", app=APP, tenant=TENANT):
     from memlane.domain.models import DreamAction
     items = deps.table.query(f"{store}#{app}#{tenant}", prefix="DACT#", limit=10000).items
     return [DreamAction.model_validate(i) for i in items]
+
+
+@pytest.fixture(autouse=True)
+def past_the_lease(monkeypatch):
+    """Two deliveries consolidate at once only once a holder's lease has expired (one stalled past
+    consolidate.LEASE_HOLD): each test here runs them so, nested in one thread, with the lease left out."""
+    monkeypatch.setattr(consolidate, "one_at_a_time", lambda *_: contextlib.nullcontext())
 
 
 def test_a_concurrent_delivery_leaves_the_applied_update_applied_and_undoable(deps):

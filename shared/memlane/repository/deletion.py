@@ -12,9 +12,10 @@ from ..ports import Delete, Put, Table, Update
 from .keys import (DEAD_LETTER_SCAN_PK, ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk,
                    dream_pk, open_pk, requests_pk, tenant_pk)
 from .keys import _dump
+from .leases import LeaseRecords
 
 
-class DeletionRecords:
+class DeletionRecords(LeaseRecords):
     table: Table
 
     # -- store deletion ----------------------------------------------------------------------
@@ -112,22 +113,10 @@ class DeletionRecords:
     def take_dead_letter_lease(self, holder: str, now: datetime, hold: timedelta) -> bool:
         """Take (or renew) the one lease on reading the ingestion dead letters, unless another holder's is still
         running; whether `holder` has it now."""
-        item = self.table.get(DEAD_LETTER_SCAN_PK, "lease")
-        if item is not None and item["holder"] != holder and datetime.fromisoformat(item["until"]) > now:
-            return False
-        lease = {"pk": DEAD_LETTER_SCAN_PK, "sk": "lease", "holder": holder, "until": (now + hold).isoformat()}
-        try:
-            self.table.transact([Put(lease, if_absent=True) if item is None else
-                                 Put(lease, expect={"holder": item["holder"], "until": item["until"]})])
-        except ConditionFailed:
-            return False  # another took it meanwhile
-        return True
+        return self.take_lease(DEAD_LETTER_SCAN_PK, "lease", holder, now, hold)
 
     def release_dead_letter_lease(self, holder: str) -> None:
-        try:
-            self.table.transact([Delete(DEAD_LETTER_SCAN_PK, "lease", expect={"holder": holder})])
-        except ConditionFailed:
-            pass  # expired and taken by another meanwhile: theirs now
+        self.release_lease(DEAD_LETTER_SCAN_PK, "lease", holder)
 
     def get_erasure(self, erasure_id: str) -> Erasure:
         item = self.table.get(ERASURES_PK, erasure_id)

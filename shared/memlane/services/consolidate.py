@@ -14,12 +14,17 @@ and a retry finishes what a crash left pending.
 
 from __future__ import annotations
 
-from datetime import datetime
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Iterator
 
-from ..domain.errors import ConditionFailed, Conflict, NotFound
+from ..domain.errors import ConditionFailed, Conflict, NotFound, Retryable
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
-from ..domain.scope import ScopeFilter
+from ..domain.scope import Scope, ScopeFilter
 from ..policies import conflicts, consolidation
 from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
@@ -29,6 +34,44 @@ from .dream_actions import REDACTED
 from .deps import Deps
 from .index_writes import index_memories
 from .task_ids import memory_id_of, statement_key, task_id
+
+
+# A tenant's write-time consolidation runs one job at a time: two jobs reading their neighbours at once each miss
+# the other's memories, and both write (an AWS-path trial: Lambda ran a tenant's jobs side by side, and the same
+# fact was stored twice, Boston and Denver both current). Where one process owns the table, a lock of its own (the
+# local queue runs a tenant's jobs one at a time already; a sync add beside them does not); where processes share
+# it, a lease in the tenant's partition, which a holder that died lets go after LEASE_HOLD. A job that waits
+# LEASE_WAIT_SECONDS is tried again later (Retryable: the queue delivers it again).
+LEASE_HOLD = timedelta(minutes=2)  # longer than any consolidation, an LLM's batch decision included
+LEASE_WAIT_SECONDS = 60.0
+LEASE_PAUSE_SECONDS = 0.05
+_LOCKS = tuple(threading.Lock() for _ in range(64))  # by tenant, striped: a few locks for any number of tenants
+
+
+@contextmanager
+def one_at_a_time(deps: Deps, store: str, scope: Scope) -> Iterator[None]:
+    wait = min(LEASE_WAIT_SECONDS, deps.deadline.remaining()) if deps.deadline.bounded else LEASE_WAIT_SECONDS
+    busy = Retryable("another job of this tenant is consolidating its memories; this one runs after it", code="busy")
+    if not deps.settings.shared_table:
+        lock = _LOCKS[hash((store, scope.app_id, scope.tenant_id)) % len(_LOCKS)]
+        if not lock.acquire(timeout=max(wait, 0.0)):
+            raise busy
+        try:
+            yield
+        finally:
+            lock.release()
+        return
+    pk, sk = deps.repo.consolidation_lease(store, scope.app_id, scope.tenant_id)
+    holder, waited = uuid.uuid4().hex, 0.0
+    while not deps.repo.take_lease(pk, sk, holder, deps.clock.now(), LEASE_HOLD):
+        if waited >= wait:
+            raise busy
+        time.sleep(LEASE_PAUSE_SECONDS)
+        waited += LEASE_PAUSE_SECONDS
+    try:
+        yield
+    finally:
+        deps.repo.release_lease(pk, sk, holder)
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],

@@ -24,6 +24,9 @@ class CoreSettings:
     # Compare each new memory with the subject's memories across runs and agents and supersede what it
     # changes (policies/consolidation.py). Off: only duplicates within the same run and agent are dropped.
     consolidate_on_write: bool = True
+    # The table is shared by several processes (DynamoDB, or a compatible server): a tenant's write-time consolidation
+    # is then held by a lease in it (services/consolidate.one_at_a_time), else by a lock of this process.
+    shared_table: bool = False
     max_extract_attempts: int = 5
     # Extraction context: this many of the run's messages stored before an add's first message (at most
     # this many characters, newest kept) inform its extraction; they are never extracted again.

@@ -52,7 +52,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     candidates = [c for c in candidates if own.intersection(c.evidence)]
     deps.deadline.check("consolidating")
     try:
-        outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
+        with consolidate.one_at_a_time(deps, store, task.scope):
+            outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
     except NotFound:
         # Its run deleted or its tenant erased meanwhile, the change it recorded with it: what it wrote goes.
         if _deleted_meanwhile(deps, store, task):
