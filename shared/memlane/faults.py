@@ -27,6 +27,7 @@ POINTS = (
     "extract.after_index_write",  # table and index written; the task not yet SUCCEEDED
     "dream.after_running",
     "dream.after_actions",  # actions recorded, none applied
+    "memory.after_edit",  # an edit and its index job committed; the index not yet written
     "erase.mid_store",  # a store's items deleted, its report not yet kept
     "erase.after_store",  # a store erased (the n-th hit: n stores), the others not
     "erase.before_done",

@@ -120,7 +120,8 @@ class TenantTables(Protocol):
 
 
 class Job(BaseModel):
-    kind: str  # "extract" | "summarize" | "dream" | "erase" | "purge_store" | "clear_run" | "reindex_action"
+    # "extract" | "summarize" | "dream" | "erase" | "purge_store" | "clear_run" | "reindex_action" | "reindex_memory"
+    kind: str
     store: str
     request_id: str
     # The tenant an extract job's request_id belongs to (request ids are namespaced per tenant).

@@ -168,6 +168,14 @@ class Workload:
             if status == 202:
                 self.dreams.append(body["task_id"])
             return
+        if step % 6 == 2:  # an edit of a memory, now and then (the index must follow it, as the table)
+            tenant = rng.choice(TENANTS)
+            status, body = call(url, "GET", f"/v1/stores/{STORE}/memories?app_id={APP}&tenant_id={tenant}&limit=1")
+            if status == 200 and body["memories"]:
+                call(url, "PATCH", f"/v1/stores/{STORE}/memories/{body['memories'][0]['memory_id']}",
+                     {"app_id": APP, "tenant_id": tenant, "text": f"{tenant} edited note {step}: the "
+                                                                  f"{rng.choice(WORDS)} moved."})
+                return
         if step == 6:
             status, body = call(url, "POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": ERASED})
             if status == 202:
@@ -248,8 +256,8 @@ def check_disk(data: Path) -> list[str]:
                              (f"{STORE}#%",)).fetchall()
         said = {json.loads(body)["message_id"] for (body,) in table.execute(
             "SELECT body FROM items WHERE sk LIKE 'MSG#%' AND pk LIKE ?", (f"{STORE}#%",)).fetchall()}
-        docs = dict(index.execute("SELECT memory_id, status FROM docs WHERE store = ? AND record_type = 'memory'",
-                                  (STORE,)).fetchall())
+        indexed = index.execute("SELECT memory_id, status, text FROM docs WHERE store = ? AND record_type = 'memory'",
+                                (STORE,)).fetchall()
         message_docs = {r[0] for r in index.execute(
             "SELECT memory_id FROM docs WHERE store = ? AND record_type = 'message'", (STORE,)).fetchall()}
     finally:
@@ -265,7 +273,11 @@ def check_disk(data: Path) -> list[str]:
         if key in seen:
             problems.append(f"duplicate memory {mid} and {seen[key]}: {m['text']!r}")
         seen[key] = mid
+    docs = {mid: status for mid, status, _ in indexed}
     table_state = {mid: m.get("status", "active") for mid, m in memories.items()}
+    stale = sorted(mid for mid, _, text in indexed if mid in memories and memories[mid]["text"] != text)
+    if stale:
+        problems.append(f"the index holds another text than the table (an edit not followed): {stale}")
     if table_state != docs:
         only_table = sorted(set(table_state) - set(docs))
         only_index = sorted(set(docs) - set(table_state))

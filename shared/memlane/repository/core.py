@@ -88,10 +88,12 @@ class CoreRecords:
                 return
 
     # -- memories ----------------------------------------------------------------------------
-    def memory_put(self, store: str, memory: Memory, *, expect: dict[str, Any] | None = None) -> Put:
+    def memory_put(self, store: str, memory: Memory, *, expect: dict[str, Any] | None = None,
+                   previous: Memory | None = None) -> Put:
+        """`previous`: only over that version of the memory (as `put_memory`)."""
         s = memory.scope
         return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": f"MEM#{memory.memory_id}", **_dump(memory)},
-                   expect=expect)
+                   expect=_as_read(previous) if previous is not None else expect)
 
     def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False) -> None:
         """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or

@@ -14,7 +14,7 @@ from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
 from ..domain.scope import Scope
 from ..ports import Job
-from . import dream_actions, erase, extract, summaries
+from . import dream_actions, erase, extract, memories, summaries
 from .deps import Deps
 from .extract import describe
 
@@ -69,6 +69,10 @@ def _run(deps: Deps, job: Job) -> Task | None:
         app_id, tenant_id = _owner(deps, job)
         tenant = deps.for_tenant(job.store, app_id, tenant_id)
         dream_actions.reindex(tenant, tenant.repo.get_action(job.store, job.request_id))
+        return None
+    if job.kind == memories.REINDEX:
+        app_id, tenant_id = _owner(deps, job)
+        memories.reindex(deps.for_tenant(job.store, app_id, tenant_id), job.store, app_id, tenant_id, job.request_id)
         return None
     if job.kind == "purge_store":
         erase.purge_store(deps, job.store)

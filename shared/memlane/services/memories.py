@@ -14,6 +14,7 @@ from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
 from ..policies import conflicts
 from . import embedder_guard, redaction
+from ..ports import Job
 from .deps import Deps
 from .index_writes import index_memories
 from .redaction import Redacted
@@ -51,6 +52,9 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         changes["memory_type"] = memory_type
     if importance is not None:
         changes["importance"] = importance
+    # The new text's vector before anything is written: a model that fails (throttled) leaves the memory as it was,
+    # not changed in the table and answered 500 with its old words still in the index (an AWS-path trial).
+    vector = deps.embedder.embed([text])[0] if text is not None else None
     for _ in range(RACE_RETRIES):
         memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
         if memory.status == MemoryStatus.DELETED:
@@ -62,14 +66,31 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
             edit["keywords"] = edited_keywords(text, evidence, keywords_from_assistant=store_obj.keywords_from_assistant)
         updated = memory.model_copy(update=edit)
         try:
-            deps.repo.put_memory(store, updated, previous=memory)
+            # With a job that writes the index again from the table: a process that dies between the two (a Lambda's
+            # timeout) leaves no old words findable for good.
+            deps.queue.commit(deps.table, [deps.repo.memory_put(store, updated, previous=memory)],
+                              Job.of_tenant(REINDEX, store, memory_id, memory.scope.app_id, memory.scope.tenant_id))
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
-        index_memories(deps, store, [(updated, deps.embedder.embed([updated.text])[0])])
+        deps.faults.point("memory.after_edit")
+        index_memories(deps, store, [(updated, vector or deps.embedder.embed([updated.text])[0])])
         if text is not None:  # a profile distilled from the old text says the new one
             redaction.rebuild_profiles(deps, store, memory.scope.app_id, memory.scope.tenant_id, {memory_id})
         return updated
     raise Conflict("the memory is too busy; retry the update", code="busy")
+
+
+REINDEX = "reindex_memory"
+
+
+def reindex(deps: Deps, store: str, app_id: str, tenant_id: str, memory_id: str) -> None:
+    """The index as the table holds one memory: the job an edit commits with its write (idempotent — an upsert, or the
+    delete of what the table no longer holds or holds deleted)."""
+    held = [m for m in deps.repo.get_memories(store, app_id, tenant_id, [memory_id]) if m.status != MemoryStatus.DELETED]
+    if held:
+        index_memories(deps, store, [(held[0], deps.embedder.embed([held[0].text])[0])])
+    else:
+        deps.index.delete(store, [memory_id], app_id=app_id, tenant_id=tenant_id)
 
 
 # How long a deleted memory's marker outlives its delete: a job is redelivered within its queue's retention

@@ -1,0 +1,62 @@
+"""A memory's edit (PATCH): the index follows the table even when the process dies between the two, and a model that
+fails before anything is written changes nothing.
+
+An AWS-path trial (session 31): the Search Lambda committed the edit to the table, then died (or its embedding call
+was throttled, answered 500) before the index write: the memory's old words — a password the edit took out — stayed
+findable for good, its new ones never were; nothing was queued to repair it."""
+
+import pytest
+
+from memlane.domain.errors import Retryable
+from memlane.faults import Faults
+from memlane.services import explicit, memories, search, stores
+
+SCOPE = {"app_id": "app", "tenant_id": "ann", "agent_id": "bot", "run_id": "r1"}
+
+
+class Died(Exception):
+    pass
+
+
+def _die(name):
+    raise Died(name)
+
+
+def _found(deps, words):
+    hits = search.search(deps, "demo", query=words, scope={"app_id": "app", "tenant_id": "ann"}, top_k=5,
+                         recipe="keyword")
+    return [h.memory.memory_id for h in hits]
+
+
+@pytest.fixture()
+def written(service, deps):
+    stores.create(deps, name="demo")
+    explicit.write(deps, "demo", scope=SCOPE, memories=[{"text": "My wifi password is hunter2zebra.",
+                                                          "memory_id": "wifi"}])
+    return deps
+
+
+def test_an_edit_whose_process_dies_before_the_index_is_indexed_by_its_job(service, written):
+    deps = written
+    deps.faults = Faults("memory.after_edit", crash=_die)
+    with pytest.raises(Died):
+        memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi",
+                        text="The wifi password was reset and changed; ask the landlord.")
+    deps.faults = Faults()
+    assert _found(deps, "hunter2zebra") == ["wifi"]  # the index as the dying process left it
+    service.drain()  # the edit's job
+    assert _found(deps, "hunter2zebra") == [] and _found(deps, "landlord") == ["wifi"]
+
+
+def test_an_edit_whose_model_fails_changes_nothing(written, monkeypatch):
+    deps = written
+
+    def throttled(texts):
+        raise Retryable("ThrottlingException", code="retryable")
+
+    monkeypatch.setattr(deps.embedder, "embed", throttled)
+    with pytest.raises(Retryable):
+        memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
+    monkeypatch.undo()
+    held = memories.get(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi")
+    assert held.text == "My wifi password is hunter2zebra." and _found(deps, "hunter2zebra") == ["wifi"]
