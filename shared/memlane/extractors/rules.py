@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Collection, Sequence
 
-from ..domain.language import CONTEXT_STOP_WORDS, IRREGULAR_PAST, PRO_FORMS, SENTENCE_BREAK, pleasantry
+from ..domain.language import CONTEXT_STOP_WORDS, IRREGULAR_PAST, PEOPLE, PRO_FORMS, SENTENCE_BREAK, pleasantry
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, MemoryType, Message
 from ..policies import timeexpr
 
@@ -139,11 +139,13 @@ def third_person(sentence: str, speaker: str, after: str = "") -> str:
     return _rewritten(sentence if _ANOTHER_SUBJECT.match(after) else _with_subject(sentence), speaker, _FIRST_PERSON)
 
 
-# A sentence whose subject is someone or something else: "Grandma is amazing.", "Our dog Rex is getting old.", "My wife
-# changed jobs.", "She got the job." — not "Big news!" nor "I ...".
+# A sentence whose subject is someone else, or something of someone's: "Grandma is amazing.", "Our dog Rex is getting
+# old.", "My wife changed jobs." — not "They are so sweet.", "You have such a caring heart." nor a capitalised first
+# word ("Dance is my go-to"): LoCoMo's turns go on with the speaker's own after those (the card lost recall).
+_KIN = "|".join(w.capitalize() for w in sorted(PEOPLE))  # "Grandma", "Mom": someone named by what they are to one
 _ANOTHER_SUBJECT = re.compile(
-    r"^(?:(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir|[Tt]he) (?:[\w'’-]+ ){0,2}?[\w'’-]+|[Hh]e|[Ss]he|[Tt]hey|It"
-    r"|[A-Z][a-z]+(?: [A-Z][a-z]+)?) (?:is|was|are|were|has|had|have|just|got|gets|turned|turns|[a-z]{2,}ed)\b")
+    rf"^(?:(?:[Mm]y|[Oo]ur|[Hh]is|[Hh]er|[Tt]heir) (?:[\w'’-]+ ){{0,2}}?[\w'’-]+|(?:{_KIN}))"
+    r" (?:is|was|are|were|has|had|have|just|got|gets|turned|turns|[a-z]{2,}ed)\b")
 
 
 def _with_subject(sentence: str) -> str:
