@@ -124,7 +124,8 @@ def test_an_edit_racing_a_delete_never_writes_the_memory_back(deps, monkeypatch,
     from memlane.services import memories
 
     _written_memory(deps)
-    target, name = (Repository, "put_memory") if moment == "table" else (deps.index, "upsert")  # deps.repo: made per use
+    # deps.repo is made per use; the edit builds its write with memory_put, then commits it with its index job
+    target, name = (Repository, "memory_put") if moment == "table" else (deps.index, "upsert")
     original, fired = getattr(target, name), []
 
     def deleted_meanwhile(*args, **kwargs):
