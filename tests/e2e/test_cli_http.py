@@ -189,6 +189,11 @@ def test_threads_context_and_summary(run: Run) -> None:
     assert [t["thread_id"] for t in run.json("threads", "list", "t-demo", *WHO)["threads"]] == ["trip-7"]
     card = run.json("context", "t-demo", "trip-7", *WHO, "--query", "peanuts", "--budget", "300")
     assert "peanuts" in card["text"]
+    run("add", "t-demo", *WHO, "--agent", "concierge", "--run", "desk", "--text", "Wants a window seat on trains.",
+        "--sync")
+    asked = ("context", "t-demo", "trip-7", *WHO, "--agent", "planner", "--query", "window seat on trains")
+    assert "window seat" in run.json(*asked)["text"]  # the tenant's other agents too, by default
+    assert "window seat" not in run.json(*asked, "--recall-scope", "agent")["text"]
     code, out, err = run("summary", "get", "t-demo", "trip-7", *WHO, "--agent", "planner")
     assert code == 2 and "summary_not_found" in err
     assert run.json("summary", "refresh", "t-demo", "trip-7", *WHO, "--agent", "planner", "--wait")["status"] \

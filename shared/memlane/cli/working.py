@@ -41,6 +41,8 @@ def register(c: Commands) -> None:
     s.add_argument("--recent", type=int, default=6, help="recent messages to include")
     s.add_argument("--sections", help="comma-separated subset of agent_profile,user_profile,summary,memories,"
                                       "plans,recent")
+    s.add_argument("--recall-scope", choices=["tenant", "agent"], default="tenant",
+                   help="memories and plans from the tenant's threads of every agent, or the thread's agent's only")
 
     summary = c.group("summary", "show a thread's rolling summary, or refresh it now")
     for name, text, run in (("get", "the summary and what it covers", summary_get),
@@ -105,7 +107,8 @@ def threads_delete(args: argparse.Namespace, client: "Memlane") -> int:
 
 
 def context(args: argparse.Namespace, client: "Memlane") -> int:
-    options: dict[str, Any] = {"budget_tokens": args.budget, "recent_messages": args.recent}
+    options: dict[str, Any] = {"budget_tokens": args.budget, "recent_messages": args.recent,
+                               "recall_scope": args.recall_scope}
     for name, value in (("agent_id", args.agent), ("query", args.query)):
         if value is not None:
             options[name] = value
