@@ -89,3 +89,22 @@ def test_a_job_that_waits_too_long_for_the_lease_is_tried_again_later(deps, monk
         extract.run(deps, "demo", task.request_id)
     deps.repo.release_lease(pk, sk, "another job")
     assert extract.run(deps, "demo", task.request_id).outcomes[0].action == ExtractAction.ADD
+
+
+def test_a_lease_held_past_its_hold_is_renewed_and_a_dead_holders_lets_go(deps, monkeypatch):
+    """The scale-out test (two servers, two workers, one killed mid-job): a two-minute lease held the killed worker's
+    tenant for two minutes. It is short now, renewed while its job runs, and another takes it once it lapses."""
+    from datetime import timedelta
+    import time
+
+    deps.settings = dataclasses.replace(deps.settings, shared_table=True)
+    monkeypatch.setattr(consolidate, "LEASE_HOLD", timedelta(seconds=0.3))
+    monkeypatch.setattr(consolidate, "LEASE_RENEW_SECONDS", 0.1)
+    scope = type("S", (), {"app_id": SC["app_id"], "tenant_id": SC["tenant_id"]})()
+    pk, sk = deps.repo.consolidation_lease("demo", SC["app_id"], SC["tenant_id"])
+    with consolidate.one_at_a_time(deps, "demo", scope):
+        time.sleep(0.8)  # past the hold: still ours
+        assert not deps.repo.take_lease(pk, sk, "another job", deps.clock.now(), consolidate.LEASE_HOLD)
+    assert deps.repo.take_lease(pk, sk, "a job that died", deps.clock.now(), consolidate.LEASE_HOLD)
+    time.sleep(0.4)  # its holder renews nothing
+    assert deps.repo.take_lease(pk, sk, "the next job", deps.clock.now(), consolidate.LEASE_HOLD)

@@ -14,6 +14,7 @@ and a retry finishes what a crash left pending.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -35,14 +36,18 @@ from .deps import Deps
 from .index_writes import index_memories
 from .task_ids import memory_id_of, statement_key, task_id
 
+log = logging.getLogger(__name__)
+
 
 # A tenant's write-time consolidation runs one job at a time: two jobs reading their neighbours at once each miss
 # the other's memories, and both write (an AWS-path trial: Lambda ran a tenant's jobs side by side, and the same
 # fact was stored twice, Boston and Denver both current). Where one process owns the table, a lock of its own (the
 # local queue runs a tenant's jobs one at a time already; a sync add beside them does not); where processes share
-# it, a lease in the tenant's partition, which a holder that died lets go after LEASE_HOLD. A job that waits
-# LEASE_WAIT_SECONDS is tried again later (Retryable: the queue delivers it again).
-LEASE_HOLD = timedelta(minutes=2)  # longer than any consolidation, an LLM's batch decision included
+# it, a lease in the tenant's partition, renewed while the job holds it, so that one that died lets go within
+# LEASE_HOLD (a worker killed mid-job held its tenant's other jobs for the whole of a longer lease: the scale-out
+# test). A job that waits LEASE_WAIT_SECONDS is tried again later (Retryable: the queue delivers it again).
+LEASE_HOLD = timedelta(seconds=15)
+LEASE_RENEW_SECONDS = 5.0
 LEASE_WAIT_SECONDS = 60.0
 LEASE_PAUSE_SECONDS = 0.05
 _LOCKS = tuple(threading.Lock() for _ in range(64))  # by tenant, striped: a few locks for any number of tenants
@@ -61,17 +66,31 @@ def one_at_a_time(deps: Deps, store: str, scope: Scope) -> Iterator[None]:
         finally:
             lock.release()
         return
-    pk, sk = deps.repo.consolidation_lease(store, scope.app_id, scope.tenant_id)
+    repo = deps.repo
+    pk, sk = repo.consolidation_lease(store, scope.app_id, scope.tenant_id)
     holder, waited = uuid.uuid4().hex, 0.0
-    while not deps.repo.take_lease(pk, sk, holder, deps.clock.now(), LEASE_HOLD):
+    while not repo.take_lease(pk, sk, holder, deps.clock.now(), LEASE_HOLD):
         if waited >= wait:
             raise busy
         time.sleep(LEASE_PAUSE_SECONDS)
         waited += LEASE_PAUSE_SECONDS
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(LEASE_RENEW_SECONDS):
+            try:
+                repo.take_lease(pk, sk, holder, deps.clock.now(), LEASE_HOLD)
+            except Exception:  # noqa: BLE001 — a renewal that fails leaves the lease to expire, the job goes on
+                log.warning("could not renew the consolidation lease of %s", pk, exc_info=True)
+
+    renewing = threading.Thread(target=renew, name="consolidation-lease", daemon=True)
+    renewing.start()
     try:
         yield
     finally:
-        deps.repo.release_lease(pk, sk, holder)
+        done.set()
+        renewing.join()
+        repo.release_lease(pk, sk, holder)
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
