@@ -149,6 +149,9 @@ class Workload:
     sent: int = 0
     dreams: list[str] = field(default_factory=list)
     erasures: list[str] = field(default_factory=list)
+    # An erasure was sent: answered (in `erasures`) or not — the server may have died after committing it, and its
+    # job erases the tenant after the restart (a random schedule: a worker crashed while the request was in flight).
+    erasure_sent: bool = False
 
     broken: bool = False  # the server died under a request
 
@@ -177,6 +180,7 @@ class Workload:
                                                                   f"{rng.choice(WORDS)} moved."})
                 return
         if step == 6:
+            self.erasure_sent = True
             status, body = call(url, "POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": ERASED})
             if status == 202:
                 self.erasures.append(body["erasure_id"])
@@ -226,7 +230,7 @@ def _open_work(url: str, work: Workload) -> list[str]:
             open_.append(f"erasure {erasure_id} {body['status']}")
     for rid in work.accepted:
         status, body = call(url, "GET", f"/v1/stores/{STORE}/tasks/{rid}")
-        erased = work.accepted[rid][0]["tenant_id"] == ERASED and work.erasures
+        erased = work.accepted[rid][0]["tenant_id"] == ERASED and work.erasure_sent
         if status == 200 and body["status"] not in FINISHED:
             open_.append(f"task {rid} {body['status']}")
         elif status == 404 and not erased:
@@ -236,7 +240,7 @@ def _open_work(url: str, work: Workload) -> list[str]:
 
 def check_messages(url: str, work: Workload) -> list[str]:
     problems = []
-    erased = bool(work.erasures)
+    erased = work.erasure_sent
     for rid, (scope, texts) in work.accepted.items():
         if scope["tenant_id"] == ERASED and erased:
             continue  # erased on request: gone is right
