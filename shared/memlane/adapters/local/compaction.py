@@ -106,6 +106,7 @@ class Rewrites:
                 return False
             self._rewrite()
             self._last = time.monotonic()
+            self._truncate(attempts)  # the rewritten pages into the file (else the next checkpoint moves them)
             return True
 
 
