@@ -28,6 +28,7 @@ POINTS = (
     "dream.after_running",
     "dream.after_actions",  # actions recorded, none applied
     "memory.after_edit",  # an edit and its index job committed; the index not yet written
+    "explicit.after_commit",  # an explicit write and its index job committed; the index not yet written
     "erase.mid_store",  # a store's items deleted, its report not yet kept
     "erase.after_store",  # a store erased (the n-th hit: n stores), the others not
     "erase.before_done",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence, TypeVar, runtime_checkable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .domain.deadline import Deadline
 from .domain.models import Memory, MemoryStatus, MemoryType, RecordType
@@ -134,6 +134,8 @@ class Job(BaseModel):
     # The thread a "summarize" job refreshes, or a "clear_run" job clears (with app_id and tenant_id).
     agent_id: str | None = None
     run_id: str | None = None
+    # The memories a "reindex_memory" job writes again when more than one (an explicit write); else its request_id.
+    memory_ids: list[str] | None = Field(default=None, exclude_if=lambda ids: ids is None)  # (the wire form before)
 
     @classmethod
     def of_tenant(cls, kind: str, store: str, request_id: str, app_id: str, tenant_id: str) -> "Job":

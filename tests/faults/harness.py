@@ -3,10 +3,10 @@
 Each schedule: copy a seeded data dir; start `memlane serve` (server.serve, in a forked child of this
 already-initialised process — a fresh interpreter costs seconds, a fork milliseconds, which is what
 lets CI afford hundreds of schedules) armed with MEMLANE_FAULTS; run a small workload of adds (async
-and sync), a dream and a tenant erasure over HTTP until the process dies at its crash point; restart
+and sync), explicit writes, edits, a dream and a tenant erasure over HTTP until the process dies at its crash point; restart
 it unarmed; wait for every task to finish; stop it; then check the invariants on what is on disk:
 
-  1. every accepted message is readable (through the API);
+  1. every accepted message, and every memory an explicit write was answered for, is readable (through the API);
   2. every task, dream and erasure ended SUCCEEDED or FAILED within the bound;
   3. no memory twice: within a scope, no two active memories with the same text;
   4. table and index agree: the same memory ids with the same status, and every message is a
@@ -146,6 +146,7 @@ class Workload:
     """What the client sent and what the server acknowledged."""
 
     accepted: dict[str, tuple[dict[str, str], list[str]]] = field(default_factory=dict)  # request_id → (scope, texts)
+    written: dict[str, str] = field(default_factory=dict)  # memory id an explicit write was answered for → tenant
     sent: int = 0
     dreams: list[str] = field(default_factory=list)
     erasures: list[str] = field(default_factory=list)
@@ -179,6 +180,16 @@ class Workload:
                      {"app_id": APP, "tenant_id": tenant, "text": f"{tenant} edited note {step}: the "
                                                                   f"{rng.choice(WORDS)} moved."})
                 return
+        if step % 6 == 3:  # an explicit write (infer: false): table, then index, as an edit
+            tenant = rng.choice((*TENANTS, ERASED))
+            ids = [f"x{step}-{i}-{rng.randrange(10**6)}" for i in range(rng.randrange(1, 4))]
+            status, _ = call(url, "POST", f"/v1/stores/{STORE}/memories", {
+                "scope": {"app_id": APP, "tenant_id": tenant}, "infer": False,
+                "memories": [{"memory_id": i, "text": f"{tenant} wrote {i}: the {rng.choice(WORDS)} called."}
+                             for i in ids]})
+            if status == 201:
+                self.written.update(dict.fromkeys(ids, tenant))
+            return
         if step == 6:
             self.erasure_sent = True
             status, body = call(url, "POST", "/v1/tenants/erase", {"app_id": APP, "tenant_id": ERASED})
@@ -209,10 +220,17 @@ def wait_all_finished(url: str, work: Workload, bound: float = BOUND_SECONDS) ->
     """Poll until every task, dream and erasure is finished; returns what is still open at the bound."""
     deadline = time.monotonic() + bound
     while True:
-        open_ = _open_work(url, work)
+        open_ = _open_work(url, work) or _queued(url)
         if not open_ or time.monotonic() > deadline:
             return open_
         time.sleep(0.05)
+
+
+def _queued(url: str) -> list[str]:
+    """Jobs no task names (an edit's or an explicit write's index job) are waited for too."""
+    status, body = call(url, "GET", "/health")
+    depth = body.get("worker", {}).get("queue_depth") if isinstance(body, dict) else None
+    return [f"{depth} jobs queued"] if depth else []
 
 
 def _open_work(url: str, work: Workload) -> list[str]:
@@ -248,6 +266,12 @@ def check_messages(url: str, work: Workload) -> list[str]:
         status, page = call(url, "GET", f"/v1/stores/{STORE}/messages?{query}&limit=200")
         have = {m["content"] for m in page.get("messages", [])} if status == 200 else set()
         problems += [f"message of {rid} lost: {t!r}" for t in texts if t not in have]
+    for memory_id, tenant in work.written.items():
+        if tenant == ERASED and erased:
+            continue
+        status, _ = call(url, "GET", f"/v1/stores/{STORE}/memories/{memory_id}?app_id={APP}&tenant_id={tenant}")
+        if status != 200:
+            problems.append(f"explicit memory {memory_id} of {tenant} lost ({status})")
     return problems
 
 

@@ -6,8 +6,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memlane.domain import limits
-from memlane.domain.errors import Conflict, InvalidInput, PayloadTooLarge
+from memlane.domain.errors import Conflict, InvalidInput, PayloadTooLarge, Retryable
 from memlane.domain.models import DreamActionKind, MemoryOrigin, MemoryType, TaskStatus
+from memlane.faults import Faults
 from memlane.repository import requests_pk, tenant_pk
 from memlane.services import dream, erase, explicit, ingest, search, stores
 
@@ -238,3 +239,38 @@ def test_a_replay_of_a_recorded_write_brings_back_nothing_deleted_since(deps, st
     erase.delete_run(deps, store, scope=scope)
     assert explicit.write(deps, store, scope=scope, memories=body, request_id="R5").memories == []
     assert memory_items(deps, store) == []
+
+
+class Died(Exception):
+    pass
+
+
+def _die(name):
+    raise Died(name)
+
+
+def test_a_write_whose_process_dies_before_the_index_is_indexed_by_its_job(service, deps, store):
+    """A process that died between the table and the index (a Lambda's timeout, kill -9) left the memories in the
+    table and out of search until the client retried — which a client that gave up never does (session 31's note)."""
+    deps.faults = Faults("explicit.after_commit", crash=_die)
+    with pytest.raises(Died):
+        explicit.write(deps, store, scope=SCOPE, memories=[
+            {"text": "Ann's locker code is 4471 zebra."}, {"text": "Ann's gym is on Harbour Street."}])
+    deps.faults = Faults()
+    assert len(memory_items(deps, store)) == 2
+    assert search.search(deps, store, query="locker code zebra", scope=TENANT, top_k=3, recipe="keyword") == []
+    service.drain()  # the write's job
+    for words in ("locker code zebra", "gym Harbour Street"):
+        found = search.search(deps, store, query=words, scope=TENANT, top_k=3, recipe="keyword")
+        assert [h.memory.origin for h in found] == [MemoryOrigin.EXPLICIT]
+
+
+def test_a_write_whose_model_fails_writes_nothing(deps, store, monkeypatch):
+    def throttled(texts):
+        raise Retryable("ThrottlingException", code="retryable")
+
+    monkeypatch.setattr(deps.embedder, "embed", throttled)
+    with pytest.raises(Retryable):
+        explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 4471."}], request_id="w1")
+    monkeypatch.undo()
+    assert memory_items(deps, store) == [] and not deps.table.query(tenant_pk(store, "app", "ann"), prefix="TASK#").items

@@ -28,6 +28,7 @@ from ..ports import Put
 from . import embedder_guard, summaries
 from .deps import Deps
 from .index_writes import index_memories
+from .memories import index_job
 
 _RACE_RETRIES = 5
 
@@ -51,6 +52,7 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     embedder_guard.ensure(deps, store_obj)  # vectors are made here: the store's model only
     repo = deps.repo
     task = _task(store, where, request_id, drafts, now) if request_id is not None else None
+    vectors = dict(zip((d.memory_id for d in drafts), deps.embedder.embed([d.text for d in drafts])))
     for _ in range(_RACE_RETRIES):
         recorded = repo.find_task(store, where.app_id, where.tenant_id, request_id) if task is not None else None
         if recorded is not None and (recorded.kind != task.kind or recorded.body_hash != task.body_hash):
@@ -68,9 +70,12 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
         # The write's task with its memories: its request id is then taken, by an add or a write of another body.
         writes = [repo.task_put(task)] if task is not None and recorded is None else []
         try:
-            if new or writes:
-                # only if absent: a concurrent write of the same id makes this read again
-                repo.transact([*(Put(repo.memory_put(store, m).item, if_absent=True) for m in new), *writes])
+            # only if absent: a concurrent write of the same id makes this read again
+            puts = [*(Put(repo.memory_put(store, m).item, if_absent=True) for m in new), *writes]
+            if new:
+                deps.queue.commit(deps.table, puts, index_job(store, where, [m.memory_id for m in new]))
+            elif writes:
+                repo.transact(puts)
         except ConditionFailed:
             continue
         break
@@ -86,8 +91,9 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
                 repo.claim_request(store, task.request_id, where)
     written = {d.memory_id for d in new}
     result = [stored.get(d.memory_id, d) for d in drafts if d.memory_id in stored or d.memory_id in written]
-    # Table first (the truth), then the index; a replay indexes the stored memories again.
-    index_memories(deps, store, list(zip(result, deps.embedder.embed([m.text for m in result]))))
+    deps.faults.point("explicit.after_commit")
+    # Table first (the truth), then the index; a replay indexes the stored memories again (the same texts: `_same`).
+    index_memories(deps, store, [(m, vectors[m.memory_id]) for m in result])
     if new:
         repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
     return Written(memories=result, created=len(new))

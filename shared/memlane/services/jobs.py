@@ -72,7 +72,8 @@ def _run(deps: Deps, job: Job) -> Task | None:
         return None
     if job.kind == memories.REINDEX:
         app_id, tenant_id = _owner(deps, job)
-        memories.reindex(deps.for_tenant(job.store, app_id, tenant_id), job.store, app_id, tenant_id, job.request_id)
+        memories.reindex(deps.for_tenant(job.store, app_id, tenant_id), job.store, app_id, tenant_id,
+                         job.memory_ids or [job.request_id])
         return None
     if job.kind == "purge_store":
         erase.purge_store(deps, job.store)

@@ -69,7 +69,7 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
             # With a job that writes the index again from the table: a process that dies between the two (a Lambda's
             # timeout) leaves no old words findable for good.
             deps.queue.commit(deps.table, [deps.repo.memory_put(store, updated, previous=memory)],
-                              Job.of_tenant(REINDEX, store, memory_id, memory.scope.app_id, memory.scope.tenant_id))
+                              index_job(store, memory.scope, [memory_id]))
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
         deps.faults.point("memory.after_edit")
@@ -83,14 +83,23 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
 REINDEX = "reindex_memory"
 
 
-def reindex(deps: Deps, store: str, app_id: str, tenant_id: str, memory_id: str) -> None:
-    """The index as the table holds one memory: the job an edit commits with its write (idempotent — an upsert, or the
-    delete of what the table no longer holds or holds deleted)."""
-    held = [m for m in deps.repo.get_memories(store, app_id, tenant_id, [memory_id]) if m.status != MemoryStatus.DELETED]
+def index_job(store: str, scope: Scope, memory_ids: list[str]) -> Job:
+    """The job committed with a write of these memories: it writes their documents again from the table, so a process
+    that dies between the table and the index leaves nothing stale or unsearchable (named by the first: a job already
+    waiting for the same work is enough)."""
+    job = Job.of_tenant(REINDEX, store, memory_ids[0], scope.app_id, scope.tenant_id)
+    return job.model_copy(update={"memory_ids": memory_ids}) if len(memory_ids) > 1 else job
+
+
+def reindex(deps: Deps, store: str, app_id: str, tenant_id: str, memory_ids: list[str]) -> None:
+    """The index as the table holds these memories (idempotent — an upsert, or the delete of what the table no longer
+    holds or holds deleted)."""
+    held = [m for m in deps.repo.get_memories(store, app_id, tenant_id, memory_ids) if m.status != MemoryStatus.DELETED]
     if held:
-        index_memories(deps, store, [(held[0], deps.embedder.embed([held[0].text])[0])])
-    else:
-        deps.index.delete(store, [memory_id], app_id=app_id, tenant_id=tenant_id)
+        index_memories(deps, store, list(zip(held, deps.embedder.embed([m.text for m in held]))))
+    gone = sorted(set(memory_ids) - {m.memory_id for m in held})
+    if gone:
+        deps.index.delete(store, gone, app_id=app_id, tenant_id=tenant_id)
 
 
 # How long a deleted memory's marker outlives its delete: a job is redelivered within its queue's retention
