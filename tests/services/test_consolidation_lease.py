@@ -108,3 +108,34 @@ def test_a_lease_held_past_its_hold_is_renewed_and_a_dead_holders_lets_go(deps, 
     assert deps.repo.take_lease(pk, sk, "a job that died", deps.clock.now(), consolidate.LEASE_HOLD)
     time.sleep(0.4)  # its holder renews nothing
     assert deps.repo.take_lease(pk, sk, "the next job", deps.clock.now(), consolidate.LEASE_HOLD)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-table", "shared-table"])
+def test_a_sync_add_whose_deadline_passes_while_it_waits_goes_on_as_its_job(deps, shared):
+    """It answered 503 `busy` although its messages and job were committed (session 31's note): a sync add past its
+    deadline answers 202 and its job finishes the work, whatever step the deadline passed in."""
+    from memlane.domain.deadline import Deadline
+    from memlane.domain.models import TaskStatus
+    from memlane.services import ingest
+
+    deps.settings = dataclasses.replace(deps.settings, shared_table=shared)
+    stores.create(deps, name="demo")
+    deps.extractor = Scripted(["User is allergic to penicillin."])
+    scope = type("S", (), {"app_id": SC["app_id"], "tenant_id": SC["tenant_id"]})()
+    held, release = threading.Event(), threading.Event()
+
+    def another_job():
+        with consolidate.one_at_a_time(deps, "demo", scope):
+            held.set()
+            release.wait(10)
+    holder = threading.Thread(target=another_job)
+    holder.start()
+    try:
+        assert held.wait(5)
+        task = ingest.add(deps, "demo", scope=SC, sync=True, request_id="req-1", deadline=Deadline.after(0.3),
+                          messages=[{"role": "user", "content": "I'm allergic to penicillin."}])
+    finally:
+        release.set()
+        holder.join()
+    assert task.status != TaskStatus.SUCCEEDED  # 202: the job goes on
+    assert extract.run(deps, "demo", "req-1").outcomes[0].action == ExtractAction.ADD

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Iterator
 
-from ..domain.errors import ConditionFailed, Conflict, NotFound, Retryable
+from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, NotFound, Retryable
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
 from ..domain.scope import Scope, ScopeFilter
@@ -55,8 +55,12 @@ _LOCKS = tuple(threading.Lock() for _ in range(64))  # by tenant, striped: a few
 
 @contextmanager
 def one_at_a_time(deps: Deps, store: str, scope: Scope) -> Iterator[None]:
-    wait = min(LEASE_WAIT_SECONDS, deps.deadline.remaining()) if deps.deadline.bounded else LEASE_WAIT_SECONDS
-    busy = Retryable("another job of this tenant is consolidating its memories; this one runs after it", code="busy")
+    # A sync add whose deadline comes first goes on as its job (202), as past any other step; a job tries again later.
+    late = deps.deadline.remaining() < LEASE_WAIT_SECONDS
+    wait = deps.deadline.remaining() if late else LEASE_WAIT_SECONDS
+    busy = (DeadlineExceeded("the deadline passed while another job of this tenant consolidated its memories") if late
+            else Retryable("another job of this tenant is consolidating its memories; this one runs after it",
+                           code="busy"))
     if not deps.settings.shared_table:
         lock = _LOCKS[hash((store, scope.app_id, scope.tenant_id)) % len(_LOCKS)]
         if not lock.acquire(timeout=max(wait, 0.0)):
