@@ -89,7 +89,8 @@ def build(settings: Settings, *, queue: Queue | None = None, embedder: Embedder 
                               dream_max_scopes=settings.dream_max_scopes,
                               dream_scan_limit=settings.dream_scan_limit,
                               sync_deadline_seconds=_sync_deadline(settings),
-                              sync_margin_seconds=settings.sync_margin_seconds),
+                              sync_margin_seconds=settings.sync_margin_seconds,
+                              audit_retention_days=settings.audit_retention_days),
         compactors=_compactors(table, index), dead_letters=_dead_letters(settings),
     )
     if check_schema and settings.schema_policy != "off":

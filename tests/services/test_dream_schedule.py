@@ -176,3 +176,19 @@ def test_memlane_serve_runs_the_scheduler_on_its_interval(service, deps):
     finally:
         server.shutdown()
         thread.join(10)
+
+
+def test_a_scheduled_dream_is_in_the_audit_log_as_the_schedulers(service, deps, store, clock):
+    """The audit log recorded requests only: a dream the schedule started — which may supersede, merge and retire a
+    tenant's memories — left no row, so who changed what could not be told once an erasure took the dream's records
+    (an AWS-path trial, session 31). Its start is a row of the scheduler's, as a POST .../dream is the caller's."""
+    from memlane.services import audit
+
+    add(deps, store, "t1", agent="a1")
+    clock.advance(minutes=5)
+    [task] = dream.schedule(deps)
+    rows, _ = audit.list_(deps, store, limit=10, cursor=None, principal=dream.SCHEDULER)
+    assert [(r.operation, r.target_id, r.status, r.app_id, r.tenant_id, r.agent_id) for r in rows] == \
+        [("SCHEDULE /v1/stores/{store}/dream", task.task_id, 202, "app", "t1", "a1")]
+    rows, _ = audit.list_(deps, store, limit=10, cursor=None, tenant_id="t1", operation="dream")
+    assert [r.principal for r in rows] == [dream.SCHEDULER]

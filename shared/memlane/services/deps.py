@@ -50,6 +50,7 @@ class CoreSettings:
     dream_max_runs: int = 20  # most recent runs whose messages a dream reads (skills)
     dream_max_messages: int = 200  # newest messages read per run
     summary_max_tokens: int = 400  # a thread summary's cap (policies/summary.py), counted with deps.tokenizer
+    audit_retention_days: int = 30  # the rows the service writes of its own accord (a scheduled dream's start)
 
 
 @dataclass

@@ -11,24 +11,27 @@ actions at or above the threshold are applied at once. Any applied action can be
 from __future__ import annotations
 
 import heapq
+import logging
 from datetime import datetime
 from typing import Any, Iterable
 
 from ..domain.deadline import Deadline
 from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, MemlaneError, NotFound
 from ..domain.ids import sortable_id
-from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope, DreamTask,
-                             MemoryStatus, Message, Profile, TaskStatus)
+from ..domain.models import (AuditRecord, DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope,
+                             DreamTask, MemoryStatus, Message, Profile, TaskStatus)
 from ..domain.scope import DEFAULT, WILDCARD, validate_id, validate_record_id
 from ..dream.engine import ALL_KINDS, DreamEngine, DreamInput, Proposal, action_id
 from ..dream.llm import LLMEngine
 from ..policies.dream_rules import recency
 from ..ports import Job
 from . import dream_actions as executor
-from . import embedder_guard, redaction
+from . import audit, embedder_guard, redaction
 from . import dream_schedule as scheduler
 from .access import Visible, everyone
 from .deps import Deps
+
+log = logging.getLogger(__name__)
 
 # An action record must fit a DynamoDB item (400 KB) once apply adds its undo record, which is about
 # as large as the proposal itself (the before-images of what it touches).
@@ -267,6 +270,7 @@ def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = Fa
             tenant.repo.save_dream_task(task)
         else:
             deps.queue.commit(tenant.table, [tenant.repo.dream_task_put(task)], _job(task))
+        _audit_start(deps, task)
         created.append(task)
     for store, cursor in cursors.items():
         if cursor != deps.repo.get_dream_cursor(store):
@@ -274,6 +278,23 @@ def schedule(deps: Deps, *, max_scopes: int | None = None, run_inline: bool = Fa
     if run_inline:
         created = [run(_tenant(deps, t), t.store, t.task_id) for t in created]
     return created
+
+
+# Who asked for a scheduled dream, in the audit log: the scheduler, as a POST .../dream is its caller's. A dream
+# may supersede, merge and retire memories; its row outlives the task and its actions, which an erasure takes.
+SCHEDULER = "memlane:scheduler"
+SCHEDULED = "SCHEDULE /v1/stores/{store}/dream"
+
+
+def _audit_start(deps: Deps, task: DreamTask) -> None:
+    """The row of a dream the schedule queued (after its task: a row names no dream that was never queued). A row
+    that cannot be written is logged, never raised: the dream is queued already."""
+    row = AuditRecord(request_id=task.task_id, store=task.store, operation=SCHEDULED, target_id=task.task_id,
+                      principal=SCHEDULER, status=202, latency_ms=0.0, at=task.created_at, **task.scope.model_dump())
+    try:
+        audit.record(deps, row, deps.settings.audit_retention_days)
+    except MemlaneError as error:
+        log.error("audit record of scheduled dream %s not written: %s", task.task_id, error.message)
 
 
 def _tenant(deps: Deps, task: DreamTask) -> Deps:
