@@ -137,3 +137,28 @@ def test_an_id_memlane_would_derive_for_another_tenant_cannot_be_taken_first(cal
     assert search_texts(call, "alice", "gate", "keyword") == ["Alice's gate is B12."]
     assert search_texts(call, "alice", "meal", "keyword") == ["Alice's meal is vegan."]
     assert "Bob took it first." in search_texts(call, "bob", "took", "keyword")
+
+
+@pytest.mark.parametrize("deleted", ["thread", "memory"])
+def test_a_request_whose_content_was_deleted_confirms_no_guess_of_it(call, deleted):
+    """A trial (session 32): after its thread (or its explicit memory) was deleted, the task kept the digest of the
+    add's body, so sending the request id again with a guessed text answered 202 (replay) for the right guess and
+    409 for a wrong one. Every body is refused alike now, with a code that says why."""
+    scope = {"app_id": "travel", "tenant_id": "alice", "run_id": "diag"}
+    secret = "My HIV test came back positive."
+    if deleted == "thread":
+        def send(text):
+            return call("alice", "POST", "/v1/stores/demo/memories",
+                        {"scope": scope, "request_id": "turn-1", "messages": [{"role": "user", "content": text}]})
+        assert send(secret)[0] in (200, 202)
+        assert call("alice", "DELETE", "/v1/stores/demo/threads/diag", query="app_id=travel&tenant_id=alice")[0] == 200
+    else:
+        def send(text):
+            return call("alice", "POST", "/v1/stores/demo/memories",
+                        {"scope": scope, "request_id": "turn-1", "infer": False,
+                         "memories": [{"text": text, "memory_id": "pin"}]})
+        assert send(secret)[0] == 201
+        assert call("alice", "DELETE", "/v1/stores/demo/memories/pin", query="app_id=travel&tenant_id=alice")[0] == 200
+    answers = [send(guess) for guess in (secret, "My HIV test came back negative.")]
+    assert [(status, body["error"]["code"]) for status, body in answers] == [(409, "request_content_deleted")] * 2
+    assert answers[0][1] == answers[1][1]

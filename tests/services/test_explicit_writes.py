@@ -226,18 +226,23 @@ def test_a_retry_that_wrote_the_task_again_keeps_its_pointer(deps, store, monkey
 
 
 def test_a_replay_of_a_recorded_write_brings_back_nothing_deleted_since(deps, store):
-    """Its task says the write was done whole: a late retry of it answers what is still there, and a memory deleted
-    since (or its thread) stays deleted — as a replayed add writes nothing again."""
+    """Its task says the write was done whole: a late retry of it writes nothing again — a memory deleted since (or
+    its thread) stays deleted, as a replayed add writes nothing again. It is refused, whatever its body: compared with
+    the body's digest, a retry with a guessed text would confirm the deleted one (a trial, session 32)."""
     from memlane.services import memories
 
     body = [{"text": "Ann's passport number is X123."}, {"text": "Ann's locker code is 4471."}]
     scope = {**SCOPE, "agent_id": "bot", "run_id": "r1"}
     first = explicit.write(deps, store, scope=scope, memories=body, request_id="R5")
-    memories.delete(deps, store, app_id="app", tenant_id="ann", memory_id=first.memories[0].memory_id)
     again = explicit.write(deps, store, scope=scope, memories=body, request_id="R5")
-    assert again.created == 0 and [m.memory_id for m in again.memories] == [first.memories[1].memory_id]
+    assert again.created == 0 and again.memories == first.memories
+    memories.delete(deps, store, app_id="app", tenant_id="ann", memory_id=first.memories[0].memory_id)
+    for guess in (body, [{"text": "Ann's passport number is X124."}, body[1]]):
+        with pytest.raises(Conflict) as refused:
+            explicit.write(deps, store, scope=scope, memories=guess, request_id="R5")
+        assert refused.value.code == "request_content_deleted"
+    assert [m["memory_id"] for m in memory_items(deps, store)] == [first.memories[1].memory_id]
     erase.delete_run(deps, store, scope=scope)
-    assert explicit.write(deps, store, scope=scope, memories=body, request_id="R5").memories == []
     assert memory_items(deps, store) == []
 
 

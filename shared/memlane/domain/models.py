@@ -249,6 +249,9 @@ class TaskOutcome(BaseModel):
         return text if len(text) <= cap else text[:cap - 1] + "…"
 
 
+EXPLICIT_WRITE = "explicit"  # the kind of a task that records a write of memories as given (services/explicit.py)
+
+
 class Task(BaseModel):
     """The asynchronous job created by one add request (an extraction), or by a forced summary refresh."""
 

@@ -20,12 +20,12 @@ from typing import Any, Sequence
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
-from ..domain.models import ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
+from ..domain.models import EXPLICIT_WRITE, ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope, is_id, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..policies import conflicts
 from ..ports import Put
-from . import embedder_guard, summaries
+from . import embedder_guard, redaction, summaries
 from .deps import Deps
 from .index_writes import index_memories
 from .memories import index_job
@@ -55,6 +55,8 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     vectors = dict(zip((d.memory_id for d in drafts), deps.embedder.embed([d.text for d in drafts])))
     for _ in range(_RACE_RETRIES):
         recorded = repo.find_task(store, where.app_id, where.tenant_id, request_id) if task is not None else None
+        if recorded is not None:
+            redaction.check_replay(recorded, request_id)
         if recorded is not None and (recorded.kind != task.kind or recorded.body_hash != task.body_hash):
             raise Conflict(f"request_id '{request_id}' was already used with another body; use a new request_id",
                            code="request_id_reused", field="request_id")
@@ -162,7 +164,7 @@ def _task(store: str, scope: Scope, request_id: str, drafts: list[Memory], now: 
                 outcomes=[TaskOutcome(action=ExtractAction.ADD, memory_id=d.memory_id) for d in drafts])
 
 
-KIND = "explicit"  # a task's kind: written as given
+KIND = EXPLICIT_WRITE  # a task's kind: written as given
 _ASKED = ("memory_id", "text", "memory_type", "event_time", "metadata")  # what the caller gave of each memory
 
 

@@ -24,7 +24,7 @@ from ..domain.models import AccessPolicy, Message, ScopeInfo, Store, Task, TaskS
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..repository import Repository, message_sk, tenant_pk
-from . import embedder_guard, erase, extract, jobs, message_index, summaries
+from . import embedder_guard, erase, extract, jobs, message_index, redaction, summaries
 from .deps import Deps
 from .index_writes import take_back
 
@@ -355,6 +355,7 @@ def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) 
     existing = deps.repo.find_task(store, scope.app_id, scope.tenant_id, request_id)
     if existing is None:
         return None
+    redaction.check_replay(existing, request_id)
     # An add's task; one written before tasks kept their body's hash is the same add when its scope is. A forced
     # summary refresh's task holds another request under the id, whatever its scope.
     same = existing.kind == "extract" and (existing.body_hash == digest if existing.body_hash is not None

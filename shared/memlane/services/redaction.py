@@ -2,7 +2,8 @@
 keeps a copy of their content, so that no route shows it again.
 
 - tasks: the text and reason of each outcome that produced or matched a deleted memory (and, for a
-  run, the add's own text and metadata) are emptied; status, ids and counts stay for the record;
+  run, the add's own text and metadata) are emptied; status, ids and counts stay for the record; the digest of
+  the request's body goes where its content did (`check_replay`);
 - dream actions: their before/after copies, undo before-images, profile copies and rationale
   (services/dream_actions.redacted);
 - profiles resting on a deleted memory are rebuilt from the tenant's remaining active memories,
@@ -17,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..domain.errors import ConditionFailed
-from ..domain.models import DreamAction, MemoryStatus, Profile, Task, TaskOutcome
+from ..domain.errors import ConditionFailed, Conflict
+from ..domain.models import EXPLICIT_WRITE, DreamAction, MemoryStatus, Profile, Task, TaskOutcome
 from ..domain.scope import Scope
 from ..policies import dream_profile
 from .dream_actions import REDACTED, redacted as redacted_action
@@ -105,7 +106,8 @@ def after_compare(deps: Deps, store: str, app_id: str, tenant_id: str, compared:
 def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task | None:
     """The task without the deleted memories' words: an outcome about one of them loses its text and its
     reason (which quotes the two statements it compared); a task of the deleted run loses the add's own
-    text and metadata too."""
+    text and metadata too, and so does its body's digest — as an explicit write's does with its memories: against
+    it, a replay with a guessed text would confirm the deleted one (a trial)."""
     def about(o: TaskOutcome) -> bool:
         return o.memory_id in memory_ids or o.target_id in memory_ids or not memory_ids.isdisjoint(o.target_ids)
 
@@ -114,9 +116,23 @@ def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task 
         return None
     outcomes = [o.model_copy(update={"text": "", "reason": REDACTED}) if whole or about(o) else o
                 for o in task.outcomes]
+    if task.kind == EXPLICIT_WRITE and task.body_hash is not None:
+        return task.model_copy(update={"outcomes": outcomes, "body_hash": BODY_DELETED})
     if not whole:
         return task.model_copy(update={"outcomes": outcomes})
-    return task.model_copy(update={"outcomes": outcomes, "text": None, "metadata": {}})
+    return task.model_copy(update={"outcomes": outcomes, "text": None, "metadata": {},
+                                   "body_hash": BODY_DELETED if task.body_hash is not None else None})
+
+
+BODY_DELETED = "deleted"  # a task's body digest once what the request said was deleted
+
+
+def check_replay(task: Task, request_id: str) -> None:
+    """A request id whose request's content was deleted is refused whatever the body: nothing tells whether it is
+    the deleted one."""
+    if task.body_hash == BODY_DELETED:
+        raise Conflict(f"request_id '{request_id}' named a request whose content was deleted; use a new request_id",
+                       code="request_content_deleted", field="request_id")
 
 
 def _rewrite_all(deps: Deps, store: str, app_id: str, tenant_id: str, prefix: str,
