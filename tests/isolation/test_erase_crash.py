@@ -124,3 +124,32 @@ def test_a_run_deletion_killed_between_its_summary_and_the_summary_document_leav
     monkeypatch.undo()
     erase.finish_run_deletion(deps, erase.clear_run_job("demo", Scope(**run), "resumed"))  # the job, delivered
     assert _documents(deps, "alice") == []
+
+
+@pytest.mark.parametrize("registered", [True, False], ids=["a-thread", "a-run-of-no-registry-entry"])
+def test_a_run_deletion_killed_among_explicit_memories_is_finished_by_its_job(service, deps, monkeypatch, registered):
+    """A trial (session 32): a thread of explicit memories only (no message, no summary), its deletion killed after
+    the index and before the table: its job found no message and no summary and stopped, and a retry of DELETE
+    .../threads/{id} answered 404 — the memories stayed readable for good. And a run with no registry entry queued
+    no job at all (a run of explicit writes alone has none)."""
+    from memlane.services import explicit, memories, redaction, threads
+
+    stores.create(deps, name="demo")
+    run = {**ALICE, "run_id": "th1"}
+    if registered:
+        threads.create(deps, "demo", thread_id="th1", scope=ALICE)
+    explicit.write(deps, "demo", scope=run, memories=[{"text": f"Alice's locker {i} code is {4400 + i}."}
+                                                     for i in range(5)])
+    assert (deps.repo.get_scope("demo", Scope(**run)) is not None) == registered  # a write alone makes no entry
+
+    def killed(*args, **kwargs):
+        raise Crash("killed")
+
+    monkeypatch.setattr(redaction, "redact", killed)
+    with pytest.raises(Crash):
+        erase.delete_run(deps, "demo", scope=run)
+    monkeypatch.undo()
+    service.queue.take_ownership()  # the server restarted: its jobs are due at once
+    service.drain()  # the job the deletion committed first
+    left, _ = memories.list_(deps, "demo", scope={**ALICE, "agent_id": "*", "run_id": "*"}, limit=50, cursor=None)
+    assert left == [] and _documents(deps, "alice") == []

@@ -42,7 +42,9 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     for _ in range(_RACE_RETRIES):
         info = deps.repo.get_scope(store, run)
         if info is None:
-            job = None  # deleted before, or being deleted: a retry clears what is left, here
+            # No entry (deleted before, being deleted, or a run of explicit writes alone): the job all the same,
+            # or a deletion killed now would be finished only by a retry, which a client may never send.
+            deps.queue.enqueue(job, delay=deps.settings.sync_retry_delay)
             break
         try:
             deps.queue.commit(deps.table, deps.repo.run_removal(store, info), job,  # with its place in the threads list
@@ -53,8 +55,7 @@ def delete_run(deps: Deps, store: str, *, scope: dict[str, Any]) -> dict[str, in
     else:
         raise Conflict("the run is too busy to delete; retry", code="busy")
     cleared = clear_run(deps, store, run)
-    if job is not None:
-        deps.queue.discard(job)
+    deps.queue.discard(job)
     return cleared
 
 
@@ -76,7 +77,10 @@ def finish_run_deletion(deps: Deps, job: Job) -> None:
     if tenant.repo.get_scope(job.store, run) is not None:
         return
     left, _ = tenant.repo.newest_messages(job.store, run, limit=1)
-    if left or tenant.repo.get_summary(job.store, run) is not None:  # else cleared (the summary goes last)
+    # Else cleared (the summary goes last, memories before messages) — unless the run held memories alone (explicit
+    # writes): then its memories say whether it is.
+    if left or tenant.repo.get_summary(job.store, run) is not None or any(
+            _said_in(i, run) for i in tenant.repo.tenant_keys(job.store, run.app_id, run.tenant_id, prefix="MEM#")):
         # A deletion cut short leaves earlier copies of its rows in pages' unused space: the files are rewritten.
         clear_run(tenant, job.store, run, rewrite=True)
 
