@@ -279,3 +279,19 @@ def test_a_write_whose_model_fails_writes_nothing(deps, store, monkeypatch):
         explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 4471."}], request_id="w1")
     monkeypatch.undo()
     assert memory_items(deps, store) == [] and not deps.table.query(tenant_pk(store, "app", "ann"), prefix="TASK#").items
+
+
+def test_a_write_whose_index_fails_after_its_commit_is_answered_as_written(service, deps, store, monkeypatch):
+    """A trial (session 32): on a full disk the table took the write and the index did not; the write answered 503
+    `storage_full` ("not written") for memories that were there — and a client without a request id that retried
+    wrote them twice. Committed with its index job, it is answered as written, and the job indexes it."""
+    def full(*args, **kwargs):
+        raise Retryable("the data directory's disk is full", code="storage_full")
+
+    monkeypatch.setattr(deps.index, "upsert", full)
+    done = explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 4471 zebra."}])
+    monkeypatch.undo()
+    assert done.created == 1 and len(memory_items(deps, store)) == 1
+    service.drain()
+    found = search.search(deps, store, query="locker code zebra", scope=TENANT, top_k=3, recipe="keyword")
+    assert [h.memory.memory_id for h in found] == [done.memories[0].memory_id]

@@ -60,3 +60,19 @@ def test_an_edit_whose_model_fails_changes_nothing(written, monkeypatch):
     monkeypatch.undo()
     held = memories.get(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi")
     assert held.text == "My wifi password is hunter2zebra." and _found(deps, "hunter2zebra") == ["wifi"]
+
+
+def test_an_edit_whose_index_fails_after_its_commit_is_answered_as_made(service, written, monkeypatch):
+    """As an explicit write's (a trial, session 32): the table changed, the index refused (a full disk): answered 503,
+    the edit was made all the same. It is answered as made, and its job indexes it."""
+    deps = written
+
+    def full(*args, **kwargs):
+        raise Retryable("the data directory's disk is full", code="storage_full")
+
+    monkeypatch.setattr(deps.index, "upsert", full)
+    edited = memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
+    monkeypatch.undo()
+    assert edited.text == "Ask the landlord."
+    service.drain()
+    assert _found(deps, "hunter2zebra") == [] and _found(deps, "landlord") == ["wifi"]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, PayloadTooLarge
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
 from ..domain.models import EXPLICIT_WRITE, ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope, is_id, write_scope
@@ -31,6 +32,7 @@ from .index_writes import index_memories
 from .memories import index_job
 
 _RACE_RETRIES = 5
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,14 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     result = [stored.get(d.memory_id, d) for d in drafts if d.memory_id in stored or d.memory_id in written]
     deps.faults.point("explicit.after_commit")
     # Table first (the truth), then the index; a replay indexes the stored memories again (the same texts: `_same`).
-    index_memories(deps, store, [(m, vectors[m.memory_id]) for m in result])
+    try:
+        index_memories(deps, store, [(m, vectors[m.memory_id]) for m in result])
+    except MemlaneError as failed:
+        if not new:
+            raise  # a replay wrote nothing: the caller retries
+        # Written, with the job that indexes them: answered as written (a 5xx would say not, and a retry without a
+        # request id would write them twice). A full disk, an engine down: searchable once the job gets through.
+        log.warning("explicit write indexed by its job: %s", failed.message)
     if new:
         repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
     return Written(memories=result, created=len(new))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
 from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id, validate_record_id
@@ -18,6 +19,8 @@ from ..ports import Job
 from .deps import Deps
 from .index_writes import index_memories
 from .redaction import Redacted
+
+log = logging.getLogger(__name__)
 
 RACE_RETRIES = 20  # each retry means another writer changed the memory first
 
@@ -73,7 +76,10 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
         deps.faults.point("memory.after_edit")
-        index_memories(deps, store, [(updated, vector or deps.embedder.embed([updated.text])[0])])
+        try:
+            index_memories(deps, store, [(updated, vector or deps.embedder.embed([updated.text])[0])])
+        except MemlaneError as failed:  # changed, with the job that indexes it: answered as changed
+            log.warning("memory edit indexed by its job: %s", failed.message)
         if text is not None:  # a profile distilled from the old text says the new one
             redaction.rebuild_profiles(deps, store, memory.scope.app_id, memory.scope.tenant_id, {memory_id})
         return updated
