@@ -118,6 +118,7 @@ def test_two_tenants_holding_one_memory_id_are_two_documents(deps, store):
 def test_cli_reports_counts_and_exit_status(service, store, capsys):
     _drift(service.deps)
     data_dir = str(service.deps.table.path).rsplit("/", 1)[0]
+    service.close()  # fsck works on a data dir no server holds (exit 4 otherwise)
     assert main(["--json", "fsck", store, "--data-dir", data_dir]) == 1  # drift found, not repaired
     report = json.loads(capsys.readouterr().out)
     assert (report["missing"], report["orphans"], report["stale"]) == (1, 2, 1)

@@ -8,9 +8,15 @@ import errno
 import logging
 import os
 import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .options import Commands, UsageError
 from .output import emit
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..services.deps import Deps
 
 EXIT_UNCLEAN = 1  # the command ran, and what it checked is not clean (drift, differences): see its output
 
@@ -130,29 +136,44 @@ def access(args: argparse.Namespace) -> int:
 
 def reindex(args: argparse.Namespace) -> int:
     """Rebuild a store's index from the table, on the adapters the environment configures."""
-    from ..bootstrap import build
     from ..config import Settings
     from ..services.reindex import reindex as rebuild
 
-    deps = build(Settings.from_env(data_dir=args.data_dir))
-    report = rebuild(deps, args.store, progress=_say)
+    with _engines(Settings.from_env(data_dir=args.data_dir)) as deps:
+        report = rebuild(deps, args.store, progress=_say)
     emit(args, vars(report), f"reindexed {report.store}: {report.indexed} memories of {report.tenants} tenants")
     return 0
 
 
 def fsck(args: argparse.Namespace) -> int:
     """Compare a store's index with its table; repair the drift with --repair. Exit 1: drift left."""
-    from ..bootstrap import build
     from ..config import Settings
     from ..services.fsck import fsck as check
 
-    deps = build(Settings.from_env(data_dir=args.data_dir))
-    report = check(deps, args.store, repair=args.repair, progress=_say)
+    with _engines(Settings.from_env(data_dir=args.data_dir)) as deps:
+        report = check(deps, args.store, repair=args.repair, progress=_say)
     drift = report.missing + report.orphans + report.stale
     emit(args, vars(report), f"{report.store}: {report.memories} memories, {report.documents} documents; "
                              f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
                              + (f"; repaired {report.repaired}" if args.repair else ""))
     return 0 if drift == 0 or args.repair else EXIT_UNCLEAN
+
+
+@contextmanager
+def _engines(settings: "Settings", **build: Any) -> Iterator["Deps"]:
+    """The adapters the settings configure, for a command that compares or rebuilds them. On a data dir, under its
+    lock (exit 4 while a server holds it): fsck read the table, then the index, while a server wrote both, and its
+    repair deleted the documents written in between as orphans (a trial: accepted memories unsearchable)."""
+    from .. import bootstrap
+
+    if settings.mode == "local" and not bootstrap.shared_engines(settings):  # shared engines: no data dir
+        service = bootstrap.build_local(settings, **build)
+        try:
+            yield service.deps
+        finally:
+            service.close()
+    else:
+        yield bootstrap.build(settings, **build)
 
 
 def readings(args: argparse.Namespace) -> int:
@@ -178,22 +199,15 @@ def schema(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env(data_dir=args.data_dir, schema_policy=args.action)
     embedder = None if args.action == "recreate" else _NoEmbedder()  # only a rebuild embeds
-    service = None
     try:
-        if settings.mode == "local" and not bootstrap.shared_engines(settings):  # shared engines: no data dir
+        if settings.mode == "local" and not bootstrap.shared_engines(settings):
             bootstrap.check_local_files(settings)  # validate: the files as they are, before opening them
-            service = bootstrap.build_local(settings, embedder=embedder, check_schema=False)
-            deps = service.deps
-        else:
-            deps = bootstrap.build(settings, embedder=embedder, check_schema=False)
-        report = policy.check(deps, args.action, rebuild=args.action == "recreate", progress=_say)
+        with _engines(settings, embedder=embedder, check_schema=False) as deps:
+            report = policy.check(deps, args.action, rebuild=args.action == "recreate", progress=_say)
     except SchemaMismatch as mismatch:
         emit(args, {"policy": args.action, "ok": False, "differences": [str(d) for d in mismatch.differences]},
              "\n".join(str(d) for d in mismatch.differences))
         return EXIT_UNCLEAN
-    finally:
-        if service is not None:
-            service.close()
     lines = [f"created {made}" for made in report.created] + [f"rebuilt {store}" for store in report.rebuilt]
     emit(args, {"policy": args.action, "ok": True, **vars(report)}, "\n".join(lines + [f"schema ok ({args.action})"]))
     return 0
