@@ -353,6 +353,19 @@ def test_a_fact_another_thread_said_again_stays_when_the_first_thread_is_deleted
     no_stale_links(deps, store)
 
 
+def test_a_fact_said_again_takes_its_time_from_the_thread_it_stays_in(deps, store):
+    """A trial (session 32): the fact written into the other thread kept the deleted memory's event time — "last
+    week" as the deleted thread said it, two weeks before: the deleted conversation's day stayed. It is read from
+    the turn that said it again, as that thread's extraction would have."""
+    first = say(deps, store, "I started at Google last week.", day=0, run="a").outcomes[0]
+    again = say(deps, store, "I started at Google last week.", day=14, run="b")
+    assert [o.action for o in again.outcomes] == [ExtractAction.NOOP]
+    alone = deps.repo.get_memories(store, APP, TENANT, [first.memory_id])[0]
+    erase.delete_run(deps, store, scope=run_of("a"))
+    (kept,) = deps.repo.iter_memories(store, APP, TENANT)
+    assert kept.scope.run_id == "b" and kept.event_time == alone.event_time + timedelta(days=14)
+
+
 def test_a_fact_said_in_three_threads_stays_with_the_last_one_and_never_in_a_thread_that_stores_nothing(
         deps, store):
     """The third regression trial of the re-homing: a thread switched since to a policy that stores nothing got the

@@ -763,6 +763,32 @@ def test_an_event_on_another_day_is_another_occasion_not_a_correction():
                   event_time=meta.event_time).action == ExtractAction.UPDATE
 
 
+def test_a_plan_said_again_for_another_day_is_another_occasion_or_a_move_never_a_repeat():
+    """A trial (session 32): "I have a job interview at Meta tomorrow." said again twenty days on was a near-duplicate
+    NOOP: the new date was dropped, and the card showed no plan ahead. Said after the day it was planned for, it is
+    another occasion (both stay); said before that day for another day, the plan moved (the new one replaces it)."""
+    text = "User has a job interview at Meta tomorrow."
+    planned = memory(text).model_copy(update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=1)})
+    later = T0 + timedelta(days=20)
+    again = decide(text, [Neighbour(planned, 1.0)], duplicate_similarity=0.95, observed_at=later,
+                   event_time=later + timedelta(days=1))
+    assert again.action == ExtractAction.ADD
+    friday = planned.model_copy(update={"event_time": T0 + timedelta(days=4)})
+    moved = decide(text, [Neighbour(friday, 1.0)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=2),
+                   event_time=T0 + timedelta(days=3))
+    assert moved.action == ExtractAction.UPDATE and moved.targets == (friday,)
+    # Another plan ahead, or the same said on its day for another: both stay.
+    other = decide("User has a dentist appointment on Monday.", [Neighbour(friday, 0.6)], duplicate_similarity=0.95,
+                   observed_at=T0 + timedelta(days=2), event_time=T0 + timedelta(days=7))
+    assert other.action == ExtractAction.ADD
+    assert decide(text, [Neighbour(friday, 1.0)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=4),
+                  event_time=T0 + timedelta(days=5)).action == ExtractAction.ADD
+    # Said again before its day, for that day: a repeat.
+    repeat = decide(text, [Neighbour(planned, 1.0)], duplicate_similarity=0.95, observed_at=T0 + timedelta(hours=3),
+                    event_time=planned.event_time)
+    assert repeat.action == ExtractAction.NOOP
+
+
 def test_a_value_said_where_the_holder_would_be_is_still_the_value():
     """"User's second year" reads "second" as the holder: the guard for another holder's value (car / cat) hid the
     change to "third year" (the knowledge-update bench's edu-02, after the guard first landed)."""

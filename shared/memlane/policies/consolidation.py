@@ -224,10 +224,30 @@ def another_occasion(memory: Memory, said: "Statement", event_time: datetime | N
                      said_at: datetime | None) -> bool:
     """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
     job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
-    one remembered entered a state: "moved to Denver last month" holds the home a later move ends)."""
-    if event_time is None or memory.event_time is None or not _only_happened(memory, said):
+    one remembered entered a state: "moved to Denver last month" holds the home a later move ends). So is a plan
+    whose day has come when another day is said: "an interview tomorrow", and three weeks on, "an interview
+    tomorrow" (a trial: the second was a repeat, its day dropped); before its day, the plan moved (`plan_moved`)."""
+    if event_time is None or memory.event_time is None or memory.event_time.date() == event_time.date():
         return False
-    return (said_at is None or event_time <= said_at) and memory.event_time.date() != event_time.date()
+    if _only_happened(memory, said):
+        return said_at is None or event_time <= said_at
+    return _plan(memory, said) and said_at is not None and memory.event_time.date() <= said_at.date()
+
+
+def plan_moved(memory: Memory, said: "Statement", event_time: datetime | None, said_at: datetime | None) -> bool:
+    """A plan said again before the day it was for, for another day ahead: it moved ("an interview on Friday", then
+    on Wednesday "an interview tomorrow"). Said on its day, it may be a second one ("a doctor's appointment
+    tomorrow", then that day "... on Friday": a follow-up): not a move."""
+    return (event_time is not None and memory.event_time is not None and said_at is not None and _plan(memory, said)
+            and memory.event_time.date() > said_at.date() and event_time > said_at
+            and memory.event_time.date() != event_time.date())
+
+
+def _plan(memory: Memory, said: "Statement") -> bool:
+    """A memory of an event ahead when it was said, that enters no state ("is moving to Dallas" is a change)."""
+    when = memory.observed_at or memory.created_at
+    return (memory.memory_type in (MemoryType.EVENT, MemoryType.PLAN) and memory.event_time is not None
+            and memory.event_time > when and not (said.moves or said.entered or said.states))
 
 
 def _sentence_that_changes(new: Statement, old: Statement, similarity: float) -> Relation | None:
@@ -570,8 +590,9 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
         occasion = another_occasion(n.memory, other, event_time, observed_at)
+        moved = plan_moved(n.memory, other, event_time, observed_at)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
-                and new.owner == other.owner \
+                and not moved and new.owner == other.owner \
                 and new.negated == other.negated:
             found.append((Relation(ExtractAction.NOOP, Evidence.DUPLICATE,
                                    f"near-duplicate (similarity {n.similarity:.2f})"), n))
@@ -590,6 +611,11 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
             if relation is not None and relation.action in _CHANGES \
                     and still_holds.planned(event_time, observed_at, n.memory) and not still_holds.made_any(new):
                 relation = None  # "is moving to Dallas next month": where User lives holds until then
+            # Said again near word for word: only the day differs (a plan's other words are other plans).
+            if moved and n.similarity >= duplicate_similarity and _one_holder(new, other) \
+                    and (relation is None or relation.action == ExtractAction.NOOP):
+                relation = Relation(ExtractAction.UPDATE, Evidence.VALUE, f"the plan moved from "
+                                    f"{n.memory.event_time:%Y-%m-%d} to {event_time:%Y-%m-%d}")
         if relation is not None:
             found.append((relation, n))
     if not found:

@@ -26,7 +26,7 @@ from ..domain.errors import ConditionFailed
 from ..domain.models import ExtractAction, Memory, MemoryStatus, Message, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope
 from ..extractors.rules import edited_keywords
-from ..policies import conflicts
+from ..policies import conflicts, timeexpr
 from .deps import Deps
 from .index_writes import index_memories
 from .task_ids import memory_id_of
@@ -95,8 +95,11 @@ def _statement(deps: Deps, held: Memory, task: Task, text: str, said: list[Messa
     words = _words(text)
     turn = max(said, key=lambda m: (len(words & _words(m.content)), m.message_id))
     now = deps.clock.now()
+    # Its time as this turn says it (the extractor's reading), not the deleted memory's: "next Tuesday" said two
+    # weeks later is another Tuesday, and the deleted thread's day must not stay (a trial, session 32).
+    when = timeexpr.resolve(text, turn.created_at)
     return Memory(memory_id=memory_id_of(task, text), scope=task.scope, memory_type=held.memory_type, text=text,
-                  evidence=[turn.message_id], created_at=now, updated_at=now, event_time=held.event_time,
+                  evidence=[turn.message_id], created_at=now, updated_at=now, event_time=when.when if when else None,
                   observed_at=turn.created_at, valid_from=turn.created_at, metadata=task.metadata,
                   importance=held.importance, request_id=task.request_id, reading=conflicts.reading(text),
                   keywords=edited_keywords(text, [turn], keywords_from_assistant=from_assistant))
