@@ -499,3 +499,18 @@ def test_a_change_whose_store_is_deleted_while_it_runs_has_one_row(world, monkey
     rows = [r for log in ("demo", "~global") for r in audit_rows(deps, log)
             if r.operation == "DELETE /v1/stores/{store}/memories/{id}"]
     assert [(r.store, r.status) for r in rows] == [("demo", 404)]
+
+
+def test_a_summary_route_without_an_agent_is_audited_without_one_and_an_unknown_run_is_404(world):
+    """A trial (session 32): the summary routes wrote `agent_id: __default__` (another, real agent) in the rows of
+    requests that named none; and `DELETE .../runs/{id}?agent_id=` of a run with nothing in it answered 200 with zero
+    counts — audited as a deletion done — where a thread's delete answers 404."""
+    api, deps, keys, _ = world
+    q = "app_id=travel&tenant_id=alice"
+    for method in ("GET", "POST"):
+        call(api, method, f"/v1/stores/demo/threads/r1/summary?{q}", key=keys["alice"])
+    rows = [r for r in audit_rows(deps) if r.operation.endswith("/summary")]
+    assert len(rows) == 2 and {r.agent_id for r in rows} == {None}
+    status, body = call(api, "DELETE", f"/v1/stores/demo/runs/nope?{q}&agent_id=zz", key=keys["alice"])
+    assert (status, body["error"]["code"]) == (404, "thread_not_found")
+    assert call(api, "DELETE", f"/v1/stores/demo/runs/r2?{q}&agent_id=bot", key=keys["alice"])[0] == 200
