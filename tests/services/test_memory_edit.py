@@ -76,3 +76,15 @@ def test_an_edit_whose_index_fails_after_its_commit_is_answered_as_made(service,
     assert edited.text == "Ask the landlord."
     service.drain()
     assert _found(deps, "hunter2zebra") == [] and _found(deps, "landlord") == ["wifi"]
+
+
+def test_an_edit_that_takes_words_out_leaves_none_of_them_on_disk(service, written):
+    """A trial (session 32): the old text of an edited memory stayed in the files' write-ahead logs for as long as the
+    server ran (a password the edit took out); a deletion's compaction never ran for an edit."""
+    from pathlib import Path
+
+    deps = written
+    data_dir = Path(deps.table.path).parent
+    memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
+    service.drain()
+    assert [p.name for p in sorted(data_dir.rglob("*")) if p.is_file() and b"hunter2zebra" in p.read_bytes()] == []

@@ -82,6 +82,8 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
             log.warning("memory edit indexed by its job: %s", failed.message)
         if text is not None:  # a profile distilled from the old text says the new one
             redaction.rebuild_profiles(deps, store, memory.scope.app_id, memory.scope.tenant_id, {memory_id})
+            # The words the edit took out (a password) leave the local files' logs, as a deletion's (a trial).
+            deps.compact()
         return updated
     raise Conflict("the memory is too busy; retry the update", code="busy")
 
