@@ -216,3 +216,25 @@ def test_a_rewrite_waits_for_a_reader_to_let_go_of_the_log(tmp_path, monkeypatch
     assert b"Zqxresidue" in path.read_bytes()
     reader.close()
     assert _until(lambda: b"Zqxresidue" not in path.read_bytes())
+
+
+def test_a_compaction_owed_in_the_background_is_logged_once_not_at_every_try(monkeypatch, caplog):
+    """A trial (session 32): after an erasure, "rewritten in the background ..." was logged every five seconds for up
+    to a minute: every failed try scheduled the next one with the same warning."""
+    import logging
+
+    monkeypatch.setattr(compaction, "RETRY_SECONDS", 0.01)
+    tries = []
+
+    def attempt():
+        tries.append(1)
+        return len(tries) >= 5
+
+    later = compaction.Later(attempt, "t.db")
+    with caplog.at_level(logging.WARNING, logger=compaction.__name__):
+        later.schedule()
+        deadline = time.monotonic() + 2.0
+        while later.pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(tries) == 5 and not later.pending
+    assert len([r for r in caplog.records if "t.db" in r.getMessage()]) == 1

@@ -52,9 +52,10 @@ class Later:
 
     def schedule(self) -> None:
         with self._lock:
+            if not self._owed:  # once while owed, not at every try (a trial: every five seconds for a minute)
+                log.warning("%s: %s", self.what, self.why)
             self._owed = True
             if self._timer is None:
-                log.warning("%s: %s", self.what, self.why)
                 self._timer = threading.Timer(RETRY_SECONDS, self._retry)
                 self._timer.daemon = True
                 self._timer.start()
