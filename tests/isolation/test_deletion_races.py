@@ -263,6 +263,34 @@ def test_a_job_that_writes_between_the_erasures_listing_and_its_deletes_leaves_n
     assert deps.repo.get_task("s", "app", "alice", "add-2").status == TaskStatus.SUCCEEDED
 
 
+def test_a_supersede_written_after_the_erasures_listing_leaves_no_pointer_naming_the_tenant(service, deps,
+                                                                                            monkeypatch):
+    """The same race, the late job superseding a memory at write time: its action went with the tenant's items, and
+    the action's pointer in the store's dream partition (which names the tenant) stayed for good."""
+    from memlane.repository import Repository, dream_pk
+    from memlane.services import extract
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-0", sync=True,
+               messages=[{"role": "user", "content": "I live in Boston."}])
+    ingest.add(deps, "s", scope=RUN, request_id="add-1",
+               messages=[{"role": "user", "content": "I moved to Denver last month."}])
+    real, fired = Repository.dream_keys_outside, []
+
+    def listed_then_written(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            ingest.add(deps, "s", scope=RUN, request_id="add-2", messages=[{"role": "user", "content": "Hi."}])
+            done = extract.run(deps, "s", "add-1", app_id="app", tenant_id="alice")
+            assert [o.action_id for o in done.outcomes if o.action_id]  # a supersede, recorded as an action
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(Repository, "dream_keys_outside", listed_then_written)
+    erase_the_tenant(deps)
+    assert fired
+    assert [i for i in deps.table.query(dream_pk("s"), limit=100).items if "alice" in str(i)] == []
+
+
 @pytest.mark.parametrize("deleter", [delete_the_run, erase_the_tenant], ids=["run-deleted", "tenant-erased"])
 def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(service, deps, monkeypatch, deleter):
     """The dream gathered the tenant's memories, then a deletion ran, then it applied a profile built from

@@ -355,7 +355,7 @@ def _erase_in_store(deps: Deps, store: str, app_id: str, tenant_id: str,
     if again:
         tenant.index.delete(store, again, app_id=app_id, tenant_id=tenant_id)
     deps.repo.delete_items(registry)
-    late, late_docs = _written_from_what_went(tenant, store, app_id, tenant_id, items)
+    late, late_docs = _written_from_what_went(deps, tenant, store, app_id, tenant_id, items)
     _runs_made_meanwhile(deps, tenant, store, app_id, tenant_id)
     return _counts(gates + items + late, requests, outside, len(documents) + len(summary_docs) + late_docs)
 
@@ -375,7 +375,7 @@ def _counts(items: list[dict[str, Any]], requests: Sequence[str] = (), outside: 
     return counts
 
 
-def _written_from_what_went(tenant: Deps, store: str, app_id: str, tenant_id: str,
+def _written_from_what_went(deps: Deps, tenant: Deps, store: str, app_id: str, tenant_id: str,
                             items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Delete what a job that read the tenant before the erasure wrote after its listing, now that the listed items
     are gone: memories and summaries citing an erased message, the write-time actions of an erased task. Such a
@@ -393,6 +393,9 @@ def _written_from_what_went(tenant: Deps, store: str, app_id: str, tenant_id: st
     documents += [summaries.doc_id(Scope.model_validate(i["scope"])) for i in late if i["sk"].startswith("SUM#")]
     if documents:  # index first, as everywhere: nothing stays findable once its item is gone
         tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
+    # The pointers of its actions (global: they name the tenant) first, as the listed ones' went before them.
+    deps.repo.delete_items([key for key in deps.repo.dream_keys_outside(store, app_id, tenant_id, late)
+                            if key[0] != activity_pk(store)])
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in late])
     if documents:  # again: the job may have indexed after the first delete
         tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
