@@ -166,6 +166,14 @@ def test_profiles_audit_and_erasure(run: Run) -> None:
         run.raw("GET", "/v1/stores/p-demo/agents/planner/profile", app_id=APP, tenant_id=TENANT)
     code, out, err = run("profiles", "get", "p-demo", "--app", APP, "--tenant", "nobody")
     assert code == 2 and "profile_not_found" in err
+    code, out, _ = run("profiles", "delete", "p-demo", *WHO, "--agent", "planner")
+    assert code == 0 and out.strip() == f"deleted the stated profile of agent planner of tenant {TENANT}"
+    code, out, err = run("profiles", "get", "p-demo", *WHO, "--agent", "planner")
+    assert code == 2 and "profile_not_found" in err
+    assert run.json("profiles", "delete", "p-demo", *WHO) is None  # 204: no document
+    code, out, err = run("profiles", "delete", "p-demo", *WHO)
+    assert code == 2 and "profile_not_found" in err
+    run("profiles", "put", "p-demo", *WHO, "--text", "Alice flies for work.")
 
     audit = run.json("audit", "p-demo", "--tenant", TENANT)
     assert {r["operation"] for r in audit["requests"]} and "next_cursor" in audit

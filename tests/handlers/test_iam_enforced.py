@@ -280,6 +280,10 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
     fn.http("Ingest", "GET", "/v1/stores/demo/profiles/u-42", query={"app_id": "support"})
     fn.http("Ingest", "PUT", "/v1/stores/demo/agents/helpdesk/profile", {**TENANT, "text": "Be brief."})
     fn.http("Ingest", "GET", "/v1/stores/demo/agents/helpdesk/profile", query=TENANT)
+    fn.http("Ingest", "DELETE", "/v1/stores/demo/agents/helpdesk/profile", query=TENANT, expect=204)
+    fn.http("Ingest", "DELETE", "/v1/stores/demo/profiles/u-42", query={"app_id": "support"}, expect=204)
+    # stated again: the erasure below deletes it
+    fn.http("Ingest", "PUT", "/v1/stores/demo/profiles/u-42", {"app_id": "support", "text": "Premium customer."})
     fn.http("Ingest", "DELETE", "/v1/stores/demo/threads/t-1", query=TENANT)
 
     # A caller without a grant: refused, and audited

@@ -102,6 +102,14 @@ def test_threads_profiles_dream_audit_runs_and_erasure(client: Memlane) -> None:
     assert "BOS" in client.profiles.get("work-demo", "bob", app_id=APP).text
     client.profiles.put_agent("work-demo", "planner", app_id=APP, tenant_id="bob", text="Plan trips.")
     assert "Plan trips" in client.profiles.get_agent("work-demo", "planner", app_id=APP, tenant_id="bob").text
+    # what was stated is withdrawn by its DELETE (204: None); deleted already, ProfileNotFound
+    assert client.profiles.delete_agent("work-demo", "planner", app_id=APP, tenant_id="bob") is None
+    with pytest.raises(errors.ProfileNotFound):
+        client.profiles.get_agent("work-demo", "planner", app_id=APP, tenant_id="bob")
+    assert client.profiles.delete("work-demo", "bob", app_id=APP) is None
+    with pytest.raises(errors.ProfileNotFound):
+        client.profiles.delete("work-demo", "bob", app_id=APP)
+    client.profiles.put("work-demo", "bob", app_id=APP, text="Bob flies for work.")
 
     dream = client.dream.run("work-demo", {"app_id": APP, "tenant_id": "bob"}, sync=True)
     assert client.dream.wait("work-demo", dream.task_id).status == "SUCCEEDED"
@@ -175,6 +183,10 @@ def test_the_async_client_does_the_same(server: Server) -> None:
             await thread.create()
             await thread.add(text="Carol likes aisle seats.", sync=True)
             assert "aisle" in (await thread.context(query="seat preference")).text
+            await client.profiles.put("async-demo", TENANT, app_id=APP, text="Carol flies for work.")
+            assert await client.profiles.delete("async-demo", TENANT, app_id=APP) is None
+            with pytest.raises(errors.ProfileNotFound):
+                await client.profiles.get("async-demo", TENANT, app_id=APP)
             with pytest.raises(errors.StoreNotFound):
                 await client.stores.get("nope")
             with pytest.raises(TypeError):

@@ -144,3 +144,79 @@ def test_a_distilled_profile_follows_a_change_and_an_edit_without_a_dream(deps):
     memories.update(deps, store, app_id=APP, tenant_id=TENANT, memory_id=job.memory_id, text="Ann works as a potter.")
     values = " ".join(v for _, v in _facts(deps, store))
     assert "glassblower" not in values and "potter" in values
+
+
+def test_delete_withdraws_what_was_stated_and_keeps_what_was_distilled(deps, store):
+    """A trial: a stated diagnosis could not be withdrawn (a PUT without text and attributes is 400, and there was
+    no DELETE) short of erasing the whole tenant."""
+    distil(deps, store)
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann was diagnosed with asthma.",
+                 attributes={"lives_in": "Lisbon"})
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner", text="Plan trips by train.")
+
+    assert profiles.delete(deps, store, app_id=APP, tenant_id=TENANT) is None
+    left = profiles.get(deps, store, app_id=APP, tenant_id=TENANT)
+    assert left.explicit_text == "" and "asthma" not in left.text
+    assert {f.origin for f in [*left.attributes, *left.preferences]} == {"distilled"}
+    assert ("lives in", "Denver") in {(f.name, f.value) for f in left.attributes}  # the distilled value shows again
+    # the agent's is not the tenant's: it stays
+    assert profiles.agent_profile(deps, store, APP, TENANT, "planner").text == "Plan trips by train."
+
+    profiles.delete(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner")
+    assert profiles.agent_profile(deps, store, APP, TENANT, "planner") is None
+    with pytest.raises(NotFound) as e:
+        profiles.get(deps, store, app_id=APP, tenant_id=TENANT, agent_id="planner")
+    assert e.value.code == "profile_not_found"
+    # stated again after a delete: a new profile
+    assert profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann flies for work.").explicit_text \
+        == "Ann flies for work."
+
+
+def test_delete_of_nothing_stated_is_a_404_and_ids_are_checked(deps, store):
+    with pytest.raises(NotFound) as e:
+        profiles.delete(deps, store, app_id=APP, tenant_id=TENANT)
+    assert e.value.code == "profile_not_found"
+    distil(deps, store)  # a distilled profile only: nothing stated to delete, and it stays
+    for agent in (None, "bot"):
+        with pytest.raises(NotFound) as e:
+            profiles.delete(deps, store, app_id=APP, tenant_id=TENANT, agent_id=agent)
+        assert e.value.code == "profile_not_found"
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is not None
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann is a premium customer.")
+    for ids, field in (({"app_id": "", "tenant_id": TENANT}, "app_id"), ({"app_id": APP, "tenant_id": "a/b"},
+                                                                        "tenant_id"),
+                       ({"app_id": APP, "tenant_id": TENANT, "agent_id": "*"}, "agent_id")):
+        with pytest.raises(InvalidInput) as e:
+            profiles.delete(deps, store, **ids)
+        assert e.value.field == field
+    with pytest.raises(NotFound) as e:
+        profiles.delete(deps, "nostore", app_id=APP, tenant_id=TENANT)
+    assert e.value.code == "store_not_found"
+    assert profiles.tenant_profile(deps, store, APP, TENANT).explicit_text == "Ann is a premium customer."
+
+
+def _files_holding(data_dir, word):
+    return [str(p.relative_to(data_dir)) for p in sorted(data_dir.rglob("*"))
+            if p.is_file() and word.encode() in p.read_bytes()]
+
+
+def test_deleted_and_replaced_words_leave_the_local_files(deps, store):
+    """A trial: a profile's PUT that replaced a text left the old text in the SQLite files' write-ahead logs while
+    the server ran (a deletion compacts the files; a PUT did not)."""
+    from pathlib import Path
+
+    data_dir = Path(deps.table.path).parent
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann was diagnosed with Zqxreplaced4417.",
+                 attributes={"condition": "Zqxattr4417"})
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, agent_id="nurse", text="Remind Ann of Zqxagent4417.")
+    assert _files_holding(data_dir, "Zqxreplaced4417") and _files_holding(data_dir, "Zqxagent4417")
+
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann is a premium customer.",
+                 attributes={"tier": "gold"})
+    assert _files_holding(data_dir, "Zqxreplaced4417") == [] and _files_holding(data_dir, "Zqxattr4417") == []
+    profiles.delete(deps, store, app_id=APP, tenant_id=TENANT, agent_id="nurse")
+    assert _files_holding(data_dir, "Zqxagent4417") == []
+    profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann's code is Zqxdeleted4417.")
+    assert _files_holding(data_dir, "Zqxdeleted4417")
+    profiles.delete(deps, store, app_id=APP, tenant_id=TENANT)
+    assert _files_holding(data_dir, "Zqxdeleted4417") == []

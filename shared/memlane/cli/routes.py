@@ -44,6 +44,8 @@ ROUTE_COMMANDS: dict[str, str] = {
     "profiles.put": "profiles put",
     "profiles.get_agent": "profiles get",
     "profiles.put_agent": "profiles put",
+    "profiles.delete": "profiles delete",  # without --agent; with it, profiles.delete_agent
+    "profiles.delete_agent": "profiles delete",
 }
 
 # Commands that call a route of the table under another name.

@@ -57,9 +57,10 @@ def register(c: Commands) -> None:
             s.add_argument("--wait", action="store_true", help="wait for the task to finish")
             s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds")
 
-    profiles = c.group("profiles", "a tenant's profile, or with --agent an agent's (per tenant): get or put")
+    profiles = c.group("profiles", "a tenant's profile, or with --agent an agent's (per tenant): get, put or delete")
     for name, text, run in (("get", "stated merged with distilled, rendered", profiles_get),
-                            ("put", "replace what is stated (text, attributes)", profiles_put)):
+                            ("put", "replace what is stated (text, attributes)", profiles_put),
+                            ("delete", "withdraw what is stated (the distilled part stays)", profiles_delete)):
         s = c.command(name, text, run, within=profiles)
         store_and_tenant(s)
         s.add_argument("--agent", help="the agent's profile (kept per tenant) instead of the tenant's")
@@ -175,4 +176,15 @@ def profiles_put(args: argparse.Namespace, client: "Memlane") -> int:
     else:
         profile = client.profiles.put(args.store, args.tenant, app_id=args.app, text=args.text, attributes=attributes)
     emit(args, profile, lambda: _profile(profile))
+    return 0
+
+
+def profiles_delete(args: argparse.Namespace, client: "Memlane") -> int:
+    if args.agent:
+        client.profiles.delete_agent(args.store, args.agent, app_id=args.app, tenant_id=args.tenant)
+        who = f"agent {args.agent} of tenant {args.tenant}"
+    else:
+        client.profiles.delete(args.store, args.tenant, app_id=args.app)
+        who = f"tenant {args.tenant}"
+    emit(args, None, f"deleted the stated profile of {who}")  # 204: the API answers no document; --json prints null
     return 0

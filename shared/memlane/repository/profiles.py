@@ -27,3 +27,8 @@ class ProfileRecords:
             self.table.put(item, if_absent=True)
         else:
             self.table.put(item, expect={"version": previous.version})
+
+    def delete_explicit_profile(self, profile: ExplicitProfile) -> None:
+        """Delete the profile read as `profile` (ConditionFailed if another write came first)."""
+        key = self.explicit_profile_key(profile.store, profile.app_id, profile.tenant_id, profile.agent_id)
+        self.table.delete(*key, expect={"version": profile.version})

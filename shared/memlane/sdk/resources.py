@@ -291,3 +291,11 @@ class Profiles(_Group):
         body = {"app_id": app_id, "tenant_id": tenant_id, "text": text,
                 "attributes": dict(attributes) if attributes is not None else None}
         return self._run(_call("profiles.put_agent", {"store": store, "agent_id": agent_id}, body=body))
+
+    def delete(self, store: str, tenant_id: str, *, app_id: str) -> None:
+        """Withdraw what was stated about the tenant (what a dream distilled stays); ProfileNotFound if nothing was."""
+        return self._run(_call("profiles.delete", {"store": store, "tenant_id": tenant_id}, {"app_id": app_id}))
+
+    def delete_agent(self, store: str, agent_id: str, *, app_id: str, tenant_id: str) -> None:
+        return self._run(_call("profiles.delete_agent", {"store": store, "agent_id": agent_id},
+                               {"app_id": app_id, "tenant_id": tenant_id}))

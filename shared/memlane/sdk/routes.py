@@ -136,5 +136,7 @@ ROUTES: list[Route] = [
     _get("profiles.get_agent", S + "/agents/{agent_id}/profile", m.ActorProfileOut),
     Route("profiles.put_agent", "PUT", S + "/agents/{agent_id}/profile", m.AgentProfileIn, {200: m.ActorProfileOut},
           idempotent=True),
+    Route("profiles.delete", "DELETE", S + "/profiles/{tenant_id}", responses={204: None}, idempotent=True),
+    Route("profiles.delete_agent", "DELETE", S + "/agents/{agent_id}/profile", responses={204: None}, idempotent=True),
 ]
 BY_NAME: dict[str, Route] = {route.sdk: route for route in ROUTES}

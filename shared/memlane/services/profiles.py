@@ -1,6 +1,7 @@
 """Actor profiles: what a caller states of a tenant (PUT /profiles/{tenant_id}) or of one agent of a
 tenant (PUT /agents/{agent_id}/profile: its role and standing instructions), merged with what the dream
-distils (policies/actor_profile.py: explicit wins, both shown with their origin).
+distils (policies/actor_profile.py: explicit wins, both shown with their origin). A DELETE of the same path
+withdraws what was stated; the distilled part stays.
 
 An agent's profile is kept per app, tenant and agent, in the tenant's partition: an agent serving many
 tenants has one per tenant, so no tenant's instructions or data reach another, and erasing a tenant
@@ -69,9 +70,32 @@ def put(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = 
             continue  # another PUT came first: this one replaces it (last writer wins, nothing half-merged)
     else:
         raise Conflict("the profile is too busy; retry the PUT", code="busy")
+    if previous is not None and (previous.text, previous.attributes) != (text, attributes):
+        deps.compact()  # the replaced words leave the local files' logs, as a deletion's (a trial)
     merged = _merged(deps, store, app, tenant, agent)
     assert merged is not None
     return merged
+
+
+def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = None) -> None:
+    """Delete what was stated of the tenant (or of one of its agents): the way to withdraw it short of erasing the
+    tenant. What a dream distilled stays (it follows the memories, which a memory's delete withdraws)."""
+    deps.repo.get_store(store)
+    app, tenant = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    agent = validate_id("agent_id", agent_id) if agent_id is not None else None
+    for _ in range(_RACE_RETRIES):
+        stated = deps.repo.get_explicit_profile(store, app, tenant, agent)
+        if stated is None:
+            who = f"agent '{agent}' of tenant '{tenant}'" if agent else f"tenant '{tenant}'"
+            raise NotFound(f"nothing is stated of {who} (no profile to delete)", code="profile_not_found")
+        try:
+            deps.repo.delete_explicit_profile(stated)
+            break
+        except ConditionFailed:
+            continue  # another write came first: read it again (a PUT: delete what it stated)
+    else:
+        raise Conflict("the profile is too busy; retry the DELETE", code="busy")
+    deps.compact()  # its text leaves the local files (SQLite keeps deleted bytes in its logs until compacted)
 
 
 def _merged(deps: Deps, store: str, app_id: str, tenant_id: str, agent_id: str | None, *,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...services import profiles
@@ -26,6 +27,13 @@ def routes(deps: Deps, gate: Gate) -> Router:
         return ActorProfileOut.of(profiles.put(d, store, app_id=body.app_id, tenant_id=tenant_id, text=body.text,
                                                attributes=body.attributes))
 
+    @router.delete("/v1/stores/<store>/profiles/<tenant_id>", tags=["profiles"], status_code=204,
+                   summary="Withdraw what was stated of a tenant (what a dream distilled stays)")
+    def delete_profile(store: str, tenant_id: str, app_id: IdParam = None):  # type: ignore[no-untyped-def]
+        d = gate.bind(router.current_event, store, app_id, tenant_id)
+        profiles.delete(d, store, app_id=app_id, tenant_id=tenant_id)
+        return Response(status_code=204, content_type=content_types.APPLICATION_JSON, body="")
+
     @router.get("/v1/stores/<store>/agents/<agent_id>/profile", tags=["profiles"],
                 summary="An agent's profile within a tenant: its role and standing instructions, and what a dream "
                         "distilled of it")
@@ -40,5 +48,14 @@ def routes(deps: Deps, gate: Gate) -> Router:
         d = gate.bind(router.current_event, store, body.app_id, body.tenant_id, agent_id=agent_id)
         return ActorProfileOut.of(profiles.put(d, store, app_id=body.app_id, tenant_id=body.tenant_id,
                                                agent_id=agent_id, text=body.text, attributes=body.attributes))
+
+    @router.delete("/v1/stores/<store>/agents/<agent_id>/profile", tags=["profiles"], status_code=204,
+                   summary="Withdraw an agent's stated role and instructions for one tenant (what a dream distilled "
+                           "stays)")
+    def delete_agent_profile(store: str, agent_id: str, app_id: IdParam = None,  # type: ignore[no-untyped-def]
+                             tenant_id: IdParam = None):
+        d = gate.bind(router.current_event, store, app_id, tenant_id, agent_id=agent_id)
+        profiles.delete(d, store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id)
+        return Response(status_code=204, content_type=content_types.APPLICATION_JSON, body="")
 
     return router
