@@ -295,3 +295,18 @@ def test_a_write_whose_index_fails_after_its_commit_is_answered_as_written(servi
     service.drain()
     found = search.search(deps, store, query="locker code zebra", scope=TENANT, top_k=3, recipe="keyword")
     assert [h.memory.memory_id for h in found] == [done.memories[0].memory_id]
+
+
+def test_a_write_whose_job_is_not_sent_after_its_commit_is_answered_as_written_and_indexed(deps, store, monkeypatch):
+    """SQS cannot join the table's transaction: the job is sent after the commit. A send that failed then answered
+    the write 5xx, committed and never indexed (nothing else would): it is no failure of the write, which indexes
+    its memories itself, as before the job existed."""
+    def committed_then_unsent(table, writes, job, **kwargs):
+        table.transact(writes)
+        raise Retryable("the queue is unreachable", code="queue_unavailable")
+
+    monkeypatch.setattr(deps.queue, "commit", committed_then_unsent)
+    done = explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 4471 zebra."}])
+    assert done.created == 1
+    found = search.search(deps, store, query="locker code zebra", scope=TENANT, top_k=3, recipe="keyword")
+    assert [h.memory.memory_id for h in found] == [done.memories[0].memory_id]

@@ -88,3 +88,16 @@ def test_an_edit_that_takes_words_out_leaves_none_of_them_on_disk(service, writt
     memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
     service.drain()
     assert [p.name for p in sorted(data_dir.rglob("*")) if p.is_file() and b"hunter2zebra" in p.read_bytes()] == []
+
+
+def test_an_edit_whose_job_is_not_sent_after_its_commit_is_answered_as_made_and_indexed(written, monkeypatch):
+    """As an explicit write's: the edit committed, its job's send failed (SQS), and the old words stayed findable."""
+    deps = written
+
+    def committed_then_unsent(table, writes, job, **kwargs):
+        table.transact(writes)
+        raise Retryable("the queue is unreachable", code="queue_unavailable")
+
+    monkeypatch.setattr(deps.queue, "commit", committed_then_unsent)
+    memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
+    assert _found(deps, "hunter2zebra") == [] and _found(deps, "landlord") == ["wifi"]

@@ -29,7 +29,7 @@ from ..ports import Put
 from . import embedder_guard, redaction, summaries
 from .deps import Deps
 from .index_writes import index_memories
-from .memories import index_job
+from .memories import commit_indexed, index_job
 
 _RACE_RETRIES = 5
 log = logging.getLogger(__name__)
@@ -77,7 +77,9 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
             # only if absent: a concurrent write of the same id makes this read again
             puts = [*(Put(repo.memory_put(store, m).item, if_absent=True) for m in new), *writes]
             if new:
-                deps.queue.commit(deps.table, puts, index_job(store, where, [m.memory_id for m in new]))
+                commit_indexed(deps, puts, index_job(store, where, [m.memory_id for m in new]),
+                               made=lambda: len(repo.get_memories(store, where.app_id, where.tenant_id,
+                                                                  [m.memory_id for m in new])) == len(new))
             elif writes:
                 repo.transact(puts)
         except ConditionFailed:

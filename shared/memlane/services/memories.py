@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
@@ -15,7 +15,7 @@ from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
 from ..policies import conflicts
 from . import embedder_guard, redaction
-from ..ports import Job
+from ..ports import Job, Write
 from .deps import Deps
 from .index_writes import index_memories
 from .redaction import Redacted
@@ -71,8 +71,9 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
         try:
             # With a job that writes the index again from the table: a process that dies between the two (a Lambda's
             # timeout) leaves no old words findable for good.
-            deps.queue.commit(deps.table, [deps.repo.memory_put(store, updated, previous=memory)],
-                              index_job(store, memory.scope, [memory_id]))
+            commit_indexed(deps, [deps.repo.memory_put(store, updated, previous=memory)],
+                           index_job(store, memory.scope, [memory_id]),
+                           made=lambda: _held_as(deps, store, updated))
         except ConditionFailed:
             continue  # changed or deleted meanwhile: read it again
         deps.faults.point("memory.after_edit")
@@ -97,6 +98,27 @@ def index_job(store: str, scope: Scope, memory_ids: list[str]) -> Job:
     waiting for the same work is enough)."""
     job = Job.of_tenant(REINDEX, store, memory_ids[0], scope.app_id, scope.tenant_id)
     return job.model_copy(update={"memory_ids": memory_ids}) if len(memory_ids) > 1 else job
+
+
+def commit_indexed(deps: Deps, writes: list[Write], job: Job, *, made: Callable[[], bool]) -> None:
+    """Commit a write of memories with its index job. SQS cannot join the table's transaction: the job is sent after
+    the commit, and a send that fails then is no failure of the write — it is made (`made` reads it back), and its
+    caller indexes it at once, as before the job existed (a 5xx would say not made, and a retry without a request id
+    would write it twice)."""
+    try:
+        deps.queue.commit(deps.table, writes, job)
+    except ConditionFailed:
+        raise
+    except MemlaneError as failed:
+        if not made():
+            raise
+        log.warning("index job of a committed write not sent (%s): indexed by the write", failed.message)
+
+
+def _held_as(deps: Deps, store: str, memory: Memory) -> bool:
+    s = memory.scope
+    return any(m.updated_at == memory.updated_at for m in deps.repo.get_memories(store, s.app_id, s.tenant_id,
+                                                                                   [memory.memory_id]))
 
 
 def reindex(deps: Deps, store: str, app_id: str, tenant_id: str, memory_ids: list[str]) -> None:
