@@ -14,7 +14,7 @@ SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
 # The knowledge-update histories in tests/data: the bench's, and five trials' of their own (sessions 18, 27, 29).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
-               "knowledge_updates_trial6.jsonl")
+               "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -787,6 +787,50 @@ def test_a_plan_said_again_for_another_day_is_another_occasion_or_a_move_never_a
     repeat = decide(text, [Neighbour(planned, 1.0)], duplicate_similarity=0.95, observed_at=T0 + timedelta(hours=3),
                     event_time=planned.event_time)
     assert repeat.action == ExtractAction.NOOP
+
+
+@pytest.mark.parametrize("old,new", [
+    # A trial of plans over time (session 32, knowledge_updates_trial7.jsonl): two plans, each of its own day, read
+    # as another value of one — the first closed, the card's plans showing only the second.
+    ("User is driving to Denver tomorrow.", "User is driving to Chicago next week."),
+    ("User's wife flies to Oslo tomorrow.", "User's wife flies to Rome next week."),
+    ("User is staying at the Hilton tomorrow.", "User is staying at the Marriott next week."),
+])
+def test_two_plans_each_of_its_own_day_both_stay(old, new):
+    planned = memory(old).model_copy(update={"memory_type": MemoryType.PLAN, "event_time": T0 + timedelta(days=1)})
+    said = T0 + timedelta(hours=8)
+    decision = decide(new, [Neighbour(planned, 0.8)], duplicate_similarity=0.95, observed_at=said,
+                      event_time=said + timedelta(days=7))
+    assert decision.action == ExtractAction.ADD
+
+
+def test_a_plan_corrected_to_another_day_is_still_moved():
+    """"Actually ... next Monday, not Friday": the old day denied, a correction — not a second appointment."""
+    said = T0 + timedelta(days=2)
+    planned = memory("User has a dentist appointment next Friday.").model_copy(
+        update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=4)})
+    decision = decide("User: Actually User's dentist appointment is next Monday, not Friday.", [Neighbour(planned, 0.85)],
+                      duplicate_similarity=0.95, observed_at=said, event_time=T0 + timedelta(days=7))
+    assert decision.action == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    # The same trial: a change said of one occasion of a habit ended or changed the habit.
+    ("User has therapy every Wednesday at 4.", "User's therapy session tomorrow got cancelled."),
+    ("User has therapy every Wednesday at 4.", "User's therapy session tomorrow moved to 5."),
+    ("User has a piano lesson every Tuesday.", "User's piano lesson tomorrow is cancelled."),
+    ("User takes ballet class on Saturdays.", "User's ballet class this Saturday is cancelled."),
+])
+def test_a_change_of_one_occasion_leaves_the_habit(old, new):
+    assert action(old, new, similarity=0.8) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User has therapy every Wednesday at 4.", "User's therapy is on Thursdays from now on."),
+    ("User has a piano lesson every Tuesday.", "User stopped the piano lessons for good."),
+])
+def test_a_change_of_a_habit_said_to_last_still_changes_it(old, new):
+    assert action(old, new, similarity=0.8) != ExtractAction.ADD
 
 
 def test_a_value_said_where_the_holder_would_be_is_still_the_value():

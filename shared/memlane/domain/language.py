@@ -429,6 +429,28 @@ def narrowed(text: str) -> bool:
     return False
 
 
+# A habit's recurrence ("every Tuesday", "each morning", "daily", "on Tuesdays"), and a change said of one occasion of
+# it ("the piano lesson tomorrow is cancelled", "therapy this Wednesday moved to 5"): the habit holds at the others —
+# unless the change is said to last ("from now on", "for good", "anymore").
+_DAYS_PLURAL = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days"
+_RECURRING = re.compile(rf"\b(?:every|each|daily|weekly|nightly|monthly)\b|\b{_DAYS_PLURAL}\b|\bon weekends\b", re.I)
+_ONE_OCCASION = re.compile(
+    r"\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week(?:end)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+    r"|next (?:week(?:end)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day))\b", re.I)
+_LASTING = re.compile(r"\b(?:from now on|for good|anymore|any more|no longer|permanently|going forward|from then on)\b",
+                      re.I)
+
+
+def recurring(text: str) -> bool:
+    return _RECURRING.search(text) is not None
+
+
+def one_occasion(text: str) -> bool:
+    """Said of one occasion only: a day named, no recurrence of its own, no lasting change."""
+    return (_ONE_OCCASION.search(text) is not None and _RECURRING.search(text) is None
+            and _LASTING.search(text) is None)
+
+
 _USED_TO = re.compile(r"(\S+)\s+used to\s+(\w+)", re.I)
 # "is used to the snow", "getting used to the commute", "not used to it": accustomed, not a habit that ended.
 _ACCUSTOMED_BEFORE = frozenset("am is are was were be been being get gets got getting not so very still".split())

@@ -153,11 +153,12 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
                 or still_holds.goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text) \
-                or _stopped_at_some_times(new):
+                or _stopped_at_some_times(new) or lang.recurring(old.text) and lang.one_occasion(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
             # Austin": where User lives holds until then), nor a stand-in ("is driving a rental this week"), nor a
-            # habit stopped at some times only ("stopped driving to work when it snows").
+            # habit stopped at some times only ("stopped driving to work when it snows"), nor one occasion of a habit
+            # ("piano every Tuesday" / "the lesson tomorrow is cancelled").
             return None
         if lang.used_to(new.text) and not new.reported_change:
             # A value that held once ("used to work at Juniper" of "works at Cisco") changes nothing: what the
@@ -232,6 +233,20 @@ def another_occasion(memory: Memory, said: "Statement", event_time: datetime | N
     if _only_happened(memory, said):
         return said_at is None or event_time <= said_at
     return _plan(memory, said) and said_at is not None and memory.event_time.date() <= said_at.date()
+
+
+def _dated_apart(memory: Memory, said: "Statement", new: "Statement", event_time: datetime | None) -> bool:
+    """Two statements each of its own day, neither entering a state: another value between them, with no change
+    said (no cue), is another occasion — two trips, two appointments — not a correction (a trial: "driving to Denver
+    tomorrow" closed by "driving to Chicago next week")."""
+    return (event_time is not None and memory.event_time is not None and memory.event_time.date() != event_time.date()
+            and not any(s.moves or s.entered or s.states for s in (said, new)) and not _says_not(new, said))
+
+
+def _says_not(new: "Statement", old: "Statement") -> bool:
+    """`new` denies a word of `old` ("... is next Monday, not Friday"): a correction of it, not another occasion."""
+    held = {lang.stem(w) for w in old.words}
+    return any(lang.stem(w.lower()) in held for w in re.findall(r"\bnot (\w+)", new.text, re.I))
 
 
 def plan_moved(memory: Memory, said: "Statement", event_time: datetime | None, said_at: datetime | None) -> bool:
@@ -608,6 +623,9 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = None  # it happened: a later change of state ends nothing of it
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
+            if relation is not None and relation.evidence == Evidence.VALUE and _dated_apart(n.memory, other, new,
+                                                                                            event_time):
+                relation = None  # "driving to Denver tomorrow" / "to Chicago next week": two plans, no move said
             if relation is not None and relation.action in _CHANGES \
                     and still_holds.planned(event_time, observed_at, n.memory) and not still_holds.made_any(new):
                 relation = None  # "is moving to Dallas next month": where User lives holds until then
