@@ -123,6 +123,32 @@ def test_plans_are_the_tenants_open_ones_still_current(deps, store) -> None:
     assert not any("flat viewing" in t for t in plans)
 
 
+def test_an_event_said_before_its_day_is_a_plan_of_the_card(deps, store) -> None:
+    """A trial of plans over time (session 32): "a dentist appointment next Friday" is an event with a day ahead, not
+    "will ..." — the card's plans section left it out (it showed among the memories only). An event already past
+    when said stays a memory."""
+    now = deps.clock.now()
+    for mid, text, when, said in (("dentist", "Priya has a dentist appointment in Lisbon next Friday.",
+                                   now + timedelta(days=4), now - timedelta(days=1)),
+                                  ("tram", "Priya rode the Lisbon tram 28 last Friday.", now - timedelta(days=3), now)):
+        memory = Memory(memory_id=mid, scope=Scope(**OLD), memory_type=MemoryType.EVENT, text=text, created_at=said,
+                        updated_at=said, observed_at=said, event_time=when)
+        deps.repo.put_memory(store, memory)
+        deps.index.upsert(store, [(memory, deps.embedder.embed([text])[0])])
+    kept = card(deps, store, query="Lisbon dentist appointment and the tram").kept
+    assert any("dentist" in e.text for e in kept["plans"]) and not any("tram" in e.text for e in kept["plans"])
+    assert any("tram" in e.text for e in kept["memories"])
+
+
+def test_plans_are_shown_soonest_first(deps, store) -> None:
+    now = deps.clock.now()
+    for days in (20, 5, 12):
+        _plan(deps, store, f"Priya will tour the Lisbon aquarium wing {days}.", now + timedelta(days=days))
+    plans = card(deps, store, query="Lisbon aquarium tours").kept["plans"]
+    shown = [e.text for e in sorted(plans, key=lambda e: e.position) if "aquarium" in e.text]
+    assert [t.split("wing ")[1] for t in shown] == ["5.", "12.", "20."]
+
+
 def test_a_thread_that_may_not_recall_gets_no_long_term_memories(deps, store) -> None:
     scopes.set_access_policy(deps, store, scope=NEW, policy=AccessPolicy.STORE_ONLY)
     result = card(deps, store)

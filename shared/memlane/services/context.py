@@ -163,13 +163,22 @@ def build(deps: Deps, store: str, *, app_id: str, tenant_id: str, thread_id: str
         found = _relevant(_recall(deps, store, scope, query, budget_tokens, plan, whole_tenant=whole_tenant), plan)
         ranked = list(enumerate(_citing_shared_turns(deps, store, scope, found)))
         since = deps.clock.now() - timedelta(days=deps.settings.dream_plan_grace_days)
-        ahead = [(rank, h) for rank, h in ranked if h.memory.memory_type == MemoryType.PLAN
-                 and (h.memory.event_time is None or h.memory.event_time >= since)]
+        ahead = [(rank, h) for rank, h in ranked if _planned(h.memory) and (h.memory.event_time is None
+                                                                             or h.memory.event_time >= since)]
         shown_plans = {h.memory.memory_id for _, h in ahead} if "plans" in wanted else set()
         hits = [(r, h) for r, h in ranked if h.memory.memory_id not in shown_plans]
         return _packed(parts, _recalled(wanted, summary, ahead, hits, recent, plan), budget_tokens,
                        _counts(deps.tokenizer, store, thread))
     return pack(parts, budget_tokens, _counts(deps.tokenizer, store, thread))
+
+
+def _planned(memory: Memory) -> bool:
+    """A plan: said as one ("will", "plans to"), or an event said before its day ("a dentist appointment tomorrow":
+    a trial found upcoming appointments only among the memories, the plans section empty)."""
+    said = memory.observed_at or memory.created_at
+    return memory.memory_type == MemoryType.PLAN or (
+        memory.memory_type == MemoryType.EVENT and memory.event_time is not None
+        and memory.event_time.date() > said.date())
 
 
 Said = list[tuple[str, Entry]]  # (section, entry) of the turns and summary sentences a card is trusted to show
@@ -394,9 +403,14 @@ def _plans(summary: ThreadSummary | None, ahead: list[tuple[int, search.SearchHi
             else (memory.text, tuple(memory.evidence))
         return _dated(text, memory.event_time), cited
 
-    ahead = [(rank, h) for rank, h in ahead if not (h.memory.evidence and set(h.memory.evidence) <= shown)]
-    entries += [Entry(h.memory.memory_id, text, RANK_DECAY ** rank, len(entries) + i, cited)
-                for i, (rank, h) in enumerate(ahead) if not told(h.memory) for text, cited in [line(h.memory)]]
+    ahead = [(rank, h) for rank, h in ahead if not (h.memory.evidence and set(h.memory.evidence) <= shown)
+             and not told(h.memory)]
+    # Valued by rank, shown by day (the soonest first, undated last): a trial's card listed 6, 4, then 5 March.
+    by_day = sorted(ahead, key=lambda p: (p[1].memory.event_time is None,
+                                          p[1].memory.event_time.timestamp() if p[1].memory.event_time else 0.0, p[0]))
+    shown_at = {h.memory.memory_id: len(entries) + i for i, (_, h) in enumerate(by_day)}
+    entries += [Entry(h.memory.memory_id, text, RANK_DECAY ** rank, shown_at[h.memory.memory_id], cited)
+                for rank, h in ahead for text, cited in [line(h.memory)]]
     return Section("plans", tuple(entries))
 
 
