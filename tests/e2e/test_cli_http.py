@@ -226,7 +226,8 @@ def test_local_mode_on_a_data_dir_a_server_owns_exits_4(server: Server, capsys: 
     assert "error: " in capsys.readouterr().err
 
 
-def test_fsck_and_reindex_on_a_data_dir_a_server_owns_exit_4(server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fsck_and_reindex_on_a_data_dir_a_server_owns_exit_4(server: Server,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A trial (session 32): `fsck --repair` beside a running server read the table, then the index, while the server
     wrote both, and deleted what was indexed in between as orphans — accepted memories, unsearchable for good."""
     for command in (["fsck", "demo", "--repair"], ["reindex", "demo"]):

@@ -3,8 +3,9 @@
 Each schedule: copy a seeded data dir; start `memlane serve` (server.serve, in a forked child of this
 already-initialised process — a fresh interpreter costs seconds, a fork milliseconds, which is what
 lets CI afford hundreds of schedules) armed with MEMLANE_FAULTS; run a small workload of adds (async
-and sync), explicit writes, edits, a dream and a tenant erasure over HTTP until the process dies at its crash point; restart
-it unarmed; wait for every task to finish; stop it; then check the invariants on what is on disk:
+and sync), explicit writes, edits, a dream and a tenant erasure over HTTP until the process dies at its
+crash point; restart it unarmed; wait for every task and queued job to finish; stop it; then check the
+invariants on what is on disk:
 
   1. every accepted message, and every memory an explicit write was answered for, is readable (through the API);
   2. every task, dream and erasure ended SUCCEEDED or FAILED within the bound;

@@ -278,7 +278,8 @@ def test_a_write_whose_model_fails_writes_nothing(deps, store, monkeypatch):
     with pytest.raises(Retryable):
         explicit.write(deps, store, scope=SCOPE, memories=[{"text": "Ann's locker code is 4471."}], request_id="w1")
     monkeypatch.undo()
-    assert memory_items(deps, store) == [] and not deps.table.query(tenant_pk(store, "app", "ann"), prefix="TASK#").items
+    assert memory_items(deps, store) == []
+    assert not deps.table.query(tenant_pk(store, "app", "ann"), prefix="TASK#").items
 
 
 def test_a_write_whose_index_fails_after_its_commit_is_answered_as_written(service, deps, store, monkeypatch):

@@ -809,8 +809,9 @@ def test_a_plan_corrected_to_another_day_is_still_moved():
     said = T0 + timedelta(days=2)
     planned = memory("User has a dentist appointment next Friday.").model_copy(
         update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=4)})
-    decision = decide("User: Actually User's dentist appointment is next Monday, not Friday.", [Neighbour(planned, 0.85)],
-                      duplicate_similarity=0.95, observed_at=said, event_time=T0 + timedelta(days=7))
+    decision = decide("User: Actually User's dentist appointment is next Monday, not Friday.",
+                      [Neighbour(planned, 0.85)], duplicate_similarity=0.95, observed_at=said,
+                      event_time=T0 + timedelta(days=7))
     assert decision.action == ExtractAction.UPDATE
 
 

@@ -434,9 +434,9 @@ def narrowed(text: str) -> bool:
 # unless the change is said to last ("from now on", "for good", "anymore").
 _DAYS_PLURAL = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days"
 _RECURRING = re.compile(rf"\b(?:every|each|daily|weekly|nightly|monthly)\b|\b{_DAYS_PLURAL}\b|\bon weekends\b", re.I)
-_ONE_OCCASION = re.compile(
-    r"\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week(?:end)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
-    r"|next (?:week(?:end)?|(?:mon|tues|wednes|thurs|fri|satur|sun)day))\b", re.I)
+_A_DAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_ONE_OCCASION = re.compile(rf"\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week(?:end)?|{_A_DAY})"
+                           rf"|next (?:week(?:end)?|{_A_DAY}))\b", re.I)
 _LASTING = re.compile(r"\b(?:from now on|for good|anymore|any more|no longer|permanently|going forward|from then on)\b",
                       re.I)
 

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
-from ..domain.models import EXPLICIT_WRITE, ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome, TaskStatus
+from ..domain.models import (EXPLICIT_WRITE, ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome,
+                             TaskStatus)
 from ..domain.scope import Scope, is_id, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..policies import conflicts
