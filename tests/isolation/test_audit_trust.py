@@ -501,10 +501,10 @@ def test_a_change_whose_store_is_deleted_while_it_runs_has_one_row(world, monkey
     assert [(r.store, r.status) for r in rows] == [("demo", 404)]
 
 
-def test_a_summary_route_without_an_agent_is_audited_without_one_and_an_unknown_run_is_404(world):
+def test_a_summary_route_without_an_agent_is_audited_without_one(world):
     """A trial (session 32): the summary routes wrote `agent_id: __default__` (another, real agent) in the rows of
-    requests that named none; and `DELETE .../runs/{id}?agent_id=` of a run with nothing in it answered 200 with zero
-    counts — audited as a deletion done — where a thread's delete answers 404."""
+    requests that named none. (`DELETE .../runs/{id}?agent_id=` of a run with nothing in it stays 200 with zero counts:
+    a run named whole is deleted idempotently — a retry after a lost answer succeeds.)"""
     api, deps, keys, _ = world
     q = "app_id=travel&tenant_id=alice"
     for method in ("GET", "POST"):
@@ -512,5 +512,4 @@ def test_a_summary_route_without_an_agent_is_audited_without_one_and_an_unknown_
     rows = [r for r in audit_rows(deps) if r.operation.endswith("/summary")]
     assert len(rows) == 2 and {r.agent_id for r in rows} == {None}
     status, body = call(api, "DELETE", f"/v1/stores/demo/runs/nope?{q}&agent_id=zz", key=keys["alice"])
-    assert (status, body["error"]["code"]) == (404, "thread_not_found")
-    assert call(api, "DELETE", f"/v1/stores/demo/runs/r2?{q}&agent_id=bot", key=keys["alice"])[0] == 200
+    assert status == 200 and body["messages"] == body["memories"] == 0

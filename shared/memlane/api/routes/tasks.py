@@ -64,9 +64,7 @@ def routes(deps: Deps, gate: Gate) -> Router:
         d = gate.bind(router.current_event, store, **scope)
         if scope["agent_id"] is None and app_id and tenant_id:
             scope["agent_id"] = threads.claimant(d, store, app_id=app_id, tenant_id=tenant_id, thread_id=run_id)
-        # As a thread's delete: 404 when there was nothing of it (it answered 200 with zero counts, a trial)
-        return RunDeleted(**threads.delete(d, store, app_id=app_id, tenant_id=tenant_id, thread_id=run_id,
-                                           agent_id=scope["agent_id"]))
+        return RunDeleted(**erase.delete_run(d, store, scope=scope))
 
     @router.post("/v1/tenants/erase", status_code=202, tags=["tasks"],
                  summary="Erase everything of a tenant in every store (asynchronous)")
