@@ -1080,3 +1080,16 @@ def test_those_readings_leave_these_changes_and_restatements_as_they_were(old, n
 def test_an_age_is_one_value_at_a_time(old, new, changed):
     relation = relate(Statement(new), Statement(old), 0.6)
     assert (relation is not None and relation.action == ExtractAction.UPDATE) == changed, relation
+
+
+@pytest.mark.parametrize("old,new", [
+    # A trial of plans over time (session 32): "on Monday" alone is undated, so an event said weeks later on a bare
+    # weekday read as the remembered one, corrected.
+    ("User had a job interview at Meta yesterday.", "User had a job interview at Apple on Monday."),
+    ("User ran 5 miles yesterday.", "User ran 8 miles on Sunday."),
+])
+def test_an_event_on_a_bare_weekday_weeks_later_is_another_occasion(old, new):
+    remembered = memory(old).model_copy(update={"memory_type": MemoryType.EVENT, "event_time": T0 - timedelta(days=1)})
+    said = T0 + timedelta(days=23)
+    decision = decide(new, [Neighbour(remembered, 0.8)], duplicate_similarity=0.95, observed_at=said, event_time=None)
+    assert decision.action == ExtractAction.ADD

@@ -451,6 +451,17 @@ def one_occasion(text: str) -> bool:
             and _LASTING.search(text) is None)
 
 
+_STATE_BEFORE = frozenset("am is are be been being feel feels get gets so very really".split())  # "is excited"
+
+
+def past_tense(text: str) -> bool:
+    """A verb of what happened ("had", "ran", "interviewed") and none of what is to come ("will", "going to")."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return (any(w in _PAST_TENSE or len(w) > 4 and w.endswith("ed") and (i == 0 or words[i - 1] not in _STATE_BEFORE)
+                for i, w in enumerate(words))
+            and not any(w in ("will", "going", "gonna", "tomorrow", "next") for w in words))
+
+
 _USED_TO = re.compile(r"(\S+)\s+used to\s+(\w+)", re.I)
 # "is used to the snow", "getting used to the commute", "not used to it": accustomed, not a habit that ended.
 _ACCUSTOMED_BEFORE = frozenset("am is are was were be been being get gets got getting not so very still".split())

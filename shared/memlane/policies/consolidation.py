@@ -38,7 +38,7 @@ from datetime import datetime
 
 from ..domain.models import ExtractAction, Memory, MemoryType
 from ..domain import language as lang
-from . import still_holds, values
+from . import still_holds, timeexpr, values
 from .statement import PEOPLE_STEMS, TOKEN, Statement, base, statement
 from .statement import closest_clause as _closest_clause
 
@@ -601,10 +601,13 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     """The decision for a new statement `text` said at `observed_at` (of what happened at `event_time`, if said),
     given its nearest memories."""
     new = statement(text)
+    # The day it is of, compared with the memories' days: "on Monday" too (undated as a time: not "planned").
+    day = event_time if event_time is not None or observed_at is None else \
+        timeexpr.bare_weekday(text, observed_at, past=lang.past_tense(text))
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
-        occasion = another_occasion(n.memory, other, event_time, observed_at)
+        occasion = another_occasion(n.memory, other, day, observed_at)
         moved = plan_moved(n.memory, other, event_time, observed_at)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
                 and not moved and new.owner == other.owner \
@@ -624,7 +627,7 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
             if relation is not None and relation.evidence == Evidence.VALUE and _dated_apart(n.memory, other, new,
-                                                                                            event_time):
+                                                                                            day):
                 relation = None  # "driving to Denver tomorrow" / "to Chicago next week": two plans, no move said
             if relation is not None and relation.action in _CHANGES \
                     and still_holds.planned(event_time, observed_at, n.memory) and not still_holds.made_any(new):

@@ -96,3 +96,21 @@ def resolve(text: str, ref: datetime) -> ResolvedTime | None:
         if match and (best is None or match.start() < best[0]):
             best = (match.start(), make(match))  # type: ignore[operator]
     return best[1] if best else None
+
+
+_BARE_WEEKDAY = re.compile(r"\bon (" + "|".join(_WEEKDAYS) + r")\b", re.I)
+
+
+def bare_weekday(text: str, ref: datetime, *, past: bool) -> datetime | None:
+    """"on Monday" alone, read by the tense of what is said: the last such day before `ref` for what happened, else the
+    next. Not a memory's time (a habit and a plan say it too: the extractor leaves it undated) — the day two statements
+    are compared by, so that "had an interview at Apple on Monday" is not read as the interview remembered from three
+    weeks before, corrected (a trial of plans over time)."""
+    match = _BARE_WEEKDAY.search(text)
+    if match is None:
+        return None
+    target = _WEEKDAYS.index(match.group(1).lower())
+    if past:
+        return ref - timedelta(days=(ref.weekday() - target) % 7 or 7)
+    return ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
+
