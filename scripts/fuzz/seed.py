@@ -23,7 +23,7 @@ STORE, APP, SCRATCH_APP = "demo", "travel", "scratch"
 ALICE, BOB = "alice", "bob"
 BOB_MARKER = "zqxbobmarker7"  # in every text of bob's: no answer to alice may contain it
 KEEP_RUNS = [f"r{i}" for i in range(1, 4)]  # read and written by every operation
-DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these
+DISPOSABLE_RUNS = [f"d{i}" for i in range(1, 13)]  # only DELETE .../runs/{run_id} draws these, under AGENTS[0]
 DISPOSABLE_MEMORY_RUNS = [f"m{i}" for i in range(1, 7)]  # memories only DELETE .../memories/{id} draws
 AGENTS = ["planner", "concierge"]
 DISPOSABLE_THREADS = [f"t{i}" for i in range(1, 61)]  # threads of AGENTS[0] only DELETE .../threads/{id} draws
@@ -56,7 +56,7 @@ def _tenant(client: MemlaneClient, tenant: str, marker: str = "") -> dict[str, A
     """Messages and memories in every run, a dream with pending actions, an applied profile."""
     seen: dict[str, Any] = {"request_ids": [], "keep_memory_ids": [], "disposable_memory_ids": []}
     for i, run in enumerate(KEEP_RUNS + DISPOSABLE_RUNS + DISPOSABLE_MEMORY_RUNS):
-        agent = AGENTS[i % len(AGENTS)]
+        agent = AGENTS[0] if run in DISPOSABLE_RUNS else AGENTS[i % len(AGENTS)]
         scope = {"app_id": APP, "tenant_id": tenant, "agent_id": agent, "run_id": run}
         turns = [{"role": role, "name": tenant.title(), "content": f"{text} {marker}".strip()}
                  for role, text in TURNS[i % 2:i % 2 + 3]]
@@ -167,7 +167,8 @@ def config(seed: dict[str, Any]) -> str:
             raise SystemExit(f"the seed left no ids for {name}: {params}")
         lines += ["[[operations]]", f'include-name = "{name}"', "[operations.parameters]"]
         lines += [f'"{k}" = {{ dictionary = "{v}", probability = 0.97 }}' for k, v in params.items()]
-        if "threads" in name:  # the seeded threads are AGENTS[0]'s: found by id, or by id and that agent
+        if "threads" in name or "runs" in name:  # the seeded ones are AGENTS[0]'s: found by id, or by id and agent
+            # (a run named whole is deleted idempotently; without its agent, one deleted already is a 404)
             lines.append(f'"query.agent_id" = "{AGENTS[0]}"')
     lines += ["[[operations]]", 'include-name = "POST /v1/tenants/erase"', "[operations.parameters]",
               f'"body.app_id" = "{SCRATCH_APP}"']
