@@ -186,6 +186,17 @@ def _mget(client: OpenSearch, index: str, docs: list[dict]) -> list[dict]:
     return items
 
 
+def _msearch(client: OpenSearch, body: list[dict]) -> list[dict]:
+    """`_msearch`, sent again while a search lost the security plugin's race, as `_mget` (a CI run: KeyError 'hits',
+    the item an error). Any other item error is left for the caller's assertion to show."""
+    for _ in range(5):
+        responses = client.msearch(body=body)["responses"]
+        if not any(lost_dls_race(r.get("error")) for r in responses):
+            return responses
+        time.sleep(0.2)
+    return responses
+
+
 def test_a_tenants_credentials_search_only_its_documents_whatever_the_query(confined: OpenSearchIndex) -> None:
     _two_tenants(confined)
     alias = alias_name(confined.prefix, "s1")
@@ -198,8 +209,8 @@ def test_a_tenants_credentials_search_only_its_documents_whatever_the_query(conf
     hits = alice.search(index=f"{confined.prefix}-*", body=everything, routing=None)["hits"]["hits"]
     assert _found(hits) == {"a1", "a2"}  # not x1: her token is for store s1
     knn = {"size": 10, "query": {"knn": {"embedding": {"vector": embed("zebra"), "k": 10}}}}
-    responses = alice.msearch(body=[{"index": alias}, knn, {"index": alias}, everything])["responses"]
-    assert [_found(r["hits"]["hits"]) for r in responses] == [{"a1", "a2"}, {"a1", "a2"}]
+    responses = _msearch(alice, [{"index": alias}, knn, {"index": alias}, everything])
+    assert [_found(r["hits"]["hits"]) if "hits" in r else r for r in responses] == [{"a1", "a2"}, {"a1", "a2"}]
     assert alice.count(index=alias)["count"] == 2
 
 
