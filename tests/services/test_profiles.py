@@ -220,3 +220,32 @@ def test_deleted_and_replaced_words_leave_the_local_files(deps, store):
     assert _files_holding(data_dir, "Zqxdeleted4417")
     profiles.delete(deps, store, app_id=APP, tenant_id=TENANT)
     assert _files_holding(data_dir, "Zqxdeleted4417") == []
+
+
+def test_tenants_stating_and_withdrawing_at_once_each_keep_only_their_own(deps, store):
+    """Concurrent PUTs and DELETEs of several tenants' profiles (the local server serves them on several threads): each
+    tenant ends with exactly what it last stated, or nothing, and never another tenant's words."""
+    import threading
+
+    tenants = [f"t{i}" for i in range(4)]
+    failed: list[BaseException] = []
+
+    def churn(tenant: str) -> None:
+        try:
+            for round_ in range(15):
+                profiles.put(deps, store, app_id="app", tenant_id=tenant, text=f"{tenant} stated round {round_}.")
+                if round_ % 3 == 2:
+                    profiles.delete(deps, store, app_id="app", tenant_id=tenant)
+            profiles.put(deps, store, app_id="app", tenant_id=tenant, text=f"{tenant} stated last.")
+        except BaseException as error:  # noqa: BLE001 — reported below
+            failed.append(error)
+
+    threads = [threading.Thread(target=churn, args=(t,)) for t in tenants]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    for tenant in tenants:
+        stated = deps.repo.get_explicit_profile(store, "app", tenant)
+        assert stated is not None and stated.text == f"{tenant} stated last."
