@@ -311,3 +311,33 @@ def test_a_write_whose_job_is_not_sent_after_its_commit_is_answered_as_written_a
     assert done.created == 1
     found = search.search(deps, store, query="locker code zebra", scope=TENANT, top_k=3, recipe="keyword")
     assert [h.memory.memory_id for h in found] == [done.memories[0].memory_id]
+
+
+def test_tenants_writing_the_same_ids_at_once_each_find_only_their_own(service, deps, store):
+    """Explicit writes of several tenants at once, with the same client ids (the local server runs them on several
+    threads; each commits its index job with it): every tenant finds its own memories, searchable, and no other's."""
+    import threading
+
+    tenants = [f"t{i}" for i in range(4)]
+    failed: list[BaseException] = []
+
+    def write(tenant: str) -> None:
+        try:
+            for i in range(5):
+                explicit.write(deps, store, scope={"app_id": "app", "tenant_id": tenant}, memories=[
+                    {"memory_id": f"m{i}", "text": f"{tenant} keeps locker {i} with code zebra{tenant}."}])
+        except BaseException as error:  # noqa: BLE001 — reported below
+            failed.append(error)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in tenants]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    service.drain()
+    for tenant in tenants:
+        found = search.search(deps, store, query="locker code zebra", scope={"app_id": "app", "tenant_id": tenant},
+                              top_k=10, recipe="keyword")
+        assert sorted(h.memory.memory_id for h in found) == [f"m{i}" for i in range(5)]
+        assert {h.memory.scope.tenant_id for h in found} == {tenant}
