@@ -43,7 +43,7 @@ def _read_in_full(newer, older, similarity):
         return False
     relation = relate(new, old, similarity=similarity)
     if relation is not None and relation.evidence != Evidence.DENIAL \
-            and another_occasion(older, old, newer.event_time, newer.observed_at):
+            and another_occasion(older, old, new, newer.event_time, newer.observed_at):
         return False
     return relation is not None and relation.action in (ExtractAction.UPDATE, ExtractAction.DELETE)
 

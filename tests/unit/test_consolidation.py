@@ -795,6 +795,7 @@ def test_a_plan_said_again_for_another_day_is_another_occasion_or_a_move_never_a
     ("User is driving to Denver tomorrow.", "User is driving to Chicago next week."),
     ("User's wife flies to Oslo tomorrow.", "User's wife flies to Rome next week."),
     ("User is staying at the Hilton tomorrow.", "User is staying at the Marriott next week."),
+    ("User is flying to Oslo on March 14.", "User is flying to Rome on April 2."),  # days of a month (session 33)
 ])
 def test_two_plans_each_of_its_own_day_both_stay(old, new):
     planned = memory(old).model_copy(update={"memory_type": MemoryType.PLAN, "event_time": T0 + timedelta(days=1)})
@@ -1093,3 +1094,42 @@ def test_an_event_on_a_bare_weekday_weeks_later_is_another_occasion(old, new):
     said = T0 + timedelta(days=23)
     decision = decide(new, [Neighbour(remembered, 0.8)], duplicate_similarity=0.95, observed_at=said, event_time=None)
     assert decision.action == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    # A trial of plans over time (session 32's leftovers): a part of the plan cancelled, the plan said to go on in
+    # another clause, read as the plan ended.
+    ("User is flying to Denver next Friday for the conference.",
+     "User: The conference dinner got cancelled, but User is still flying to Denver next Friday."),
+    ("User: The project kickoff is next Monday.",
+     "User: The kickoff dinner is cancelled, the kickoff itself is still on."),
+    ("User: The wedding is on Saturday.", "User: The rehearsal got called off, the wedding is still happening."),
+])
+def test_a_plan_said_to_go_on_beside_something_else_ended_stays(old, new):
+    assert action(old, new, similarity=0.85) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User: The project kickoff is next Monday.", "User: The kickoff is cancelled, the dinner is still on."),
+    ("User lives in Austin.", "User still loves Austin, but moved to Dallas."),
+])
+def test_what_goes_on_beside_the_memory_ended_or_changed_does_not_keep_it(old, new):
+    assert action(old, new, similarity=0.85) != ExtractAction.ADD
+
+
+def test_a_plan_said_again_for_another_day_with_nothing_else_changed_moved_even_after_its_day():
+    """"The product launch is scheduled for March 3", then on March 14 "... for March 17": the launch named as the one
+    known, only its day changed — it moved, neither another occasion nor another plan (the knowledge-update set's
+    plan-05 once days of a month were dated)."""
+    planned = memory("User: The product launch is scheduled for March 3.").model_copy(
+        update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=10)})
+    said = T0 + timedelta(days=20)
+    moved = decide("User: The product launch is scheduled for March 17.", [Neighbour(planned, 0.9)],
+                   duplicate_similarity=0.95, observed_at=said, event_time=T0 + timedelta(days=24))
+    assert moved.action == ExtractAction.UPDATE and moved.targets == (planned,)
+    # Said to move, however long after its day: the same one moved.
+    dentist = memory("User's dentist appointment is on March 12.").model_copy(
+        update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=10)})
+    pushed = decide("User's dentist appointment got pushed back to March 19.", [Neighbour(dentist, 0.9)],
+                    duplicate_similarity=0.95, observed_at=said, event_time=T0 + timedelta(days=17))
+    assert pushed.action == ExtractAction.UPDATE and pushed.targets == (dentist,)

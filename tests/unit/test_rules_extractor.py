@@ -268,3 +268,11 @@ def test_a_sentence_opening_with_a_name_like_a_verb_is_left_as_it_is():
     assert third_person("Turned out I was wrong.", "Jo") == "Turned out Jo was wrong."
     assert third_person("Indeed.", "Jo") == "Indeed."
     assert third_person("Don't forget the cake.", "Jo") == "Don't forget the cake."
+
+
+def test_a_plan_on_a_day_of_a_month_is_dated_that_day():
+    """A plans trial: "flying to Oslo on March 14" went undated, so a trip to Rome on April 2 read as the same trip
+    changed; its day now dates it (and labels it for keyword search)."""
+    [c] = RuleExtractor().extract([msg("I'm flying to Oslo on March 14 for a conference.")])
+    assert c.event_time.date().isoformat() == "2024-03-14"  # said in May 2023: the next March 14
+    assert "14 March 2024" in c.keywords

@@ -59,3 +59,27 @@ def test_a_bare_weekday_stays_undated_whatever_tense_a_turn_holds_elsewhere(said
     """A regression trial: "on <weekday>" dated by any past-tense word in the turn made a habit or a plan an event
     already past, which no later change could close ("my day off is Wednesday now" left both current)."""
     assert resolve(said, REF) is None
+
+
+@pytest.mark.parametrize("text, day", [
+    ("I'm flying to Oslo on March 14.", "2024-03-14"),  # a plan: the next March 14, said in May 2023
+    ("I'm flying to Rome on June 2nd.", "2023-06-02"),
+    ("I ran the Boston marathon on April 17.", "2023-04-17"),  # what happened: the last one
+    ("My niece was born on the 3rd of June.", "2022-06-03"),
+    ("The dentist is June 3.", "2023-06-03"),  # said in the present: the next
+    ("Our anniversary is January 2.", "2024-01-02"),
+    ("The parent-teacher conference was pushed to May 1.", "2024-05-01"),  # put off to a day: ahead
+    ("The contract was signed on May 2, 2021.", "2021-05-02"),  # the year said, and not "in May"
+    ("The deadline is 14 March 2025.", "2025-03-14"),
+])
+def test_a_day_of_a_month_is_that_day_of_the_year_the_words_point_to(text, day):
+    """A plans trial: "flying to Oslo on March 14" then "flying to Rome on April 2" read as one trip changed, the
+    days unread."""
+    r = resolve(text, REF)
+    assert r is not None and r.granularity == "day"
+    assert r.when.date().isoformat() == day
+
+
+def test_a_day_no_month_has_is_no_date():
+    assert resolve("The deadline is February 30.", REF) is None
+    assert resolve("Everyone may 12 times ask", REF) is None

@@ -16,10 +16,11 @@ from functools import lru_cache
 CHANGE_CUES = frozenset(
     "moved relocated switched changed now currently anymore instead new newly became become becomes turned "
     "joined left quit transferred sold cancelled canceled stopped started again gone replaced upgraded "
-    "updated renamed moving switching switch changing lately nowadays promoted postponed rescheduled retired".split())
+    "updated renamed moving switching switch changing lately nowadays promoted postponed rescheduled retired "
+    "revised".split())
 CHANGE_PHRASES = ("no longer", "any more", "these days", "from now on", "after all", "gave up", "give up",
                   "went up", "went down", "is now", "not anymore", "no more", "got married", "got engaged",
-                  "got divorced", "got a job", "got a new job")
+                  "got divorced", "got a job", "got a new job", "pushed back", "pushed to", "rebooked")
 # Cues too common in narration to carry a change on their own ("now", "new", "started"): they
 # count only for two statements that align word for word.
 WEAK_CUES = frozenset("now currently new newly started again lately nowadays moving gone".split())
@@ -161,6 +162,10 @@ ASIDE_MARKS = ("you know", "told you", "tell you", "with you", "you see", "mind 
 MONTH_NAMES = tuple("january february march april may june july august september october november december".split())
 MONTHS = {m: i for i, m in enumerate(MONTH_NAMES, start=1)}
 WEEKDAYS = tuple("monday tuesday wednesday thursday friday saturday sunday".split())
+# Words that say when, not what: two plans alike but for these are one plan on another day.
+WHEN_WORDS = frozenset({*MONTH_NAMES, *WEEKDAYS} | set("today tonight tomorrow yesterday next last this week weeks "
+                                                       "month months year years weekend morning afternoon evening "
+                                                       "night ago day days".split()))
 
 
 @lru_cache(maxsize=65536)  # words repeat: a search's newer_first stems each of its hits' words several times

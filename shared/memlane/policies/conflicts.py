@@ -163,13 +163,13 @@ def conflicts(newer: Memory, older: Memory, similarity: float = 0.0,
     `readings`: the two memories' (`read`), when the caller has them."""
     if not may_conflict(*(readings or (read(newer), read(older)))):
         return False
-    old = statement(older.text)
-    relation = consolidation.relate(statement(newer.text), old, similarity=similarity)
+    old, new = statement(older.text), statement(newer.text)
+    relation = consolidation.relate(new, old, similarity=similarity)
     if relation is None or relation.action not in (ExtractAction.UPDATE, ExtractAction.DELETE):
         return False
     # Two occasions: neither replaces the other — unless one denies the other.
     return relation.evidence == Evidence.DENIAL or not consolidation.another_occasion(
-        older, old, newer.event_time, newer.observed_at)
+        older, old, new, newer.event_time, newer.observed_at)
 
 
 def newer_first(memories: list[Memory], relevance: dict[str, float] | None = None,

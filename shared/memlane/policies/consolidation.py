@@ -152,7 +152,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation = _read_change(new, old, similarity)
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
-                or still_holds.goes_on(new, old) or not (new.change or new.moves) and lang.for_now(new.text) \
+                or still_holds.goes_on(new, old) or still_holds.reaffirmed(new, old) \
+                or not (new.change or new.moves) and lang.for_now(new.text) \
                 or _stopped_at_some_times(new) or lang.recurring(old.text) and lang.one_occasion(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
@@ -221,18 +222,42 @@ def _only_happened(memory: Memory, said: "Statement") -> bool:
             and not (said.moves or said.entered or said.states))
 
 
-def another_occasion(memory: Memory, said: "Statement", event_time: datetime | None,
+def another_occasion(memory: Memory, said: "Statement", new: "Statement", event_time: datetime | None,
                      said_at: datetime | None) -> bool:
     """Two events already past when said, on other days: "a job interview at Meta on Monday", then "on Wednesday a
     job interview at Apple" — another occasion, which neither corrects nor repeats the one remembered (unless the
     one remembered entered a state: "moved to Denver last month" holds the home a later move ends). So is a plan
     whose day has come when another day is said: "an interview tomorrow", and three weeks on, "an interview
-    tomorrow" (a trial: the second was a repeat, its day dropped); before its day, the plan moved (`plan_moved`)."""
+    tomorrow" (a trial: the second was a repeat, its day dropped); before its day, the plan moved (`plan_moved`) — and
+    so did one said to move ("got pushed back to March 19") or named as the one known ("The product launch is scheduled
+    for March 17", after March 3 passed)."""
     if event_time is None or memory.event_time is None or memory.event_time.date() == event_time.date():
         return False
     if _only_happened(memory, said):
         return said_at is None or event_time <= said_at
-    return _plan(memory, said) and said_at is not None and memory.event_time.date() <= said_at.date()
+    return (_plan(memory, said) and said_at is not None and memory.event_time.date() <= said_at.date()
+            and not new.strong_change and not _the_known_one(new, said))
+
+
+_THE = re.compile(r"^the (\w+)(?: (\w+))?", re.I)
+
+
+def _the_known_one(new: "Statement", old: "Statement") -> bool:
+    """`new` opens with "the" and a word `old` says ("The product launch ..." of "The product launch is scheduled for
+    March 3"): the thing remembered, not another of its kind ("an interview tomorrow", said again weeks on)."""
+    m = _THE.match(new.text)
+    return m is not None and any(w and lang.stem(w.lower()) in old.content for w in m.groups())
+
+
+_WHEN_STEMS = frozenset(lang.stem(w) for w in lang.WHEN_WORDS) | lang.WHEN_WORDS
+
+
+def _only_the_day_differs(new: "Statement", old: "Statement") -> bool:
+    """The two say the same but when ("... scheduled for March 3" / "... for March 17"): one plan moved — not "running
+    5 miles tomorrow" / "10 miles next Sunday"."""
+    def what(s: "Statement") -> set[str]:
+        return {w for w in statement(s._prefix + timeexpr.without_dates(s.text)).content if w not in _WHEN_STEMS}
+    return what(new) == what(old)
 
 
 def _dated_apart(memory: Memory, said: "Statement", new: "Statement", event_time: datetime | None) -> bool:
@@ -240,7 +265,8 @@ def _dated_apart(memory: Memory, said: "Statement", new: "Statement", event_time
     said (no cue), is another occasion — two trips, two appointments — not a correction (a trial: "driving to Denver
     tomorrow" closed by "driving to Chicago next week")."""
     return (event_time is not None and memory.event_time is not None and memory.event_time.date() != event_time.date()
-            and not any(s.moves or s.entered or s.states for s in (said, new)) and not _says_not(new, said))
+            and not any(s.moves or s.entered or s.states for s in (said, new)) and not _says_not(new, said)
+            and not _only_the_day_differs(new, said))
 
 
 def _says_not(new: "Statement", old: "Statement") -> bool:
@@ -607,7 +633,7 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     found: list[tuple[Relation, Neighbour]] = []
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
-        occasion = another_occasion(n.memory, other, day, observed_at)
+        occasion = another_occasion(n.memory, other, new, day, observed_at)
         moved = plan_moved(n.memory, other, event_time, observed_at)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
                 and not moved and new.owner == other.owner \

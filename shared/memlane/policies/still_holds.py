@@ -85,6 +85,29 @@ def goes_on(new: Statement, old: Statement) -> bool:
     return False
 
 
+_STILL_ON = re.compile(r"\bstill (?:on|happening|going ahead)\b", re.I)
+_SAYS_MOST = 2 / 3  # of the memory's content words (as a denial must cover: RETRACT_COVERAGE)
+
+
+def reaffirmed(new: Statement, old: Statement) -> bool:
+    """Another clause of `new` says with "still" what `old` says — most of its words ("the conference dinner got
+    cancelled, but User is still flying to Denver next Friday"), or that what it names is still on ("the kickoff
+    dinner is cancelled, the kickoff itself is still on") — and no clause says a change but an end (a cue: "still at
+    Google, but now as a manager" changes the role): what ended is something beside the memory (a plans trial). Not
+    "still loves Austin, but moved to Dallas" of "lives in Austin" (a word of it, not what it says)."""
+    clauses = new.clauses()
+    if len(clauses) < 2 or any(c.moves or c.change and not c.stops for c in clauses):
+        return False
+    for c in clauses:
+        if "still" not in c.words or c.stops or c.negated != old.negated:
+            continue
+        shared = c.content & old.content
+        named = c.content - {"itself", "themselv"}  # "the kickoff itself"
+        if len(shared) >= _SAYS_MOST * len(old.content) or _STILL_ON.search(c.text) and named and named <= shared:
+            return True
+    return False
+
+
 def _still_at_a_name(raw: list[str], old_stems: set[str]) -> bool:
     """"still at Mount Sinai", "is staying with Chase", "still works at Google" (the memory's own verb between)."""
     for i, w in enumerate(raw):

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from ..domain.language import MONTH_NAMES as _MONTHS
 from ..domain.language import WEEKDAYS as _WEEKDAYS
+from ..domain.language import past_tense
 
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "couple of": 2, "few": 3}
@@ -33,14 +34,34 @@ class ResolvedTime:
         return f"{self.when:%Y}"
 
 
-# A statement about what is to come: "will", "going to", a plan, or an arrangement said in the progressive ("is
-# flying to Paris in March"). A month it names without a year is the next such month, not the last one.
+# A statement about what is to come: "will", "going to", a plan, an arrangement said in the progressive ("is
+# flying to Paris in March"), or a plan put off to a day ("got pushed back to March 19"). A month it names without a
+# year is the next such month, not the last one.
 _AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|hopes? to|about to|upcoming|booked|"
-                    r"scheduled|looking forward)\b|(?:\b(?:am|is|are)|['’](?:m|re|s))(?: \w+ly)? (?:flying|going|travell?ing|moving|starting|"
+                    r"scheduled|looking forward|(?:pushed|postponed|rescheduled|delayed|bumped|rebooked)"
+                    r"(?: back| out| up)? (?:to|until|till))\b"
+                    r"|(?:\b(?:am|is|are)|['’](?:m|re|s))(?: \w+ly)? (?:flying|going|travell?ing|moving|starting|"
                     r"leaving|visiting|getting|running|taking|having|heading|coming)\b|['’]ll\b", re.I)
 
 
-def _rules(ref: datetime, ahead: bool = False) -> list[tuple[re.Pattern[str], object]]:
+# A month by name, in any case but "may" (a verb): "March 14", "14th of march", "May 2".
+_MONTH = "(?P<month>(?i:" + "|".join(m for m in _MONTHS if m != "may") + ")|May)"
+_YEAR = r"(?:,? (?P<year>(?:19|20)\d\d))?"
+_DATES = [re.compile(rf"\b{_MONTH}\.? (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}"),
+          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? (?:of )?{_MONTH}\b{_YEAR}")]
+
+
+_PUT_OFF_TO = re.compile(r"\b(?:to|until|till) $", re.I)
+
+
+def without_dates(text: str) -> str:
+    """`text` without the days of a month it names: what is said of them, not when."""
+    for pattern in _DATES:
+        text = pattern.sub("", text)
+    return text
+
+
+def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple[re.Pattern[str], object]]:
     def weekday(match: re.Match[str], direction: int) -> ResolvedTime:
         target = _WEEKDAYS.index(match.group(1).lower())
         delta = (ref.weekday() - target) % 7 or 7
@@ -65,6 +86,21 @@ def _rules(ref: datetime, ahead: bool = False) -> list[tuple[re.Pattern[str], ob
             year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
         return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
 
+    def date(match: re.Match[str]) -> ResolvedTime | None:
+        """A day of a month: of the year said, else the last such day for what happened, the next for the rest
+        ("the appointment is on March 12": what is said of a day is mostly what is to come)."""
+        month, day = _MONTHS.index(match.group("month").lower()) + 1, int(match.group("day"))
+        years = [int(match.group("year"))] if match.group("year") else [ref.year - 1, ref.year, ref.year + 1]
+        try:
+            days = [ref.replace(year=y, month=month, day=day) for y in years]
+        except ValueError:  # "February 30"
+            return None
+        if len(days) > 1:
+            # A day something was put off to ("revised the due date to June 9") is ahead whatever the verb's tense.
+            back = past and _PUT_OFF_TO.search(match.string, 0, match.start()) is None
+            days = [d for d in days if (d.date() <= ref.date() if back else d.date() >= ref.date())]
+        return ResolvedTime(min(days, key=lambda d: abs(d - ref)), "day", match.group(0))
+
     months = "|".join(_MONTHS)
     capitalised = "|".join(m.capitalize() for m in _MONTHS)  # "May 2023", not the verb
 
@@ -83,18 +119,21 @@ def _rules(ref: datetime, ahead: bool = False) -> list[tuple[re.Pattern[str], ob
         (re.compile(r"\bnext year\b", re.I), shift(365, "year")),
         (re.compile(r"\blast weekend\b|\bthis past weekend\b|\bthe weekend\b", re.I),
          lambda m: ResolvedTime(ref - timedelta(days=(ref.weekday() - 5) % 7 or 7), "day", m.group(0))),
-        (re.compile(rf"\b(in|last|this) ({months})(?:,? ((?:19|20)\d\d))?\b", re.I), month),
+        (re.compile(rf"\b(in|last|this) ({months})(?:,? ((?:19|20)\d\d))?\b(?! [0-3]?\d\b)", re.I), month),
         (re.compile(rf"\b()({capitalised}),? ((?:19|20)\d\d)\b"), month),
+        *((pattern, date) for pattern in _DATES),
     ]
 
 
 def resolve(text: str, ref: datetime) -> ResolvedTime | None:
     """The first relative time expression in `text`, resolved against `ref`; None if there is none."""
     best: tuple[int, ResolvedTime] | None = None
-    for pattern, make in _rules(ref, ahead=_AHEAD.search(text) is not None):
+    ahead = _AHEAD.search(text) is not None
+    for pattern, make in _rules(ref, ahead=ahead, past=not ahead and past_tense(text)):
         match = pattern.search(text)
         if match and (best is None or match.start() < best[0]):
-            best = (match.start(), make(match))  # type: ignore[operator]
+            resolved = make(match)  # type: ignore[operator]
+            best = (match.start(), resolved) if resolved is not None else best
     return best[1] if best else None
 
 
