@@ -323,6 +323,9 @@ def test_a_dream_that_read_what_is_deleted_meanwhile_writes_none_of_it_back(serv
     assert [d.text for d in deps.index.documents("s") if "Brooklyn" in d.text] == []
     if deleter is erase_the_tenant:
         assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []
+        # Nor the pointers of its actions, which name the tenant (a trial of the AWS path: 3 of 3 racing runs).
+        from memlane.repository import dream_pk
+        assert [i for i in deps.table.query(dream_pk("s"), limit=100).items if "alice" in str(i)] == []
 
 
 def test_a_dream_whose_redelivered_job_finished_first_takes_nothing_back(service, deps, monkeypatch):
@@ -777,3 +780,36 @@ def test_an_erasure_between_a_jobs_recorded_change_and_its_memory_leaves_nothing
     assert "locker" not in _texts_of_the_tenant(deps)
     assert [d.text for d in deps.index.documents("s") if "locker" in d.text] == []
     assert search.search(deps, "s", query="locker code", scope={"app_id": "app", "tenant_id": "alice"}) == []
+
+
+@pytest.mark.parametrize("moment", ["extract", "record"], ids=["before-the-model", "after-the-neighbours"])
+def test_an_extraction_the_erasure_ran_beside_leaves_nothing_naming_the_tenant(service, deps, monkeypatch, moment):
+    """A trial of the AWS path (17 of 18 runs): the erasure ran while the job waited on its model (or once it had read
+    the memories its statements change); the job then wrote (a supersede recorded as an action, the scope's activity
+    touched), found its run gone and took its memories back — but left the activity registry entry naming the
+    erased tenant, from which the next scheduled dream wrote a dream task into the erased partition, and (2 of 18)
+    its action's item and pointer."""
+    from memlane.repository import activity_pk, dream_pk
+    from memlane.services import consolidate
+
+    stores.create(deps, name="s")
+    ingest.add(deps, "s", scope=RUN, request_id="add-0", sync=True,
+               messages=[{"role": "user", "content": "I live in Boston."}])
+    ingest.add(deps, "s", scope=RUN, request_id="add-1",
+               messages=[{"role": "user", "content": "I moved to Denver last month."}])
+    owner, name = (deps.extractor, "extract") if moment == "extract" else (consolidate, "_record")
+    real, fired = getattr(owner, name), []
+
+    def erased_meanwhile(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            erase_the_tenant(deps)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, erased_meanwhile)
+    service.drain()
+    assert fired
+    naming = [i for pk in (activity_pk("s"), dream_pk("s")) for i in deps.table.query(pk, limit=100).items
+              if "alice" in str(i)]
+    assert naming == []
+    assert deps.table.query(tenant_pk("s", "app", "alice"), limit=100).items == []

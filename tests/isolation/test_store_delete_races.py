@@ -74,3 +74,37 @@ def test_a_store_deleted_after_the_adds_check_is_purged_of_it(backend, tmp_path,
         assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
         stores.create(deps, name="s")
         assert found(deps) == set()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "dynamodb-moto"])
+@pytest.mark.parametrize("made_again", [False, True], ids=["deleted", "deleted-and-made-again"])
+def test_an_extraction_whose_store_is_purged_while_it_runs_leaves_nothing(backend, made_again, tmp_path,
+                                                                         monkeypatch):
+    """A trial of the AWS path (6 of 6 runs): the store deleted and purged to the end while its extraction job ran;
+    the job then wrote its memories, found its run gone and set out to withdraw them — but re-homing them read the
+    store, found none and raised NotFound, which the job runner took for its task gone: it dropped the job, and the
+    memories stayed in the partition, listed by a store made again under the name."""
+    from memlane.services import erase
+
+    with service_on(backend, tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+        real, fired = deps.extractor.extract, []
+
+        def purged_meanwhile(*args, **kwargs):
+            if not fired:
+                fired.append(True)
+                stores.delete(deps, "s")
+                erase.purge_store(deps, "s")  # its job, run to the end before this one writes
+                assert deps.repo.purge_state("s") is None
+                if made_again:
+                    stores.create(deps, name="s")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(deps.extractor, "extract", purged_meanwhile)
+        svc.drain()
+        assert fired
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
+        if made_again:
+            assert found(deps) == set()

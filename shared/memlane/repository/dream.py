@@ -246,7 +246,12 @@ class DreamRecords:
         """Keys of a tenant's dream data outside its partition: its activity registry entries and the
         pointers of its dream tasks and actions (`tenant_items`: the items of its partition). Erasure
         deletes these with the partition."""
-        keys = [(activity_pk(store), sk) for sk, _ in self.list_activity(store, app_id, tenant_id)]
+        return [(activity_pk(store), sk) for sk, _ in self.list_activity(store, app_id, tenant_id)] + \
+            self.dream_pointers(store, tenant_items)
+
+    def dream_pointers(self, store: str, tenant_items: Sequence[Item]) -> list[tuple[str, str]]:
+        """Keys of the pointers (in the store's dream partition) of these dream task and action items."""
+        keys = []
         for item in tenant_items:
             if item["sk"].startswith("DREAM#"):
                 keys.append((dream_pk(store), f"TASK#{item['sk'][len('DREAM#'):]}"))

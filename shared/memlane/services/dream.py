@@ -213,15 +213,16 @@ _MOVE_ATTEMPTS = 3
 
 
 def _take_back(deps: Deps, task: DreamTask, actions: list[DreamAction]) -> None:
-    """What a dream wrote after its tenant's erasure had gone by: its actions, the memories they created
-    and the profiles it emitted (the erasure left none), from table and index."""
+    """What a dream wrote after its tenant's erasure had gone by: its actions with their pointers (which name the
+    tenant), the memories they created and the profiles it emitted (the erasure left none), from table and index."""
     s, repo = task.scope, deps.repo
     created = [i for a in actions for i in a.created_ids]
     if created:
         deps.index.delete(task.store, created, app_id=s.app_id, tenant_id=s.tenant_id)
-    ours = [(i["pk"], i["sk"]) for prefix in ("PROFILE#", f"DACT#{task.task_id}#")  # PROFILE#: distilled ones
+    ours = [i for prefix in ("PROFILE#", f"DACT#{task.task_id}#")  # PROFILE#: distilled ones
             for i in repo.tenant_keys(task.store, s.app_id, s.tenant_id, prefix=prefix)]
-    repo.delete_items([*ours, *[repo.memory_key(task.store, s, i) for i in created]])
+    repo.delete_items(repo.dream_pointers(task.store, ours))  # pointers first, as an erasure's
+    repo.delete_items([*[(i["pk"], i["sk"]) for i in ours], *[repo.memory_key(task.store, s, i) for i in created]])
     deps.compact()
 
 

@@ -394,12 +394,25 @@ def _written_from_what_went(deps: Deps, tenant: Deps, store: str, app_id: str, t
     if documents:  # index first, as everywhere: nothing stays findable once its item is gone
         tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
     # The pointers of its actions (global: they name the tenant) first, as the listed ones' went before them.
-    deps.repo.delete_items([key for key in deps.repo.dream_keys_outside(store, app_id, tenant_id, late)
-                            if key[0] != activity_pk(store)])
+    deps.repo.delete_items(deps.repo.dream_pointers(store, late))
     tenant.repo.delete_items([(i["pk"], i["sk"]) for i in late])
     if documents:  # again: the job may have indexed after the first delete
         tenant.index.delete(store, documents, app_id=app_id, tenant_id=tenant_id)
     return late, len(documents)
+
+
+def forget_job(deps: Deps, store: str, task_id: str, run: Scope) -> None:
+    """What a job that ran beside its run's deletion (or its tenant's erasure) wrote outside the run's items, taken
+    back with them: its write-time actions and their pointers, and — the run still gone — the run's activity registry
+    entry, which names the tenant (a trial: a scheduled dream made a task in the erased partition from it)."""
+    actions = [i for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="DACT#")
+               if i.get("task_id") == task_id]
+    deps.repo.delete_items(deps.repo.dream_pointers(store, actions))  # pointers first, as an erasure's
+    deps.repo.delete_items([(i["pk"], i["sk"]) for i in actions])
+    if deps.repo.get_scope(store, run) is None:
+        deps.repo.delete_items([deps.repo.activity_key(store, run)])
+        if deps.repo.get_scope(store, run) is not None:  # an add made the run again meanwhile: its entry back
+            deps.repo.know_scope(store, run, deps.clock.now())
 
 
 def _cited(item: dict[str, Any]) -> set[str]:

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed
+from ..domain.errors import ConditionFailed, NotFound
 from ..domain.models import ExtractAction, Memory, MemoryStatus, Message, Task, TaskOutcome, TaskStatus
 from ..domain.scope import Scope
 from ..extractors.rules import edited_keywords
@@ -41,6 +41,10 @@ def rehome(deps: Deps, store: str, run: Scope, memories: list[Memory]) -> int:
     current = {m.memory_id: m for m in memories if m.status == MemoryStatus.ACTIVE}
     if not current:
         return 0
+    try:
+        from_assistant = deps.repo.get_store(store).keywords_from_assistant
+    except NotFound:  # the store is deleted (its purge takes what is left): nowhere to re-home, and the run still goes
+        return 0
     again: dict[str, list[tuple[dict[str, Any], Task, int]]] = {}  # each memory's NOOPs in other threads
     for item in deps.repo.tenant_keys(store, run.app_id, run.tenant_id, prefix="TASK#"):
         task = Task.model_validate(item)
@@ -48,7 +52,7 @@ def rehome(deps: Deps, store: str, run: Scope, memories: list[Memory]) -> int:
             continue
         again.update({o.target_id: [*again.get(o.target_id, []), (item, task, k)] for k, o in enumerate(task.outcomes)
                       if o.action == ExtractAction.NOOP and o.target_id in current and _whole(o.text)})
-    written, from_assistant = 0, deps.repo.get_store(store).keywords_from_assistant
+    written = 0
     for target, saying in again.items():
         saying.sort(key=lambda s: (s[1].created_at, s[1].request_id))
         # The earliest thread that said it again and still stores what it is told (not one switched since to a
