@@ -605,6 +605,16 @@ def test_an_llm_item_of_blanks_is_left_out_and_one_text_as_item_and_decision_cit
     assert found.cited == {"book the hotel": [ids[1], ids[2]]}
 
 
+def test_an_llm_sentence_or_item_that_says_nothing_is_left_out(svc):
+    """A trial of the model boundary: a sentence of blanks was stored as "", and an item of a zero-width space kept."""
+    add_turns(svc.deps, 0, 16)
+    answer = {**GOOD, "sentences": [{"text": "   ", "messages": [1]}, *GOOD["sentences"]],
+              "open_items": [{"text": "\u200b", "messages": [1]}, *GOOD["open_items"]]}
+    found = summaries.refresh(with_llm(svc, ScriptedLLM(answer)), "demo", THREAD)
+    assert [s.text for s in found.sentences] == [s["text"] for s in GOOD["sentences"]]
+    assert found.open_items == ["book the hotel"]
+
+
 @pytest.mark.parametrize("item,error", [
     ({"text": "book the hotel"}, "open item 1 cites nothing"),
     ({"text": "book the hotel", "previous": [2]}, "open item 1 cites [o2], which were not shown"),

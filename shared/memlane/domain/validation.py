@@ -118,3 +118,8 @@ def check_request_id(request_id: str | None, *, stored: bool = False) -> str | N
         raise InvalidInput("request_id must be 1-128 characters of letters, digits and _ . : @ + -, not dots alone",
                            field="request_id")
     return request_id
+
+
+def says_something(text: str) -> bool:
+    """A letter or a digit in it: what a model answers as "   " or a zero-width space is no statement."""
+    return any(ch.isalnum() for ch in text)

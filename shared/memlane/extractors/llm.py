@@ -7,6 +7,7 @@ from typing import Collection, Sequence
 
 from ..domain.models import DEFAULT_EXTRACT_ROLES, Candidate, ExtractRole, Message
 from ..domain.deadline import Deadline
+from ..domain.validation import says_something
 from ..ports import LLM, Budgeted
 from ..prompts import extract as prompt
 from .rules import speaker_of
@@ -45,8 +46,8 @@ class LLMExtractor:
         for item in result.memories:
             cited = sorted({n + first for n in item.evidence if -first <= n < len(messages)}) \
                 or list(range(first, len(timeline)))
-            if not any(i >= first and timeline[i].role in kinds for i in cited):
-                continue  # from the context alone (extracted by its own add), or from a role not extracted
+            if not any(i >= first and timeline[i].role in kinds for i in cited) or not says_something(item.text):
+                continue  # from the context alone (extracted by its own add), from a role not extracted, or blank
             out.append(Candidate(
                 text=item.text.strip(),
                 memory_type=item.memory_type,
@@ -65,6 +66,9 @@ def _parse_time(value: str | None) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        # Past year 9999 or before year 1 in UTC ("9999-12-31T23:59:59-14:00"): the index and the API cannot hold it
+        # (a trial: the add answered 500 with its memories in the table and not the index, and fsck --repair died).
+        parsed.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
         return None  # an unparseable time is dropped, the memory is kept
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

@@ -42,6 +42,7 @@ from ..domain.ids import derived_id, sortable_id
 from ..domain.models import Memory, MemoryType, Message, RecordType, Store, SummarySentence, Task, TaskStatus, \
     ThreadSummary
 from ..domain.scope import Scope
+from ..domain.validation import says_something
 from ..policies import summary as extractive
 from ..ports import Job, Tokenizer
 from ..prompts import summary as prompt
@@ -428,12 +429,12 @@ def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extract
         return list(dict.fromkeys([*(batch[m - 1].message_id for m in part.messages),
                                    *(e for p in part.previous for e in kept[p - 1])]))
 
-    sentences = [SummarySentence(text=" ".join(s.text.split()),
-                                 evidence=cited(s, [p.evidence for p in previous.sentences])) for s in answer.sentences]
+    sentences = [SummarySentence(text=" ".join(s.text.split()), evidence=cited(s, [p.evidence for p in previous.sentences]))
+                 for s in answer.sentences if says_something(s.text)]
 
     def items(parts: list[prompt.Item], kept: list[str]) -> list[tuple[str, list[str]]]:
         return [(" ".join(i.text.split()), cited(i, [previous.cited.get(t, []) for t in kept]))
-                for i in parts if i.text.strip()]
+                for i in parts if says_something(i.text)]
 
     open_items, decisions = items(answer.open_items, previous.open_items), items(answer.decisions, previous.decisions)
     citing: dict[str, list[str]] = {}
