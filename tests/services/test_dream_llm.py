@@ -151,3 +151,39 @@ def test_an_llm_failure_fails_the_task(deps, store):
         dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True)
     (task,), _ = dream.list_tasks(deps, store, app_id=APP, tenant_id=TENANT, limit=10, cursor=None)
     assert task.status == TaskStatus.FAILED and "llm_failed" in task.error
+
+
+def test_what_the_model_copies_from_a_run_citing_nothing_of_it_is_not_kept(deps, store):
+    """A trial of the model boundary: a dream's model copied a run's secret into an ADD citing no turn, a skill citing
+    a turn not shown, and profile attributes and a line citing no memory; all were applied with no evidence, so the
+    run's deletion (which follows evidence) found none of them, and the secret stayed in memories and profiles."""
+    from memlane.services import erase
+
+    say(deps, store, "My locker code is 5151.", "olive", 0)
+    say(deps, store, "I work as a nurse at the city hospital.", "r3", 1)
+
+    def answer(numbered):
+        return {"actions": [
+            {"kind": "ADD", "text": "Ann's locker code is 5151.", "evidence": [], "confidence": 0.99,
+             "rationale": "r"},
+            {"kind": "EMIT_SKILL", "text": "Opening the locker: enter 5151.", "evidence": [999], "confidence": 0.99,
+             "rationale": "r"}],
+            "profile": {"subject": "Ann", "summary": "Ann (locker 5151) is a nurse.", "attributes": [
+                {"name": "locker", "value": "5151", "evidence": [], "confidence": 0.99},
+                {"name": "occupation", "value": "nurse", "evidence": [ref(numbered, "nurse")], "confidence": 0.9}]}}
+
+    def profile(numbered):
+        return {"profile": {"subject": "Ann", "summary": "Ann's locker code is 5151.", "attributes": [
+            {"name": "locker", "value": "5151", "evidence": [], "confidence": 0.99},
+            {"name": "occupation", "value": "nurse", "evidence": [ref(numbered, "nurse")], "confidence": 0.9}]}}
+
+    deps.llm = ScriptedLLM(answer, profile)
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot"}, sync=True,
+                mode=DreamMode.SAFE_AUTO, threshold=0.0)
+    for agent in (None, "bot"):
+        p = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT, agent_id=agent)
+        assert [(e.name, e.value) for e in p.attributes] == [("occupation", "nurse")]
+        assert "5151" not in p.summary and "nurse" in p.summary
+    erase.delete_run(deps, store, scope={**SCOPE, "run_id": "olive"})
+    left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
+    assert left and not [t for t in left if "5151" in t]

@@ -8,14 +8,16 @@ retired by rule as well (a date comparison needs no model).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
 
 from ..domain.models import (DreamActionKind, Memory, MemoryDraft, MemoryType, Message, Profile, ProfileEntry,
                              ProfileSkill)
+from ..domain import language as lang
 from ..domain.scope import DEFAULT, Scope
-from ..policies import dream_rules
+from ..policies import dream_profile, dream_rules
 from ..ports import LLM
 from ..prompts import dream as prompt
 from .engine import DreamInput, Proposal, draft_of, drawn_from, profile_proposal, same_scope_evidence
@@ -164,10 +166,12 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
                             drawn_from=drawn_from(newest.scope, targets))
         return Proposal(kind, a.confidence, a.rationale, newest.scope, target_ids=ids, after=draft)
     # ADD, EMIT_SKILL: new memories, placed in the run their evidence comes from
-    if not a.text:
-        return None
     turns: list[Message] = _pick(a.evidence, messages)
-    scope = turns[-1].scope if turns else _default_scope(data, agent)
+    if not a.text or not turns or len(turns) != len(dict.fromkeys(a.evidence)):
+        # Standing on no turn shown, nothing could take it back: a run's deletion found no copy of its words in a
+        # memory the model wrote with no evidence (a trial of the model boundary).
+        return None
+    scope = turns[-1].scope
     memory_type = MemoryType.PROCEDURE if kind == DreamActionKind.EMIT_SKILL else (a.memory_type or MemoryType.FACT)
     draft = MemoryDraft(text=a.text, memory_type=memory_type, scope=scope,
                         evidence=[t.message_id for t in turns if t.scope == scope], drawn_from=drawn_from(scope, turns),
@@ -181,17 +185,35 @@ def _default_scope(data: DreamInput, agent: str) -> Scope:
 
 
 def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, memories: list[Memory]) -> Profile:
+    """The model's profile, each entry resting on the memories it cites (one citing none, or a memory not shown, is
+    left out: a run's deletion rebuilds the profiles resting on its memories, and would never find it), its subject
+    and line only in words of what the entries rest on (else the line is written from the entries)."""
+    read: list[Memory] = []
+
     def entries(facts: list[prompt.ProfileFact]) -> list[ProfileEntry]:
         out = []
         for f in facts:
             support: list[Memory] = _pick(f.evidence, memories)
+            if not support or len(support) != len(dict.fromkeys(f.evidence)):
+                continue
+            read.extend(support)
             out.append(ProfileEntry(name=f.name, value=f.value, confidence=f.confidence,
                                     evidence=[m.memory_id for m in support], previous=f.previous,
                                     since=max((m.event_time or m.created_at for m in support), default=None)))
         return sorted(out, key=lambda e: (e.name, e.value.lower()))
 
     skills = [m for m in memories if m.memory_type == MemoryType.PROCEDURE]
+    attributes, preferences = entries(p.attributes), entries(p.preferences)
+    said = _words(" ".join([*(m.text for m in read), *(f"{e.name} {e.value}" for e in (*attributes, *preferences))]))
+    subject = p.subject if _words(p.subject) <= said else ""
+    summary = p.summary if p.summary.strip() and _words(p.summary) <= said else \
+        dream_profile.summary_of(subject, attributes, preferences)
     return Profile(store=data.store, app_id=data.scope.app_id, tenant_id=data.scope.tenant_id, agent_id=agent,
-                   subject=p.subject, attributes=entries(p.attributes), preferences=entries(p.preferences),
+                   subject=subject, attributes=attributes, preferences=preferences,
                    skills=[ProfileSkill(memory_id=m.memory_id, title=m.text.split(":", 1)[0][:200]) for m in skills],
-                   summary=p.summary)
+                   summary=summary)
+
+
+def _words(text: str) -> set[str]:
+    """Its words that say something (stems; not function words)."""
+    return {lang.stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in lang.STOP_WORDS}

@@ -163,7 +163,7 @@ def build(*, store: str, app_id: str, tenant_id: str, agent_id: str | None, memo
     display = _display(mine[0]) if mine else ""
     return Profile(store=store, app_id=app_id, tenant_id=tenant_id, agent_id=agent_id, subject=display,
                    attributes=attributes, preferences=preferences, skills=skills,
-                   summary=_summary(display, attributes, preferences))
+                   summary=summary_of(display, attributes, preferences))
 
 
 _STATED = frozenset({MemoryType.FACT, MemoryType.PREFERENCE})
@@ -221,7 +221,8 @@ def _newest(entries: list[ProfileEntry]) -> list[ProfileEntry]:
     return sorted(kept, key=lambda e: (e.name, e.value.lower()))
 
 
-def _summary(subject: str, attributes: list[ProfileEntry], preferences: list[ProfileEntry]) -> str:
+def summary_of(subject: str, attributes: list[ProfileEntry], preferences: list[ProfileEntry]) -> str:
+    """A profile's one line, written from its entries: every word of it rests on a memory an entry cites."""
     parts = [f"{e.name.replace('_', ' ')}: {e.value}" for e in attributes]
     likes = [e.value for e in preferences if e.name == "likes"]
     dislikes = [e.value for e in preferences if e.name == "dislikes"]
@@ -256,4 +257,4 @@ def without(profile: Profile, memory_ids: set[str]) -> Profile:
     # The subject's name was read off the statements, and which ones named it the copy does not say: it goes with
     # any of them (a regression trial: the only entry left, "Window seats on long flights.", named no one).
     return profile.model_copy(update={"subject": "", "attributes": attributes, "preferences": preferences,
-                                      "skills": skills, "summary": _summary("", attributes, preferences)})
+                                      "skills": skills, "summary": summary_of("", attributes, preferences)})
