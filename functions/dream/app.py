@@ -5,17 +5,18 @@ from typing import Any, Callable
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from memlane.aws_lambda import build_http_handler, runtime
+from memlane.aws_lambda import build_http_handler, runtime, scheduled_context
 from memlane.services import dream
 
-http = build_http_handler(["dream"])
+_rt = runtime()
+http = build_http_handler(["dream"], _rt)
 _scheduled: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 
 
 def schedule_handler() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    rt = runtime()
+    rt = _rt
 
-    @rt.logger.inject_lambda_context
+    @scheduled_context(rt)
     @rt.tracer.capture_lambda_handler(capture_response=False)
     @rt.metrics.log_metrics
     def scheduled(event: dict[str, Any], context: Any) -> dict[str, Any]:

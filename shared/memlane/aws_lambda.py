@@ -153,7 +153,7 @@ def build_sqs_handler() -> Handler:
         if isinstance(done, Task):
             rt.metrics.add_metric(name="MemoriesExtracted", unit=MetricUnit.Count, value=len(done.memory_ids))
 
-    @rt.logger.inject_lambda_context
+    @rt.logger.inject_lambda_context(clear_state=True)  # each record sets its own id; none is the last caller's
     @rt.tracer.capture_lambda_handler(capture_response=False)
     @rt.metrics.log_metrics
     def lambda_handler(event: Event, context: Any) -> dict[str, Any]:
@@ -212,7 +212,7 @@ def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
         rt.metrics.add_metric(name="QueuedAddsDeferred", unit=MetricUnit.Count, value=1)
         raise AddDeferred(reason)
 
-    @rt.logger.inject_lambda_context
+    @rt.logger.inject_lambda_context(clear_state=True)  # each record sets its own id; none is the last caller's
     @rt.tracer.capture_lambda_handler(capture_response=False)
     @rt.metrics.log_metrics
     def lambda_handler(event: Event, context: Any) -> dict[str, Any]:
@@ -225,13 +225,19 @@ def build_ingest_queue_handler(rt: Runtime | None = None) -> Handler:
 # -- the sweeper (a schedule on the tasks function) ----------------------------------------------
 
 
+def scheduled_context(rt: Runtime) -> Callable[[Handler], Handler]:
+    """A scheduled invocation logs under its EventBridge event's id: a warm container's logger kept the last HTTP
+    caller's request id, and the scheduler's work on other tenants showed up when that request was traced."""
+    return rt.logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE, clear_state=True)
+
+
 def build_sweep_handler(rt: Runtime | None = None) -> Handler:
     """The sweeper's scheduled handler: tasks whose job was lost are queued again (services/sweep.py)."""
     from .services import sweep
 
     rt = rt or runtime()
 
-    @rt.logger.inject_lambda_context
+    @scheduled_context(rt)
     @rt.tracer.capture_lambda_handler(capture_response=False)
     @rt.metrics.log_metrics
     def lambda_handler(event: Event, context: Any) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 
 from tests.handlers.conftest import Aws, Bedrock
 from tests.handlers.events import load_event
@@ -105,3 +107,26 @@ def test_deleting_a_run_through_the_tasks_function_reinstates_what_it_superseded
     found = deps.index.search(store, IndexQuery(scope=ScopeFilter(**tenant), text="Paris", vector=unit(3), k=5,
                                                 statuses=(MemoryStatus.ACTIVE,), record_types=(RecordType.MEMORY,)))
     assert {h.memory_id for h in found.vector} == {"home-1"}
+
+
+def test_the_sweepers_run_logs_under_its_own_correlation_id_not_the_last_callers(aws: Aws, bedrock: Bedrock,
+                                                                                 store: str, ingest,
+                                                                                 monkeypatch) -> None:
+    """A trial of warm containers: the sweeper logged its work (another tenant's request ids) under the API request
+    id of the container's previous HTTP caller, so tracing that request showed the scheduler's work on others."""
+    ingest(load_event("ingest", "add"))
+    aws.sqs.purge_queue(QueueUrl=aws.queue_url)  # its job lost: the sweeper has something to log
+    monkeypatch.setenv("MEMLANE_TASK_DEADLINE_SECONDS", "0")
+    tasks = aws.load("tasks")
+    # What the sweeper's logger writes (its handler may hold another test's stdout: Powertools keeps the first one).
+    written = io.StringIO()
+    for name in ("memlane.services.sweep", "memlane.services", "memlane"):
+        for handler in logging.getLogger(name).handlers:
+            monkeypatch.setattr(handler, "stream", written)
+    caller = load_event("tasks", "task_status")
+    assert tasks(caller)["statusCode"] == 200
+    assert tasks(load_event("tasks", "sweep"))["requeued"] == 1
+    lines = [json.loads(line) for line in written.getvalue().splitlines() if line.startswith("{")]
+    logged = [line for line in lines if line.get("message", "").startswith("sweeper:")]
+    assert logged and all(line.get("correlation_id") != caller["requestContext"]["requestId"] for line in logged)
+    assert {line.get("correlation_id") for line in logged} == {load_event("tasks", "sweep")["id"]}
