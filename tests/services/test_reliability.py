@@ -56,6 +56,27 @@ def test_a_job_of_a_deleted_store_is_dropped(svc):
     assert jobs.handle(svc.deps, Job(kind="extract", store="demo", request_id=task.request_id)) is None
 
 
+def test_a_delivery_that_finishes_after_a_later_one_gave_its_job_up_leaves_the_task_succeeded(svc, monkeypatch):
+    """A trial of the AWS path (3 of 3): the queue's last delivery gave the job up (FAILED) while the one before it
+    still worked; that one then wrote its memories, found the task FAILED and left it so — "failed", with its
+    memories current and searchable."""
+    deps = svc.deps
+    task = ingest.add(deps, "demo", scope=SCOPE, text=TEXT)
+    job = Job(kind="extract", store="demo", request_id=task.request_id, app_id="app", tenant_id="u1")
+    real = deps.extractor.extract
+
+    def given_up_meanwhile(*args, **kwargs):
+        jobs.give_up(deps, job, "gave up after 5 deliveries")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deps.extractor, "extract", given_up_meanwhile)
+    done = jobs.handle(deps, job)
+    stored = deps.repo.get_task("demo", "app", "u1", task.request_id)
+    assert done.status == stored.status == TaskStatus.SUCCEEDED and stored.error is None
+    assert stored.memory_ids and all(m.status == "active" for m in
+                                     deps.repo.get_memories("demo", "app", "u1", stored.memory_ids))
+
+
 # -- finding 4: accepted but never extracted ----------------------------------------------------------
 
 

@@ -67,6 +67,10 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
                                    "updated_at": deps.clock.now()})
     stored = repo.move_task(done, expect=TaskStatus.RUNNING)
+    if stored is not None and stored.status == TaskStatus.FAILED:
+        # Given up on by a later delivery (the queue's last) while this one worked: its memories are written, and
+        # the task says so rather than FAILED with them in place (an AWS-path trial).
+        stored = repo.move_task(done, expect=TaskStatus.FAILED)
     if stored is None:  # erased meanwhile, after the check above: what it wrote goes too
         return _withdrawn(deps, store, task, written)
     if stored is not done:
