@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Sequence
 
+from ..domain.deadline import Deadline
 from ..domain.errors import MemlaneError
-from ..ports import Reranker
+from ..ports import Budgeted, Reranker
 
 log = logging.getLogger("memlane.rerank")
 
@@ -22,6 +23,12 @@ class FallbackReranker:
     def __init__(self, primary: Reranker, fallback: Reranker, *,
                  on_fallback: Callable[[MemlaneError], None] = lambda error: None) -> None:
         self._primary, self._fallback, self._on_fallback = primary, fallback, on_fallback
+
+    def within(self, deadline: Deadline) -> "FallbackReranker":
+        """Its first choice bounded by `deadline` (ports.Budgeted) when it can be: a rerank model on AWS was never
+        bounded by a request's deadline behind this wrapper (a warm-container trial)."""
+        primary = self._primary.within(deadline) if isinstance(self._primary, Budgeted) else self._primary
+        return FallbackReranker(primary, self._fallback, on_fallback=self._on_fallback)
 
     @property
     def name(self) -> str:

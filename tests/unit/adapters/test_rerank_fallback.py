@@ -71,3 +71,32 @@ def test_a_bug_is_not_hidden_by_the_fallback() -> None:
     # Only the model's failures (domain errors, translated by the adapter) fall back; a programming error surfaces.
     with pytest.raises(TypeError):
         FallbackReranker(Failing(TypeError("bug")), HeuristicReranker()).rerank("q", TEXTS)
+
+
+def test_a_requests_deadline_reaches_the_model_behind_the_fallback() -> None:
+    """A warm-container trial: `Deps.within` bounds adapters that are Budgeted, and the wrapper was not, so a Bedrock
+    rerank on AWS was never bounded by a sync request's deadline."""
+    from memlane.domain.deadline import Deadline
+    from memlane.ports import Budgeted
+
+    class Bounded:
+        name = "amazon.rerank-v1:0"
+        deadline = None
+
+        def within(self, deadline: Deadline) -> "Bounded":
+            bounded = Bounded()
+            bounded.deadline = deadline
+            return bounded
+
+        def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+            return [float(len(t)) for t in texts]
+
+    counted: list[MemlaneError] = []
+    wrapper = FallbackReranker(Bounded(), HeuristicReranker(), on_fallback=counted.append)
+    deadline = Deadline.never()
+    assert isinstance(wrapper, Budgeted)
+    bounded = wrapper.within(deadline)
+    assert bounded._primary.deadline is deadline and wrapper._primary.deadline is None
+    assert bounded.rerank("q", TEXTS) == [float(len(t)) for t in TEXTS]
+    # a first choice that cannot be bounded is kept as it is
+    assert FallbackReranker(Failing(Retryable("x")), HeuristicReranker()).within(deadline)._primary.error.message == "x"
