@@ -402,6 +402,12 @@ class Budgeted(Protocol):
     def within(self, deadline: Deadline) -> Any: ...
 
 
+def origin(adapter: Any) -> Any:
+    """The adapter a bounded view (`Budgeted.within`) was made from, or the adapter itself: what is known of a model
+    once (the embedder's identity probe) is known of every view of it (each sets `origin`)."""
+    return getattr(adapter, "origin", adapter)
+
+
 class Tokenizer(Protocol):
     """Counts tokens the way a model does (budgets of context cards, summary triggers)."""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.models import Store
-from ..ports import Embedder
+from ..ports import Embedder, origin
 from .deps import Deps
 
 REFERENCE_TEXTS = (
@@ -64,9 +64,12 @@ _lock = threading.Lock()
 
 
 def identity(embedder: Embedder) -> Identity:
-    """The embedder's name, dimension and probe; computed once per embedder object (per process)."""
+    """The embedder's name, dimension and probe; computed once per embedder (per process) — one view of it bounded
+    by a request's deadline is the same model (a warm-container trial: every sync request probed it again, three
+    model calls each, and a keyword search failed with the model throttled)."""
+    key = origin(embedder)
     with _lock:
-        known = _known.get(embedder)
+        known = _known.get(key)
     if known is not None:
         return known
     # One text per call: a batch may pad, and padding may move the last bits.
@@ -74,7 +77,7 @@ def identity(embedder: Embedder) -> Identity:
     found = Identity(embedder.name, embedder.dim,
                      [[round(x * PROBE_SCALE) for x in v[:PROBE_DIMS]] for v in vectors])
     with _lock:
-        _known[embedder] = found
+        _known[key] = found
     return found
 
 

@@ -289,3 +289,23 @@ def test_model_arn_from_id_or_arn() -> None:
         "arn:aws:bedrock:eu-central-1::foundation-model/amazon.rerank-v1:0"
     assert model_arn("cohere.rerank-v3-5:0", "cn-north-1").startswith("arn:aws-cn:bedrock:cn-north-1::")
     assert model_arn(RERANK_ARN, "eu-west-1") == RERANK_ARN
+
+
+def test_the_embedders_identity_probe_runs_once_for_every_deadline_bounded_view(runtime: tuple[Any, Stubber]) -> None:
+    """A warm-container trial: each sync request bounds the embedder by its deadline (a copy), and the identity
+    probe, cached per embedder object, ran again for every copy — three model calls a request, and a keyword search
+    that failed when the model was throttled. The Stubber holds exactly three responses: a fourth call fails."""
+    from memlane.adapters.embedders.recent import RecentVectors
+    from memlane.domain.deadline import Deadline
+    from memlane.ports import origin
+    from memlane.services import embedder_guard
+
+    c, stubber = runtime
+    for i, text in enumerate(embedder_guard.REFERENCE_TEXTS):
+        stubber.add_response("invoke_model", titan_response(unit(i)), titan_request(text))
+    embedder = RecentVectors(BedrockEmbedder(TITAN, dim=256, client=c, max_workers=1), size=0)
+    views = [embedder.within(Deadline.never()) for _ in range(3)]
+    assert all(origin(v) is embedder and v.inner is not embedder.inner for v in views)
+    assert origin(embedder.inner.within(Deadline.never())) is embedder.inner
+    found = {embedder_guard.identity(v).fingerprint for v in views}
+    assert len(found) == 1 and embedder_guard.identity(embedder).fingerprint in found

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
+from ...ports import origin
 from ..backoff import DEFAULT_MAX_ATTEMPTS, CallLimits, Sleep
 from .calls import Clients, call
 
@@ -40,6 +41,7 @@ class BedrockEmbedder:
         """This embedder with every call and retry bounded by `deadline` (ports.Budgeted)."""
         bounded = copy.copy(self)
         bounded._deadline = deadline
+        bounded.origin = origin(self)
         return bounded
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:

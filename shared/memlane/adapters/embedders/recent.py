@@ -8,11 +8,13 @@ One instance wraps one model, so its name and the text are the key."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from typing import Sequence
 
-from ...ports import Embedder
+from ...domain.deadline import Deadline
+from ...ports import Budgeted, Embedder, origin
 
 DEFAULT_SIZE = 256  # texts remembered: MiniLM's 384 floats ≈ 12 KB each, ~3 MB in all
 
@@ -23,6 +25,13 @@ class RecentVectors:
         self._size = max(0, size)
         self._known: OrderedDict[tuple[str, str], tuple[float, ...]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def within(self, deadline: Deadline) -> "RecentVectors":
+        """A view sharing the remembered vectors, its model bounded by `deadline` (ports.Budgeted)."""
+        bounded = copy.copy(self)  # the same dictionary and lock
+        bounded.inner = self.inner.within(deadline) if isinstance(self.inner, Budgeted) else self.inner
+        bounded.origin = origin(self)
+        return bounded
 
     def __len__(self) -> int:
         return len(self._known)
