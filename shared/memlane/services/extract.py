@@ -94,9 +94,9 @@ def _deleted_meanwhile(deps: Deps, store: str, task: Task) -> bool:
 
 
 def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
-    """The run was deleted (or its tenant erased) while this job ran: everything it wrote goes again,
-    messages' index documents, write-time actions and activity included, and the task ends FAILED — if it still exists (an erasure took it).
-    A run whose id a new add has taken since keeps what that add wrote: only this job's memories go."""
+    """The run was deleted (or its tenant erased) while this job ran: everything it wrote goes again, messages' index
+    documents, write-time actions and activity included, and the task ends FAILED — if it still exists (an erasure
+    took it). A run whose id a new add has taken since keeps what that add wrote: only this job's memories go."""
     if deps.repo.get_scope(store, task.scope) is None:
         erase.clear_run(deps, store, task.scope, documents=[*task.message_ids, *written])
     else:
