@@ -429,7 +429,8 @@ def _draft(answer: prompt.SummaryAnswer, batch: list[Message], previous: extract
         return list(dict.fromkeys([*(batch[m - 1].message_id for m in part.messages),
                                    *(e for p in part.previous for e in kept[p - 1])]))
 
-    sentences = [SummarySentence(text=" ".join(s.text.split()), evidence=cited(s, [p.evidence for p in previous.sentences]))
+    kept = [p.evidence for p in previous.sentences]
+    sentences = [SummarySentence(text=" ".join(s.text.split()), evidence=cited(s, kept))
                  for s in answer.sentences if says_something(s.text)]
 
     def items(parts: list[prompt.Item], kept: list[str]) -> list[tuple[str, list[str]]]:
