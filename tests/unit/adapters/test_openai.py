@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 import requests
@@ -30,6 +30,13 @@ class FakeResponse:
     def json(self) -> Any:
         return json.loads(self.text)
 
+    def iter_content(self, chunk_size: int = 1) -> Iterator[bytes]:  # the client streams, to bound the answer
+        data = self.text.encode()
+        return (data[at:at + chunk_size] for at in range(0, len(data), chunk_size))
+
+    def close(self) -> None:
+        pass
+
 
 class FakeSession:
     """Answers each POST with the next scripted response (or raises it, if it is an exception)."""
@@ -38,8 +45,9 @@ class FakeSession:
         self.script = list(script)
         self.calls: list[dict[str, Any]] = []
 
-    def post(self, url: str, *, json: Any, headers: dict[str, str], timeout: float) -> FakeResponse:
-        self.calls.append({"url": url, "json": json, "headers": headers, "timeout": timeout})
+    def post(self, url: str, *, json: Any, headers: dict[str, str], timeout: float,
+             stream: bool = False) -> FakeResponse:
+        self.calls.append({"url": url, "json": json, "headers": headers, "timeout": timeout, "stream": stream})
         nxt = self.script.pop(0)
         if isinstance(nxt, Exception):
             raise nxt
@@ -69,6 +77,16 @@ def chat(content: str | None) -> FakeResponse:
 def make_embedder(session: FakeSession, sleeps: Sleeps | None = None, **kw: Any) -> OpenAICompatibleEmbedder:
     return OpenAICompatibleEmbedder("http://llm.local/v1/", "nomic-embed-text", session=session,  # type: ignore[arg-type]
                                     sleep=sleeps if sleeps is not None else Sleeps(), **kw)
+
+
+def test_a_deadline_bounded_view_is_of_the_same_model() -> None:
+    """Its identity is probed once per model, not per view (a warm-container trial: every sync request probed)."""
+    from memlane.domain.deadline import Deadline
+    from memlane.ports import origin
+
+    embedder = make_embedder(FakeSession())
+    view = embedder.within(Deadline.never())
+    assert view is not embedder and origin(view) is embedder and origin(view.within(Deadline.never())) is embedder
 
 
 def test_embedder_posts_batches_and_returns_unit_vectors_in_input_order() -> None:

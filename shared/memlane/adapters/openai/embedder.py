@@ -11,10 +11,13 @@ import requests
 
 from ...domain.deadline import Deadline
 from ...domain.errors import DependencyFailed
+from ...ports import origin
 from ..backoff import DEFAULT_MAX_ATTEMPTS, Sleep
-from .http import JsonClient
+from .http import DEFAULT_MAX_ANSWER_BYTES, JsonClient
 
 DEFAULT_BATCH_SIZE = 64
+# An answer's cap grows with the batch: 8192 dimensions at 32 bytes a float as JSON, per text (http.py).
+_MAX_ANSWER_BYTES_PER_TEXT = 8192 * 32
 
 
 class OpenAICompatibleEmbedder:
@@ -30,12 +33,15 @@ class OpenAICompatibleEmbedder:
         self._request_dimensions = request_dimensions and dim is not None
         self._batch_size = max(1, batch_size)
         self._http = JsonClient(base_url, api_key=api_key, session=session, timeout=timeout,
-                                connect_timeout=connect_timeout, max_attempts=max_attempts, sleep=sleep)
+                                connect_timeout=connect_timeout, max_attempts=max_attempts, sleep=sleep,
+                                max_answer_bytes=max(DEFAULT_MAX_ANSWER_BYTES,
+                                                     self._batch_size * _MAX_ANSWER_BYTES_PER_TEXT))
 
     def within(self, deadline: Deadline) -> "OpenAICompatibleEmbedder":
         """This adapter with each request and retry bounded by `deadline` (ports.Budgeted)."""
         bounded = copy.copy(self)
         bounded._http = self._http.within(deadline)
+        bounded.origin = origin(self)  # one model: its identity is probed once (services/embedder_guard.py)
         return bounded
 
     @property

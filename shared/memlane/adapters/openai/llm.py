@@ -27,6 +27,9 @@ T = TypeVar("T", bound=BaseModel)
 
 # Some servers wrap JSON in a Markdown fence even in JSON mode; strip it rather than fail a repair.
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+# Of a failed answer, what the repair turn shows the model: a legitimate answer is far shorter (extraction
+# prompts ask for a few facts), and echoing megabytes would make the repair request as large.
+_MAX_REPAIR_ECHO_CHARS = 32_000
 
 
 class OpenAICompatibleLLM:
@@ -63,7 +66,7 @@ class OpenAICompatibleLLM:
                 problem = describe_validation_error(e)
             # The repair turn: show the model its own answer and what is wrong with it.
             messages += [
-                {"role": "assistant", "content": content},
+                {"role": "assistant", "content": _truncate(content, _MAX_REPAIR_ECHO_CHARS)},
                 {"role": "user", "content": "That JSON does not validate against the schema:\n"
                                             f"{problem}\nReply with the corrected JSON object only."},
             ]
@@ -81,6 +84,10 @@ class OpenAICompatibleLLM:
             raise DependencyFailed(f"chat completion of unexpected shape: {e!r}", code="model_bad_response") from e
         # A refusal or an empty answer comes back as null: let validation report it and repair.
         return content if isinstance(content, str) else ""
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... [{len(text) - limit} more characters cut]"
 
 
 def _unfence(text: str) -> str:
