@@ -14,7 +14,8 @@ SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
 # The knowledge-update histories in tests/data: the bench's, and five trials' of their own (sessions 18, 27, 29).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
-               "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl")
+               "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
+               "knowledge_updates_trial8.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -1133,3 +1134,42 @@ def test_a_plan_said_again_for_another_day_with_nothing_else_changed_moved_even_
     pushed = decide("User's dentist appointment got pushed back to March 19.", [Neighbour(dentist, 0.9)],
                     duplicate_similarity=0.95, observed_at=said, event_time=T0 + timedelta(days=17))
     assert pushed.action == ExtractAction.UPDATE and pushed.targets == (dentist,)
+
+
+def _planned(text, day):
+    return memory(text).model_copy(update={"memory_type": MemoryType.EVENT, "event_time": T0 + timedelta(days=day)})
+
+
+@pytest.mark.parametrize("old,new,said,day", [
+    # A regression trial of session 33's rules (knowledge_updates_trial8.jsonl): one that comes round, named with
+    # "The" after its day passed, is the next one; one more of its kind ("also") beside a plan is not its move.
+    ("User: The quarterly board meeting is on March 5.", "User: The quarterly board meeting is on June 5.", 40, 96),
+    ("User: The monthly team lunch is on March 3.", "User: The monthly team lunch is on April 3.", 40, 63),
+    ("User has physical therapy on March 12 at 8am.", "User also has physical therapy on March 19 at 8am.", 5, 19),
+    ("User is flying to Denver on March 6 for the workshop.",
+     "User is flying to Denver again on April 17 for the second workshop.", 2, 47),
+])
+def test_another_of_its_kind_on_another_day_stays_beside_the_one_remembered(old, new, said, day):
+    first = _planned(old, 5 if "12" in old else 4)
+    decision = decide(new, [Neighbour(first, 0.9)], duplicate_similarity=0.95, observed_at=T0 + timedelta(days=said),
+                      event_time=T0 + timedelta(days=day))
+    assert decision.action == ExtractAction.ADD, decision
+
+
+def test_a_day_corrected_or_put_to_another_day_is_one_plan_changed():
+    flight = _planned("User's flight home is on March 28.", 27)
+    for new in ("User: Actually User's flight home is March 29.",
+                "User: wait no, User's flight home is march 29, User misread the ticket.",
+                "User: The doctor revised User's due date to March 29."):
+        target = flight if "flight" in new else _planned("User's due date is March 28.", 27)
+        decision = decide(new, [Neighbour(target, 0.9)], duplicate_similarity=0.95,
+                          observed_at=T0 + timedelta(days=3), event_time=T0 + timedelta(days=28))
+        assert decision.action == ExtractAction.UPDATE, (new, decision)
+
+
+def test_revising_a_piece_of_work_changes_no_date_of_it():
+    """"Revised the intro of my thesis today" closed "my thesis is due on May 1" while "revised" was a change cue."""
+    due = _planned("User's thesis is due on May 1.", 60)
+    decision = decide("User revised the intro of User's thesis today.", [Neighbour(due, 0.8)],
+                      duplicate_similarity=0.95, observed_at=T0 + timedelta(days=3), event_time=T0 + timedelta(days=3))
+    assert decision.action == ExtractAction.ADD, decision

@@ -64,8 +64,10 @@ def test_a_bare_weekday_stays_undated_whatever_tense_a_turn_holds_elsewhere(said
 @pytest.mark.parametrize("text, day", [
     ("I'm flying to Oslo on March 14.", "2024-03-14"),  # a plan: the next March 14, said in May 2023
     ("I'm flying to Rome on June 2nd.", "2023-06-02"),
-    ("I ran the Boston marathon on April 17.", "2023-04-17"),  # what happened: the last one
-    ("My niece was born on the 3rd of June.", "2022-06-03"),
+    ("I ran the Boston marathon on April 17.", "2023-04-17"),  # said in the past: the nearest
+    ("My niece was born on the 3rd of March.", "2023-03-03"),
+    ("Got tickets for the Warriors game on May 28!", "2023-05-28"),  # a past verb arranging what is to come
+    ("rebooked my tokyo flight for june 25", "2023-06-25"),
     ("The dentist is June 3.", "2023-06-03"),  # said in the present: the next
     ("Our anniversary is January 2.", "2024-01-02"),
     ("The parent-teacher conference was pushed to May 1.", "2024-05-01"),  # put off to a day: ahead

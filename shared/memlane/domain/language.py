@@ -16,8 +16,7 @@ from functools import lru_cache
 CHANGE_CUES = frozenset(
     "moved relocated switched changed now currently anymore instead new newly became become becomes turned "
     "joined left quit transferred sold cancelled canceled stopped started again gone replaced upgraded "
-    "updated renamed moving switching switch changing lately nowadays promoted postponed rescheduled retired "
-    "revised".split())
+    "updated renamed moving switching switch changing lately nowadays promoted postponed rescheduled retired".split())
 CHANGE_PHRASES = ("no longer", "any more", "these days", "from now on", "after all", "gave up", "give up",
                   "went up", "went down", "is now", "not anymore", "no more", "got married", "got engaged",
                   "got divorced", "got a job", "got a new job", "pushed back", "pushed to", "rebooked")
@@ -438,12 +437,23 @@ def narrowed(text: str) -> bool:
 # it ("the piano lesson tomorrow is cancelled", "therapy this Wednesday moved to 5"): the habit holds at the others —
 # unless the change is said to last ("from now on", "for good", "anymore").
 _DAYS_PLURAL = r"(?:mon|tues|wednes|thurs|fri|satur|sun)days"
-_RECURRING = re.compile(rf"\b(?:every|each|daily|weekly|nightly|monthly)\b|\b{_DAYS_PLURAL}\b|\bon weekends\b", re.I)
+_RECURRING = re.compile(rf"\b(?:every|each|daily|weekly|nightly|monthly|quarterly|yearly|annual|biweekly)\b"
+                        rf"|\b{_DAYS_PLURAL}\b|\bon weekends\b", re.I)
 _A_DAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _ONE_OCCASION = re.compile(rf"\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|week(?:end)?|{_A_DAY})"
                            rf"|next (?:week(?:end)?|{_A_DAY}))\b", re.I)
 _LASTING = re.compile(r"\b(?:from now on|for good|anymore|any more|no longer|permanently|going forward|from then on)\b",
                       re.I)
+
+
+# A statement that corrects what was said before it ("Actually my flight home is March 29", "wait no, ... I misread
+# the ticket"): not another occasion beside it.
+_CORRECTION = re.compile(r"^\W*actually\b|\b(?:misread|misspoke|mistyped|typo|wait no|oops|my bad|i meant|correction)\b",
+                         re.I)
+
+
+def corrects(text: str) -> bool:
+    return _CORRECTION.search(text) is not None
 
 
 def recurring(text: str) -> bool:

@@ -236,7 +236,12 @@ def another_occasion(memory: Memory, said: "Statement", new: "Statement", event_
     if _only_happened(memory, said):
         return said_at is None or event_time <= said_at
     return (_plan(memory, said) and said_at is not None and memory.event_time.date() <= said_at.date()
-            and not new.strong_change and not _the_known_one(new, said))
+            and not _said_to_move(new) and not _the_known_one(new, said))
+
+
+def _said_to_move(new: "Statement") -> bool:
+    """"got pushed back to March 19", "postponed", "revised the due date to June 9": a change of its day is said."""
+    return new.strong_change or timeexpr.to_a_day(new.text)
 
 
 _THE = re.compile(r"^the (\w+)(?: (\w+))?", re.I)
@@ -244,9 +249,21 @@ _THE = re.compile(r"^the (\w+)(?: (\w+))?", re.I)
 
 def _the_known_one(new: "Statement", old: "Statement") -> bool:
     """`new` opens with "the" and a word `old` says ("The product launch ..." of "The product launch is scheduled for
-    March 3"): the thing remembered, not another of its kind ("an interview tomorrow", said again weeks on)."""
+    March 3"): the thing remembered, not another of its kind ("an interview tomorrow", said again weeks on) — nor one
+    that comes round ("The quarterly board meeting is on June 5", "The next ...": a regression trial)."""
     m = _THE.match(new.text)
-    return m is not None and any(w and lang.stem(w.lower()) in old.content for w in m.groups())
+    return (m is not None and m.group(1).lower() not in _ANOTHER_ONE
+            and any(w and lang.stem(w.lower()) in old.content for w in m.groups())
+            and not lang.recurring(new.text) and not lang.recurring(old.text) and not _one_more(new))
+
+
+_ANOTHER_ONE = frozenset("next other following second third".split())  # "The next board meeting ..."
+# "also", "too", "again", "another", "the second": one more of its kind, said beside the one remembered.
+_ONE_MORE = lang.ADDITIVE_CUES | {"again", "second", "third"}
+
+
+def _one_more(new: "Statement") -> bool:
+    return not _ONE_MORE.isdisjoint(new.words)
 
 
 _WHEN_STEMS = frozenset(lang.stem(w) for w in lang.WHEN_WORDS) | lang.WHEN_WORDS
@@ -266,7 +283,8 @@ def _dated_apart(memory: Memory, said: "Statement", new: "Statement", event_time
     tomorrow" closed by "driving to Chicago next week")."""
     return (event_time is not None and memory.event_time is not None and memory.event_time.date() != event_time.date()
             and not any(s.moves or s.entered or s.states for s in (said, new)) and not _says_not(new, said)
-            and not _only_the_day_differs(new, said))
+            and not _only_the_day_differs(new, said) and not timeexpr.to_a_day(new.text)
+            and not lang.corrects(new.text))
 
 
 def _says_not(new: "Statement", old: "Statement") -> bool:
@@ -275,13 +293,15 @@ def _says_not(new: "Statement", old: "Statement") -> bool:
     return any(lang.stem(w.lower()) in held for w in re.findall(r"\bnot (\w+)", new.text, re.I))
 
 
-def plan_moved(memory: Memory, said: "Statement", event_time: datetime | None, said_at: datetime | None) -> bool:
+def plan_moved(memory: Memory, said: "Statement", new: "Statement", event_time: datetime | None,
+               said_at: datetime | None) -> bool:
     """A plan said again before the day it was for, for another day ahead: it moved ("an interview on Friday", then
     on Wednesday "an interview tomorrow"). Said on its day, it may be a second one ("a doctor's appointment
-    tomorrow", then that day "... on Friday": a follow-up): not a move."""
+    tomorrow", then that day "... on Friday": a follow-up): not a move; nor one more of its kind ("I also have physical
+    therapy on March 19": a regression trial)."""
     return (event_time is not None and memory.event_time is not None and said_at is not None and _plan(memory, said)
             and memory.event_time.date() > said_at.date() and event_time > said_at
-            and memory.event_time.date() != event_time.date())
+            and memory.event_time.date() != event_time.date() and not _one_more(new))
 
 
 def _plan(memory: Memory, said: "Statement") -> bool:
@@ -634,7 +654,7 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
     for n in sorted(neighbours, key=lambda n: -n.similarity):
         other = statement(n.memory.text)
         occasion = another_occasion(n.memory, other, new, day, observed_at)
-        moved = plan_moved(n.memory, other, event_time, observed_at)
+        moved = plan_moved(n.memory, other, new, event_time, observed_at)
         if n.similarity >= duplicate_similarity and _same_values(new, other) and not new.change and not occasion \
                 and not moved and new.owner == other.owner \
                 and new.negated == other.negated:
@@ -652,8 +672,8 @@ def decide(text: str, neighbours: list[Neighbour], *, duplicate_similarity: floa
                 relation = None  # it happened: a later change of state ends nothing of it
             if relation is not None and occasion and relation.evidence != Evidence.DENIAL:
                 relation = None  # another occasion: neither a correction nor a repeat of the one remembered
-            if relation is not None and relation.evidence == Evidence.VALUE and _dated_apart(n.memory, other, new,
-                                                                                            day):
+            if relation is not None and (relation.evidence == Evidence.VALUE or _one_more(new)) \
+                    and _dated_apart(n.memory, other, new, day):
                 relation = None  # "driving to Denver tomorrow" / "to Chicago next week": two plans, no move said
             if relation is not None and relation.action in _CHANGES \
                     and still_holds.planned(event_time, observed_at, n.memory) and not still_holds.made_any(new):

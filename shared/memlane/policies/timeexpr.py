@@ -40,7 +40,7 @@ class ResolvedTime:
 _AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|hopes? to|about to|upcoming|booked|"
                     r"scheduled|looking forward|(?:pushed|postponed|rescheduled|delayed|bumped|rebooked)"
                     r"(?: back| out| up)? (?:to|until|till))\b"
-                    r"|(?:\b(?:am|is|are)|['’](?:m|re|s))(?: \w+ly)? (?:flying|going|travell?ing|moving|starting|"
+                    r"|(?:\b(?:am|is|are)|['’](?:m|re|s))(?: \w+ly| still)? (?:flying|going|travell?ing|moving|starting|"
                     r"leaving|visiting|getting|running|taking|having|heading|coming)\b|['’]ll\b", re.I)
 
 
@@ -52,6 +52,11 @@ _DATES = [re.compile(rf"\b{_MONTH}\.? (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}
 
 
 _PUT_OFF_TO = re.compile(r"\b(?:to|until|till) $", re.I)
+
+
+def to_a_day(text: str) -> bool:
+    """A day of a month something is put to ("pushed my flight to March 29", "revised the due date to June 9")."""
+    return any(_PUT_OFF_TO.search(text, 0, m.start()) for pattern in _DATES for m in pattern.finditer(text))
 
 
 def without_dates(text: str) -> str:
@@ -87,18 +92,18 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
         return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
 
     def date(match: re.Match[str]) -> ResolvedTime | None:
-        """A day of a month: of the year said, else the last such day for what happened, the next for the rest
-        ("the appointment is on March 12": what is said of a day is mostly what is to come)."""
+        """A day of a month: of the year said, else the next such day ("the appointment is on March 12": what is said
+        of a day is mostly what is to come) — or, said in the past tense, the nearest: a past verb often arranges what
+        is to come ("got tickets for the game on March 28", "rebooked my flight for April 25"; a regression trial).
+        A day something was put off to ("revised the due date to June 9") is the next whatever the tense."""
         month, day = _MONTHS.index(match.group("month").lower()) + 1, int(match.group("day"))
         years = [int(match.group("year"))] if match.group("year") else [ref.year - 1, ref.year, ref.year + 1]
         try:
             days = [ref.replace(year=y, month=month, day=day) for y in years]
         except ValueError:  # "February 30"
             return None
-        if len(days) > 1:
-            # A day something was put off to ("revised the due date to June 9") is ahead whatever the verb's tense.
-            back = past and _PUT_OFF_TO.search(match.string, 0, match.start()) is None
-            days = [d for d in days if (d.date() <= ref.date() if back else d.date() >= ref.date())]
+        if len(days) > 1 and not (past and _PUT_OFF_TO.search(match.string, 0, match.start()) is None):
+            days = [d for d in days if d.date() >= ref.date()]
         return ResolvedTime(min(days, key=lambda d: abs(d - ref)), "day", match.group(0))
 
     months = "|".join(_MONTHS)
