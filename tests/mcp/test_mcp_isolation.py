@@ -189,3 +189,16 @@ def test_a_server_bound_to_an_agent_shows_only_that_agents_memories_in_a_context
     assert not their_memories & {e.id for e in entries}, entries
     assert not their_turns & ({*card.evidence} | {ev for e in entries for ev in e.evidence}), card
     assert "blue key" in answer["text"] and any("blue key" in e.text for e in card.sections["memories"]), card.text
+
+
+def test_a_server_bound_to_an_agent_answers_the_users_profile_not_the_agents_instructions(server: Server) -> None:
+    """A trial (session 33): with --agent, `get_profile` and `memlane://profile` — "the user's profile" — answered the
+    agent's role and standing instructions, and nothing of what was stated of the user."""
+    with Memlane(server.url) as client:
+        client.profiles.put(STORE, "ivy", app_id=APP, text="Ivy flies for work.", attributes={"home_airport": "BOS"})
+        client.profiles.put_agent(STORE, "concierge", app_id=APP, tenant_id="ivy",
+                                  text="You are the hotel concierge. Never book spas before noon.")
+    (answer,) = _answers([("get_profile", {})], server.url, [],
+                         Binding(store=STORE, app_id=APP, tenant_id="ivy", agent_id="concierge"))
+    assert "Ivy flies for work." in answer and "BOS" in answer, answer
+    assert "concierge" not in answer and "spas" not in answer, answer

@@ -112,13 +112,27 @@ class MemoryTools:
         return {"threads": threads}
 
     def get_profile(self) -> dict[str, Any]:
+        """The user's profile — not the bound agent's role and instructions, which the agent's profile route gives
+        (a trial: with --agent it answered "You are the hotel concierge ..."). Bound to an agent, as its context card:
+        what was stated of the user, and what the agent's own memories say of them (a dream distils the tenant's
+        profile from every agent's)."""
+        user = self._profile(None)
+        if self.binding.agent_id is None:
+            text, facts = (user.text, user.attributes + user.preferences) if user else ("", [])
+        else:
+            own = self._profile(self.binding.agent_id)
+            stated = [f for f in (user.attributes + user.preferences if user else []) if f.origin == "explicit"]
+            told = [f for f in (own.attributes + own.preferences if own else []) if f.origin == "distilled"]
+            text, facts = (user.explicit_text if user else ""), stated + told
+        return {"text": _clip(text, 4 * MAX_TEXT_CHARS),
+                "facts": [{"name": f.name, "value": _clip(f.value, 200)} for f in facts][:MAX_TOP_K * 2]}
+
+    def _profile(self, agent_id: str | None) -> Any:
         try:
-            profile = self.client.profiles.get(self.binding.store, self.binding.tenant_id,
-                                               app_id=self.binding.app_id, agent_id=self.binding.agent_id)
+            return self.client.profiles.get(self.binding.store, self.binding.tenant_id, app_id=self.binding.app_id,
+                                            agent_id=agent_id)
         except ProfileNotFound:  # nothing stated or distilled yet: to a model, an empty profile
-            return {"text": "", "facts": []}
-        facts = [{"name": f.name, "value": _clip(f.value, 200)} for f in (profile.attributes + profile.preferences)]
-        return {"text": _clip(profile.text, 4 * MAX_TEXT_CHARS), "facts": facts[:MAX_TOP_K * 2]}
+            return None
 
     def thread_summary(self, thread_id: str) -> str:
         return self.client.threads.summary(self.binding.store, thread_id, **self.binding.tenant,
