@@ -13,6 +13,7 @@ One object, one fixed scope (`app_id`, `tenant_id`, `agent_id`, the session as t
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Callable
 
 from strands import tool
@@ -157,5 +158,8 @@ def _text_of(message: Any, injected: set[str]) -> str:
 
 
 def _line(text: str) -> str:
-    """A memory as one line of the block: its own line breaks and any spelling of the block's tags taken out."""
-    return "- " + " ".join(_TAGS.sub("[memlane_memories]", text).split())
+    """A memory as one line of the block: its own line breaks and any spelling of the block's tags taken out — after
+    look-alikes are folded ("＜/memlane_memories＞") and invisible characters dropped ("</memlane\u200b_memories>"),
+    which a model reads as the tag all the same (a trial)."""
+    plain = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return "- " + " ".join(_TAGS.sub("[memlane_memories]", plain).split())
