@@ -21,7 +21,7 @@ from typing import Any, Callable
 import botocore.auth
 import pytest
 
-from tests.handlers.conftest import ACCOUNT, TABLE, Aws, Bedrock
+from tests.handlers.conftest import ACCOUNT, TABLE, Aws, Bedrock, parameter_default
 from tests.handlers.events import load_event
 from tests.isolation import template_policies as tpl
 from tests.isolation.iam_eval import Decision, Request, evaluate
@@ -298,6 +298,15 @@ def test_every_route_and_job_stays_within_the_template_policies(aws: Aws, bedroc
                                                      "tenant_id": {"S": "u-42"}, **extra})
     assert fn.run("Tasks", load_event("tasks", "sweep"))["closed"] >= 1
     assert [i for pk in ("demo#~open", "demo#~requests") for i in aws.items(pk, "req-dead#")] == []
+
+    # Tasks: an extraction given up on by its last delivery, retried (the task, its open-task entry, its job)
+    add(fn, "req-6", "I keep my bike in locker 12.", run="r-6")
+    [message] = aws.queued()
+    message["Attributes"]["ApproximateReceiveCount"] = str(parameter_default("ExtractMaxReceives"))
+    assert fn.run("Extract", aws.sqs_event([message]))["batchItemFailures"]
+    aws.sqs.delete_message(QueueUrl=aws.queue_url, ReceiptHandle=message["ReceiptHandle"])  # dead-lettered
+    assert fn.http("Tasks", "POST", "/v1/stores/demo/tasks/req-6/retry", expect=202)["status"] == "PENDING"
+    assert fn.drain() == 1
 
     # Deletion: a memory, a run, a tenant (a job), the store (a purge job)
     fn.http("Search", "DELETE", f"/v1/stores/demo/memories/{memory_id}", query=TENANT)

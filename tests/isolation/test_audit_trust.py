@@ -172,13 +172,15 @@ def test_without_a_key_every_id_route_answers_401_before_looking_anything_up(wor
     assert len({json.dumps(a[1], sort_keys=True) for a in answers.values()}) == 1  # nothing tells them apart
     for action in ("apply", "reject", "undo"):
         assert call(api, "POST", f"/v1/stores/nostore/dream-actions/nope/{action}")[0] == 401
+    assert call(api, "POST", "/v1/stores/nostore/tasks/nope/retry")[0] == 401
 
 
-@pytest.mark.parametrize("route", ["task", "dream_task", "dream_actions", "action", "apply", "reject", "undo",
-                                   "erasure"])
+@pytest.mark.parametrize("route", ["task", "retry", "dream_task", "dream_actions", "action", "apply", "reject",
+                                   "undo", "erasure"])
 def test_an_id_outside_the_grant_answers_exactly_like_a_missing_id(world, route):
     api, _, keys, ids = world
     paths = {"task": ("GET", "/v1/stores/demo/tasks/{}", ids["bob_task"]),
+             "retry": ("POST", "/v1/stores/demo/tasks/{}/retry", ids["bob_task"]),
              "dream_task": ("GET", "/v1/stores/demo/dream-tasks/{}", ids["bob_dream"]),
              "dream_actions": ("GET", "/v1/stores/demo/dream-tasks/{}/actions", ids["bob_dream"]),
              "action": ("GET", "/v1/stores/demo/dream-actions/{}", ids["bob_action"]),

@@ -8,7 +8,7 @@ import pytest
 from memlane.domain.models import DreamActionStatus, ExtractAction, MemoryStatus, TaskStatus
 from memlane.faults import Faults
 from memlane.policies.consolidation import Decision
-from memlane.services import consolidate, dream, erase, extract, jobs, message_index, stores
+from memlane.services import consolidate, dream, erase, extract, jobs, message_index, stores, task_jobs
 from tests.services.test_extract_retries import APP, TENANT, Crash, Scripted, crash, index_docs, say, table_mems
 
 OLD, NEW = "User lives in Boston.", "User moved to Denver last month."
@@ -208,7 +208,7 @@ def test_a_job_whose_tenant_is_erased_as_it_extracts_leaves_nothing(deps):
     say(deps, "I live in Boston.", day=0, request_id="req-0")
     deps.extractor = ErasingExtractor(deps, [B, NEW])
     task = say(deps, "cello; Denver.", day=30, request_id="req-1", sync=False)
-    job = jobs.extract_job("demo", task.request_id, task.scope)
+    job = task_jobs.extract_job("demo", task.request_id, task.scope)
     jobs.handle(deps, job)
     assert not deps.table.query(f"demo#{APP}#{TENANT}", limit=100).items
     assert not tenant_docs(deps)
@@ -231,6 +231,6 @@ def test_a_tenant_erased_while_its_job_indexes_messages_leaves_no_text_in_the_in
         return original(d, store, messages)
 
     monkeypatch.setattr(message_index, "index", index)
-    jobs.handle(deps, jobs.extract_job("demo", task.request_id, task.scope))
+    jobs.handle(deps, task_jobs.extract_job("demo", task.request_id, task.scope))
     assert not deps.table.query(f"demo#{APP}#{TENANT}", limit=100).items
     assert not tenant_docs(deps), tenant_docs(deps)

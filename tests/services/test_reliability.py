@@ -17,7 +17,7 @@ from memlane.domain.errors import Overloaded
 from memlane.domain.models import TaskStatus
 from memlane.repository import tenant_pk
 from memlane.server import _LambdaContext, http_event
-from memlane.services import erase, extract, ingest, jobs, stores, sweep
+from memlane.services import erase, extract, ingest, jobs, stores, sweep, task_jobs
 from memlane.ports import Job
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
@@ -127,7 +127,7 @@ def test_a_task_never_started_is_sent_again_once_its_queue_holds_nothing(svc, mo
     svc.queue.db.conn.execute("DELETE FROM jobs WHERE request_id = ?", (task.request_id,))  # to its dead letters
     monkeypatch.setattr(svc.deps.clock, "now", lambda: start + timedelta(seconds=180))
     assert sweep.sweep(svc.deps).requeued == 0  # once only: then at the deadline, as any task
-    svc.queue.enqueue(jobs.task_job("demo", svc.deps.repo.locate_task("demo", task.request_id)))
+    svc.queue.enqueue(task_jobs.task_job("demo", svc.deps.repo.locate_task("demo", task.request_id)))
     svc.drain()
     assert svc.deps.repo.locate_task("demo", task.request_id).status == TaskStatus.SUCCEEDED
 

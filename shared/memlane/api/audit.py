@@ -29,7 +29,7 @@ _ID_AFTER = re.compile(r"/(tasks|memories|dream-tasks|dream-actions|profiles|run
 # log keeps a request's shape, never its words ("never message content": docs/security.md).
 ROUTE_WORDS = frozenset("v1 stores memories memories:batch runs threads context summary tasks search messages scopes "
                         "access-policy dream dream-tasks dream-actions actions apply reject undo profiles agents "
-                        "profile requests tenants erase erasures".split())
+                        "profile requests tenants erase erasures retry".split())
 _METHODS = frozenset("GET HEAD POST PUT PATCH DELETE OPTIONS".split())
 
 

@@ -99,6 +99,7 @@ def register(c: Commands) -> None:
     s.add_argument("request_id", nargs="?")
     s.add_argument("--app")
     s.add_argument("--tenant")
+    s.add_argument("--retry", action="store_true", help="run the FAILED task of REQUEST_ID again (then --wait on it)")
     s.add_argument("--wait", action="store_true", help="wait for the task to finish")
     s.add_argument("--timeout", type=seconds, default=60.0, help="--wait: give up after this many seconds (exit 6)")
     _page(s)
@@ -340,10 +341,14 @@ def messages(args: argparse.Namespace, client: "Memlane") -> int:
 
 
 def tasks(args: argparse.Namespace, client: "Memlane") -> int:
+    if args.retry and not args.request_id:
+        raise UsageError("tasks --retry: give the request id of the failed task")
     if args.request_id:
+        if args.retry:  # the retry's answer (the task PENDING), or with --wait the task it came to
+            task = client.tasks.retry(args.store, args.request_id, **tenant_of(args))
         if args.wait:
             task = client.tasks.wait(args.store, args.request_id, **tenant_of(args), timeout=args.timeout)
-        else:
+        elif not args.retry:
             task = client.tasks.get(args.store, args.request_id, **tenant_of(args))
         emit(args, task, lambda: _task(task) + "".join(f"\n  {o.action:<6} {o.text}" for o in task.outcomes))
         return 0

@@ -19,6 +19,7 @@ ROUTE_COMMANDS: dict[str, str] = {
     "messages.list": "messages",
     "tasks.get": "tasks",  # with a request id; without, tasks.list
     "tasks.list": "tasks",
+    "tasks.retry": "tasks",  # with --retry and a request id
     "scopes.list": "scopes",
     "scopes.set_access_policy": "access-policy put",
     "runs.delete": "runs delete",

@@ -183,6 +183,18 @@ class ActionNotPending(Conflict):
     code = "action_not_pending"
 
 
+class TaskNotFailed(Conflict):
+    code = "task_not_failed"
+
+
+class TaskNotRetryable(Conflict):
+    code = "task_not_retryable"
+
+
+class RequestContentDeleted(Conflict):
+    code = "request_content_deleted"
+
+
 class Busy(Conflict):
     code = "busy"
 

@@ -136,6 +136,13 @@ class Tasks(_Group):
         return self._runner.pages(_call("tasks.list", {"store": store},
                                         {"app_id": app_id, "tenant_id": tenant_id, "limit": limit}), "tasks")
 
+    def retry(self, store: str, request_id: str, *, app_id: str | None = None,
+              tenant_id: str | None = None) -> m.TaskOut:
+        """Run a FAILED extraction or summary refresh again: the task, PENDING (then `wait` on it).
+        `TaskNotFailed` when it is not FAILED, `TaskNotRetryable` for an explicit write."""
+        return self._run(_call("tasks.retry", {"store": store, "request_id": request_id},
+                               {"app_id": app_id, "tenant_id": tenant_id}))
+
     def wait(self, store: str, request_id: str, *, app_id: str | None = None, tenant_id: str | None = None,
              timeout: float = 60.0, interval: float = 0.2) -> m.TaskOut:
         """The task once SUCCEEDED or FAILED (an extraction, or a summary refresh); `WaitTimeout` past `timeout`."""

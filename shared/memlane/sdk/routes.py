@@ -105,6 +105,8 @@ ROUTES: list[Route] = [
     _get("messages.list", S + "/messages", m.MessageList),
     _get("tasks.get", S + "/tasks/{request_id}", m.TaskOut),
     _get("tasks.list", S + "/tasks", m.TaskList),
+    # not idempotent: sent again after a lost answer, it finds the task PENDING (409 task_not_failed)
+    Route("tasks.retry", "POST", S + "/tasks/{request_id}/retry", responses={202: m.TaskOut}),
     _get("scopes.list", S + "/scopes", m.ScopeList),
     Route("scopes.set_access_policy", "PUT", S + "/access-policy", m.AccessPolicyIn, {200: m.ScopeInfoOut},
           idempotent=True),

@@ -24,7 +24,7 @@ from ..domain.models import AccessPolicy, Message, ScopeInfo, Store, Task, TaskS
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..repository import Repository, message_sk, tenant_pk
-from . import embedder_guard, erase, extract, jobs, message_index, redaction, summaries
+from . import embedder_guard, erase, extract, message_index, redaction, summaries, task_jobs
 from .deps import Deps
 from .index_writes import take_back
 
@@ -168,7 +168,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     own_entry = repo.open_task(store, request_id, write, now)
     repo.claim_request(store, request_id, write)
     deps.faults.point("add.after_request_claim")
-    job = jobs.extract_job(store, request_id, write)
+    job = task_jobs.extract_job(store, request_id, write)
     task = None
     tokens = sum(deps.tokenizer.count_many([m.content for m in msgs])) if deps.tokenizer is not None else 0
     covered_before = summaries.covered_until(deps, store, write)  # what a refresh will never read again
@@ -366,5 +366,5 @@ def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) 
     if existing.status == TaskStatus.PENDING and deps.clock.now() - existing.updated_at >= REQUEUE_AFTER:
         # Still pending well after it was written: the first attempt may have died between its write and
         # its enqueue. Extraction is idempotent; a fresh task's job is simply on its way, not sent twice.
-        deps.queue.enqueue(jobs.extract_job(store, request_id, scope))
+        deps.queue.enqueue(task_jobs.extract_job(store, request_id, scope))
     return existing

@@ -12,7 +12,6 @@ from typing import Callable
 
 from ..domain.errors import InvalidInput, NotFound
 from ..domain.models import Task
-from ..domain.scope import Scope
 from ..ports import Job
 from . import dream_actions, erase, extract, memories, summaries
 from .deps import Deps
@@ -22,18 +21,6 @@ from .extract import describe
 # make jobs (an add queues its extraction) do not load it at their cold start (docs/benchmarks.md §9).
 
 log = logging.getLogger(__name__)
-
-
-def extract_job(store: str, request_id: str, scope: Scope) -> Job:
-    """The extraction job of an add; its tenant is its fairness group."""
-    return Job.of_tenant("extract", store, request_id, scope.app_id, scope.tenant_id)
-
-
-def task_job(store: str, task: Task) -> Job:
-    """The job that runs a task, by its kind (the sweeper re-enqueues it when it was lost)."""
-    if task.kind == summaries.KIND:
-        return summaries.job(store, task.request_id, task.scope)
-    return extract_job(store, task.request_id, task.scope)
 
 
 def handle(deps: Deps, job: Job) -> Task | None:

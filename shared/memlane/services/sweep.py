@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Task, TaskStatus
-from . import erase, extract, jobs, message_index, stores
+from . import erase, extract, message_index, stores, task_jobs
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
                                  app_id=entry.app_id, tenant_id=entry.tenant_id)
                     report.failed += 1
                     continue
-                deps.queue.enqueue(jobs.task_job(store.name, task))
+                deps.queue.enqueue(task_jobs.task_job(store.name, task))
                 deps.repo.swept(store.name, entry, now)
                 report.requeued += 1
         if cursor is None or report.checked >= limit:

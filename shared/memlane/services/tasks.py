@@ -1,15 +1,20 @@
-"""Tasks: the status of extraction jobs, by request id or by tenant."""
+"""Tasks: the status of extraction jobs, by request id or by tenant; a failed one run again."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ..domain.errors import InvalidInput, NotFound
-from ..domain.models import Task
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound, Overloaded
+from ..domain.models import Task, TaskStatus
 from ..domain.scope import validate_id
 from ..domain.validation import check_request_id
+from ..repository import tenant_pk
+from . import summaries
 from .access import Visible, everyone
 from .deps import Deps
+from .redaction import BODY_DELETED
+from .task_jobs import task_job
 
 
 def owner(deps: Deps, store: str, request_id: str, *, app_id: Any = None, tenant_id: Any = None,
@@ -44,3 +49,81 @@ def list_(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, limit: int,
     deps.repo.get_store(store)
     return deps.repo.list_tasks(store, validate_id("app_id", app_id), validate_id("tenant_id", tenant_id),
                                 limit=limit, cursor=cursor)
+
+
+# -- running a failed task again (POST .../tasks/{request_id}/retry) ------------------------------
+
+RETRYABLE = ("extract", summaries.KIND)  # the kinds a job runs; an explicit write ran nothing
+_RETRY_ATTEMPTS = 5  # each retry means the task changed between its read and its write
+
+
+def retry(deps: Deps, store: str, request_id: str, *, app_id: Any, tenant_id: Any) -> Task:
+    """Run a FAILED extraction (or forced summary refresh) again: its task PENDING, no attempt, no error, its job
+    queued. The task is written only if it is still as read (FAILED, same version, content not deleted meanwhile),
+    so of two retries at once one queues the job and the other is refused. `deps` bound to the tenant."""
+    repo = deps.repo
+    repo.get_store(store)
+    check_request_id(request_id, stored=True)
+    app_id, tenant_id = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
+    for _ in range(_RETRY_ATTEMPTS):
+        # The item as stored: the write is conditioned on the very version read (a redaction keeps updated_at but
+        # changes body_hash, and a retry must not write back what a deletion took out).
+        item = repo.table.get(tenant_pk(store, app_id, tenant_id), f"TASK#{request_id}")
+        if item is None:
+            raise NotFound(f"task '{request_id}' not found", code="task_not_found")
+        task = Task.model_validate(item)
+        _refuse_retry(deps, store, task)
+        _refuse_when_backlogged(deps)
+        now = deps.clock.now()
+        pending = task.model_copy(update={"status": TaskStatus.PENDING, "attempts": 0, "error": None,
+                                          "updated_at": now})
+        put = replace(repo.task_put(pending), if_absent=False, expect={
+            "status": item["status"], "updated_at": item["updated_at"], "body_hash": item.get("body_hash")})
+        # As an add: the sweeper's entry first, then the task with its job (on SQS sent after the commit: a send
+        # lost after it leaves the task PENDING in the registry, and the sweeper sends it).
+        repo.open_task(store, request_id, task.scope, now)
+        try:
+            deps.queue.commit(deps.table, [put], task_job(store, pending))
+        except ConditionFailed:
+            continue  # another retry, a late delivery or a deletion moved it: read it again
+        return pending
+    raise Conflict(f"task '{request_id}' is too busy to retry; retry later", code="busy")
+
+
+def _refuse_retry(deps: Deps, store: str, task: Task) -> None:
+    rid = task.request_id
+    if task.kind not in RETRYABLE:
+        raise Conflict(f"task '{rid}' is of kind '{task.kind}': it wrote its memories as given and runs no job, "
+                       "so there is nothing to run again", code="task_not_retryable")
+    if task.status != TaskStatus.FAILED:
+        raise Conflict(f"task '{rid}' is {task.status}, not FAILED: only a failed task can be run again",
+                       code="task_not_failed")
+    if _content_deleted(deps, store, task):
+        # Its thread (or its tenant's data) was deleted: there is nothing left to extract or summarise.
+        raise Conflict(f"request_id '{rid}' named a request whose content was deleted; it cannot run again",
+                       code="request_content_deleted", field="request_id")
+    if task.kind == summaries.KIND:
+        info = deps.repo.get_scope(store, task.scope)
+        if info is not None and not info.access_policy.extracts:  # as a forced refresh is refused now
+            raise Conflict(f"thread '{task.scope.run_id}' keeps no summary: its access policy ({info.access_policy}) "
+                           "stores nothing in long-term memory", code="summary_not_kept")
+
+
+def _content_deleted(deps: Deps, store: str, task: Task) -> bool:
+    """Whether what the task would read is gone: its body redacted, its thread deleted (or deleted and made again
+    since: a new thread of the same id is not the one the task named), or the add's messages."""
+    if task.body_hash == BODY_DELETED:
+        return True
+    info = deps.repo.get_scope(store, task.scope)
+    if info is None or info.first_seen > task.created_at:
+        return True
+    return bool(task.message_ids) and not deps.repo.get_messages(store, task.scope, task.message_ids)
+
+
+def _refuse_when_backlogged(deps: Deps) -> None:
+    """Back-pressure, as an add: past the queue limit a retry queues nothing (a retry of many failed tasks at once
+    after an outage must not flood the workers)."""
+    limit = deps.settings.queue_limit
+    if limit and deps.queue.depth() >= limit:
+        raise Overloaded(f"extraction is {limit}+ jobs behind; retry later",
+                         retry_after=deps.settings.queue_retry_after)

@@ -32,6 +32,19 @@ def routes(deps: Deps, gate: Gate) -> Router:
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
+    @router.post("/v1/stores/<store>/tasks/<request_id>/retry", status_code=202, tags=["tasks"],
+                 summary="Run a FAILED extraction or summary refresh again: its task PENDING, its job queued "
+                         "(app_id and tenant_id as for the task's status)")
+    def retry_task(store: str, request_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> TaskOut:
+        # Found and authorized as GET .../tasks/{request_id}: an id outside the grant is as not found as a missing one.
+        event = router.current_event
+        d = gate.bind_owner(event, store, lambda visible: tasks.owner(
+            deps, store, request_id, app_id=app_id, tenant_id=tenant_id, visible=visible))
+        owner = gate.checked(event).scope
+        task = tasks.retry(d, store, request_id, app_id=owner["app_id"], tenant_id=owner["tenant_id"])
+        found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
+        return TaskOut.of(task, found)
+
     @router.get("/v1/stores/<store>/tasks", tags=["tasks"],
                 summary="List a tenant's tasks by request id, descending (generated ids: newest first)")
     def list_tasks(store: str, app_id: IdParam = None, tenant_id: IdParam = None,
