@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .options import (Commands, UsageError, json_object, scope_of, scoped, seconds, store_and_tenant,
                       tenant_of)
-from .output import emit, fields, next_page, table, when
+from .output import cut, emit, fields, next_page, table, terminal_width, when
 
 if TYPE_CHECKING:  # the SDK needs httpx (memlane[sdk]); importing the CLI does not
     from ..sdk import Memlane
@@ -179,7 +179,8 @@ def stores_delete(args: argparse.Namespace, client: "Memlane") -> int:
 def _task(task: Any) -> str:
     human = f"request {task.request_id}: {task.status}" + (f" ({task.error})" if getattr(task, "error", None) else "")
     for memory in getattr(task, "memories", None) or []:
-        human += f"\n  + [{memory.memory_type}] {memory.text}"
+        line = f"  + [{memory.memory_type}] "
+        human += "\n" + line + cut(memory.text, max(terminal_width() - len(line), 20))
     return human
 
 
@@ -258,9 +259,12 @@ def _hits(results: list[Any]) -> str:
             label = f"[message] {r.name or r.role}:"
         else:
             label = f"[{r.memory_type or r.record_type}]"
-        lines.append(f"{i:>2}. {r.similarity:.2f}  {label} {r.text}")
+        # One line each, cut to the width: a text's own line breaks must not print what reads as another result
+        # (a trial: a memory's "\n 2. 0.99  [fact] FORGED" did), nor a 32,000-character line.
+        head = f"{i:>2}. {r.similarity:.2f}  {label} "
+        lines.append(head + cut(r.text, max(terminal_width() - len(head), 20)))
         for e in r.evidence or []:
-            lines.append(f"      ← {e.name or e.role}: {e.content[:100]}")
+            lines.append(f"      ← {e.name or e.role}: {cut(e.content, 100)}")
     return "\n".join(lines) or "(no results)"
 
 

@@ -54,7 +54,7 @@ def cut(text: Any, width: int) -> str:
 PIPED_WIDTH = 160  # a pipe or a file has no width: the same lines whatever terminal (or none) ran it
 
 
-def _width() -> int:
+def terminal_width() -> int:
     return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns if sys.stdout.isatty() else PIPED_WIDTH
 
 
@@ -63,7 +63,7 @@ def table(rows: Sequence[Any], columns: Sequence[Column], *, empty: str = "(none
     left and is cut with the marker past it (the others are short: ids, statuses, times)."""
     if not rows:
         return empty
-    width = width or _width()
+    width = width or terminal_width()
     cells = [[cut(get(row), 10_000) for _, get in columns] for row in rows]
     headers = [header for header, _ in columns]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]

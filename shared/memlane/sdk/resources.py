@@ -83,7 +83,8 @@ class Memories(_Group):
     def add_batch(self, store: str, adds: Iterable[Mapping[str, Any]]) -> m.AddBatchOut:
         """Up to 100 add bodies in one request, a result per add (a bad add fails only itself). An add
         without a `request_id` gets one here, so a batch resent after a lost answer replays what went in."""
-        body = {"adds": [{"request_id": f"sdk-{uuid.uuid4()}", **dict(add)} for add in adds]}
+        # `request_id: None` is no id either (a trial: it overwrote the one made here, and a resent batch added twice).
+        body = {"adds": [{**dict(add), "request_id": add.get("request_id") or f"sdk-{uuid.uuid4()}"} for add in adds]}
         return self._run(_call("memories.add_batch", {"store": store}, body=body))
 
     def write(self, store: str, scope: Scope, memories: Iterable[Mapping[str, Any]], *,
