@@ -96,3 +96,17 @@ def test_forget_whose_first_attempt_lost_its_answer_says_forgotten_not_not_found
     assert tools(maybe_done=True).forget("m1") == {"id": "m1", "status": "deleted"}
     with pytest.raises(errors.MemoryNotFound):
         tools(maybe_done=False).forget("m1")
+
+
+@pytest.mark.parametrize("arguments", [["x"], "recall me", 42])
+def test_arguments_that_are_not_an_object_get_invalid_input_too(arguments: Any) -> None:
+    """A trial (session 33): `tools/call` with arguments a list or a string answered a bare JSON-RPC -32602 with no
+    data, not the invalid_input tool error the docs promise for arguments the schema refuses."""
+    from memlane.mcp.server import _CheckedArguments
+
+    with Memlane("http://127.0.0.1:9", retry=Retry(attempts=1)) as client:
+        checked = next(m for m in build_server(client, CAROL).middleware if isinstance(m, _CheckedArguments))
+        refused = anyio.run(checked._refusal, "recall", arguments)
+    assert refused is not None and refused.is_error
+    error = json.loads(refused.content[0].text)["error"]
+    assert error["code"] == "invalid_input" and "object" in error["message"]

@@ -77,8 +77,11 @@ class _CheckedArguments:
         if self.validators is None:  # the schemas are the SDK's, made from the tools' signatures
             self.validators = {t.name: (frozenset(t.input_schema.get("properties", {})),
                                         Draft202012Validator(t.input_schema)) for t in await self.server.list_tools()}
-        if tool not in self.validators or not isinstance(arguments, dict):
-            return None  # the SDK answers an unknown tool or malformed params itself
+        if tool not in self.validators:
+            return None  # the SDK answers an unknown tool itself
+        if not isinstance(arguments, dict):  # as the schema refuses it (a trial: a bare JSON-RPC error, no code)
+            return _error("invalid_input", f"the arguments of {tool} must be an object, not "
+                          f"{type(arguments).__name__}", 400, None)
         declared, validator = self.validators[tool]
         extra = sorted(set(arguments) - declared)
         if extra:
