@@ -229,6 +229,9 @@ def test_exit_codes_nothing_answers_and_usage(capsys: pytest.CaptureFixture[str]
     nowhere = f"http://127.0.0.1:{free_port()}"
     assert cli.main(["stores", "list", "--url", nowhere]) == cli.EXIT_UNREACHABLE == 3
     assert f"cannot reach {nowhere}" in capsys.readouterr().err
+    # with --json, the documented shape even without an HTTP answer (a trial: no status, no field)
+    assert cli.main(["--json", "stores", "list", "--url", nowhere]) == cli.EXIT_UNREACHABLE
+    assert set(json.loads(capsys.readouterr().err)["error"]) == {"status", "code", "message", "field"}
     assert cli.main(["stores", "frobnicate"]) == cli.EXIT_USAGE == 64
     assert "invalid choice" in capsys.readouterr().err
     assert cli.main(["bench", "no-such-suite"]) == cli.EXIT_USAGE

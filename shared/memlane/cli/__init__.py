@@ -155,10 +155,10 @@ def _call(args: argparse.Namespace) -> int:
     except ConnectionFailed as lost:  # before ApiError, which it is
         where = "the local service" if args.local else args.url
         error(args, f"cannot reach {where} ({lost.message}); start it with `memlane serve` or use --local",
-              code=lost.code, message=lost.message)
+              status=None, code=lost.code, message=lost.message, field=None)  # the documented shape, no HTTP status
         return EXIT_UNREACHABLE
     except WaitTimeout as late:
-        error(args, f"{late.code}: {late.message}", code=late.code, message=late.message)
+        error(args, f"{late.code}: {late.message}", status=None, code=late.code, message=late.message, field=None)
         return EXIT_WAIT_TIMEOUT
     except ApiError as refused:
         error(args, str(refused), status=refused.status, code=refused.code, message=refused.message,
