@@ -3,7 +3,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from ...domain import limits
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
@@ -22,26 +22,23 @@ def routes(deps: Deps, gate: Gate) -> Router:
                 summary="Status of an add's extraction (app_id and tenant_id name the tenant whose request id it is; "
                         "needed only when several tenants within your grant used it)")
     def get_task(store: str, request_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> TaskOut:
-        # Request ids are per tenant: the tenant named, or the one within the grant that used the id. The
-        # pointer is a global read: only after authentication, and blind to other tenants.
-        event = router.current_event
-        d = gate.bind_owner(event, store, lambda visible: tasks.owner(
-            deps, store, request_id, app_id=app_id, tenant_id=tenant_id, visible=visible))
-        owner = gate.checked(event).scope  # the tenant just found and authorized
-        task = tasks.get(d, store, request_id, app_id=owner["app_id"], tenant_id=owner["tenant_id"])
-        found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
-        return TaskOut.of(task, found)
+        return owned_task(store, request_id, app_id, tenant_id, tasks.get)
 
     @router.post("/v1/stores/<store>/tasks/<request_id>/retry", status_code=202, tags=["tasks"],
                  summary="Run a FAILED extraction or summary refresh again: its task PENDING, its job queued "
                          "(app_id and tenant_id as for the task's status)")
     def retry_task(store: str, request_id: str, app_id: IdParam = None, tenant_id: IdParam = None) -> TaskOut:
-        # Found and authorized as GET .../tasks/{request_id}: an id outside the grant is as not found as a missing one.
+        return owned_task(store, request_id, app_id, tenant_id, tasks.retry)
+
+    def owned_task(store: str, request_id: str, app_id: IdParam, tenant_id: IdParam, act: Any) -> TaskOut:
+        # Request ids are per tenant: the tenant named, or the one within the grant that used the id. The
+        # pointer is a global read: only after authentication, and blind to other tenants (an id outside the
+        # grant answers as a missing one).
         event = router.current_event
         d = gate.bind_owner(event, store, lambda visible: tasks.owner(
             deps, store, request_id, app_id=app_id, tenant_id=tenant_id, visible=visible))
-        owner = gate.checked(event).scope
-        task = tasks.retry(d, store, request_id, app_id=owner["app_id"], tenant_id=owner["tenant_id"])
+        owner = gate.checked(event).scope  # the tenant just found and authorized
+        task = act(d, store, request_id, app_id=owner["app_id"], tenant_id=owner["tenant_id"])
         found = d.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, task.memory_ids)
         return TaskOut.of(task, found)
 
