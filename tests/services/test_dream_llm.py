@@ -187,3 +187,29 @@ def test_what_the_model_copies_from_a_run_citing_nothing_of_it_is_not_kept(deps,
     erase.delete_run(deps, store, scope={**SCOPE, "run_id": "olive"})
     left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
     assert left and not [t for t in left if "5151" in t]
+
+
+def test_a_profile_entry_copying_a_memory_it_does_not_cite_goes_with_that_memory(deps, store):
+    """A model cited the nurse memory for an attribute whose value copied the locker code of another run's memory: the
+    entry rested on the nurse memory alone, so deleting the locker's run left the code in the profile. An entry now
+    also rests on every memory shown whose words its value carries that its cited memories do not."""
+    from memlane.services import erase
+
+    say(deps, store, "My locker code is 5151.", "olive", 0)
+    say(deps, store, "I work as a nurse at the city hospital.", "r3", 1)
+
+    def profile(numbered):
+        return {"profile": {"subject": "Ann", "attributes": [
+            {"name": "occupation", "value": "nurse (locker 5151)", "evidence": [ref(numbered, "nurse")],
+             "confidence": 0.9},
+            {"name": "workplace", "value": "city hospital", "evidence": [ref(numbered, "nurse")], "confidence": 0.9}]}}
+
+    deps.llm = ScriptedLLM(lambda n: {"actions": []}, profile)
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT}, sync=True, mode=DreamMode.SAFE_AUTO,
+                threshold=0.0)
+    before = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
+    assert "nurse (locker 5151)" in [e.value for e in before.attributes]  # the model's entry, as it wrote it
+    erase.delete_run(deps, store, scope={**SCOPE, "run_id": "olive"})
+    after = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
+    assert "5151" not in after.model_dump_json()
+    assert "nurse" in after.summary  # rebuilt from what is left

@@ -186,9 +186,11 @@ def _default_scope(data: DreamInput, agent: str) -> Scope:
 
 def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, memories: list[Memory]) -> Profile:
     """The model's profile, each entry resting on the memories it cites (one citing none, or a memory not shown, is
-    left out: a run's deletion rebuilds the profiles resting on its memories, and would never find it), its subject
-    and line only in words of what the entries rest on (else the line is written from the entries)."""
+    left out: a run's deletion rebuilds the profiles resting on its memories, and would never find it) and on those
+    whose words its value carries, its subject and line only in words of what the entries rest on (else the line is
+    written from the entries)."""
     read: list[Memory] = []
+    words = {m.memory_id: _words(m.text) for m in memories}
 
     def entries(facts: list[prompt.ProfileFact]) -> list[ProfileEntry]:
         out = []
@@ -197,8 +199,12 @@ def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, mem
             if not support or len(support) != len(dict.fromkeys(f.evidence)):
                 continue
             read.extend(support)
+            # A value may copy words of a memory it does not cite: it rests on that one too, so that memory's
+            # deletion takes the entry back as well (only the cited ones date it).
+            extra = _words(f"{f.name} {f.value}").difference(*(words[m.memory_id] for m in support))
+            rests_on = [*support, *(m for m in memories if m not in support and extra & words[m.memory_id])]
             out.append(ProfileEntry(name=f.name, value=f.value, confidence=f.confidence,
-                                    evidence=[m.memory_id for m in support], previous=f.previous,
+                                    evidence=[m.memory_id for m in rests_on], previous=f.previous,
                                     since=max((m.event_time or m.created_at for m in support), default=None)))
         return sorted(out, key=lambda e: (e.name, e.value.lower()))
 
