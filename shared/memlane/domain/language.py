@@ -114,6 +114,11 @@ FREQUENCY_ADVERBS = frozenset("usually normally often always sometimes rarely se
                               "typically kind sort".split())
 IRREGULAR_PAST = frozenset("got bought sold left broke became began took went came made met quit won lost found gave "
                            "put split ran grew fell".split())
+# Past tenses that change whose a thing is or what holds ("bought the flat in Lisbon" of "rents a flat in Lisbon",
+# "finished my master's at LSE", "pulled out of the Berlin half"), not something done with it ("took the Tacoma
+# camping", "washed the Prius").
+CHANGING_PAST = frozenset("got bought sold left broke became began quit won lost gave split finished completed withdrew "
+                          "graduated".split())
 PREPOSITIONS = frozenset("in at on for with from to near around about after before during until till since by into "
                          "onto of over under without within inside outside across behind beside between through "
                          "toward towards via per".split())

@@ -91,13 +91,27 @@ def another_relation(frame: Statement, old: Statement, spans: tuple[list[str], l
     values of one — "Ann lives in Boston" of "Ann works in Boston", "benched 180 pounds" of "weighs 180 pounds",
     "usually eats dinner around 7" of "usually goes to bed around 11". Unless it is told as what happened to the one
     relation with someone or something named ("rehomed Milo" of "owns a cat named Milo", "got into Stanford" of "is
-    applying to Stanford", "broke up with Mark")."""
+    applying to Stanford", "broke up with Mark") — not what was done with it, said as the one known or where it stood
+    ("took the Tacoma camping" of "drives a Tacoma", "picked up a double at Kaiser" of "works at Kaiser")."""
     was, now = spans
     if not (_at_verb(old, was) and _at_verb(frame, now)):
         return False
     verb = frame.shown.get(now[0], now[0]).lower() if now else ""
     happened = frame.entered or (verb.endswith("ed") or verb in lang.IRREGULAR_PAST) and verb != "used"
-    return not (happened and any(old.shown.get(w, w)[:1].isupper() for w in relation_words))
+    named = [w for w in relation_words if old.shown.get(w, w)[:1].isupper()]
+    after = frame.tokens[frame.tokens.index(now[0]) + 1:][:1] if now and now[0] in frame.tokens else []
+    ends = frame.entered or verb in lang.CHANGING_PAST or verb in lang.STOP_CUES or verb in lang.LEAVING \
+        or verb in lang.CHANGE_CUES or after == ["out"]  # "pulled out of", "dropped out of"
+    return not (happened and named and (ends or not all(_used_as_before(frame, old, w) for w in named)))
+
+
+def _used_as_before(frame: Statement, old: Statement, word: str) -> bool:
+    """The newer statement names the thing as the one known ("the Prius") or after the word it followed before."""
+    def before(said: Statement) -> str | None:
+        at = said.tokens.index(word) if word in said.tokens else 0
+        return said.tokens[at - 1] if at else None
+    now = before(frame)
+    return now == "the" or (now is not None and now == before(old))
 
 
 _ADVERBS = lang.FREQUENCY_ADVERBS | lang.TIME_ADVERBS
