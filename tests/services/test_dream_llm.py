@@ -213,3 +213,34 @@ def test_a_profile_entry_copying_a_memory_it_does_not_cite_goes_with_that_memory
     after = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
     assert "5151" not in after.model_dump_json()
     assert "nurse" in after.summary  # rebuilt from what is left
+
+
+@pytest.mark.parametrize("how", ["add", "merge"])
+def test_a_dream_memory_copying_words_of_a_run_it_does_not_cite_goes_with_that_run(deps, store, how):
+    """A trial of the model boundary: an ADD citing run r3's turn, or a MERGE of r3's memories, wrote the locker code
+    of run "olive" that the model was shown; it stood on r3 alone, so deleting olive left the code in a memory of r3.
+    A text resting on what it cites also rests on the runs of what else shown it copies words from."""
+    from memlane.services import erase
+
+    say(deps, store, "My locker code is 5151.", "olive", 0)
+    say(deps, store, "I work as a nurse at the city hospital.", "r3", 1)
+    say(deps, store, "I love the night shifts at the city hospital.", "r3", 2)
+
+    def answer(numbered):
+        if how == "add":
+            turn = 2  # [s2]: the first nurse turn (turns are listed oldest first)
+            return {"actions": [{"kind": "ADD", "text": "Ann's locker code is 5151 at the city hospital.",
+                                 "evidence": [turn], "confidence": 0.99, "rationale": "r"}]}
+        a, b = ref(numbered, "nurse"), ref(numbered, "night shifts")
+        return {"actions": [{"kind": "MERGE", "targets": [a, b], "keep": b, "confidence": 0.99, "rationale": "r",
+                             "text": "Ann is a nurse at the city hospital (locker code 5151)."}]}
+
+    deps.llm = ScriptedLLM(answer, lambda n: {"profile": {"subject": "Ann"}})
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot"}, sync=True,
+                mode=DreamMode.SAFE_AUTO, threshold=0.0)
+    current = [m.text for m in deps.repo.iter_memories(store, APP, TENANT) if m.status == MemoryStatus.ACTIVE]
+    assert any("5151" in t and "hospital" in t for t in current)  # the model's memory was applied
+    erase.delete_run(deps, store, scope={**SCOPE, "run_id": "olive"})
+    left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
+    assert left and not [t for t in left if "5151" in t]
+    assert any("nurse" in t for t in left)

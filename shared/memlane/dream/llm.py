@@ -8,6 +8,7 @@ retired by rule as well (a date comparison needs no model).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from datetime import datetime
@@ -149,7 +150,9 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
         if keep is not None:
             draft = draft_of(keep, text=a.text, evidence=same_scope_evidence(keep, targets))
             if draft.text != keep.text:
-                draft = draft.model_copy(update={"drawn_from": drawn_from(keep.scope, [keep, *targets])})
+                sources = [keep, *targets]
+                draft = draft.model_copy(update={"drawn_from": drawn_from(
+                    keep.scope, [*sources, *_copied(draft.text, sources, [*memories, *messages])])})
             if draft.drawn_from == keep.drawn_from:  # its own words, or only those of runs it carries already
                 return Proposal(kind, a.confidence, a.rationale, keep.scope, target_ids=ids, keep_id=keep.memory_id,
                                 after=draft)
@@ -163,7 +166,8 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
         draft = MemoryDraft(text=a.text, memory_type=a.memory_type or newest.memory_type, scope=newest.scope,
                             evidence=list(dict.fromkeys(e for t in targets if t.scope == newest.scope
                                                         for e in t.evidence)),
-                            drawn_from=drawn_from(newest.scope, targets))
+                            drawn_from=drawn_from(newest.scope,
+                                                  [*targets, *_copied(a.text, targets, [*memories, *messages])]))
         return Proposal(kind, a.confidence, a.rationale, newest.scope, target_ids=ids, after=draft)
     # ADD, EMIT_SKILL: new memories, placed in the run their evidence comes from
     turns: list[Message] = _pick(a.evidence, messages)
@@ -174,7 +178,8 @@ def _action(a: prompt.ProposedAction, memories: list[Memory], messages: list[Mes
     scope = turns[-1].scope
     memory_type = MemoryType.PROCEDURE if kind == DreamActionKind.EMIT_SKILL else (a.memory_type or MemoryType.FACT)
     draft = MemoryDraft(text=a.text, memory_type=memory_type, scope=scope,
-                        evidence=[t.message_id for t in turns if t.scope == scope], drawn_from=drawn_from(scope, turns),
+                        evidence=[t.message_id for t in turns if t.scope == scope],
+                        drawn_from=drawn_from(scope, [*turns, *_copied(a.text, turns, [*memories, *messages])]),
                         metadata={"skill": True} if kind == DreamActionKind.EMIT_SKILL else {})
     return Proposal(kind, a.confidence, a.rationale, scope, after=draft)
 
@@ -190,7 +195,6 @@ def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, mem
     whose words its value carries, its subject and line only in words of what the entries rest on (else the line is
     written from the entries)."""
     read: list[Memory] = []
-    words = {m.memory_id: _words(m.text) for m in memories}
 
     def entries(facts: list[prompt.ProfileFact]) -> list[ProfileEntry]:
         out = []
@@ -201,8 +205,7 @@ def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, mem
             read.extend(support)
             # A value may copy words of a memory it does not cite: it rests on that one too, so that memory's
             # deletion takes the entry back as well (only the cited ones date it).
-            extra = _words(f"{f.name} {f.value}").difference(*(words[m.memory_id] for m in support))
-            rests_on = [*support, *(m for m in memories if m not in support and extra & words[m.memory_id])]
+            rests_on = [*support, *_copied(f"{f.name} {f.value}", support, memories)]
             out.append(ProfileEntry(name=f.name, value=f.value, confidence=f.confidence,
                                     evidence=[m.memory_id for m in rests_on], previous=f.previous,
                                     since=max((m.event_time or m.created_at for m in support), default=None)))
@@ -220,6 +223,22 @@ def _profile(p: prompt.ProposedProfile, data: DreamInput, agent: str | None, mem
                    summary=summary)
 
 
-def _words(text: str) -> set[str]:
-    """Its words that say something (stems; not function words)."""
-    return {lang.stem(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in lang.STOP_WORDS}
+@functools.lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    """Its words that say something (stems; not function words, nor the letter an apostrophe leaves: "Ann's")."""
+    return frozenset(lang.stem(w) for w in re.findall(r"[a-z0-9]+", text.lower())
+                     if w not in lang.STOP_WORDS and not (len(w) == 1 and w.isalpha()))
+
+
+def _copied(text: str, cited: Sequence[Memory | Message], shown: Sequence[Memory | Message]) -> list[Memory | Message]:
+    """What else shown the text has words of that what it cites does not say (the speakers' names aside): the text
+    rests on those too, so deleting their run takes it back (a model copying another run's secret into a memory
+    citing this one)."""
+    names = [_words(s.name) for s in shown if isinstance(s, Message) and s.name]
+    extra = _words(text).difference(*names, *(_words(_said(c)) for c in cited))
+    ids = {id(c) for c in cited}
+    return [s for s in shown if id(s) not in ids and extra & _words(_said(s))] if extra else []
+
+
+def _said(item: Memory | Message) -> str:
+    return item.text if isinstance(item, Memory) else item.content
