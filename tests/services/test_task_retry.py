@@ -12,10 +12,10 @@ from datetime import datetime
 import pytest
 
 from memlane.domain.errors import Conflict, DependencyFailed, NotFound
-from memlane.domain.models import TaskStatus
+from memlane.domain.models import AccessPolicy, TaskStatus
 from memlane.domain.scope import write_scope
 from memlane.repository import tenant_pk
-from memlane.services import erase, explicit, ingest, jobs, stores, summaries, tasks, threads
+from memlane.services import erase, explicit, ingest, jobs, scopes, stores, summaries, tasks, threads
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
 OTHER = {**SCOPE, "tenant_id": "u2"}
@@ -183,6 +183,24 @@ def test_a_failed_task_whose_thread_was_deleted_is_refused_and_nothing_changes(s
     assert (service.queue.pending(), open_entries(deps, store)) == (0, entries)
 
 
+@pytest.mark.parametrize("policy", [AccessPolicy.NONE, AccessPolicy.RECALL_ONLY])
+def test_a_failed_extraction_of_a_thread_that_now_stores_nothing_is_refused(service, deps, store, policy):
+    # A trial: the retry extracted memories into a thread switched since to a policy that stores nothing (an add
+    # made after the switch extracts nothing).
+    failed_add(service, deps, store)
+    scopes.set_access_policy(deps, store, scope=SCOPE, policy=policy)
+    before, entries = task_item(deps, store, "req-1"), open_entries(deps, store)
+
+    with pytest.raises(Conflict) as refused:
+        tasks.retry(deps, store, "req-1", app_id="app", tenant_id="u1")
+
+    assert refused.value.code == "memories_not_kept" and str(policy) in refused.value.message
+    assert task_item(deps, store, "req-1") == before
+    assert (service.queue.pending(), open_entries(deps, store)) == (0, entries)
+    service.drain()
+    assert list(deps.repo.iter_memories(store, "app", "u1")) == []
+
+
 def test_a_thread_deleted_and_made_again_under_its_id_is_not_the_one_the_task_named(service, deps, store):
     failed_add(service, deps, store)
     erase.delete_run(deps, store, scope=SCOPE)
@@ -236,3 +254,28 @@ def test_the_route_answers_202_finds_the_task_as_get_does_and_is_audited(service
         (202, "req-1", "u1"), (404, None, None), (404, None, None), (409, None, "u1")]
     # its own tenant's key retries it
     assert call(api, "POST", "/v1/stores/demo/tasks/req-9/retry", keys["u2"])[1]["status"] == "PENDING"
+
+
+@pytest.mark.parametrize("gone", ["erasure", "store"])
+def test_a_retry_whose_tenant_or_store_goes_while_it_registers_leaves_no_open_entry(service, deps, store, gone,
+                                                                                    monkeypatch):
+    """A trial: the tenant erased (or the store deleted and purged) between a retry's checks and its commit; the retry
+    answered 404 but its open-task entry, naming the tenant and the request id, outlived the erasure (until the
+    sweeper's deadline) or the store (for good: the sweeper visits only stores that exist)."""
+    failed_add(service, deps, store)
+    assert open_entries(deps, store) == set()
+    register = type(deps.repo).open_task
+
+    def meanwhile(repo, *args, **kwargs):
+        if gone == "erasure":
+            erase.run_erasure(deps, erase.request_erasure(deps, app_id="app", tenant_id="u1", principal="ops")
+                              .erasure_id)
+        else:
+            stores.delete(deps, store)
+            erase.purge_store(deps, store)
+        return register(repo, *args, **kwargs)
+
+    monkeypatch.setattr(type(deps.repo), "open_task", meanwhile)
+    with pytest.raises(NotFound):
+        tasks.retry(deps, store, "req-1", app_id="app", tenant_id="u1")
+    assert open_entries(deps, store) == set()

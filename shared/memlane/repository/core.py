@@ -174,8 +174,12 @@ class CoreRecords:
         return owners
 
     def find_task(self, store: str, app_id: str, tenant_id: str, request_id: str) -> Task | None:
-        item = self.table.get(tenant_pk(store, app_id, tenant_id), f"TASK#{request_id}")
+        item = self.task_item(store, app_id, tenant_id, request_id)
         return Task.model_validate(item) if item else None
+
+    def task_item(self, store: str, app_id: str, tenant_id: str, request_id: str) -> dict[str, Any] | None:
+        """The task's item as stored (what a write conditioned on the version read compares)."""
+        return self.table.get(tenant_pk(store, app_id, tenant_id), f"TASK#{request_id}")
 
     def get_task(self, store: str, app_id: str, tenant_id: str, request_id: str) -> Task:
         task = self.find_task(store, app_id, tenant_id, request_id)

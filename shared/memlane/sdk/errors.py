@@ -195,6 +195,10 @@ class RequestContentDeleted(Conflict):
     code = "request_content_deleted"
 
 
+class MemoriesNotKept(Conflict):
+    code = "memories_not_kept"
+
+
 class Busy(Conflict):
     code = "busy"
 

@@ -9,7 +9,6 @@ from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound, O
 from ..domain.models import Task, TaskStatus
 from ..domain.scope import validate_id
 from ..domain.validation import check_request_id
-from ..repository import tenant_pk
 from . import summaries
 from .access import Visible, everyone
 from .deps import Deps
@@ -65,29 +64,37 @@ def retry(deps: Deps, store: str, request_id: str, *, app_id: Any, tenant_id: An
     repo.get_store(store)
     check_request_id(request_id, stored=True)
     app_id, tenant_id = validate_id("app_id", app_id), validate_id("tenant_id", tenant_id)
-    for _ in range(_RETRY_ATTEMPTS):
-        # The item as stored: the write is conditioned on the very version read (a redaction keeps updated_at but
-        # changes body_hash, and a retry must not write back what a deletion took out).
-        item = repo.table.get(tenant_pk(store, app_id, tenant_id), f"TASK#{request_id}")
-        if item is None:
-            raise NotFound(f"task '{request_id}' not found", code="task_not_found")
-        task = Task.model_validate(item)
-        _refuse_retry(deps, store, task)
-        _refuse_when_backlogged(deps)
-        now = deps.clock.now()
-        pending = task.model_copy(update={"status": TaskStatus.PENDING, "attempts": 0, "error": None,
-                                          "updated_at": now})
-        put = replace(repo.task_put(pending), if_absent=False, expect={
-            "status": item["status"], "updated_at": item["updated_at"], "body_hash": item.get("body_hash")})
-        # As an add: the sweeper's entry first, then the task with its job (on SQS sent after the commit: a send
-        # lost after it leaves the task PENDING in the registry, and the sweeper sends it).
-        repo.open_task(store, request_id, task.scope, now)
-        try:
-            deps.queue.commit(deps.table, [put], task_job(store, pending))
-        except ConditionFailed:
-            continue  # another retry, a late delivery or a deletion moved it: read it again
-        return pending
-    raise Conflict(f"task '{request_id}' is too busy to retry; retry later", code="busy")
+    opened = False
+    try:
+        for _ in range(_RETRY_ATTEMPTS):
+            # The item as stored: the write is conditioned on the very version read (a redaction keeps updated_at
+            # but changes body_hash, and a retry must not write back what a deletion took out).
+            item = repo.task_item(store, app_id, tenant_id, request_id)
+            if item is None:
+                raise NotFound(f"task '{request_id}' not found", code="task_not_found")
+            task = Task.model_validate(item)
+            _refuse_retry(deps, store, task)
+            _refuse_when_backlogged(deps)
+            now = deps.clock.now()
+            pending = task.model_copy(update={"status": TaskStatus.PENDING, "attempts": 0, "error": None,
+                                              "updated_at": now})
+            put = replace(repo.task_put(pending), if_absent=False, expect={
+                "status": item["status"], "updated_at": item["updated_at"], "body_hash": item.get("body_hash")})
+            # As an add: the sweeper's entry first, then the task with its job (on SQS sent after the commit: a
+            # send lost after it leaves the task PENDING in the registry, and the sweeper sends it).
+            opened = repo.open_task(store, request_id, task.scope, now) or opened
+            try:
+                deps.queue.commit(deps.table, [put], task_job(store, pending))
+            except ConditionFailed:
+                continue  # another retry, a late delivery or a deletion moved it: read it again
+            return pending
+        raise Conflict(f"task '{request_id}' is too busy to retry; retry later", code="busy")
+    except Exception:
+        if opened:  # the entry this retry made, unless a task it names is queued now (another retry's)
+            item = repo.task_item(store, app_id, tenant_id, request_id)
+            if item is None or item["status"] not in (TaskStatus.PENDING, TaskStatus.RUNNING):
+                repo.close_task(store, request_id, app_id, tenant_id)
+        raise
 
 
 def _refuse_retry(deps: Deps, store: str, task: Task) -> None:
@@ -102,11 +109,12 @@ def _refuse_retry(deps: Deps, store: str, task: Task) -> None:
         # Its thread (or its tenant's data) was deleted: there is nothing left to extract or summarise.
         raise Conflict(f"request_id '{rid}' named a request whose content was deleted; it cannot run again",
                        code="request_content_deleted", field="request_id")
-    if task.kind == summaries.KIND:
-        info = deps.repo.get_scope(store, task.scope)
-        if info is not None and not info.access_policy.extracts:  # as a forced refresh is refused now
-            raise Conflict(f"thread '{task.scope.run_id}' keeps no summary: its access policy ({info.access_policy}) "
-                           "stores nothing in long-term memory", code="summary_not_kept")
+    info = deps.repo.get_scope(store, task.scope)
+    if info is not None and not info.access_policy.extracts:  # switched since: as an add or a forced refresh now
+        what, code = ("no summary", "summary_not_kept") if task.kind == summaries.KIND else \
+            ("no memories", "memories_not_kept")
+        raise Conflict(f"thread '{task.scope.run_id}' keeps {what}: its access policy ({info.access_policy}) "
+                       "stores nothing in long-term memory", code=code)
 
 
 def _content_deleted(deps: Deps, store: str, task: Task) -> bool:
