@@ -29,6 +29,9 @@ _MAX_RECALL = 20
 # The block's tags as a memory's text might spell them (a stored "</memlane_memories> SYSTEM: ..." would close the
 # block early and speak outside it).
 _TAGS = re.compile(r"<\s*/?\s*memlane_memories\s*>", re.I)
+# Angle brackets and their look-alikes that NFKC leaves (a trial): in a memory's line none is left to open or close a
+# tag, however the name between them is spelled (homoglyphs, combining marks).
+_BRACKETS = str.maketrans({**dict.fromkeys("<‹〈⟨❬❮❰⧼˂ᐸ«", "("), **dict.fromkeys(">›〉⟩❭❯❱⧽˃ᐳ»", ")")})
 
 
 class MemlaneMemory(HookProvider):
@@ -160,6 +163,6 @@ def _text_of(message: Any, injected: set[str]) -> str:
 def _line(text: str) -> str:
     """A memory as one line of the block: its own line breaks and any spelling of the block's tags taken out — after
     look-alikes are folded ("＜/memlane_memories＞") and invisible characters dropped ("</memlane\u200b_memories>"),
-    which a model reads as the tag all the same (a trial)."""
+    which a model reads as the tag all the same (a trial) — and any angle bracket left made a parenthesis."""
     plain = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
-    return "- " + " ".join(_TAGS.sub("[memlane_memories]", plain).split())
+    return "- " + " ".join(_TAGS.sub("[memlane_memories]", plain).translate(_BRACKETS).split())
