@@ -85,3 +85,24 @@ def test_a_day_of_a_month_is_that_day_of_the_year_the_words_point_to(text, day):
 def test_a_day_no_month_has_is_no_date():
     assert resolve("The deadline is February 30.", REF) is None
     assert resolve("Everyone may 12 times ask", REF) is None
+
+
+@pytest.mark.parametrize("text, day", [
+    ("rebooked the denver flight for may 8", "2023-05-08"),  # lower-case "may" before a day: the month
+    ("may 20th works for me", "2023-05-20"),
+    ("moved the dentist to the 14th", "2023-05-14"),  # a day alone, put off to: the next one
+    ("the 18th at 3pm is the new slot", "2023-05-18"),
+    ("we met on the 2nd.", "2023-05-02"),  # said in the past tense: the nearest
+    ("the party is on the 31st", "2023-05-31"),
+])
+def test_a_day_typed_in_lower_case_or_as_an_ordinal_alone_is_dated(text, day):
+    """A knowledge-update trial (session 34): "may 8" was the modal verb (and the plan's move thrown away as a
+    hedge), "the 14th" no date at all."""
+    r = resolve(text, REF)
+    assert r is not None and r.granularity == "day" and r.when.date().isoformat() == day
+
+
+@pytest.mark.parametrize("text", ["We may 12 times ask", "finished the 3rd book", "lives on the 3rd floor",
+                                  "the 5th time this week", "it may 10:30 start"])
+def test_an_ordinal_of_something_else_or_the_modal_before_a_number_is_no_date(text):
+    assert resolve(text, REF) is None

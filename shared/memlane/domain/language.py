@@ -368,11 +368,20 @@ def stop_cue(words: list[str], text: str) -> bool:
     return not STOP_CUES.isdisjoint(words) or has_phrase(text, STOP_PHRASES)
 
 
+# What can follow a day said without its month's name: an end, or a word that cannot go on a noun phrase ("the 14th
+# at 3", not "the 3rd floor"; "may 8 works", not "everyone may 12 times ask").
+_AFTER_A_DAY = r"(?=\s*(?:$|[,.;:!?)]|(?:at|and|or|but|for|by|instead|then|is|was|works?)\b))"
+# "may" as the month, typed in lower case ("rebooked for may 8", "may 8th at 2"): what follows it.
+DAY_AFTER_MAY = rf" [0-3]?\d(?:st|nd|rd|th)?\b(?![:.]\d){_AFTER_A_DAY}"
+# A day of the month said as an ordinal alone ("moved the dentist to the 14th").
+ORDINAL_DAY = rf"\bthe (?P<day>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b{_AFTER_A_DAY}"
 # Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",
 # "is thinking of moving", "would love to live in Lisbon"): it changes nothing that holds now. "would rather" and
-# "would prefer" say a preference, in the present. "may" only in lower case: "May" is the month.
+# "would prefer" say a preference, in the present. "may" only in lower case and not before a day: "May" and "may 8"
+# are the month.
 _IRREALIS = re.compile(
-    r"\b(?:[Mm]ight|may|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
+    rf"\b(?:[Mm]ight|may(?!{DAY_AFTER_MAY})"
+    r"|[Cc]ould|[Ww]ould(?! rather\b| prefer\b)|\w+['’]d(?! rather\b| prefer\b)|[Mm]aybe|[Pp]erhaps"
     r"|[Pp]ossibly|[Ss]omeday|[Ii]f|[Uu]nless|(?:thinking|thought|dreaming|dreams?) (?:of|about)|considering"
     r"|(?:wants?|wanting|wanted|plans?|planning|planned) to|[Hh]op(?:es?|ing|ed)|[Ww]ish(?:es|ing)?|not sure"
     r"|(?:[Aa]lmost|[Nn]early) (?=\w+ed\b))\b")  # "almost moved to Charlotte": not made; not "nearly 10 years"

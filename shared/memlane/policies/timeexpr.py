@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..domain.language import DAY_AFTER_MAY, ORDINAL_DAY
 from ..domain.language import MONTH_NAMES as _MONTHS
 from ..domain.language import WEEKDAYS as _WEEKDAYS
 from ..domain.language import past_tense
@@ -44,11 +45,16 @@ _AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|ho
                     r"leaving|visiting|getting|running|taking|having|heading|coming)\b|['’]ll\b", re.I)
 
 
-# A month by name, in any case but "may" (a verb): "March 14", "14th of march", "May 2".
+# A month by name, in any case but "may" (a verb): "March 14", "14th of march", "May 2" — and "may 8" where the day
+# cannot be the verb's ("rebooked for may 8").
 _MONTH = "(?P<month>(?i:" + "|".join(m for m in _MONTHS if m != "may") + ")|May)"
 _YEAR = r"(?:,? (?P<year>(?:19|20)\d\d))?"
 _DATES = [re.compile(rf"\b{_MONTH}\.? (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}"),
-          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? (?:of )?{_MONTH}\b{_YEAR}")]
+          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? (?:of )?{_MONTH}\b{_YEAR}"),
+          re.compile(rf"\b(?P<month>may)(?={DAY_AFTER_MAY}) (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}")]
+# A day of this month or another, as the words point: "the 14th".
+_A_DAY_OF_SOME_MONTH = re.compile(ORDINAL_DAY, re.I)
+_DAYS = [*_DATES, _A_DAY_OF_SOME_MONTH]
 
 
 _PUT_OFF_TO = re.compile(r"\b(?:to|until|till) $", re.I)
@@ -56,12 +62,12 @@ _PUT_OFF_TO = re.compile(r"\b(?:to|until|till) $", re.I)
 
 def to_a_day(text: str) -> bool:
     """A day of a month something is put to ("pushed my flight to March 29", "revised the due date to June 9")."""
-    return any(_PUT_OFF_TO.search(text, 0, m.start()) for pattern in _DATES for m in pattern.finditer(text))
+    return any(_PUT_OFF_TO.search(text, 0, m.start()) for pattern in _DAYS for m in pattern.finditer(text))
 
 
 def without_dates(text: str) -> str:
     """`text` without the days of a month it names: what is said of them, not when."""
-    for pattern in _DATES:
+    for pattern in _DAYS:
         text = pattern.sub("", text)
     return text
 
@@ -102,9 +108,22 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
             days = [ref.replace(year=y, month=month, day=day) for y in years]
         except ValueError:  # "February 30"
             return None
+        return the_day(days, match)
+
+    def day_of_some_month(match: re.Match[str]) -> ResolvedTime | None:
+        """"the 14th": of the month before, this one or the next, chosen as a day of a named month is."""
+        day, days = int(match.group("day")), []
+        for month in (ref.month - 2, ref.month - 1, ref.month):  # 0-based, one either side of this month
+            try:
+                days.append(ref.replace(year=ref.year + month // 12, month=month % 12 + 1, day=day))
+            except ValueError:  # "the 31st" of a shorter month
+                pass
+        return the_day(days, match) if days else None
+
+    def the_day(days: list[datetime], match: re.Match[str]) -> ResolvedTime | None:
         if len(days) > 1 and not (past and _PUT_OFF_TO.search(match.string, 0, match.start()) is None):
             days = [d for d in days if d.date() >= ref.date()]
-        return ResolvedTime(min(days, key=lambda d: abs(d - ref)), "day", match.group(0))
+        return ResolvedTime(min(days, key=lambda d: abs(d - ref)), "day", match.group(0)) if days else None
 
     months = "|".join(_MONTHS)
     capitalised = "|".join(m.capitalize() for m in _MONTHS)  # "May 2023", not the verb
@@ -127,6 +146,7 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
         (re.compile(rf"\b(in|last|this) ({months})(?:,? ((?:19|20)\d\d))?\b(?! [0-3]?\d\b)", re.I), month),
         (re.compile(rf"\b()({capitalised}),? ((?:19|20)\d\d)\b"), month),
         *((pattern, date) for pattern in _DATES),
+        (_A_DAY_OF_SOME_MONTH, day_of_some_month),
     ]
 
 
