@@ -216,3 +216,36 @@ def test_a_memory_deleted_after_a_crashed_attempt_wrote_it_is_not_written_again_
     assert not any("cello" in h.memory.text for h in search.search(deps, "demo", query="cello",
                                                                    scope={**SC, "run_id": "*"}))
     assert not any("cello" in o.text.lower() for o in done.outcomes)  # redacted, as the delete left it
+
+
+@pytest.mark.parametrize("naming", ["tenant", "store"])
+def test_a_job_an_older_version_began_is_finished_without_writing_a_memory_twice(demo, naming):
+    """An upgrade trial: a version before `written_ids` (2026-12-05) crashed after writing a job's memories to the
+    table; the current one finished the job and wrote each again, the first copies current and never indexed. Those
+    versions named a job's memories by their place in its answer, with the tenant — or, before 2026-12-04, without."""
+    from memlane.domain.ids import derived_id
+    from memlane.services.task_ids import task_id
+
+    demo.extractor = Scripted([A, B])
+    task = say(demo, "My sister Clara lives in Lisbon. I play the cello every Sunday.", day=0, request_id="req-1",
+               sync=False)
+    arm(demo, "extract.after_table_write@1")
+    with pytest.raises(Crash):
+        extract.run(demo, "demo", task.request_id)
+    arm(demo, "")
+    # What that version left: the memories under their places' ids, none indexed, the task naming none.
+    running = demo.repo.locate_task("demo", task.request_id)
+    for m in table_mems(demo).values():
+        place = str([A, B].index(m.text))
+        legacy = task_id(running, place) if naming == "tenant" else derived_id("demo", running.request_id, place)
+        demo.table.delete(f"demo#{APP}#{TENANT}", f"MEM#{m.memory_id}")
+        demo.repo.put_memory("demo", m.model_copy(update={"memory_id": legacy}), new=True)
+    demo.repo.save_task(running.model_copy(update={"written_ids": []}))
+
+    done = extract.run(demo, "demo", task.request_id)
+
+    assert done.status == TaskStatus.SUCCEEDED
+    held = table_mems(demo)
+    assert sorted(m.text for m in held.values()) == sorted([A, B])
+    assert len(held) == 2 and set(index_docs(demo)) == set(held)
+    assert sorted(done.memory_ids) == sorted(held)

@@ -22,9 +22,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Iterator
 
+from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, NotFound, Retryable
 from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
                              MemoryStatus, Message, Task, TaskOutcome)
+from ..domain.ids import derived_id
 from ..domain.scope import Scope, ScopeFilter
 from ..policies import conflicts, consolidation
 from ..policies.consolidation import Decision, Neighbour
@@ -266,6 +268,27 @@ def _left_by_earlier_attempts(deps: Deps, store: str, task: Task, ids: list[str]
     written = list(zip(left, deps.embedder.embed([m.text for m in left])))
     index_memories(deps, store, written)
     return written
+
+
+# The places in an answer an older version named a job's memories by: an add's messages, two statements each.
+_LEGACY_PLACES = 2 * limits.MAX_MESSAGES_PER_ADD
+
+
+def with_legacy_writes(deps: Deps, store: str, task: Task) -> Task:
+    """`task`, naming what an attempt of a version before `written_ids` (2026-12-05) wrote: such a version named a
+    job's memories by their place in its answer — with the tenant, or before 2026-12-04 without — so a job it began
+    and a crash cut short is finished by this one as an earlier attempt's (an upgrade trial: each memory written
+    twice, the first copies never indexed). Only for a job run before that wrote nothing it noted."""
+    if task.attempts < 2 or task.written_ids:
+        return task
+    places = [str(i) for i in range(_LEGACY_PLACES)]
+    ids = [*(task_id(task, p) for p in places), *(derived_id(task.store, task.request_id, p) for p in places)]
+    found = [m.memory_id for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)
+             if m.request_id == task.request_id]
+    if not found:
+        return task
+    _note_written(deps, task, found)
+    return task.model_copy(update={"written_ids": found})
 
 
 def memory_ids(task: Task, candidates: list[Candidate]) -> list[str]:

@@ -34,6 +34,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         raise NotFound(f"task '{request_id}' is gone: its tenant was erased or its store deleted", code="task_not_found")
     if task.status.finished:  # another delivery finished it meanwhile
         return task
+    task = consolidate.with_legacy_writes(deps, store, task)
     deps.faults.point("extract.after_running")
 
     messages = repo.get_messages(store, task.scope, task.message_ids)
