@@ -248,4 +248,4 @@ def test_a_job_an_older_version_began_is_finished_without_writing_a_memory_twice
     held = table_mems(demo)
     assert sorted(m.text for m in held.values()) == sorted([A, B])
     assert len(held) == 2 and set(index_docs(demo)) == set(held)
-    assert sorted(done.memory_ids) == sorted(held)
+    assert sorted(done.memory_ids) == sorted(held) and len(done.outcomes) == 2

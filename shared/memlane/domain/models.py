@@ -5,7 +5,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import limits
 from .errors import InvalidInput
@@ -230,6 +230,10 @@ class ExtractAction(StrEnum):
     NOOP = "NOOP"
 
 
+# What a record about a deleted memory or run says in place of its words (a task's outcome, a dream action).
+REDACTED = "redacted: a memory or run it was about was deleted"
+
+
 class TaskOutcome(BaseModel):
     action: ExtractAction
     memory_id: str
@@ -247,6 +251,14 @@ class TaskOutcome(BaseModel):
     def _preview(cls, text: str) -> str:
         cap = limits.MAX_OUTCOME_TEXT_CHARS
         return text if len(text) <= cap else text[:cap - 1] + "…"
+
+    @model_validator(mode="after")
+    def _redacted_whole(self) -> "TaskOutcome":
+        # An outcome without its statement was redacted: a reason quoting words goes too — also one a version before
+        # 2026-12-04 redacted, keeping the reason (an upgrade trial).
+        if not self.text and self.reason != REDACTED and ("'" in self.reason or '"' in self.reason):
+            self.reason = REDACTED
+        return self
 
 
 EXPLICIT_WRITE = "explicit"  # the kind of a task that records a write of memories as given (services/explicit.py)

@@ -24,8 +24,8 @@ from typing import Iterator
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, NotFound, Retryable
-from ..domain.models import (Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction, Memory,
-                             MemoryStatus, Message, Task, TaskOutcome)
+from ..domain.models import (REDACTED, Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction,
+                             Memory, MemoryStatus, Message, Task, TaskOutcome)
 from ..domain.ids import derived_id
 from ..domain.scope import Scope, ScopeFilter
 from ..policies import conflicts, consolidation
@@ -33,7 +33,6 @@ from ..policies.consolidation import Decision, Neighbour
 from ..ports import IndexQuery
 from . import consolidate_llm as judge
 from . import dream_actions, redaction
-from .dream_actions import REDACTED
 from .deps import Deps
 from .index_writes import index_memories
 from .task_ids import memory_id_of, statement_key, task_id
@@ -124,6 +123,10 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     times = [max((said[e] for e in c.evidence if e in said), default=now) for c in candidates]
     keys = [statement_key(c.text) for c in candidates]
     ids = [task_id(task, key) for key in keys]
+    if others := [w for w in task.written_ids if w not in ids]:  # an older version's attempt named them otherwise
+        taken = {statement_key(m.text): m.memory_id
+                 for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, others)}
+        ids = [taken.get(key, i) for key, i in zip(keys, ids)]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
     # Written by an earlier attempt, then deleted by the user before this one: never written again.
     deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,

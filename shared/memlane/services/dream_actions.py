@@ -20,8 +20,8 @@ from typing import Any
 
 from ..domain.errors import ConditionFailed, Conflict
 from ..domain.ids import derived_id
-from ..domain.models import (DreamAction, DreamActionKind, DreamActionStatus, Memory, MemoryDraft, MemoryStatus,
-                             Profile, UndoEntry)
+from ..domain.models import (REDACTED, DreamAction, DreamActionKind, DreamActionStatus, Memory, MemoryDraft,
+                             MemoryStatus, Profile, UndoEntry)
 from ..domain.scope import Scope
 from ..policies import conflicts, dream_profile
 from ..ports import Delete, Item, Job, Put, Write
@@ -271,7 +271,6 @@ def _index(deps: Deps, store: str, scope: Scope, upsert: list[Memory], delete: l
         deps.index.delete(store, delete, app_id=scope.app_id, tenant_id=scope.tenant_id)
 
 
-REDACTED = "redacted: a memory or run it was about was deleted"
 # What a copy of a deleted memory loses: every field that holds the caller's words (a LangGraph item's value
 # is its metadata), not the ids, scope and status that say what happened.
 _EMPTIED = {"text": "", "keywords": "", "reading": "", "metadata": {}}

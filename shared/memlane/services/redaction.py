@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed, Conflict
-from ..domain.models import EXPLICIT_WRITE, DreamAction, MemoryStatus, Profile, Task, TaskOutcome
+from ..domain.models import EXPLICIT_WRITE, REDACTED, DreamAction, MemoryStatus, Profile, Task, TaskOutcome
 from ..domain.scope import Scope
 from ..policies import dream_profile
-from .dream_actions import REDACTED, redacted as redacted_action
+from .dream_actions import redacted as redacted_action
 from .deps import Deps
 
 _ATTEMPTS = 5
