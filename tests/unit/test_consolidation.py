@@ -145,6 +145,18 @@ def test_something_done_with_a_named_thing_the_relation_still_holds(old, new):
     assert action(old, new, similarity=0.7) == ExtractAction.ADD
 
 
+@pytest.mark.parametrize("old,new,expected", [
+    ("User: HOA meeting is on the 8th at 7.", "User: HOA meeting is on the 10th at 7.", ExtractAction.UPDATE),
+    ("User: Rent is $1,850 a month.", "User: Rent is $1,975 a month now.", ExtractAction.UPDATE),
+    ("User: Dinner is at 8.", "User: Dinner was amazing.", ExtractAction.ADD),
+    ("User: Book club meets on Thursdays.", "User: Chess club meets on Fridays.", ExtractAction.ADD),
+    ("User: Jo is my sister.", "User: Jo is in town this week.", ExtractAction.ADD),
+])
+def test_a_thing_defined_without_its_article_is_a_statement_of_fact(old, new, expected):
+    # A trial: "HOA meeting is on the 10th at 7" (a line typed without "The") was read as a remark, never compared.
+    assert action(old, new) == expected
+
+
 def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
     """A turn's memory can hold two facts: a move closes "User lives in Lisbon", but not a memory that also
     holds the user's PIN — closing it hid the PIN from search (the newer statement ranks first anyway)."""

@@ -20,6 +20,10 @@ _OPENERS = frozenset("turns so well actually anyway also and but then now today 
 # A thing defined, or its schedule ("The book club meets on Tuesdays", "Our rent is $2,100").
 _DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:is|are|was|were|costs?|meets?|starts?"
                          r"|opens?|closes?|runs?|ends?|happens?|takes place)\b", re.I)
+# The same said without its article, as people type a line of their own ("Rent is $1,850", "HOA meeting is on the
+# 10th at 7"): a name or a noun phrase of up to three words before the verb.
+_BARE_DEFINITION = re.compile(r"^(?P<first>[A-Za-z][\w'’\-]*)(?: [A-Za-z][\w'’\-]*){0,2} (?:is|are|costs?|meets?|starts?"
+                              r"|opens?|closes?|runs?|ends?|happens?|takes place)\b")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 # Weak cues that are narration on their own ("it's new to me", "excited to get started", "again"):
 # they count only for two statements that align word for word. "now", "currently" still count alone.
@@ -52,6 +56,12 @@ class read_once:
             return self
         value = statement.__dict__[self.name] = self.read(statement)
         return value
+
+
+def _bare_definition(text: str) -> bool:
+    m = _BARE_DEFINITION.match(text)
+    return m is not None and m.group("first").lower() not in lang.STOP_WORDS | lang.CHAT_INTERJECTIONS \
+        and m.group("first").lower() not in lang.PRO_FORMS
 
 
 class Statement:
@@ -194,6 +204,7 @@ class Statement:
                 or self.subject in self.words and not self.speaker
                 or any(w in ("we", "our", "us", "ours") for w in self.words)  # the speaker among others
                 or bool(_DEFINITION.match(self.text))
+                or self.speaker and _bare_definition(self.text)
                 or self.entered and bool(_DEFINITION.match(lang.as_state(self.text))))  # "... got moved to the 27th"
 
     @read_once
