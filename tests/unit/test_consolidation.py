@@ -157,6 +157,15 @@ def test_a_thing_defined_without_its_article_is_a_statement_of_fact(old, new, ex
     assert action(old, new) == expected
 
 
+@pytest.mark.parametrize("old,new,expected", [
+    ("User is dating Sam.", "User and Sam split up the chores.", ExtractAction.ADD),  # split up something: shared
+    ("User is dating Sam.", "User and Sam split up last week.", ExtractAction.UPDATE),
+    ("User is renting in Somerville.", "User moved to Medford.", ExtractAction.UPDATE),  # a move ends a rented home
+])
+def test_a_couple_splitting_up_a_thing_is_no_break_up_and_a_move_ends_renting(old, new, expected):
+    assert action(old, new, similarity=0.6) == expected
+
+
 def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
     """A turn's memory can hold two facts: a move closes "User lives in Lisbon", but not a memory that also
     holds the user's PIN — closing it hid the PIN from search (the newer statement ranks first anyway)."""

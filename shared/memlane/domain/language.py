@@ -36,8 +36,8 @@ PEOPLE = frozenset("sister brother mother mom mum father dad parent parents wife
 # changes where someone lives (a home too: "bought a house in Austin"), "joined Stripe" where they
 # work. Stems (see `stem`).
 CHANGE_VERBS = {
-    "mov": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment"),
-    "relocat": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment"),
+    "mov": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment", "rent"),
+    "relocat": ("liv", "resid", "bas", "stay", "hous", "hom", "apartment", "rent"),
     "join": ("work", "employ"), "transferr": ("enroll", "study", "attend", "work"),
     "transfer": ("enroll", "study", "attend", "work"), "hir": ("work", "employ"),
 }
@@ -210,7 +210,8 @@ _ENTERED = (
     (re.compile(r"(?<!was )(?<!were )(?<!been )(?<!be )(?<!is )(?<!are )(?<!got )\bretired\b"
                 r"(?!\s+(?:the|his|her|their|my|our|its|that|this|those|these|some|all|an?|old)\b)", re.I),
      "stopped working"),
-    (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"),
+    (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"
+                r"(?!\s+(?:the|a|an|our|their|his|her|my|its|it|them|this|that|these|those)\b)"),  # "split up the chores"
      r"broke up with \1"),
     (re.compile(r"\bsplit\s+up\s+with\b", re.I), "broke up with"),
     # Someone moved to a place: they live there ("the meeting was moved to Friday" is read above, first) — not to a
