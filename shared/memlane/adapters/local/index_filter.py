@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Sequence
 
 from ...domain.errors import InvalidInput
 from ...domain.models import RecordType
+from ...domain.records import utc_iso
 from ...domain.scope import ScopeFilter
 from ...ports import IndexQuery, runs_by_agent
 
@@ -21,13 +21,6 @@ from ...ports import IndexQuery, runs_by_agent
 _MESSAGE = str(RecordType.MESSAGE)
 # A thread's own records, kept to it when it stores nothing in long-term memory: its turns, and its summary (their words).
 _TURNS = (_MESSAGE, str(RecordType.SUMMARY))
-
-
-def utc_iso(value: datetime) -> str:
-    """Fixed-width UTC ISO text, so SQL string comparison is time comparison. Naive means UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from datetime import UTC, datetime
 from typing import Any
 
 from ...domain.analysis import tokens
 from ...domain.errors import InvalidInput
 from ...domain.models import Memory
+from ...domain.records import utc_iso
 
 INDEX_VERSION = 1
 
@@ -59,13 +59,6 @@ def document_terms(app_id: str, tenant_id: str, text: str, keywords: str) -> str
     counts them), each with the tenant's prefix."""
     prefix = term_prefix(app_id, tenant_id)
     return " ".join(prefix + t for t in tokens(text) + tokens(keywords))
-
-
-def utc_iso(value: datetime) -> str:
-    """UTC ISO 8601 with a Z. Naive means UTC, as in the embedded index."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def _scalar(value: Any) -> Any:
