@@ -122,13 +122,13 @@ def test_two_retries_at_once_queue_one_job(service, deps, store, monkeypatch):
     failed = failed_add(service, deps, store)
     # Both read the task FAILED before either writes: the conditional write decides.
     both_read = threading.Barrier(2, timeout=10)
-    open_task = deps.repo.open_task
+    open_task = type(deps.repo).open_task  # `deps.repo` is made anew on each read: the class is patched
 
-    def after_both_reads(*args, **kwargs):
+    def after_both_reads(repo, *args, **kwargs):
         both_read.wait()
-        return open_task(*args, **kwargs)
+        return open_task(repo, *args, **kwargs)
 
-    monkeypatch.setattr(deps.repo, "open_task", after_both_reads)
+    monkeypatch.setattr(type(deps.repo), "open_task", after_both_reads)
     answers: list[object] = []
 
     def retry() -> None:
@@ -278,4 +278,44 @@ def test_a_retry_whose_tenant_or_store_goes_while_it_registers_leaves_no_open_en
     monkeypatch.setattr(type(deps.repo), "open_task", meanwhile)
     with pytest.raises(NotFound):
         tasks.retry(deps, store, "req-1", app_id="app", tenant_id="u1")
+    assert open_entries(deps, store) == set()
+
+
+def test_tenants_retrying_one_request_id_at_once_each_run_their_own_once(service, deps, store):
+    """Four tenants, each with a FAILED extraction under the same request id, retry it from two threads at once: each
+    tenant's task is queued once, its job extracts that tenant's own turns, and no open-task entry is left."""
+    tenants = ("u1", "u2", "u3", "u4")
+    working = deps.extractor
+    deps.extractor = ModelDown()
+    service.queue.base_delay = 0.0
+    for t in tenants:
+        ingest.add(deps, store, scope={**SCOPE, "tenant_id": t}, request_id="req-1",
+                   messages=[{"role": "user", "name": t, "content": f"I keep the word {t}secret in my locker."}])
+    service.drain(timeout=30)
+    deps.extractor = working
+    start = threading.Barrier(2 * len(tenants), timeout=10)
+    answers: dict[str, list[str]] = {t: [] for t in tenants}
+
+    def retry(t: str) -> None:
+        start.wait()
+        try:
+            tasks.retry(deps, store, "req-1", app_id="app", tenant_id=t)
+            answers[t].append("accepted")
+        except Conflict as refused:
+            answers[t].append(refused.code)
+
+    runs = [threading.Thread(target=retry, args=(t,)) for t in tenants for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(timeout=30)
+
+    assert {t: sorted(a) for t, a in answers.items()} == {t: ["accepted", "task_not_failed"] for t in tenants}
+    assert service.queue.pending() == len(tenants)
+    service.drain()
+    for t in tenants:
+        assert tasks.get(deps, store, "req-1", app_id="app", tenant_id=t).status == TaskStatus.SUCCEEDED
+        texts = [m.text for m in deps.repo.iter_memories(store, "app", t)]
+        assert texts and all(f"{t}secret" in x and not any(f"{o}secret" in x for o in tenants if o != t)
+                             for x in texts)
     assert open_entries(deps, store) == set()
