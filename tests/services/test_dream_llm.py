@@ -215,8 +215,9 @@ def test_a_profile_entry_copying_a_memory_it_does_not_cite_goes_with_that_memory
     assert "nurse" in after.summary  # rebuilt from what is left
 
 
-@pytest.mark.parametrize("how", ["add", "merge"])
-def test_a_dream_memory_copying_words_of_a_run_it_does_not_cite_goes_with_that_run(deps, store, how):
+@pytest.mark.parametrize("how,code", [("add", "5151"), ("merge", "5151"), ("add", "5,151"), ("add", "51-51"),
+                                      ("add", "\uff15\uff11\uff15\uff11"), ("add", "51\u200b51")])
+def test_a_dream_memory_copying_words_of_a_run_it_does_not_cite_goes_with_that_run(deps, store, how, code):
     """A trial of the model boundary: an ADD citing run r3's turn, or a MERGE of r3's memories, wrote the locker code
     of run "olive" that the model was shown; it stood on r3 alone, so deleting olive left the code in a memory of r3.
     A text resting on what it cites also rests on the runs of what else shown it copies words from."""
@@ -229,18 +230,44 @@ def test_a_dream_memory_copying_words_of_a_run_it_does_not_cite_goes_with_that_r
     def answer(numbered):
         if how == "add":
             turn = 2  # [s2]: the first nurse turn (turns are listed oldest first)
-            return {"actions": [{"kind": "ADD", "text": "Ann's locker code is 5151 at the city hospital.",
+            return {"actions": [{"kind": "ADD", "text": f"Ann's locker code is {code} at the city hospital.",
                                  "evidence": [turn], "confidence": 0.99, "rationale": "r"}]}
         a, b = ref(numbered, "nurse"), ref(numbered, "night shifts")
         return {"actions": [{"kind": "MERGE", "targets": [a, b], "keep": b, "confidence": 0.99, "rationale": "r",
-                             "text": "Ann is a nurse at the city hospital (locker code 5151)."}]}
+                             "text": f"Ann is a nurse at the city hospital (locker code {code})."}]}
 
     deps.llm = ScriptedLLM(answer, lambda n: {"profile": {"subject": "Ann"}})
     dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot"}, sync=True,
                 mode=DreamMode.SAFE_AUTO, threshold=0.0)
     current = [m.text for m in deps.repo.iter_memories(store, APP, TENANT) if m.status == MemoryStatus.ACTIVE]
-    assert any("5151" in t and "hospital" in t for t in current)  # the model's memory was applied
+    assert any(code in t and "hospital" in t for t in current)  # the model's memory was applied
     erase.delete_run(deps, store, scope={**SCOPE, "run_id": "olive"})
     left = [m.text for m in deps.repo.iter_memories(store, APP, TENANT)]
-    assert left and not [t for t in left if "5151" in t]
+    assert left and not [t for t in left if code in t]
     assert any("nurse" in t for t in left)
+
+
+def test_a_dream_memory_sharing_only_common_words_with_another_run_stays_when_that_run_goes(deps, store):
+    """A regression trial of the rule above in its first form: any word in common tied a dream's text to a run — "user"
+    (every memory's, never a first-person turn's), "likes", "2024" — so deleting one thread took back eleven memories
+    drawn from others. Only a mark of the other run's own (a number, a name, three content words) ties it now."""
+    from memlane.services import erase
+
+    def said(text, run, day):  # no speaker's name: the memories say "User ..."
+        ingest.add(deps, store, scope={**SCOPE, "run_id": run}, sync=True,
+                   messages=[{"role": "user", "content": text, "created_at": T0 + timedelta(days=day)}])
+
+    said("I work night shifts as a nurse and I usually sleep until noon in 2024.", "job", 0)
+    said("Please log my rent payment of $2,100 for March, I usually pay early in 2024.", "bank", 1)
+
+    def answer(numbered):
+        return {"actions": [{"kind": "ADD", "text": "User usually sleeps until noon after night shifts in 2024.",
+                             "evidence": [1], "confidence": 0.99, "rationale": "r"}]}  # [s1]: the job turn
+
+    deps.llm = ScriptedLLM(answer, lambda n: {"profile": {"subject": "User"}})
+    dream.start(deps, store, scope={"app_id": APP, "tenant_id": TENANT, "agent_id": "bot"}, sync=True,
+                mode=DreamMode.SAFE_AUTO, threshold=0.0)
+    added = [m for m in deps.repo.iter_memories(store, APP, TENANT) if "after night shifts" in m.text]
+    assert [(m.scope.run_id, m.drawn_from) for m in added] == [("job", [])]
+    erase.delete_run(deps, store, scope={**SCOPE, "run_id": "bank"})
+    assert deps.repo.get_memories(store, APP, TENANT, [added[0].memory_id])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections import defaultdict
 from datetime import datetime
 from typing import Sequence
@@ -231,13 +232,69 @@ def _words(text: str) -> frozenset[str]:
 
 
 def _copied(text: str, cited: Sequence[Memory | Message], shown: Sequence[Memory | Message]) -> list[Memory | Message]:
-    """What else shown the text has words of that what it cites does not say (the speakers' names aside): the text
-    rests on those too, so deleting their run takes it back (a model copying another run's secret into a memory
-    citing this one)."""
-    names = [_words(s.name) for s in shown if isinstance(s, Message) and s.name]
-    extra = _words(text).difference(*names, *(_words(_said(c)) for c in cited))
+    """What else shown the text copies a mark of (`_marks`) that what it cites does not carry: the text rests on those
+    too, so deleting their run takes it back (a model copying another run's secret into a memory citing this one). A
+    word in common is no copy: "user", "likes" or "2024" tied a dream's memories to every thread (a regression trial:
+    deleting one took back 11 memories drawn from others)."""
+    speakers = frozenset(w for s in shown if isinstance(s, Message) and s.name for w in _carried(s.name))
+    copies = _carried(text) - speakers - frozenset().union(*(_carried(_said(c)) for c in cited))
     ids = {id(c) for c in cited}
-    return [s for s in shown if id(s) not in ids and extra & _words(_said(s))] if extra else []
+    return [s for s in shown if id(s) not in ids and copies & _marks(_said(s))] if copies else []
+
+
+_NUMBER = re.compile(r"\d(?:[,.\- ]?\d)*")
+_WORD = re.compile(r"[^\W\d_]+")  # a word in any script ("User's": "User" and "s")
+_SPEAKERS = frozenset({"user", "assistant"})  # as memories name who said what ("User works ...")
+_NOT_NAMES = _SPEAKERS | {"i"} | lang.WHEN_WORDS  # "in March", "on Friday"
+
+
+def _plain(text: str) -> str:
+    """Folded as a copy could be disguised: NFKC (look-alike digits and letters), invisible characters and accents
+    dropped ("51\u200b51", "Bramblewíck")."""
+    kept = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return "".join(ch for ch in unicodedata.normalize("NFKD", kept) if unicodedata.category(ch) != "Mn")
+
+
+@functools.lru_cache(maxsize=4096)
+def _carried(text: str) -> frozenset[str]:
+    """Every mark the text could carry: its numbers (digit groups joined: "5,151", "51-51"), its words (stems; two
+    neighbours joined too: "Bramble-wick"; letters one by one: "B.r.a.m"), and each run of three content words."""
+    plain = _plain(text)
+    numbers = {"#" + "".join(str(unicodedata.digit(c)) for c in n if c.isdigit()) for n in _NUMBER.findall(plain)}
+    words = [w.casefold() for w in _WORD.findall(plain)]
+    joined = [a + b for a, b in zip(words, words[1:])] + ["".join(w) for w in _spelled(words)]
+    content = [lang.stem(w) for w in words if w not in lang.STOP_WORDS and w not in _SPEAKERS and len(w) > 1]
+    return frozenset(numbers | {"@" + lang.stem(w) for w in words + joined}
+                     | {" ".join(g) for g in zip(content, content[1:], content[2:])})
+
+
+def _spelled(words: list[str]) -> list[list[str]]:
+    """Runs of three or more single letters: a word spelled out."""
+    runs, run = [], []
+    for w in [*words, ""]:
+        if len(w) == 1:
+            run.append(w)
+            continue
+        if len(run) >= 3:
+            runs.append(run)
+        run = []
+    return runs
+
+
+@functools.lru_cache(maxsize=4096)
+def _marks(text: str) -> frozenset[str]:
+    """What of a text is its own, which a copy of it carries and a text not drawn from it seldom does: a number of
+    three digits or more that is no year (a code, an amount), a name (a word written capitalised inside a sentence,
+    not a month's or a day's), a run of three content words."""
+    plain = _plain(text)
+    names = {"@" + lang.stem(m.group().casefold()) for m in _WORD.finditer(plain)
+             if m.group()[:1].isupper() and m.group().casefold() not in _NOT_NAMES
+             and plain[:m.start()].rstrip()[-1:] not in ("", ".", "!", "?", ":", '"', "(")}
+    return frozenset(m for m in _carried(text) if m.startswith("#") and len(m) > 3 and not _YEAR.fullmatch(m[1:])
+                     or " " in m) | names
+
+
+_YEAR = re.compile(r"(?:19|20)\d\d")
 
 
 def _said(item: Memory | Message) -> str:
