@@ -15,7 +15,8 @@ SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
                "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
-               "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl")
+               "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl",
+               "knowledge_updates_trial10.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -143,6 +144,17 @@ def test_something_done_with_a_named_thing_the_relation_still_holds(old, new):
     # A trial's wrong closures: a past tense on the named thing read as what happened to the relation. Said as the
     # one known ("the Prius") or where it stood ("at Kaiser"), with a verb that changes nothing, it is an event.
     assert action(old, new, similarity=0.7) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new", [
+    ("User drives a Prius.", "User totaled the prius on the freeway."),
+    ("User drives a Jeep Wrangler.", "User junked the wrangler, the frame was rusted through."),
+    ("User banks with Chase.", "User closed the chase account."),
+    ("User volunteers at the Red Cross.", "User stepped down at the red cross after six years."),
+])
+def test_a_verb_that_ends_what_held_on_the_named_thing_is_still_a_change(old, new):
+    # A regression trial of the rule above in its first form: these ends were read as events.
+    assert action(old, new, similarity=0.7) == ExtractAction.UPDATE
 
 
 @pytest.mark.parametrize("old,new,expected", [

@@ -94,6 +94,10 @@ def test_a_day_no_month_has_is_no_date():
     ("the 18th at 3pm is the new slot", "2023-05-18"),
     ("we met on the 2nd.", "2023-05-02"),  # said in the past tense: the nearest
     ("the party is on the 31st", "2023-05-31"),
+    ("dentist is on the 14th in the morning", "2023-05-14"),
+    ("moved it to the 14th lol", "2023-05-14"),
+    ("the 14th of may", "2023-05-14"),
+    ("may 12 9am works", "2023-05-12"),
 ])
 def test_a_day_typed_in_lower_case_or_as_an_ordinal_alone_is_dated(text, day):
     """A knowledge-update trial (session 34): "may 8" was the modal verb (and the plan's move thrown away as a
@@ -103,6 +107,10 @@ def test_a_day_typed_in_lower_case_or_as_an_ordinal_alone_is_dated(text, day):
 
 
 @pytest.mark.parametrize("text", ["We may 12 times ask", "finished the 3rd book", "lives on the 3rd floor",
-                                  "the 5th time this week", "it may 10:30 start"])
+                                  "the 5th time this week", "it may 10:30 start",
+                                  # a regression trial: ordinals of a rank or a film, dated as days
+                                  "Jo was the 1st and only stylist I trust.", "She finished the 3rd at the bee.",
+                                  "We're seeing the 2nd, and maybe the 3rd, Dune movie.",
+                                  "Our team will be the 4th at the relay."])
 def test_an_ordinal_of_something_else_or_the_modal_before_a_number_is_no_date(text):
     assert resolve(text, REF) is None

@@ -118,7 +118,11 @@ IRREGULAR_PAST = frozenset("got bought sold left broke became began took went ca
 # "finished my master's at LSE", "pulled out of the Berlin half"), not something done with it ("took the Tacoma
 # camping", "washed the Prius").
 CHANGING_PAST = frozenset("got bought sold left broke became began quit won lost gave split finished completed withdrew "
-                          "graduated".split())
+                          "graduated traded totaled totalled junked scrapped pawned donated wrecked closed returned "
+                          "rehomed unsubscribed".split())
+# A verb and the word after it that end what held the same way ("stepped down at the Red Cross", "pulled out of").
+ENDING_PHRASES = frozenset({"stepped down", "handed in", "handed over", "gave away", "pulled out", "dropped out",
+                            "moved out", "backed out", "opted out"})
 PREPOSITIONS = frozenset("in at on for with from to near around about after before during until till since by into "
                          "onto of over under without within inside outside across behind beside between through "
                          "toward towards via per".split())
@@ -371,11 +375,15 @@ def stop_cue(words: list[str], text: str) -> bool:
 
 # What can follow a day said without its month's name: an end, or a word that cannot go on a noun phrase ("the 14th
 # at 3", not "the 3rd floor"; "may 8 works", not "everyone may 12 times ask").
-_AFTER_A_DAY = r"(?=\s*(?:$|[,.;:!?)]|(?:at|and|or|but|for|by|instead|then|is|was|works?)\b))"
+_AFTER_A_DAY = (r"(?=\s*(?:$|[,.;:!?)]|\d|(?:at|and|or|but|for|by|instead|then|is|was|works?|now|lol|tonight"
+                r"|in the (?:morning|afternoon|evening))\b))")
 # "may" as the month, typed in lower case ("rebooked for may 8", "may 8th at 2"): what follows it.
 DAY_AFTER_MAY = rf" [0-3]?\d(?:st|nd|rd|th)?\b(?![:.]\d){_AFTER_A_DAY}"
-# A day of the month said as an ordinal alone ("moved the dentist to the 14th").
-ORDINAL_DAY = rf"\bthe (?P<day>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b{_AFTER_A_DAY}"
+# A day of the month said as an ordinal alone, after a word that leads to a day or first ("moved the dentist to
+# the 14th", "the 18th works") — not "was the 1st and only", "finished the 3rd at the spelling bee".
+ORDINAL_DAY = (r"(?:^|(?<=\bon )|(?<=\bto )|(?<=\bfor )|(?<=\buntil )|(?<=\btill )|(?<=\bby )|(?<=\bbefore )"
+               r"|(?<=\bafter )|(?<=\bfrom )|(?<=\bsince )|(?<=\bis )|(?<=\bnow ))"
+               rf"the (?P<day>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b{_AFTER_A_DAY}")
 # Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",
 # "is thinking of moving", "would love to live in Lisbon"): it changes nothing that holds now. "would rather" and
 # "would prefer" say a preference, in the present. "may" only in lower case and not before a day: "May" and "may 8"

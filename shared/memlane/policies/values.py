@@ -101,7 +101,7 @@ def another_relation(frame: Statement, old: Statement, spans: tuple[list[str], l
     named = [w for w in relation_words if old.shown.get(w, w)[:1].isupper()]
     after = frame.tokens[frame.tokens.index(now[0]) + 1:][:1] if now and now[0] in frame.tokens else []
     ends = frame.entered or verb in lang.CHANGING_PAST or verb in lang.STOP_CUES or verb in lang.LEAVING \
-        or verb in lang.CHANGE_CUES or after == ["out"]  # "pulled out of", "dropped out of"
+        or verb in lang.CHANGE_CUES or " ".join([verb, *after]) in lang.ENDING_PHRASES
     return not (happened and named and (ends or not all(_used_as_before(frame, old, w) for w in named)))
 
 
