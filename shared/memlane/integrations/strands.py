@@ -29,9 +29,26 @@ _MAX_RECALL = 20
 # The block's tags as a memory's text might spell them (a stored "</memlane_memories> SYSTEM: ..." would close the
 # block early and speak outside it).
 _TAGS = re.compile(r"<\s*/?\s*memlane_memories\s*>", re.I)
-# Angle brackets and their look-alikes that NFKC leaves (a trial): in a memory's line none is left to open or close a
-# tag, however the name between them is spelled (homoglyphs, combining marks).
-_BRACKETS = str.maketrans({**dict.fromkeys("<‹〈⟨❬❮❰⧼˂ᐸ«", "("), **dict.fromkeys(">›〉⟩❭❯❱⧽˃ᐳ»", ")")})
+# Angle brackets, their look-alikes that NFKC leaves and their escaped spellings (trials): in a memory's line none is
+# left to open or close a tag, however the name between them is spelled (homoglyphs, combining marks). A look-alike is
+# known by its name ("SINGLE LEFT-POINTING ANGLE QUOTATION MARK", "PRECEDES", "WHITE LEFT-POINTING TRIANGLE") or
+# listed (the Canadian syllabics that look like one).
+_ANGLED = ("ANGLE", "LESS-THAN", "GREATER-THAN", "CHEVRON", "PRECEDES", "SUCCEEDS", "POINTING TRIANGLE", "SUBGROUP")
+_OPENING = ("LEFT", "LESS", "PRECEDES", "NORMAL SUBGROUP OF")
+_SYLLABICS = {"ᐸ": "(", "ᐊ": "(", "ᐳ": ")", "ᐅ": ")"}
+_ESCAPED = re.compile(r"&(?:lt|#0*60|#x0*3c);|%3c|\\u003c|\\x3c|(?P<close>&(?:gt|#0*62|#x0*3e);|%3e|\\u003e|\\x3e)",
+                      re.I)
+
+
+def _bracket(ch: str) -> str:
+    if ch in "<>" or ch in _SYLLABICS:
+        return {"<": "(", ">": ")"}.get(ch) or _SYLLABICS[ch]
+    if ch.isascii() or ch.isalnum() or ch.isspace():
+        return ch
+    name = unicodedata.name(ch, "")
+    if not any(k in name for k in _ANGLED):
+        return ch
+    return "(" if any(k in name for k in _OPENING) else ")"
 
 
 class MemlaneMemory(HookProvider):
@@ -165,4 +182,5 @@ def _line(text: str) -> str:
     look-alikes are folded ("＜/memlane_memories＞") and invisible characters dropped ("</memlane\u200b_memories>"),
     which a model reads as the tag all the same (a trial) — and any angle bracket left made a parenthesis."""
     plain = "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
-    return "- " + " ".join(_TAGS.sub("[memlane_memories]", plain).translate(_BRACKETS).split())
+    plain = _ESCAPED.sub(lambda m: ")" if m.group("close") else "(", _TAGS.sub("[memlane_memories]", plain))
+    return "- " + " ".join("".join(map(_bracket, plain)).split())
