@@ -249,3 +249,21 @@ def test_a_job_an_older_version_began_is_finished_without_writing_a_memory_twice
     assert sorted(m.text for m in held.values()) == sorted([A, B])
     assert len(held) == 2 and set(index_docs(demo)) == set(held)
     assert sorted(done.memory_ids) == sorted(held) and len(done.outcomes) == 2
+
+
+@pytest.mark.parametrize("point", ["extract.mid_memories@1", "extract.after_table_write@1",
+                                   "extract.after_index_write@1"])
+def test_a_retry_that_rewords_what_a_crashed_attempt_wrote_changes_it_once(demo, point):
+    """A regression trial: the retry's model reworded a statement the crashed attempt had written and indexed; the
+    search found that memory and the left-over list named it again, so the change named it twice in one transaction,
+    and every delivery failed ("appears twice in one transaction") with both statements current."""
+    reworded = "User's sister, Clara, lives in Lisbon, Portugal."
+    demo.extractor = Scripted([A, B], [reworded, B])
+    task = say(demo, "My sister Clara lives in Lisbon. I play the cello every Sunday.", day=0, request_id="req-1",
+               sync=False)
+
+    done = crashed_then_retried(demo, task, point)
+
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    current = sorted(m.text for m in table_mems(demo).values() if m.status == MemoryStatus.ACTIVE)
+    assert sum("Clara" in t for t in current) == 1 and B in current

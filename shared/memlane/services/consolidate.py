@@ -138,7 +138,10 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # A change an earlier or concurrent attempt recorded for a statement it had not written yet: that record is
     # the decision (this answer's reading may differ — a case, a model's judgement — and it is what the log says).
     recorded_for = _recorded_changes(deps, store, task, keys, ids, earlier) if task.attempts > 1 else {}
-    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in ids]
+    # What an earlier attempt left is indexed now, so the search finds it too: it is a neighbour once (twice, a change
+    # of it named it twice in one transaction, and the job failed: a regression trial).
+    mine = {*ids, *(m.memory_id for m, _ in left)}
+    nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in mine]
                + [Neighbour(m, _dot(v, mv)) for m, mv in left if m.status == MemoryStatus.ACTIVE]
                for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
     # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
