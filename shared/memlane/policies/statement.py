@@ -22,8 +22,8 @@ _DEFINITION = re.compile(r"^(?:the|our|their|his|her|its|my)\b[^.!?]{0,60}?\b(?:
                          r"|opens?|closes?|runs?|ends?|happens?|takes place)\b", re.I)
 # The same said without its article, as people type a line of their own ("Rent is $1,850", "HOA meeting is on the
 # 10th at 7"): a name or a noun phrase of up to three words before the verb.
-_BARE_DEFINITION = re.compile(r"^(?P<first>[A-Za-z][\w'’\-]*)(?: [A-Za-z][\w'’\-]*){0,2} (?:is|are|costs?|meets?|starts?"
-                              r"|opens?|closes?|runs?|ends?|happens?|takes place)\b")
+_BARE_DEFINITION = re.compile(r"^(?P<first>[A-Za-z][\w'’\-]*)(?: [A-Za-z][\w'’\-]*){0,2} "
+                              r"(?:is|are|costs?|meets?|starts?|opens?|closes?|runs?|ends?|happens?|takes place)\b")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 # Weak cues that are narration on their own ("it's new to me", "excited to get started", "again"):
 # they count only for two statements that align word for word. "now", "currently" still count alone.
