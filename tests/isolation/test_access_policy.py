@@ -3,7 +3,8 @@
 import pytest
 
 from memlane.domain.errors import Conflict
-from memlane.domain.models import AccessPolicy
+from memlane.domain.models import AccessPolicy, TaskStatus
+from memlane.domain.scope import exact_scope
 from memlane.services import ingest, scopes, search, stores, tasks
 
 BASE = {"app_id": "app", "tenant_id": "ann", "agent_id": "bot"}
@@ -118,3 +119,18 @@ def test_a_threads_turns_stay_its_own_as_evidence_once_it_is_switched_to_store_n
     assert evidence("*") == []  # tenant-wide
     assert evidence("other") == []
     assert any("4471" in said for said in evidence("sw"))  # the thread itself still reads its own turns
+
+
+@pytest.mark.parametrize("policy", [AccessPolicy.NONE, AccessPolicy.RECALL_ONLY])
+def test_a_thread_switched_to_store_nothing_extracts_none_of_its_queued_adds(service, deps, store, policy):
+    """A regression trial: a retry accepted as the thread was switched to `none` (and so any add still queued when the
+    switch was made) extracted memories into a thread that stores nothing. The job reads the policy when it runs."""
+    scope = {**BASE, "run_id": "r9"}
+    task = tell(deps, store, "r9", "My bank PIN is 4417, I keep it in my wallet.")
+    scopes.set_access_policy(deps, store, scope=scope, policy=policy)
+    service.drain()
+
+    done = tasks.get(deps, store, task.request_id, app_id="app", tenant_id="ann")
+    assert done.status == TaskStatus.SUCCEEDED and done.outcomes == []
+    assert list(deps.repo.iter_memories(store, "app", "ann")) == []
+    assert deps.repo.get_messages(store, exact_scope(scope), task.message_ids)  # the messages are kept

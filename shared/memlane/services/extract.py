@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..domain.errors import ConditionFailed, MemlaneError, NotFound
-from ..domain.models import ExtractAction, Message, Store, Task, TaskStatus
+from ..domain.models import ExtractAction, Message, Store, Task, TaskOutcome, TaskStatus
 from . import consolidate, embedder_guard, erase, message_index, redaction
 from .deps import Deps
 
@@ -41,6 +41,11 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     if not (messages_indexed or task.messages_indexed):
         deps.deadline.check("indexing the messages")
         message_index.index(deps, store, messages)  # an upsert: harmless if the add indexed them after all
+    info = repo.get_scope(store, task.scope)
+    if info is not None and not info.access_policy.extracts:
+        # Its thread was switched since to a policy that stores nothing: an add still queued then, or a retry accepted
+        # as the switch was made (a regression trial), extracts nothing.
+        return _finished(deps, store, task, [])
     # Between the model steps: a sync add past its deadline stops here, its task RUNNING, and its job
     # (queued with the task) does the work again from the start — every step is idempotent.
     deps.deadline.check("extracting")
@@ -60,7 +65,13 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         if _deleted_meanwhile(deps, store, task):
             return _withdrawn(deps, store, task, [*task.written_ids, *consolidate.memory_ids(task, candidates)])
         raise
-    outcomes = consolidate.left_unnamed(deps, store, task, outcomes)
+    return _finished(deps, store, task, consolidate.left_unnamed(deps, store, task, outcomes))
+
+
+def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -> Task:
+    """The task SUCCEEDED with `outcomes`; unless its run went meanwhile (what the job wrote goes too) or another
+    delivery finished it first."""
+    repo = deps.repo
     written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
     if _deleted_meanwhile(deps, store, task):
         return _withdrawn(deps, store, task, written)
@@ -82,7 +93,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     # itself, and one that finished in between is seen here.
     if _deleted_meanwhile(deps, store, task):
         return _withdrawn(deps, store, task, written)
-    repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
+    repo.close_task(store, task.request_id, task.scope.app_id, task.scope.tenant_id)
     return done
 
 
