@@ -178,6 +178,39 @@ def test_a_couple_splitting_up_a_thing_is_no_break_up_and_a_move_ends_renting(ol
     assert action(old, new, similarity=0.6) == expected
 
 
+@pytest.mark.parametrize("old,new,expected", [
+    ("User: We have a team offsite in Sedona on April 10.", "User: the sedona thing got axed, leadership pulled the "
+     "budget", ExtractAction.DELETE),
+    ("User is going to Portugal with Jess in June.", "User: scrap the portugal trip, jess broke her ankle",
+     ExtractAction.DELETE),
+    ("User: Ava's piano recital is Saturday at 3.", "User: ava's recital got called off, the hall flooded",
+     ExtractAction.DELETE),
+    ("User: The kitchen reno starts on May 5.", "User: kitchen reno's not happening, the quote came back at 80k",
+     ExtractAction.DELETE),
+    ("User is taking a pottery workshop on Saturday morning.", "User: never mind about the pottery workshop, they "
+     "canceled it", ExtractAction.DELETE),
+    ("User's parents are flying in on the 12th.", "User: parents aren't coming anymore, dad's surgery got moved up",
+     ExtractAction.DELETE),
+    # traps: something else called off, someone else's, one occasion of a habit, an active verb of another's plan
+    ("User: Flying to Denver on Thursday for the conference.", "User: the conference happy hour got canceled, lame",
+     ExtractAction.ADD),
+    ("User is hosting game night on Friday.", "User's sister canceled her game night so everyone's coming to User's",
+     ExtractAction.ADD),
+    ("User: Our trip to Tokyo is April 3 to 12.", "User cancelled the hotel in kyoto, we'll just day trip from tokyo",
+     ExtractAction.ADD),
+    ("User has physical therapy Mondays and Thursdays.", "User: pt is off this thursday, the therapist is out sick",
+     ExtractAction.ADD),
+    ("User: Heading to Vegas for Mike's bachelor party next weekend.", "User: Mike called off the meeting.",
+     ExtractAction.ADD),
+    ("User: The kitchen reno starts on May 5.", "User: we might scrap the kitchen reno", ExtractAction.ADD),
+    ("User: The kitchen reno starts on May 5.", "User: we didn't cancel the kitchen reno", ExtractAction.ADD),
+])
+def test_a_plan_called_off_in_a_remark_ends_it(old, new, expected):
+    # A trial: a plan called off the way chat says it ("the sedona thing got axed") was never read: no statement of
+    # the speaker's. The thing called off must be all the plan's, and the plan the speaker's own.
+    assert action(old, new, similarity=0.6) == expected
+
+
 def test_a_memory_that_also_states_an_untouched_value_is_not_closed():
     """A turn's memory can hold two facts: a move closes "User lives in Lisbon", but not a memory that also
     holds the user's PIN — closing it hid the PIN from search (the newer statement ranks first anyway)."""

@@ -32,7 +32,7 @@ from .consolidation import Evidence, observed
 from .statement import Statement, read_once, statement
 
 _RULE_SOURCES = ("domain/language.py", "policies/statement.py", "policies/still_holds.py",
-                 "policies/consolidation.py", "policies/values.py", "policies/conflicts.py")
+                 "policies/consolidation.py", "policies/values.py", "policies/conflicts.py", "policies/called_off.py")
 
 
 def _rules_key() -> bytes | None:

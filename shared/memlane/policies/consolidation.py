@@ -38,7 +38,7 @@ from datetime import datetime
 
 from ..domain.models import ExtractAction, Memory, MemoryType
 from ..domain import language as lang
-from . import still_holds, timeexpr, values
+from . import called_off, still_holds, timeexpr, values
 from .statement import PEOPLE_STEMS, TOKEN, Statement, base, statement
 from .statement import closest_clause as _closest_clause
 
@@ -141,6 +141,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     if not _comparable(new, old) or _ages_apart(new, old):
         return None
     if not _facts(new, old):
+        if (thing := called_off.called_off(new, old)) is not None:
+            return _calls_off(thing)
         # Only "says nothing new" is read off a passage or a remark; a change needs two statements of fact.
         al = values.align(old.tokens, new.tokens)
         if (not al.replaced and not values.content(al.only_new, new.subject) and values.content(al.shared, new.subject)
@@ -150,6 +152,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     if not (new.reported_change or new.moves or _share_words(new, old) or new.states.keys() & old.states.keys()):
         return None  # no reading below can find a change (or "nothing new") without either: skip aligning
     relation = _read_change(new, old, similarity)
+    if relation is None and (thing := called_off.called_off(new, old)) is not None:
+        return _calls_off(thing)  # "dropped out of the chicago half": no other reading of the pair says so
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
                 or still_holds.goes_on(new, old) or still_holds.reaffirmed(new, old) \
@@ -169,6 +173,10 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
+
+
+def _calls_off(thing: str) -> Relation:
+    return Relation(ExtractAction.DELETE, Evidence.ENDED, f"calls off what the memory plans ('{thing}')")
 
 
 def _stopped_at_some_times(new: Statement) -> bool:
