@@ -153,3 +153,27 @@ def test_a_run_deletion_killed_among_explicit_memories_is_finished_by_its_job(se
     service.drain()  # the job the deletion committed first
     left, _ = memories.list_(deps, "demo", scope={**ALICE, "agent_id": "*", "run_id": "*"}, limit=50, cursor=None)
     assert left == [] and _documents(deps, "alice") == []
+
+
+def test_a_resumed_erasure_takes_out_a_document_a_job_killed_with_it_indexed_after_the_listing(service, crowded):
+    """A fault schedule (CI, `any@23`): an extraction indexed a memory after the erasure had listed the tenant's items
+    and deleted them; the process died (at `erase.after_store`) before the job could take its document back, and its
+    task was erased, so no delivery ran again: the memory stayed searchable in the index with no item behind it."""
+    from memlane.domain.models import Memory
+
+    deps = crowded
+    erasure = erase.request_erasure(deps, app_id="app", tenant_id="alice", principal="ops")
+    late = Memory(memory_id="late-one", scope=Scope(**ALICE, run_id="r9"), text="Ann keeps bees on a rooftop.",
+                  created_at=erasure.created_at, updated_at=erasure.created_at)
+
+    def killed(point: str) -> None:  # the job indexed between the listing and the crash
+        deps.index.upsert("demo", [(late, deps.embedder.embed([late.text])[0])])
+        raise Crash(point)
+
+    with pytest.raises(Crash):
+        erase.run_erasure(replace(deps, faults=Faults("erase.after_store@1", crash=killed)), erasure.erasure_id)
+    assert ("late-one", late.text) in _documents(deps, "alice")
+    done = erase.run_erasure(deps, erasure.erasure_id)
+    assert done.status == TaskStatus.SUCCEEDED
+    assert _documents(deps, "alice") == []
+    assert search.search(deps, "demo", query="bees rooftop", scope={"app_id": "app", "tenant_id": "alice"}) == []

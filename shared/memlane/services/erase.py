@@ -17,7 +17,7 @@ from ..domain.errors import ConditionFailed, Conflict, MemlaneError, Retryable
 from ..domain.ids import sortable_id
 from ..domain.models import Erasure, Memory, TaskStatus
 from ..domain.scope import Scope, exact_scope, validate_id, write_scope
-from ..ports import Job
+from ..ports import IndexInventory, Job
 from ..repository import activity_pk, tenant_pk
 from . import redaction, stores, summaries
 from .deps import Deps
@@ -223,6 +223,7 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
     erasure = repo.get_erasure(erasure_id)
     if erasure.status == TaskStatus.SUCCEEDED:
         return erasure
+    resumed = erasure.status == TaskStatus.RUNNING  # a crash cut an earlier run of it short
     erasure = erasure.model_copy(update={"status": TaskStatus.RUNNING, "updated_at": deps.clock.now()})
     repo.put_erasure(erasure)
     deleted = {store: dict(counts) for store, counts in erasure.deleted.items()}
@@ -247,6 +248,8 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
             name = store.name
             keep(name, _erase_in_store(deps, name, erasure.app_id, erasure.tenant_id,
                                        listed=lambda counts, name=name: keep(name, counts)))
+            if resumed:
+                _documents_left(deps, name, erasure.app_id, erasure.tenant_id)
             deps.faults.point("erase.after_store")
         if cursor is None:
             break
@@ -264,6 +267,26 @@ def run_erasure(deps: Deps, erasure_id: str) -> Erasure:
                                       "updated_at": deps.clock.now()})
     repo.put_erasure(done)
     return done
+
+
+def _documents_left(deps: Deps, store: str, app_id: str, tenant_id: str) -> None:
+    """After a crash: the tenant's documents with no item behind them. A job that indexed after the erasure listed the
+    tenant's items takes its documents back itself when it sees them gone — unless the crash killed it first: its task
+    erased, no delivery of it runs again (a fault schedule: a memory left searchable in the index). Only an index that
+    lists its documents (the embedded one) is swept; a document of what the tenant wrote since stays with its item."""
+    if not isinstance(deps.index, IndexInventory):
+        return
+    tenant = deps.for_tenant(store, app_id, tenant_id)
+    docs = [d for d in deps.index.documents(store) if (d.app_id, d.tenant_id) == (app_id, tenant_id)
+            and d.record_type in ("memory", "message")]
+    held = {m.memory_id for m in tenant.repo.get_memories(store, app_id, tenant_id,
+                                                          [d.memory_id for d in docs if d.record_type == "memory"])}
+    for d in docs:
+        if d.record_type == "message" and tenant.repo.get_messages(
+                store, Scope(app_id=app_id, tenant_id=tenant_id, agent_id=d.agent_id, run_id=d.run_id), [d.memory_id]):
+            held.add(d.memory_id)
+    if left := [d.memory_id for d in docs if d.memory_id not in held]:
+        tenant.index.delete(store, left, app_id=app_id, tenant_id=tenant_id)
 
 
 def _drop_dead_letters(deps: Deps, erasure: Erasure) -> int:
