@@ -27,10 +27,15 @@ _ENDS_IT = frozenset("on for because due at in with since to from".split())  # "
 _PRONOUNS = frozenset("i we you he she they it us me them".split())
 
 
+# Any cue at all, read first: most pairs a search reads hold none (`newer_first`, its p95 0.7 ms longer without it).
+_ANY_CUE = re.compile(r"cancel|axed|scrap|call(?:ed)? off|\boff\b|not happening|n['’]t happening|not coming|"
+                      r"n['’]t coming|won['’]t happen|fell through|(?:dropped|pulled) out|bailed|never ?mind", re.I)
+
+
 def called_off(new: Statement, old: Statement) -> str | None:
     """The words of what `new` calls off, when it is the plan `old` says; else None."""
-    if lang.recurring(old.text) or old.sentences > 1:  # one occasion of a habit, or a passage: not a plan's end
-        return None
+    if not _ANY_CUE.search(new.text) or lang.recurring(old.text) or old.sentences > 1:
+        return None  # no cue; one occasion of a habit, or a passage: not a plan's end
     held = {lang.stem(w) for w in old.words}
     timed = any(w in lang.WHEN_WORDS or w[:1].isdigit() for w in old.words)
     for clause in _CLAUSES.split(new.text):
