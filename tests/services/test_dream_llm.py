@@ -250,7 +250,8 @@ def test_a_dream_memory_copying_words_of_a_run_it_does_not_cite_goes_with_that_r
 def test_a_dream_memory_sharing_only_common_words_with_another_run_stays_when_that_run_goes(deps, store):
     """A regression trial of the rule above in its first form: any word in common tied a dream's text to a run —
     "user" (every memory's, never a first-person turn's), "likes", "2024" — so deleting one thread took back eleven
-    memories drawn from others. Only a mark of the other run's own (a number, a name, three content words) ties it now."""
+    memories drawn from others. Only a mark of the other run's own (a number, a name, three content words) ties it
+    now."""
     from memlane.services import erase
 
     def said(text, run, day):  # no speaker's name: the memories say "User ..."
