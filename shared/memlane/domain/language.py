@@ -382,7 +382,8 @@ _AFTER_A_DAY = (r"(?=\s*(?:$|[,.;:!?)]|\d|(?:at|and|or|but|for|by|instead|then|i
 DAY_AFTER_MAY = rf" [0-3]?\d(?:st|nd|rd|th)?\b(?![:.]\d){_AFTER_A_DAY}"
 # A day of the month said as an ordinal alone, after a word that leads to a day or first ("moved the dentist to
 # the 14th", "the 18th works") — not "was the 1st and only", "finished the 3rd at the spelling bee".
-ORDINAL_DAY = (r"(?:^|(?<=\bon )|(?<=\bto )|(?<=\bfor )|(?<=\buntil )|(?<=\btill )|(?<=\bby )|(?<=\bbefore )"
+ORDINAL_DAY = (r"(?=the \d)"  # first: most places hold no "the" before a digit
+               r"(?:^|(?<=\bon )|(?<=\bto )|(?<=\bfor )|(?<=\buntil )|(?<=\btill )|(?<=\bby )|(?<=\bbefore )"
                r"|(?<=\bafter )|(?<=\bfrom )|(?<=\bsince )|(?<=\bis )|(?<=\bnow ))"
                rf"the (?P<day>[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b{_AFTER_A_DAY}")
 # Said as a possibility, a wish, a condition or an intention ("might move to Munich", "if User gets the job",

@@ -49,10 +49,10 @@ _AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|ho
 # cannot be the verb's ("rebooked for may 8").
 _MONTH = "(?P<month>(?i:" + "|".join(m for m in _MONTHS if m != "may") + ")|May)"
 _YEAR = r"(?:,? (?P<year>(?:19|20)\d\d))?"
+_MONTH_AFTER_A_DAY = _MONTH[:-1] + "|(?<=of )may)"  # "14th of may" in lower case too
 _DATES = [re.compile(rf"\b{_MONTH}\.? (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}"),
-          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? (?:of )?{_MONTH}\b{_YEAR}"),
-          re.compile(rf"\b(?P<month>may)(?={DAY_AFTER_MAY}) (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}"),
-          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? of (?P<month>may)\b{_YEAR}", re.I)]  # "14th of may"
+          re.compile(rf"\b(?P<day>[0-3]?\d)(?:st|nd|rd|th)? (?:of )?{_MONTH_AFTER_A_DAY}\b{_YEAR}"),
+          re.compile(rf"\b(?P<month>may)(?={DAY_AFTER_MAY}) (?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b{_YEAR}")]
 # A day of this month or another, as the words point: "the 14th".
 _A_DAY_OF_SOME_MONTH = re.compile(ORDINAL_DAY, re.I)
 _DAYS = [*_DATES, _A_DAY_OF_SOME_MONTH]
