@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memlane.domain.models import Candidate, MemoryStatus, TaskStatus
+from memlane.domain.models import REDACTED, Candidate, MemoryStatus, TaskStatus
 from memlane.faults import Faults
 from memlane.services import extract, ingest, stores
 
@@ -196,8 +196,7 @@ def test_concurrent_deliveries_leave_the_write_time_update_undoable(demo, monkey
 def test_a_memory_deleted_after_a_crashed_attempt_wrote_it_is_not_written_again_by_the_retry(demo):
     """A shared-engines trial: a worker killed after writing a job's memories, the user deletes one (200, then 404),
     the job's redelivery found it missing and wrote it back under the same id — active, searchable, its task's
-    outcome no longer redacted. Its delete leaves a marker while the job is unfinished: the retry writes the rest.
-    (A retry whose model words it otherwise makes a statement of another id, which no marker names: left.)"""
+    outcome no longer redacted. Its delete leaves a marker while the job is unfinished: the retry writes the rest."""
     from memlane.services import memories, search
 
     deps = demo
@@ -267,3 +266,58 @@ def test_a_retry_that_rewords_what_a_crashed_attempt_wrote_changes_it_once(demo,
     assert done.status == TaskStatus.SUCCEEDED, done.error
     current = sorted(m.text for m in table_mems(demo).values() if m.status == MemoryStatus.ACTIVE)
     assert sum("Clara" in t for t in current) == 1 and B in current
+
+
+@pytest.mark.parametrize("point", ["extract.after_index_write@1", "extract.after_table_write@1"])
+def test_a_memory_deleted_after_a_crashed_attempt_is_not_written_again_in_other_words(demo, point):
+    """A regression trial (3 of 40 fault x scenario runs): a worker killed after writing a job's memories, the user
+    deletes one, the job's retry — its model wording that statement otherwise, so another id no marker named — wrote
+    it back: the deleted fact active and searchable again. A statement new in the retry's answer that rests on a
+    message the deleted memory rested on is not written; what the crashed attempt wrote and kept stays."""
+    from memlane.services import memories, search
+
+    deps = demo
+    deps.extractor = Scripted([A, B], [A, "User plays cello on Sundays."])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    cello = next(m for m in table_mems(deps).values() if m.text == B)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [m.text for m in table_mems(deps).values()] == [A]
+    assert sorted(index_docs(deps)) == sorted(table_mems(deps))
+    assert not any("cello" in h.memory.text for h in search.search(deps, "demo", query="cello",
+                                                                   scope={**SC, "run_id": "*"}))
+    assert not any("cello" in o.text.lower() for o in done.outcomes)
+    assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]
+
+
+def test_a_retry_after_a_deletion_still_writes_what_rests_on_other_messages(demo):
+    """The control: a statement new in the retry that rests on none of the deleted memory's messages is written."""
+    from memlane.services import memories
+
+    deps = demo
+    deps.extractor = Split([A, B], [A, B, "User has a dog named Rex."])
+    task = ingest.add(deps, "demo", scope=SC, sync=False, request_id="req-1",
+                      messages=[{"role": "user", "content": t, "created_at": T0}
+                                for t in ("Clara moved to Lisbon; I play cello on Sundays.", "My dog Rex is two.")])
+    arm(deps, "extract.after_index_write@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    cello = next(m for m in table_mems(deps).values() if m.text == B)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert sorted(m.text for m in table_mems(deps).values()) == sorted([A, "User has a dog named Rex."])
+
+
+class Split(Scripted):
+    """Evidence: the first message for every statement but one naming Rex, which rests on the second."""
+
+    def extract(self, messages, **kw):
+        return [c.model_copy(update={"evidence": [messages[1 if "Rex" in c.text else 0].message_id]})
+                for c in super().extract(messages, **kw)]

@@ -139,22 +139,26 @@ class DeletionRecords(LeaseRecords):
 
     # -- redaction: rewriting what keeps a copy of deleted content ----------------------------
     def delete_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str, *,
-                      unfinished_job: str | None = None, until: int | None = None) -> None:
+                      unfinished_job: str | None = None, until: int | None = None, evidence: Sequence[str] = ()) -> None:
         """A hard delete: nothing keeps the text (the audit log keeps who deleted and when). `unfinished_job`: the
         request id of the job that wrote it, not finished yet — its next delivery would find the memory missing and
-        write it again, so a marker (the id alone, expiring at `until`, epoch seconds) says it was deleted."""
+        write it again, so a marker (the id and the ids of the messages it rested on, `evidence`, expiring at
+        `until`, epoch seconds) says it was deleted."""
         pk = tenant_pk(store, app_id, tenant_id)
         if unfinished_job is None:
             self.table.delete(pk, f"MEM#{memory_id}")
             return
         self.table.transact([Delete(pk, f"MEM#{memory_id}"),
                              Put({"pk": pk, "sk": f"GONE#{memory_id}", "request_id": unfinished_job,
-                                  TTL_ATTRIBUTE: until})])
+                                  "evidence": list(evidence), TTL_ATTRIBUTE: until})])
 
-    def deleted_since_written(self, store: str, app_id: str, tenant_id: str, memory_ids: Sequence[str]) -> set[str]:
-        """Of these memory ids, those deleted while the job that wrote them was unfinished (`delete_memory`)."""
+    def deleted_since_written(self, store: str, app_id: str, tenant_id: str,
+                              memory_ids: Sequence[str]) -> dict[str, set[str]]:
+        """Of these memory ids, those deleted while the job that wrote them was unfinished (`delete_memory`), each
+        with the ids of the messages it rested on (none for a marker written before they were kept)."""
         pk = tenant_pk(store, app_id, tenant_id)
-        return {i["sk"][len("GONE#"):] for i in self.table.batch_get([(pk, f"GONE#{m}") for m in memory_ids])}
+        return {i["sk"][len("GONE#"):]: set(i.get("evidence") or ())
+                for i in self.table.batch_get([(pk, f"GONE#{m}") for m in memory_ids])}
 
     def rewrite(self, item: dict[str, Any], model: Any, *, expect: dict[str, Any]) -> None:
         """Replace an item (by its keys) with `model`, if it still holds what `expect` says."""

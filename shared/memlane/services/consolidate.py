@@ -128,13 +128,20 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                  for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, others)}
         ids = [taken.get(key, i) for key, i in zip(keys, ids)]
     earlier = {m.memory_id: m for m in deps.repo.get_memories(store, task.scope.app_id, task.scope.tenant_id, ids)}
-    # Written by an earlier attempt, then deleted by the user before this one: never written again.
-    deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
-                                              [i for i in ids if i in task.written_ids and i not in earlier])
     # What an earlier attempt wrote that this answer does not say again (the model's output is not repeatable):
     # indexed (that attempt may have died first), a neighbour of every statement (a rephrasing of it is not
     # written twice), and named by the task.
     left = _left_by_earlier_attempts(deps, store, task, ids)
+    # Written by an earlier attempt, then deleted by the user before this one: never written again — nor a statement
+    # new in this answer that rests on a message it rested on (the model may word it otherwise: a regression trial).
+    found = {*earlier, *(m.memory_id for m, _ in left)}
+    deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
+                                              [i for i in task.written_ids if i not in found])
+    rewords: dict[int, str] = {}  # candidate -> the deleted memory it may say again
+    for i, c in enumerate(candidates):
+        if ids[i] not in task.written_ids:
+            if gone := next((g for g, said in deleted.items() if said.intersection(c.evidence)), None):
+                rewords[i] = gone
     # A change an earlier or concurrent attempt recorded for a statement it had not written yet: that record is
     # the decision (this answer's reading may differ — a case, a model's judgement — and it is what the log says).
     recorded_for = _recorded_changes(deps, store, task, keys, ids, earlier) if task.attempts > 1 else {}
@@ -143,15 +150,16 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     mine = {*ids, *(m.memory_id for m, _ in left)}
     nearest = {i: [n for n in _neighbours(deps, store, subject, c.text, v) if n.memory.memory_id not in mine]
                + [Neighbour(m, _dot(v, mv)) for m, mv in left if m.status == MemoryStatus.ACTIVE]
-               for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier}
+               for i, (c, v) in enumerate(zip(candidates, vectors)) if ids[i] not in earlier and i not in rewords}
     # With an LLM, one call decides the whole batch; without one (or for what it leaves undecided
     # after its repair turn: ADD), the rules do.
     judged = (judge.decide(deps.llm, candidates, nearest, times) if deps.llm is not None and across and candidates
               else None)
     for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
-        memory_id, observed_at = ids[i], times[i]
+        memory_id, observed_at = rewords.get(i, ids[i]), times[i]
         if memory_id in deleted:  # its outcome as the delete's redaction left it
-            outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text="", reason=REDACTED))
+            if all(o.memory_id != memory_id for o in outcomes):
+                outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text="", reason=REDACTED))
             continue
         if memory_id in earlier:  # written by an earlier attempt of this same job
             mine = earlier[memory_id]

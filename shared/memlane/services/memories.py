@@ -144,7 +144,7 @@ def _unfinished_job(deps: Deps, store: str, memory: Memory) -> dict[str, Any]:
     task = deps.repo.find_task(store, s.app_id, s.tenant_id, memory.request_id) if memory.request_id else None
     if task is None or task.status.finished:
         return {}
-    return {"unfinished_job": task.request_id,
+    return {"unfinished_job": task.request_id, "evidence": memory.evidence,
             "until": int((deps.clock.now() + timedelta(days=GONE_DAYS)).timestamp())}
 
 
