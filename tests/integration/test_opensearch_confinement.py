@@ -338,3 +338,23 @@ def test_a_tenants_reads_survive_indices_created_and_dropped_meanwhile(confined:
         stop.set()
         churner.join()
     assert _ids(confined, "s1") == {"a1", "a2", "b1", "b2"}
+
+
+def test_a_tenants_credentials_read_the_scores_the_services_login_reads(confined: OpenSearchIndex) -> None:
+    """An AWS-path trial: the security plugin scores its document-level security clause 1.0 beside every query, so a
+    tenant's token read every cosine as 1.0 (clamped from 1 + cos) — distinct facts were dropped as near-duplicates
+    and `min_similarity` filtered nothing — and every BM25 score 1.0 higher. A tenant reads what the service reads."""
+    _two_tenants(confined)
+    scope = ScopeFilter(app_id="app", tenant_id="alice")
+    query = IndexQuery(scope=scope, text="alice tea", vector=embed("alice tea"), k=10)
+    as_service = OpenSearchIndex(confined.client, index_prefix=confined.prefix).for_tenant("s1", "app", "alice")
+    alice = confined.for_tenant("s1", "app", "alice")
+    assert alice.client is not as_service.client
+    mine, theirs = alice.search("s1", query), as_service.search("s1", query)
+    scores = {signal: {h.memory_id: round(h.score, 5) for h in getattr(mine, signal)} for signal in ("keyword", "vector")}
+    assert scores == {signal: {h.memory_id: round(h.score, 5) for h in getattr(theirs, signal)}
+                      for signal in ("keyword", "vector")}
+    assert scores["vector"]["a2"] < 0.9  # "alice zebra note" is not "alice tea"
+    similar = alice.similarities("s1", scope, embed("alice tea"), ["a1", "a2"])
+    assert similar == pytest.approx(as_service.similarities("s1", scope, embed("alice tea"), ["a1", "a2"]), abs=1e-5)
+    assert similar["a2"] == pytest.approx(scores["vector"]["a2"], abs=1e-4)

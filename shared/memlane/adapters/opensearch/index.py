@@ -59,7 +59,7 @@ from .connection import build_client
 from .documents import alias_name, document_id, index_name, routing_key, to_document
 from .errors import (DLS_RACE, INDEX_NOT_FOUND, RETRYABLE_STATUSES, boundary, error_type, from_status,
                      lost_dls_race)
-from .queries import EXACT_VECTOR_MAX, MAX_K, search_lines, similarities_body, tenant_ids_query
+from .queries import EXACT_VECTOR_MAX, MAX_K, offset_probe, search_lines, similarities_body, tenant_ids_query
 from .tenant_auth import TenantClients
 
 Refresh = Literal["wait_for", "true", "false"]
@@ -124,6 +124,7 @@ class OpenSearchIndex:
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
         self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
         self._tenant_sizes = _TenantSizes()  # shared by the copies for_tenant hands out
+        self._added: list[float] = []  # what the engine adds to a tenant client's scores, once measured (shared)
         self.exact_vector_max = exact_vector_max  # a tenant of at most this many documents is scored exactly
 
     @classmethod
@@ -414,6 +415,7 @@ class OpenSearchIndex:
             return IndexResult(keyword=[], vector=[])
         # Only what a hit is read for: the engine then sends no _index, _routing or sort values per hit
         # (a search of top_k 100 gets up to 2,000 vector hits, and parsing them is the client's time).
+        added = self._score_added(store, query.scope.app_id, query.scope.tenant_id)
         responses = self._read("search", lambda: self.client.msearch(
             body=lines, params={"filter_path": _SEARCH_FIELDS}))["responses"]
         hits: dict[str, list[Hit]] = {"keyword": [], "vector": []}
@@ -428,10 +430,10 @@ class OpenSearchIndex:
                 self._tenant_sizes.put(tenant, int(documents), time.monotonic())
                 continue
             raw = response.get("hits", {}).get("hits", [])  # filter_path leaves out an empty list
-            if signal == "vector":  # cosinesimil, from the walk or the script: (2 - (1 - cos)) / 2 = (1 + cos) / 2
-                hits[signal] = [_hit(h, max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0))) for h in raw]
+            if signal == "vector":
+                hits[signal] = [_hit(h, _cosine(h["_score"] - added)) for h in raw]
             else:
-                hits[signal] = [_hit(h, float(h["_score"])) for h in raw]
+                hits[signal] = [_hit(h, float(h["_score"]) - added) for h in raw]
         return IndexResult(keyword=hits["keyword"], vector=hits["vector"])
 
     def similarities(self, store: str, scope: ScopeFilter, vector: Sequence[float],
@@ -443,14 +445,31 @@ class OpenSearchIndex:
         unit = None if dim is None or not wanted else _unit_vector(vector, dim, "query vector")
         if unit is None:  # no index, nothing asked, or a zero vector (similar to nothing)
             return {}
+        added = self._score_added(store, scope.app_id, scope.tenant_id)
         answer = self._read("similarities", lambda: self.client.search(
             index=self._address(store), routing=routing_key(scope.app_id, scope.tenant_id), ignore=404,
             body=similarities_body(store, scope, wanted, unit),
             params={"filter_path": "hits.hits._source.memory_id,hits.hits._score"}))
         raw = answer.get("hits", {}).get("hits", [])  # no index, or no hit: filter_path leaves nothing
-        return {h["_source"]["memory_id"]: max(-1.0, min(1.0, 2.0 * h["_score"] - 1.0)) for h in raw}
+        return {h["_source"]["memory_id"]: _cosine(h["_score"] - added) for h in raw}
 
     # -- internals -----------------------------------------------------------------------------
+    def _score_added(self, store: str, app_id: str, tenant_id: str) -> float:
+        """What the engine adds to every score this client reads (queries.offset_probe): 0 for the service's
+        own login; for a tenant's credentials measured once — by a search of the tenant's documents, so not while
+        it has none (then its searches find nothing either)."""
+        if self.binding is None or self._root.tenant_clients is None:
+            return 0.0
+        if not self._added:
+            answer = self._read("score offset", lambda: self.client.search(
+                index=self._address(store), routing=routing_key(app_id, tenant_id), ignore=404,
+                body=offset_probe(store, app_id, tenant_id), params={"filter_path": "hits.hits._score"}))
+            raw = answer.get("hits", {}).get("hits", [])
+            if not raw:
+                return 0.0
+            self._added.append(float(raw[0]["_score"]))
+        return self._added[0]
+
     def _dim(self, store: str) -> int | None:
         if store not in self._dims:
             self._read_dim(store)
@@ -675,6 +694,11 @@ class _TenantSizes:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+
+def _cosine(score: float) -> float:
+    """A cosinesimil score, from the walk or the script, as the cosine: (2 - (1 - cos)) / 2 = (1 + cos) / 2."""
+    return max(-1.0, min(1.0, 2.0 * score - 1.0))
 
 
 def _hit(raw: dict[str, Any], score: float) -> Hit:

@@ -133,6 +133,16 @@ def search_lines(alias: str, store: str, q: IndexQuery, *, k: int, vector: list[
     return lines, signals
 
 
+def offset_probe(store: str, app_id: str, tenant_id: str) -> dict[str, Any]:
+    """A search whose one hit scores 0 — unless the engine adds to every score the client reads: the security
+    plugin scores its document-level security clause 1.0 beside the query (a constant-score MUST), so a tenant's
+    token reads every cosine and BM25 score 1.0 higher (an AWS-path trial: every similarity read as 1.0, distinct
+    facts dropped as near-duplicates). Its hit's score is that constant."""
+    return {"size": 1, "_source": False, "track_total_hits": False,
+            "query": {"constant_score": {"filter": {"bool": {"filter": tenant_terms(store, app_id, tenant_id)}},
+                                         "boost": 0.0}}}
+
+
 def similarities_body(store: str, scope: ScopeFilter, ids: list[str], vector: list[float]) -> dict[str, Any]:
     """The exact cosine of `vector` with each of these documents of the scope: a script score over
     them alone."""
