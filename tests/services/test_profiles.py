@@ -249,3 +249,19 @@ def test_tenants_stating_and_withdrawing_at_once_each_keep_only_their_own(deps, 
     for tenant in tenants:
         stated = deps.repo.get_explicit_profile(store, "app", tenant)
         assert stated is not None and stated.text == f"{tenant} stated last."
+
+
+def test_a_put_a_delete_overtook_answers_what_it_stated(deps, store, monkeypatch):
+    """A working-memory trial: a PUT racing a DELETE of the same profile answered 500 (37 of 60 rounds) — it read the
+    profile again after writing it, and the DELETE had come between. It answers what it wrote; the DELETE stands."""
+    repo_class = type(deps.repo)
+    written = repo_class.put_explicit_profile
+
+    def then_deleted(self, profile, **kw):
+        written(self, profile, **kw)
+        self.delete_explicit_profile(self.get_explicit_profile(store, APP, TENANT, None))
+
+    monkeypatch.setattr(repo_class, "put_explicit_profile", then_deleted)
+    put = profiles.put(deps, store, app_id=APP, tenant_id=TENANT, text="Ann prefers mornings.")
+    assert put.text == "Ann prefers mornings."
+    assert profiles.tenant_profile(deps, store, APP, TENANT) is None

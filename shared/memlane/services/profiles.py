@@ -72,8 +72,9 @@ def put(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, agent_id: Any = 
         raise Conflict("the profile is too busy; retry the PUT", code="busy")
     if previous is not None and (previous.text, previous.attributes) != (text, attributes):
         deps.compact()  # the replaced words leave the local files' logs, as a deletion's (a trial)
-    merged = _merged(deps, store, app, tenant, agent)
-    assert merged is not None
+    # What this PUT wrote, not a read after it: a DELETE may have come since (it answered 500: a trial).
+    merged = actor_profile.merge(app, tenant, agent, profile, deps.repo.get_profile(store, app, tenant, agent))
+    assert merged is not None  # an explicit profile always merges to one
     return merged
 
 
