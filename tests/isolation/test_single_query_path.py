@@ -67,9 +67,14 @@ def test_opensearch_adapter_sends_searches_only_from_the_scoped_builder():
                            and n.func.attr in ENGINE_READS)
     # `search` sends search_lines' body and `similarities` its follow-up's (cosines by id, under the scope);
     # `_versions` is the lookup before a by-id write (no content), and it too carries the tenant: its
-    # body is tenant_ids_query's. Each is sent with the tenant's routing.
-    assert calls == {"search": 1, "similarities": 1, "_versions": 1}, calls
+    # body is tenant_ids_query's; `_score_added` measures what the engine adds to a tenant's scores, with a search of
+    # the tenant's documents (offset_probe: its terms, no content). Each is sent with the tenant's routing.
+    assert calls == {"search": 1, "similarities": 1, "_versions": 1, "_score_added": 1}, calls
     source = (ROOT / "adapters/opensearch/index.py").read_text()
+    probe = source[source.index("    def _score_added("):source.index("    def _dim(")]
+    assert "body=offset_probe(store, app_id, tenant_id)" in probe and "routing=routing_key(app_id, tenant_id)" in probe
+    queries = (ROOT / "adapters/opensearch/queries.py").read_text()
+    assert "tenant_terms(store, app_id, tenant_id)" in queries[queries.index("def offset_probe("):]
     versions = source[source.index("    def _versions("):source.index("    def _bulk(")]
     assert "tenant_ids_query(store, app_id, tenant_id, chunk)" in versions
     assert "routing=routing_key(app_id, tenant_id)" in versions
