@@ -234,3 +234,25 @@ def test_a_tenant_erased_while_its_job_indexes_messages_leaves_no_text_in_the_in
     jobs.handle(deps, task_jobs.extract_job("demo", task.request_id, task.scope))
     assert not deps.table.query(f"demo#{APP}#{TENANT}", limit=100).items
     assert not tenant_docs(deps), tenant_docs(deps)
+
+
+def test_a_thread_deleted_while_its_job_writes_shows_none_of_its_memories_after_the_delete_answers(deps):
+    """A working-memory trial: DELETE .../threads/{id} answered while the thread's extraction was writing; the job then
+    wrote more of its memories into the deleted thread, listed and searchable for up to 0.7 s until the job found the
+    deletion and took them back (5 of 6). A memory is written only while its run has its registry entry, which the
+    deletion removes first."""
+    stores.create(deps, name="demo")
+    deps.extractor = Scripted([A, B, C])
+    task = say(deps, "Clara is in Lisbon; cello on Sundays; peanuts are out.", day=0, request_id="req-1", sync=False)
+    seen = []
+
+    def delete_then_look(name):
+        if name == "extract.mid_memories":  # one memory written, two to come: the thread is deleted now
+            erase.delete_run(deps, "demo", scope=dict(task.scope.model_dump()))
+        else:  # the job's table writes done, before it finds the deletion
+            seen.append(sorted(m.text for m in table_mems(deps).values()))
+
+    arm(deps, "extract.mid_memories@1,extract.after_table_write@1", delete_then_look)
+    done = extract.run(deps, "demo", task.request_id)
+    assert seen == [[]], seen  # the first memory went with the deletion; none written after it
+    assert done.status == TaskStatus.FAILED and table_mems(deps) == {}

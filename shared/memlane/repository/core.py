@@ -95,11 +95,18 @@ class CoreRecords:
         return Put({"pk": tenant_pk(store, s.app_id, s.tenant_id), "sk": f"MEM#{memory.memory_id}", **_dump(memory)},
                    expect=_as_read(previous) if previous is not None else expect)
 
-    def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False) -> None:
+    def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False,
+                   while_run_lasts: bool = False) -> None:
         """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or
-        deleted since it was read); `new`, only where no memory of its id is (ConditionFailed if one is)."""
+        deleted since it was read); `new`, only where no memory of its id is (ConditionFailed if one is);
+        `while_run_lasts`, only while its run has its registry entry (ConditionFailed once the run's deletion, or
+        the tenant's erasure, has begun: each removes the entry first)."""
         put = self.memory_put(store, memory, expect=_as_read(previous) if previous is not None else None)
-        self.table.put(put.item, expect=put.expect, if_absent=new)
+        if while_run_lasts:
+            self.table.transact([Put(put.item, expect=put.expect, if_absent=new),
+                                 Check(*self._scope_key(store, memory.scope))])
+        else:
+            self.table.put(put.item, expect=put.expect, if_absent=new)
 
     def put_memory_beside(self, store: str, memory: Memory, previous: Memory, beside: Memory) -> None:
         """`put_memory` over `previous`, in one transaction with a check that `beside` (the memory it now

@@ -222,9 +222,12 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
     for n, (memory, _) in enumerate(written):
         try:
-            deps.repo.put_memory(store, memory, new=True)
+            deps.repo.put_memory(store, memory, new=True, while_run_lasts=True)
         except ConditionFailed:
-            pass  # another delivery of this job wrote it, and may have applied its change: that version stands
+            # Another delivery of this job wrote it, and may have applied its change: that version stands. Or the
+            # run's deletion has begun: nothing more is written into it (it showed for a moment after the deletion
+            # answered, until the job took it back: a trial), and the job takes back what it wrote (extract.py).
+            pass
         if n == 0 and len(written) > 1:
             deps.faults.point("extract.mid_memories")
     deps.faults.point("extract.after_table_write")
