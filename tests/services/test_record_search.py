@@ -315,3 +315,27 @@ def test_a_thread_switched_to_store_nothing_keeps_its_summary_to_itself_too(serv
         assert [h for h in hits if h.memory.scope.run_id == "t2"] == []
     own = search.search(deps, store, scope=THREAD_2, **asked)
     assert {h.record_type for h in own} == ({RecordType.SUMMARY, RecordType.MESSAGE} if policy.recalls else set())
+
+
+def test_an_add_replayed_after_its_first_attempt_died_before_indexing_is_searchable_at_once(deps, store):
+    """A working-memory trial: the server killed after an add committed and before it indexed its messages; the
+    client's retry (same request id and body) answered 202 with the messages not findable until the job ran (20 of 104
+    such retries under kill -9)."""
+    from memlane.faults import Faults
+
+    class Died(Exception):
+        pass
+
+    def die(name):
+        raise Died(name)
+
+    deps.faults = Faults("add.after_messages_and_task@1", crash=die)
+    with pytest.raises(Died):
+        say(deps, store, THREAD_1, "The gate code is 7731.", request_id="add-1", sync=False)
+    deps.faults = Faults()
+    assert search.search(deps, store, query="gate code", scope=THREAD_1, record_types=["message"]) == []
+    again = say(deps, store, THREAD_1, "The gate code is 7731.", request_id="add-1", sync=False)
+    assert again.status == TaskStatus.PENDING
+    [hit] = search.search(deps, store, query="gate code", scope=THREAD_1, record_types=["message"])
+    assert hit.memory.memory_id == again.message_ids[0]
+    assert deps.repo.locate_task(store, "add-1").messages_indexed  # its job does not embed them again

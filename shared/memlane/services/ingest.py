@@ -367,4 +367,22 @@ def _replay(deps: Deps, store: str, request_id: str, scope: Scope, digest: str) 
         # Still pending well after it was written: the first attempt may have died between its write and
         # its enqueue. Extraction is idempotent; a fresh task's job is simply on its way, not sent twice.
         deps.queue.enqueue(task_jobs.extract_job(store, request_id, scope))
+    if existing.extract and not existing.status.finished and not existing.messages_indexed:
+        _index_again(deps, store, existing)
     return existing
+
+
+def _index_again(deps: Deps, store: str, task: Task) -> None:
+    """A replay of an add its first attempt may have left unindexed (it died between its commit and its index write:
+    a trial's replays after a kill -9 answered 202 with the messages not findable until the job ran, 20 of 104): an
+    add answered is findable at once. An upsert, as the add's; what a deletion took meanwhile is taken back."""
+    msgs = deps.repo.get_messages(store, task.scope, task.message_ids)
+    if not msgs or not message_index.index_after_add(deps, store, msgs):
+        return
+    if not deps.repo.get_messages(store, task.scope, [msgs[0].message_id]):
+        take_back(deps, store, [m.message_id for m in msgs], app_id=task.scope.app_id, tenant_id=task.scope.tenant_id)
+        return
+    try:
+        deps.repo.mark_messages_indexed(task)
+    except ConditionFailed:
+        pass  # the task is gone: its store deleted, or its tenant erased, since the read
