@@ -16,7 +16,7 @@ UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "know
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
                "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
                "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl",
-               "knowledge_updates_trial10.jsonl")
+               "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -977,6 +977,41 @@ def test_a_change_not_made_or_not_of_what_the_memory_holds_closes_nothing(old, n
     ("User lives in Fresno.", "User is living in Modesto this week, the move went fine."),
 ])
 def test_those_readings_leave_a_change_said_otherwise_a_change(old, new):
+    assert action(old, new) == ExtractAction.UPDATE
+
+
+@pytest.mark.parametrize("old,new", [
+    # A held-out trial's wrong closures (session 35), each kind in other words: a friend "of the subject's", a state
+    # of one day, a phrase a preposition opens where the memory names a kind, a diet for an occasion, a setting or a
+    # place given to a thing named in lower case, someone else's words quoted.
+    ("User lives in Portland.", "User: a neighbor of User's moved to Seattle."),
+    ("User works at Boeing.", "User: a colleague of User's got hired at Airbus."),
+    ("User's horse is an Arabian.", "User's horse is lame today."),
+    ("User's parrot is an African grey.", "User's parrot is on antibiotics now."),
+    ("User is pescatarian.", "User is vegetarian for ramadan."),
+    ("User drives a Jeep.", "User switched the jeep to all-season tires."),
+    ("User works for United.", "User moved User's united flight to Monday."),
+    ("User lives in Phoenix.", "User: he emailed User 'User relocated to Tucson last week'"),
+])
+def test_what_is_someone_elses_or_passing_or_done_to_a_thing_closes_nothing(old, new):
+    assert action(old, new, similarity=0.64) == ExtractAction.ADD  # closer still, only a cue_close (not applied)
+
+
+@pytest.mark.parametrize("old,new", [
+    # ... and the changes those readings must leave: a thing replaced from one to another, a value said with "now",
+    # the subject's own words quoted, a quote beside a change, a value of the same kind, a plan put off to another
+    # day, a thing's own setting moved.
+    ("User drives a jeep.", "User switched from the jeep to a bronco."),
+    ("User's favorite drink is tea.", "User's favorite drink is coffee now."),
+    ("User lives in Phoenix.", "User said 'User finally moved to Tucson' at the party."),
+    ("User lives in Phoenix.", "User moved to Tucson, User's mom said 'about time too'."),
+    ("User's parrot is an African grey.", "User's parrot is a cockatoo now."),
+    ("User is single.", "User is in a relationship now."),
+    ("User teaches at a community college.", "User relocated to Austin and teaches at a high school now."),
+    ("User is flying to lisbon on may 9.", "User moved User's lisbon flight to the 14th."),
+    ("User's piano lessons are on Thursday evenings.", "User's teacher moved the lessons to Saturday mornings."),
+])
+def test_those_readings_leave_a_change_of_the_subjects_own_a_change(old, new):
     assert action(old, new) == ExtractAction.UPDATE
 
 

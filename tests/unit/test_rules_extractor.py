@@ -207,6 +207,15 @@ def test_a_lower_case_i_is_the_speaker_only_where_the_sentence_has_no_capital_on
     assert third_person("part i of my plan is done", "Ann") == "part i of Ann's plan is done"
 
 
+def test_chat_s_im_and_ive_are_the_speaker():
+    """A trial (session 35): "im moving", "ive got" kept the chat spelling, so the statement had no subject and the
+    change it said closed nothing. Not the instant message of "an IM"."""
+    assert third_person("im vegan now", "Ann") == "Ann is vegan now"
+    assert third_person("Im done with it, I swear", "Ann") == "Ann is done with it, Ann swear"
+    assert third_person("ive got a dog now", "Ann") == "Ann has got a dog now"
+    assert third_person("sent Bo an IM and an im", "Ann") == "sent Bo an IM and an im"
+
+
 @pytest.mark.parametrize("said,kept", [
     # A trial: a change said without its subject, as chat drops it, was written "User: Started ...": no statement of
     # fact, so nothing it changed was closed.

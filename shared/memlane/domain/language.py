@@ -109,6 +109,8 @@ ARTICLES = frozenset("a an the".split())
 AUXILIARIES = frozenset("is are was were am can cannot could does do did will would has have had".split())
 COPULAS = frozenset("is are was were".split())
 TIME_ADVERBS = frozenset("now currently still also really just recently finally already".split())
+# One day's stretch: a value said of it is how things are that day ("is sick today", "is tacos tonight").
+OF_ONE_DAY = frozenset("today tonight".split())
 # Said between a subject and its verb ("User usually eats ...", "User kind of loves ...").
 FREQUENCY_ADVERBS = frozenset("usually normally often always sometimes rarely seldom barely hardly mostly generally "
                               "typically kind sort".split())
@@ -416,11 +418,17 @@ def past_frame(text: str) -> bool:
 
 
 # Said of a bounded stretch of the present ("driving a rental this week", "for now", "while the Accord is in the
-# shop"): a stand-in, after which what held holds again. Not "from this week" (a change that starts then).
+# shop", "vegan for lent", "keto for the wedding"): a stand-in, after which what held holds again. Not "from this
+# week" (a change that starts then).
 _FOR_NOW = re.compile(
     r"\b(?:(?<!from )(?<!starting )(?<!since )(?<!as of )this (?:week|weekend)|for now|for the time being|temporarily"
     r"|for (?:the|a|a few|a couple of|two|three) (?:days?|weeks?|weekend|nights?)"
+    r"|for (?:lent|ramadan|the (?:holidays|wedding|trip|summer|semester|season))"
     r"|while .{0,40}\b(?:in the shop|being (?:fixed|repaired))|until .{0,30}\b(?:fixed|repaired|back)\b)", re.I)
+
+
+# A sentence in quotation marks (three words or more, so not a name: "named 'Biscuit'"): what someone said or wrote.
+QUOTED = re.compile(r"""(?:(?<=[\s:,(])|^)['"“‘](?=\S)(?P<said>(?:\S+\s+){2,}?.+?)(?<=\S)['"”’](?=[\s.,!?;:)]|$)""")
 
 
 def for_now(text: str) -> bool:

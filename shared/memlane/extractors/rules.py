@@ -33,6 +33,8 @@ _FIRST_PERSON = [
 _LOWER_I = re.compile(r"(?<!type )(?<!part )(?<!phase )(?<!stage )(?<!class )(?<!grade )(?<!level )(?<!chapter )"
                       r"\bi\b(?![/.]\w)", re.I)  # not a numeral ("type i diabetes", "part i") nor "i/o"
 _UPPER_I = re.compile(r"\bI\b")
+# "im moving", "ive got": chat's "I'm" and "I've" without the apostrophe (neither is a word of its own).
+_CHAT_I = re.compile(r"(?<!\ban )(?<!\bthe )\b(?:(?P<am>[Ii]m)|[Ii]ve)\b")  # not "an IM", "the im"
 # "I work" → "Ann works": present-tense verbs that follow a first-person subject, with one optional adverb.
 _PRESENT = re.compile(
     r"\b(?P<subject>{s})(?P<adverb> (?:really|also|usually|often|always|still|just|now|actually|mostly|sometimes|"
@@ -112,6 +114,8 @@ def _rewritten(sentence: str, person: str, patterns: list[tuple[re.Pattern[str],
 
 
 def _put(text: str, person: str, patterns: list[tuple[re.Pattern[str], str]], lower_i: bool = False) -> str:
+    if patterns is _FIRST_PERSON:
+        text = _CHAT_I.sub(lambda m: "I'm" if m.group("am") else "I've", text)
     if lower_i:
         text = _LOWER_I.sub("I", text)
     for pattern, template in patterns:

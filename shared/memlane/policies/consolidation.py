@@ -134,6 +134,8 @@ def _set_valued(words: list[str]) -> bool:
 
 def relate(new: Statement, old: Statement, similarity: float) -> Relation | None:
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
+    if (said := _without_others_words(new)) is not None:
+        return relate(statement(new._prefix + said), old, similarity) if said.strip(" ,.!?") else None
     if new.parts and old.sentences <= 1:
         changed = _sentence_that_changes(new, old, similarity)
         if changed is not None:
@@ -173,6 +175,21 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
             return relate(statement(new._prefix + ", ".join(rest)), old, similarity) \
                 if rest and len(rest) < len(new.clauses()) else None
     return relation
+
+
+def _without_others_words(new: Statement) -> str | None:
+    """`new` without the sentences it quotes someone else as saying ("she texted User 'User moved to denver!!'", a
+    trial: the quote's "i" written as the speaker's), or None when it quotes none. The subject's own words stand:
+    "User told User's mom 'User is moving to Denver'"."""
+    if "'" not in new.text and '"' not in new.text and "‘" not in new.text and "“" not in new.text:
+        return None
+    out, at = [], 0
+    for m in lang.QUOTED.finditer(new.text):
+        before = TOKEN.findall(new.text[:m.start()])
+        if not before or before[0].lower() != new.subject:
+            out.append(new.text[at:m.start()])
+            at = m.end()
+    return "".join(out) + new.text[at:] if out else None
 
 
 def _calls_off(thing: str) -> Relation:
@@ -471,9 +488,10 @@ def _another_value(new: Statement, frame: Statement, old: Statement) -> Relation
     if still_holds.only_when(relation_words):
         return None  # "a meeting ... on December 30, 2026" of "a dentist appointment on January 20, 2026"
     if values.another_relation(frame, old, al.replaced[0], relation_words) or values.another_kind(*al.replaced[0]) \
+            or values.a_passing_state(frame, old, (a, b)) \
             or all(w[:1].isdigit() or w in values.QUANTITIES for w in relation_words) \
             or values.qualified(frame, al, new.subject):
-        return None  # another relation; values of another kind; a quantity shared, not a relation; a narrower one
+        return None  # another relation; values of another kind or a state; a quantity shared; a narrower relation
     if (values.content(a, new.subject) and values.content(b, new.subject) and len(a) <= MAX_VALUE_WORDS
             and len(b) <= MAX_VALUE_WORDS and (new.strong_change or new.entered or not _set_valued(relation_words))):
         return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
@@ -492,15 +510,21 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
         if _in_the_same_names(new, old, shared):
             return None
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
-        # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched").
+        # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched"), and says no change of
+        # a value the newer one only tells a passing state beside ("User's parrot is on antibiotics now").
         needed = CUE_SIMILARITY if new.strong_change else WEAK_CUE_SIMILARITY
-        if about_it and similarity >= needed:
+        if about_it and similarity >= needed and (new.strong_change or not _a_passing_state(new, old)):
             return Relation(ExtractAction.UPDATE, Evidence.CHANGE_CUE,
                             f"reports a change of what the memory says (both about {_show(old, sorted(shared))})")
         if similarity >= CUE_ONLY_SIMILARITY:
             return Relation(ExtractAction.UPDATE, Evidence.CUE_CLOSE,
                             f"reports a change, and is close in meaning to the memory ({similarity:.2f})")
     return None
+
+
+def _a_passing_state(new: Statement, old: Statement) -> bool:
+    al = values.align(old.tokens, new.tokens)
+    return len(al.replaced) == 1 and values.a_passing_state(new, old, al.replaced[0])
 
 
 def _cue_about(new: Statement, old: Statement) -> bool:

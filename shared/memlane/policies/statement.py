@@ -126,6 +126,8 @@ class Statement:
             near = raw[at + 1:at + 5] if at is not None else []  # "our kids and User moved": the speaker too
             with_speaker = any(w.lower() == "and" and n.lower() == self.subject for w, n in zip(near, near[1:]))
             return (lang.stem(people[0].lower()), "") if people and not with_speaker else ("", "")
+        if at >= 2 and raw[at - 1].lower() == "of" and lang.stem(raw[at - 2].lower()) in PEOPLE_STEMS:
+            return lang.stem(raw[at - 2].lower()), ""  # "a friend of Ann's moved": the friend did (a trial)
         held = [i for i in range(at + 1, min(at + 4, len(raw))) if raw[i].lower() not in lang.CHANGE_CUES]
         if not held:
             return "", ""

@@ -26,23 +26,38 @@ def denied(before: list[str]) -> bool:
     return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before[last + 1:])
 
 
-_SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded".split())
+_SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded "
+                           "move moved moving".split())
 _DETERMINERS = frozenset("my our the their his her its".split())
 
 
 def setting_of(clause: Statement, old: Statement) -> bool:
-    """"switched User's Gmail to the dark theme", "changed User's Chase card to autopay": the change is made to a
-    thing `old` names, to a setting (no name after "to"), so the thing stays; "switched User's Gmail to Outlook"
-    and "switched from Gmail to Outlook" replace it."""
+    """"switched User's Gmail to the dark theme", "changed User's Chase card to autopay", "moved the tesla to the
+    other garage": the change is made to a thing `old` names (however it is written), to a setting or a place (no
+    name after "to" but a day's), so the thing stays; "switched User's Gmail to Outlook" and "switched from Gmail to
+    Outlook" replace it."""
     raw = TOKEN.findall(clause.text)
     at = next((i for i, w in enumerate(raw) if w.lower() in _SETTING_VERBS), None)
     if at is None or "to" not in (w.lower() for w in raw[at + 1:]):
         return False
     to = next(i for i in range(at + 1, len(raw)) if raw[i].lower() == "to")
     thing = [w for w in raw[at + 1:to] if w.lower() not in _DETERMINERS and base(w) != clause.subject]
-    named = {lang.stem(base(w)) for w in thing if w[:1].isupper() and base(w) in old.words}
-    # not when the memory is about that thing's own setting ("User's Netflix plan is the basic one")
-    return bool(named) and old.owner not in named and not any(w[:1].isupper() for w in raw[to + 1:])
+    if "from" in (w.lower() for w in thing):
+        return False
+    named = {lang.stem(base(w)) for w in thing if base(w) in old.words and base(w) != old.subject}
+    # not when the memory is about that thing's own setting ("User's Netflix plan is the basic one", "User's therapy
+    # sessions are on Fridays" of "moved our sessions to Monday": its holder, the words before its "is")
+    verb = next((i for i, w in enumerate(old.tokens) if w in _BE), 0)
+    after = raw[to + 1:]
+    # put off to another day: a plan the memory dates ("is flying to Tokyo on April 3" / "moved the Tokyo flight to
+    # the 10th"), not a setting
+    rescheduled = any(_a_when(w) for w in after) and any(_a_when(w) for w in TOKEN.findall(old.text))
+    return bool(named) and old.owner not in named and not named & set(old.tokens[:verb]) and not rescheduled \
+        and not any(w[:1].isupper() and w.lower() not in lang.WHEN_WORDS for w in after)
+
+
+def _a_when(word: str) -> bool:
+    return word.lower() in lang.WHEN_WORDS or word[:1].isdigit()
 
 
 # Change cues that are verbs: a negation before one denies the change ("not in Denver anymore" says one).

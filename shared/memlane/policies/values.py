@@ -171,6 +171,33 @@ def another_kind(was: list[str], now: list[str]) -> bool:
             or p != q and not (p and q and any(p in c and q in c for c in _ALIKE)))
 
 
+def a_passing_state(frame: Statement, old: Statement, spans: tuple[list[str], list[str]]) -> bool:
+    """The newer value is not another value of the slot but how its holder is now (a trial: "User's dog is sick
+    today" of "... is a labrador", "User's cat is on a diet now" of "... is a maine coon"): a state of one day, or a
+    phrase a preposition opens where the memory's value was a kind ("a maine coon"; not "is dating Chloe" / "is with
+    Maria now", nor "is Monday at 6" / "is on Tuesday at 6")."""
+    was, now = spans
+    return bool(lang.OF_ONE_DAY.intersection(now)) \
+        or _opener(frame, now) in _PREPOSITIONS and _opener(old, was) not in _PREPOSITIONS and _a_kind(old, was)
+
+
+def _a_kind(said: Statement, span: list[str]) -> bool:
+    """The span is a noun an article leads: "a labrador", "is an engineer"."""
+    if span and span[0] in lang.ARTICLES:
+        return True
+    at = said.tokens.index(span[0]) if span and span[0] in said.tokens else 0
+    return at > 0 and said.tokens[at - 1] in lang.ARTICLES
+
+
+def _opener(said: Statement, span: list[str]) -> str | None:
+    """The span's first word past articles, or else the token before it ("is on a diet" → "on")."""
+    words = [w for w in span if w not in lang.ARTICLES and w not in lang.TOWARD]  # "revised ... to March 29"
+    if not words or words[0] in _PREPOSITIONS or span[0] not in said.tokens:
+        return words[0] if words else None
+    before = [w for w in said.tokens[:said.tokens.index(span[0])] if w not in lang.ARTICLES]
+    return before[-1] if before else None
+
+
 _VALUE_ENDS = with_stems(lang.VALUE_ENDS)
 CLAUSE_MARKS = with_stems(lang.CLAUSE_MARKS)
 
