@@ -53,6 +53,20 @@ def crashed_then_retried(deps, task, point):
     return extract.run(deps, "demo", task.request_id)
 
 
+def deleted_then_retried(deps, task, point, text):
+    """The task's job dies at `point`, the user deletes the memory of `text` it wrote, its retry runs whole.
+    Returns the deleted memory and the retry's task."""
+    from memlane.services import memories
+
+    arm(deps, point)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    gone = next(m for m in table_mems(deps).values() if m.text == text)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=gone.memory_id)
+    return gone, extract.run(deps, "demo", task.request_id)
+
+
 def index_docs(deps, store="demo"):
     """memory id -> status, as the index holds them."""
     return {d.memory_id: d.status for d in deps.index.documents(store) if d.record_type == "memory"}
@@ -197,18 +211,12 @@ def test_a_memory_deleted_after_a_crashed_attempt_wrote_it_is_not_written_again_
     """A shared-engines trial: a worker killed after writing a job's memories, the user deletes one (200, then 404),
     the job's redelivery found it missing and wrote it back under the same id — active, searchable, its task's
     outcome no longer redacted. Its delete leaves a marker while the job is unfinished: the retry writes the rest."""
-    from memlane.services import memories, search
+    from memlane.services import search
 
     deps = demo
     deps.extractor = Scripted([A, B])
     task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
-    arm(deps, "extract.after_index_write@1")
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    cello = next(m for m in table_mems(deps).values() if m.text == B)
-    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
-    done = extract.run(deps, "demo", task.request_id)
+    _, done = deleted_then_retried(deps, task, "extract.after_index_write@1", B)
     assert done.status == TaskStatus.SUCCEEDED
     assert [m.text for m in table_mems(deps).values()] == [A]
     assert list(index_docs(deps)) == [mid for mid in table_mems(deps)]
@@ -274,18 +282,12 @@ def test_a_memory_deleted_after_a_crashed_attempt_is_not_written_again_in_other_
     deletes one, the job's retry — its model wording that statement otherwise, so another id no marker named — wrote
     it back: the deleted fact active and searchable again. A statement new in the retry's answer that rests on a
     message the deleted memory rested on is not written; what the crashed attempt wrote and kept stays."""
-    from memlane.services import memories, search
+    from memlane.services import search
 
     deps = demo
     deps.extractor = Scripted([A, B], [A, "User plays cello on Sundays."])
     task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
-    arm(deps, point)
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    cello = next(m for m in table_mems(deps).values() if m.text == B)
-    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
-    done = extract.run(deps, "demo", task.request_id)
+    cello, done = deleted_then_retried(deps, task, point, B)
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert [m.text for m in table_mems(deps).values()] == [A]
     assert sorted(index_docs(deps)) == sorted(table_mems(deps))
@@ -297,20 +299,12 @@ def test_a_memory_deleted_after_a_crashed_attempt_is_not_written_again_in_other_
 
 def test_a_retry_after_a_deletion_still_writes_what_rests_on_other_messages(demo):
     """The control: a statement new in the retry that rests on none of the deleted memory's messages is written."""
-    from memlane.services import memories
-
     deps = demo
     deps.extractor = Split([A, B], [A, B, "User has a dog named Rex."])
     task = ingest.add(deps, "demo", scope=SC, sync=False, request_id="req-1",
                       messages=[{"role": "user", "content": t, "created_at": T0}
                                 for t in ("Clara moved to Lisbon; I play cello on Sundays.", "My dog Rex is two.")])
-    arm(deps, "extract.after_index_write@1")
-    with pytest.raises(Crash):
-        extract.run(deps, "demo", task.request_id)
-    arm(deps, "")
-    cello = next(m for m in table_mems(deps).values() if m.text == B)
-    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
-    done = extract.run(deps, "demo", task.request_id)
+    _, done = deleted_then_retried(deps, task, "extract.after_index_write@1", B)
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert sorted(m.text for m in table_mems(deps).values()) == sorted([A, "User has a dog named Rex."])
 
