@@ -315,3 +315,31 @@ class Split(Scripted):
     def extract(self, messages, **kw):
         return [c.model_copy(update={"evidence": [messages[1 if "Rex" in c.text else 0].message_id]})
                 for c in super().extract(messages, **kw)]
+
+
+def test_an_update_applied_before_a_crash_is_indexed_by_the_retry_after_its_memory_was_deleted(demo, monkeypatch):
+    """A working-memory trial (fsck "1 stale" after a kill -9 run): the job applied its write-time update and died
+    before the index followed, the user then deleted the new memory, and the retry — skipping the deleted statement —
+    never wrote the index again: the memory it superseded stayed `active` in the index for good."""
+    from memlane.services import dream_actions, memories
+
+    deps = demo
+    deps.extractor = Scripted([OLD])
+    say(deps, "I live in Boston.", day=0, request_id="req-0")
+    deps.extractor = Scripted([NEW])
+    task = say(deps, "I moved to Denver last month.", day=30, request_id="req-1", sync=False)
+    indexed = dream_actions._index
+
+    def dies_once(*args, **kw):
+        monkeypatch.setattr(dream_actions, "_index", indexed)
+        raise Crash("between the apply and its index write")
+
+    monkeypatch.setattr(dream_actions, "_index", dies_once)
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    new = next(m for m in table_mems(deps).values() if m.text == NEW)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=new.memory_id)
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert index_docs(deps) == {m.memory_id: m.status for m in table_mems(deps).values()}
+    assert [m.status for m in table_mems(deps).values()] == [MemoryStatus.SUPERSEDED]  # what an update closed stays

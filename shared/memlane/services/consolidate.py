@@ -158,6 +158,10 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     for i, (candidate, vector) in enumerate(zip(candidates, vectors)):
         memory_id, observed_at = rewords.get(i, ids[i]), times[i]
         if memory_id in deleted:  # its outcome as the delete's redaction left it
+            if (change := recorded_for.get(i)) is not None and change.status == DreamActionStatus.APPLIED:
+                # What it closed stays closed (a delete reinstates nothing): the index follows, if a crash cut it
+                # off after the apply (it stayed `active` there for good: a trial's fsck).
+                dream_actions.reindex(deps, change)
             if all(o.memory_id != memory_id for o in outcomes):
                 outcomes.append(TaskOutcome(action=ExtractAction.ADD, memory_id=memory_id, text="", reason=REDACTED))
             continue
