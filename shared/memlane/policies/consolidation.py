@@ -181,7 +181,7 @@ def _without_others_words(new: Statement) -> str | None:
     """`new` without the sentences it quotes someone else as saying ("she texted User 'User moved to denver!!'", a
     trial: the quote's "i" written as the speaker's), or None when it quotes none. The subject's own words stand:
     "User told User's mom 'User is moving to Denver'"."""
-    if "'" not in new.text and '"' not in new.text and "‘" not in new.text and "“" not in new.text:
+    if not any(mark in new.text for mark in "'\"‘“"):
         return None
     out, at = [], 0
     for m in lang.QUOTED.finditer(new.text):

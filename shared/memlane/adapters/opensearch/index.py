@@ -124,7 +124,8 @@ class OpenSearchIndex:
         self._writer = client  # writes are the service's, conditioned on what the tenant's client sees
         self._targets: dict[str, str] = {}  # store → the new index a rebuild fills (else: the alias)
         self._tenant_sizes = _TenantSizes()  # shared by the copies for_tenant hands out
-        self._added: list[float] = []  # what the engine adds to a tenant client's scores, once measured (shared)
+        # What the engine adds to a tenant client's scores, once measured (a list, so for_tenant's copies share it).
+        self._added: list[float] = []
         self.exact_vector_max = exact_vector_max  # a tenant of at most this many documents is scored exactly
 
     @classmethod
