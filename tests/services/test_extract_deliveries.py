@@ -236,11 +236,15 @@ def test_a_tenant_erased_while_its_job_indexes_messages_leaves_no_text_in_the_in
     assert not tenant_docs(deps), tenant_docs(deps)
 
 
-def test_a_thread_deleted_while_its_job_writes_shows_none_of_its_memories_after_the_delete_answers(deps):
+@pytest.mark.parametrize("made_again", [False, True])
+def test_a_thread_deleted_while_its_job_writes_shows_none_of_its_memories_after_the_delete_answers(deps, made_again):
     """A working-memory trial: DELETE .../threads/{id} answered while the thread's extraction was writing; the job then
     wrote more of its memories into the deleted thread, listed and searchable for up to 0.7 s until the job found the
-    deletion and took them back (5 of 6). A memory is written only while its run has its registry entry, which the
-    deletion removes first."""
+    deletion and took them back (5 of 6). A memory is written only while its run is the thread the job read — its
+    registry entry, which the deletion removes first, with the same `first_seen`: a regression trial made the thread
+    again under its id at once, and the job's later memories went into the new thread."""
+    from memlane.services import ingest
+
     stores.create(deps, name="demo")
     deps.extractor = Scripted([A, B, C])
     task = say(deps, "Clara is in Lisbon; cello on Sundays; peanuts are out.", day=0, request_id="req-1", sync=False)
@@ -249,6 +253,9 @@ def test_a_thread_deleted_while_its_job_writes_shows_none_of_its_memories_after_
     def delete_then_look(name):
         if name == "extract.mid_memories":  # one memory written, two to come: the thread is deleted now
             erase.delete_run(deps, "demo", scope=dict(task.scope.model_dump()))
+            if made_again:  # and started again under its id
+                ingest.add(deps, "demo", scope=dict(task.scope.model_dump()), sync=False, request_id="req-2",
+                           messages=[{"role": "user", "content": "hello again"}])
         else:  # the job's table writes done, before it finds the deletion
             seen.append(sorted(m.text for m in table_mems(deps).values()))
 

@@ -343,3 +343,17 @@ def test_an_update_applied_before_a_crash_is_indexed_by_the_retry_after_its_memo
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert index_docs(deps) == {m.memory_id: m.status for m in table_mems(deps).values()}
     assert [m.status for m in table_mems(deps).values()] == [MemoryStatus.SUPERSEDED]  # what an update closed stays
+
+
+def test_a_retry_that_says_the_deleted_statement_again_as_it_was_still_writes_a_new_fact_of_its_message(demo):
+    """A regression trial of the rule above: one message holding three facts, the retry's answer repeating the deleted
+    one word for word and adding a third — the third, another fact, was dropped as a rewording of the deleted one."""
+    deps = demo
+    rex = "User has a dog named Rex who is two."
+    deps.extractor = Scripted([A, B], [A, B, rex])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays, and my dog Rex is two.", day=0,
+               request_id="req-1", sync=False)
+    cello, done = deleted_then_retried(deps, task, "extract.after_index_write@1", B)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert sorted(m.text for m in table_mems(deps).values()) == sorted([A, rex])
+    assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]

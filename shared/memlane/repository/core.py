@@ -96,15 +96,17 @@ class CoreRecords:
                    expect=_as_read(previous) if previous is not None else expect)
 
     def put_memory(self, store: str, memory: Memory, *, previous: Memory | None = None, new: bool = False,
-                   while_run_lasts: bool = False) -> None:
+                   thread: ScopeInfo | None = None) -> None:
         """Write the memory; with `previous`, only over that version (ConditionFailed if it was changed or
         deleted since it was read); `new`, only where no memory of its id is (ConditionFailed if one is);
-        `while_run_lasts`, only while its run has its registry entry (ConditionFailed once the run's deletion, or
-        the tenant's erasure, has begun: each removes the entry first)."""
+        `thread`, only while the memory's run is that thread, its registry entry as read (ConditionFailed once the
+        run's deletion, or the tenant's erasure, has begun — each removes the entry first — and after a new add
+        made the thread again under its id: another `first_seen`)."""
         put = self.memory_put(store, memory, expect=_as_read(previous) if previous is not None else None)
-        if while_run_lasts:
+        if thread is not None:
             self.table.transact([Put(put.item, expect=put.expect, if_absent=new),
-                                 Check(*self._scope_key(store, memory.scope))])
+                                 Check(*self._scope_key(store, thread.scope),
+                                       expect={"first_seen": _dump(thread)["first_seen"]})])
         else:
             self.table.put(put.item, expect=put.expect, if_absent=new)
 

@@ -25,7 +25,7 @@ from typing import Iterator
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, NotFound, Retryable
 from ..domain.models import (REDACTED, Candidate, DreamAction, DreamActionKind, DreamActionStatus, ExtractAction,
-                             Memory, MemoryStatus, Message, Task, TaskOutcome)
+                             Memory, MemoryStatus, Message, ScopeInfo, Task, TaskOutcome)
 from ..domain.ids import derived_id
 from ..domain.scope import Scope, ScopeFilter
 from ..policies import conflicts, consolidation
@@ -99,11 +99,12 @@ def one_at_a_time(deps: Deps, store: str, scope: Scope) -> Iterator[None]:
 
 
 def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
-        messages: list[Message], threshold: float) -> list[TaskOutcome]:
+        messages: list[Message], threshold: float, thread: ScopeInfo) -> list[TaskOutcome]:
     """Compare each candidate with the nearest active memories of its subject (every run and agent
     of the tenant) and with what this job already produced, and decide (policies/consolidation).
     UPDATE and DELETE at or above `threshold` (the store's dream_threshold) supersede through an applied
-    action of the dream action log, so each is undone like any dream action; NOOP writes nothing."""
+    action of the dream action log, so each is undone like any dream action; NOOP writes nothing.
+    `thread`: the task's run as the job read it; a memory is written only while it stands."""
     once: dict[str, Candidate] = {}
     for c in candidates:
         once.setdefault(statement_key(c.text), c)  # one statement said twice in an answer is one memory
@@ -132,15 +133,17 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # indexed (that attempt may have died first), a neighbour of every statement (a rephrasing of it is not
     # written twice), and named by the task.
     left = _left_by_earlier_attempts(deps, store, task, ids)
-    # Written by an earlier attempt, then deleted by the user before this one: never written again — nor a statement
-    # new in this answer that rests on a message it rested on (the model may word it otherwise: a regression trial).
+    # Written by an earlier attempt, then deleted by the user before this one: never written again — nor, when this
+    # answer does not say it again as it was, a statement new in it that rests on a message it rested on (the model
+    # may word it otherwise: a regression trial; said as it was, a new statement beside it is another fact).
     found = {*earlier, *(m.memory_id for m, _ in left)}
     deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
                                               [i for i in task.written_ids if i not in found])
+    unsaid = {gone: said for gone, said in deleted.items() if gone not in ids}
     rewords: dict[int, str] = {}  # candidate -> the deleted memory it may say again
     for i, c in enumerate(candidates):
         if ids[i] not in task.written_ids:
-            if gone := next((g for g, said in deleted.items() if said.intersection(c.evidence)), None):
+            if gone := next((g for g, said in unsaid.items() if said.intersection(c.evidence)), None):
                 rewords[i] = gone
     # A change an earlier or concurrent attempt recorded for a statement it had not written yet: that record is
     # the decision (this answer's reading may differ — a case, a model's judgement — and it is what the log says).
@@ -226,11 +229,12 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # Table first (the truth), then the index (derived); a crash in between is repaired by the retry.
     for n, (memory, _) in enumerate(written):
         try:
-            deps.repo.put_memory(store, memory, new=True, while_run_lasts=True)
+            deps.repo.put_memory(store, memory, new=True, thread=thread)
         except ConditionFailed:
             # Another delivery of this job wrote it, and may have applied its change: that version stands. Or the
-            # run's deletion has begun: nothing more is written into it (it showed for a moment after the deletion
-            # answered, until the job took it back: a trial), and the job takes back what it wrote (extract.py).
+            # run's deletion has begun, or a new add made the thread again since: nothing more is written into it
+            # (it showed for a moment after the deletion answered, until the job took it back: trials), and the
+            # job takes back what it wrote (extract.py).
             pass
         if n == 0 and len(written) > 1:
             deps.faults.point("extract.mid_memories")

@@ -42,7 +42,9 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         deps.deadline.check("indexing the messages")
         message_index.index(deps, store, messages)  # an upsert: harmless if the add indexed them after all
     info = repo.get_scope(store, task.scope)
-    if info is not None and not info.access_policy.extracts:
+    if info is None:  # its run deleted, or its tenant erased, before it ran: what earlier attempts wrote goes
+        return _withdrawn(deps, store, task, task.written_ids)
+    if not info.access_policy.extracts:
         # Its thread was switched since to a policy that stores nothing: an add still queued then, or a retry accepted
         # as the switch was made (a regression trial), extracts nothing.
         return _finished(deps, store, task, [])
@@ -59,7 +61,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.deadline.check("consolidating")
     try:
         with consolidate.one_at_a_time(deps, store, task.scope):
-            outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold)
+            outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold, info)
     except NotFound:
         # Its run deleted or its tenant erased meanwhile, the change it recorded with it: what it wrote goes.
         if _deleted_meanwhile(deps, store, task):
