@@ -1009,6 +1009,10 @@ def test_what_is_someone_elses_or_passing_or_done_to_a_thing_closes_nothing(old,
     ("User is single.", "User is in a relationship now."),
     ("User teaches at a community college.", "User relocated to Austin and teaches at a high school now."),
     ("User is flying to lisbon on may 9.", "User moved User's lisbon flight to the 14th."),
+    # a regression trial's: a change said to begin that day, and the subject's own words after a lead-in
+    ("User's phone number is 555-0101.", "User's phone number is 555-0199 starting today."),
+    ("User's team is Payments.", "User's team is Identity as of today."),
+    ("User lives in Phoenix.", "last week User texted everyone 'User finally moved to Tucson!!'"),
     ("User's piano lessons are on Thursday evenings.", "User's teacher moved the lessons to Saturday mornings."),
 ])
 def test_those_readings_leave_a_change_of_the_subjects_own_a_change(old, new):

@@ -185,11 +185,25 @@ def _without_others_words(new: Statement) -> str | None:
         return None
     out, at = [], 0
     for m in lang.QUOTED.finditer(new.text):
-        before = TOKEN.findall(new.text[:m.start()])
-        if not before or before[0].lower() != new.subject:
+        if not _says_it(TOKEN.findall(new.text[:m.start()]), new.subject):
             out.append(new.text[at:m.start()])
             at = m.end()
     return "".join(out) + new.text[at:] if out else None
+
+
+_OTHERS_SAYING = frozenset("he she they we you it".split())
+
+
+def _says_it(before: list[str], subject: str) -> bool:
+    """The first of its words before a quotation that can say it is the subject ("last night User texted the group
+    chat '...'", "so User finally told User's sister: '...'") — not another ("she texted User '...'", "User's manager
+    said '...'", "the ad said '...'")."""
+    for word in before:
+        if word.lower() == subject:
+            return True
+        if word.lower() in _OTHERS_SAYING or word.lower() in (f"{subject}'s", f"{subject}’s"):
+            return False
+    return False
 
 
 def _calls_off(thing: str) -> Relation:

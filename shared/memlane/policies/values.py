@@ -177,8 +177,17 @@ def a_passing_state(frame: Statement, old: Statement, spans: tuple[list[str], li
     phrase a preposition opens where the memory's value was a kind ("a maine coon"; not "is dating Chloe" / "is with
     Maria now", nor "is Monday at 6" / "is on Tuesday at 6")."""
     was, now = spans
-    return bool(lang.OF_ONE_DAY.intersection(now)) \
+    return _of_one_day(now) \
         or _opener(frame, now) in _PREPOSITIONS and _opener(old, was) not in _PREPOSITIONS and _a_kind(old, was)
+
+
+_FROM_THEN = frozenset(map(lang.stem, ("starting", "from", "since", "of", "effective")))  # "as of today"
+
+
+def _of_one_day(span: list[str]) -> bool:
+    """"sick today", "tacos tonight" — not "... starting today", "as of today", "from tonight" (a regression trial:
+    a change said to begin that day)."""
+    return any(w in lang.OF_ONE_DAY and not (k and span[k - 1] in _FROM_THEN) for k, w in enumerate(span))
 
 
 def _a_kind(said: Statement, span: list[str]) -> bool:
