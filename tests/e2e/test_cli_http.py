@@ -141,6 +141,21 @@ def test_add_search_messages_tasks_scopes_access_policy_and_runs(run: Run) -> No
     assert run.json("search", "a-demo", *WHO, "peanut allergy")["results"] == []
 
 
+def test_a_run_of_a_named_agent_is_found_deleted_and_set_without_agent(run: Run) -> None:
+    """A new user's trial: without --agent, `runs delete` deleted nothing of a named agent's run and printed "deleted
+    run d-1: 0 messages, 0 memories", exit 0; `access-policy get` answered thread_not_found and `put` would have set
+    another run's policy. A run is a thread: the agent whose thread it is."""
+    run("stores", "create", "n-demo")
+    run.json("add", "n-demo", *WHO, "--agent", "planner", "--run", "d-1", "--text", "Dave's daughter is Mia.", "--sync")
+    assert run.json("access-policy", "put", "n-demo", *WHO, "--run", "d-1", "recall_only")["scope"]["agent_id"] \
+        == "planner"
+    code, out, _ = run("access-policy", "get", "n-demo", *WHO, "--run", "d-1")
+    assert (code, out.strip()) == (0, "recall_only")
+    deleted = run.json("runs", "delete", "n-demo", "d-1", *WHO)
+    assert deleted["messages"] == 1
+    assert run.json("messages", "n-demo", *WHO, "--agent", "planner", "--run", "d-1")["messages"] == []
+
+
 def test_dream_family_run_tasks_actions_and_undo(run: Run) -> None:
     run("stores", "create", "d-demo")
     for conv, text in (("conv-1", "I live in Boston."), ("conv-2", "I moved from Boston to Denver last month.")):

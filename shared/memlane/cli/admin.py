@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from ..domain.scope import DEFAULT
+from ..sdk.errors import ThreadNotFound
 from .options import Commands, scope_of, seconds, store_and_tenant
 from .output import emit, fields, next_page, table, when
 
@@ -12,6 +14,11 @@ if TYPE_CHECKING:
     from ..sdk import Memlane
 
 POLICIES = ["recall_and_store", "recall_only", "store_only", "none"]
+
+
+# A run is a thread: without --agent, the agent whose thread the run is (the default agent then set the policy of,
+# or deleted, another run than the one named, and said it had: a new user's trial).
+_AGENT_HELP = "the run's agent (default: the agent whose thread the run is)"
 
 
 def register(c: Commands) -> None:
@@ -25,7 +32,7 @@ def register(c: Commands) -> None:
                             ("put", "set a run's access policy", access_policy_put)):
         s = c.command(name, text, run, within=policy)
         store_and_tenant(s)
-        s.add_argument("--agent", default="__default__")
+        s.add_argument("--agent", help=_AGENT_HELP)
         s.add_argument("--run", required=True)
         if name == "put":
             s.add_argument("policy", choices=POLICIES)
@@ -36,7 +43,7 @@ def register(c: Commands) -> None:
     s.add_argument("run_id")
     s.add_argument("--app", required=True)
     s.add_argument("--tenant", required=True)
-    s.add_argument("--agent", default="__default__", help="the run's agent (default __default__)")
+    s.add_argument("--agent", help=_AGENT_HELP)
 
     erase = c.group("erase", "erase a tenant in every store, or show an erasure")
     s = c.command("tenant", "erase every item of a tenant in every store (asynchronous)", erase_tenant, within=erase)
@@ -84,6 +91,11 @@ def access_policy_get(args: argparse.Namespace, client: "Memlane") -> int:
 
 
 def access_policy_put(args: argparse.Namespace, client: "Memlane") -> int:
+    if args.agent is None:  # the route names all four ids: the thread's own agent, or the default for a new run
+        try:
+            args.agent = client.threads.get(args.store, args.run, app_id=args.app, tenant_id=args.tenant).scope.agent_id
+        except ThreadNotFound:
+            args.agent = DEFAULT
     info = client.scopes.set_access_policy(args.store, scope_of(args), args.policy)
     emit(args, info, f"{info.scope.agent_id}/{info.scope.run_id}: {args.policy}")
     return 0
