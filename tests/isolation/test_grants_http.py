@@ -115,3 +115,29 @@ def test_audit_log_records_every_request_and_is_admin_only(keyed_server):
     assert all(r["latency_ms"] >= 0 and r["request_id"] for r in log)
     only_403 = admin._call("GET", "/v1/stores/demo/requests?status=403")["requests"]
     assert {r["status"] for r in only_403} == {403}
+
+
+def test_a_stranger_gets_401_whatever_the_path_method_or_body(keyed_server):
+    """A new user's trial: without a key, an unknown route answered 404 route_not_found, a method a route lacks 405,
+    and a POST without a body 400 — answers that tell a stranger which routes exist. The probe and the API
+    description stay open (a load balancer's health check)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    server, _ = keyed_server
+
+    def status(method, path, body=None):
+        request = urllib.request.Request(server.url + path, method=method, data=body,
+                                         headers={"Content-Type": "application/json"} if body else {})
+        try:
+            with urllib.request.urlopen(request) as answer:
+                return answer.status, None
+        except urllib.error.HTTPError as refused:
+            return refused.code, json.loads(refused.read() or b"{}").get("error", {}).get("code")
+
+    for method, path in (("GET", "/v1/nothing"), ("PUT", "/v1/stores"), ("POST", "/v1/stores"),
+                         ("GET", "/v1/stores/nope/memories"), ("DELETE", "/v1/stores/nope")):
+        assert status(method, path) == (401, "missing_api_key"), (method, path)
+    assert status("POST", "/v1/stores", b"{}") == (401, "missing_api_key")
+    assert status("GET", "/health")[0] == 200 and status("GET", "/openapi.json")[0] == 200

@@ -134,7 +134,8 @@ class Api:
         started = time.perf_counter()
         self.gate.checked(event).at = self.deps.clock.now()
         try:
-            result = self._refuse_non_json(event) or self._refuse_oversized(event) or self.app.resolve(event, context)
+            result = (self._refuse_stranger(event) or self._refuse_non_json(event) or self._refuse_oversized(event)
+                      or self.app.resolve(event, context))
         except Exception:  # noqa: BLE001 — a bug answers 500 and is audited like any other answer
             # The route's shape: ids are the data's, which no erasure takes out of a log.
             log.exception("unhandled error on %s", operation(event.get("requestContext", {}).get("http", {}).get(
@@ -162,6 +163,18 @@ class Api:
                        self.retention_days)
         return result
 
+    def _refuse_stranger(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """401 (or 403 without a grant) to a caller its headers do not identify, whatever the path — before a route
+        is matched or a body validated, so no answer (404 route_not_found, 405, 400) tells a stranger what exists (a
+        new user's trial). Not /health and /openapi.json: a load balancer's probe, and the public API description."""
+        if event.get("rawPath") in _OPEN_PATHS:
+            return None
+        try:
+            self.gate.caller(event)
+        except MemlaneError as error:
+            return _error_result(errors.status_of(error), error.code, error.message)
+        return None
+
     @staticmethod
     def _refuse_oversized(event: dict[str, Any]) -> dict[str, Any] | None:
         """The body limit the local server holds its socket to, for every way in: API Gateway and Lambda let
@@ -186,6 +199,9 @@ class Api:
             return None
         return _error_result(415, "unsupported_media_type",
                              "send the body as JSON with the header Content-Type: application/json")
+
+
+_OPEN_PATHS = frozenset({"/health", "/openapi.json"})
 
 
 def _error_result(status: int, code: str, message: str) -> dict[str, Any]:
