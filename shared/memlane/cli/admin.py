@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ..domain.scope import DEFAULT
-from ..sdk.errors import ThreadNotFound
 from .options import Commands, scope_of, seconds, store_and_tenant
 from .output import emit, fields, next_page, table, when
 
@@ -92,6 +91,8 @@ def access_policy_get(args: argparse.Namespace, client: "Memlane") -> int:
 
 def access_policy_put(args: argparse.Namespace, client: "Memlane") -> int:
     if args.agent is None:  # the route names all four ids: the thread's own agent, or the default for a new run
+        from ..sdk.errors import ThreadNotFound  # the sdk extra: only a client command needs it
+
         try:
             args.agent = client.threads.get(args.store, args.run, app_id=args.app, tenant_id=args.tenant).scope.agent_id
         except ThreadNotFound:
