@@ -24,6 +24,7 @@ from . import errors
 from ..services.access import AuthMode
 from .access import Gate
 from .audit import operation, record_change, record_request
+from .models import ErrorOut
 
 log = logging.getLogger(__name__)
 
@@ -222,5 +223,21 @@ def api_description() -> str:
 
 
 def openapi_json(app: APIGatewayHttpResolver) -> str:
-    return app.get_openapi_json_schema(title="memlane", version=__version__,
-                                       summary="Durable, scoped memory for agents")
+    """The document, with the errors the API answers: `{"error": {code, message, field?}}` for every 4xx and 5xx,
+    never the framework's 422 (a bad body is 400 `invalid_input`: a client generated from it handled no error
+    right — a new user's trial)."""
+    document = json.loads(app.get_openapi_json_schema(title="memlane", version=__version__,
+                                                      summary="Durable, scoped memory for agents"))
+    error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
+    for item in document["paths"].values():
+        for route in item.values():
+            responses = route.get("responses", {})
+            responses.pop("422", None)
+            responses["4XX"] = {"description": "Refused: the error's `code` says why", **error}
+            responses["5XX"] = {"description": "Failed or unavailable (503 with Retry-After: retry)", **error}
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError", "ResponseValidationError"):
+        schemas.pop(name, None)
+    error_out = ErrorOut.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(error_out.pop("$defs"), ErrorOut=error_out)
+    return json.dumps(document)
