@@ -141,3 +141,27 @@ def test_a_stranger_gets_401_whatever_the_path_method_or_body(keyed_server):
         assert status(method, path) == (401, "missing_api_key"), (method, path)
     assert status("POST", "/v1/stores", b"{}") == (401, "missing_api_key")
     assert status("GET", "/health")[0] == 200 and status("GET", "/openapi.json")[0] == 200
+
+
+def test_a_revoked_key_is_refused_by_the_running_server_at_once(keyed_server, capsys):
+    """A new user's trial: a key could be created but neither listed nor revoked — a leaked key had no way out. The
+    operator lists the keys (ids, never the keys) and revokes one; the server refuses it from its next request, and
+    the other keys go on."""
+    import json
+
+    from memlane import cli
+
+    server, keys = keyed_server
+    assert client(server, keys["alice"]).list_stores() is not None
+    data = ["--data-dir", str(server.data_dir), "--json"]
+    assert cli.main(["keys", "list", *data]) == 0
+    listed = json.loads(capsys.readouterr().out)["keys"]
+    assert sorted(k["principal"] for k in listed) == ["alice-app", "ops", "travel-backend"]
+    assert not any(key in json.dumps(listed) for key in keys.values())
+    assert cli.main(["keys", "revoke", "--key", keys["alice"], *data]) == 0
+    assert len(json.loads(capsys.readouterr().out)["revoked"]) == 1
+    with pytest.raises(ApiError) as e:
+        client(server, keys["alice"]).list_stores()
+    assert (e.value.status, e.value.code) == (401, "invalid_api_key")
+    assert client(server, keys["any_tenant"]).list_stores() is not None
+    assert cli.main(["keys", "revoke", "--principal", "nobody", *data]) == 2  # 404 api_key_not_found

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .options import Commands, UsageError
-from .output import emit
+from .output import emit, table
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -38,14 +38,23 @@ def register(c: Commands) -> None:
                    help="serve GET /health on this port for a probe (MEMLANE_WORKER_HEALTH_PORT; address "
                         "MEMLANE_WORKER_HEALTH_HOST, default 127.0.0.1); off by default")
 
+    groups = {}
     for name, action, text in (("keys", "create", "create an API key (local mode) with its grant"),
                                ("grants", "put", "grant a principal (e.g. an IAM role ARN) apps and tenants")):
-        group = c.group(name, text)
+        groups[name] = group = c.group(name, text)
         s = c.command(action, text, access, api=False, within=group)
         s.add_argument("--principal", required=True, help="a name for the caller, or its IAM ARN")
         s.add_argument("--app", action="append", help="an app id (repeatable); '*' for every app")
         s.add_argument("--tenant", action="append", help="a tenant id (repeatable); default every tenant of the apps")
         s.add_argument("--admin", action="store_true", help="may manage stores and read audit logs")
+    c.command("list", "the API keys: id, principal, created (the keys themselves are never kept)", keys_list,
+              api=False, within=groups["keys"])
+    s = c.command("revoke", "withdraw API keys at once (a running server refuses them from its next request)",
+                  keys_revoke, api=False, within=groups["keys"])
+    which = s.add_mutually_exclusive_group(required=True)
+    which.add_argument("--key", help="the key itself")
+    which.add_argument("--id", dest="key_id", help="its id, as `keys list` shows it")
+    which.add_argument("--principal", help="every key of this principal (its grant stays: `grants` manage it)")
 
     s = c.command("reindex", "rebuild a store's search index from the table (drops the index first)", reindex,
                   api=False)
@@ -131,6 +140,29 @@ def access(args: argparse.Namespace) -> int:
     else:
         grant = grants.grant(deps, args.principal, apps, admin=args.admin)
         emit(args, grant.model_dump(mode="json"), f"granted {args.principal}: {apps}{' (admin)' if args.admin else ''}")
+    return 0
+
+
+def keys_list(args: argparse.Namespace) -> int:
+    from ..bootstrap import build_operator
+    from ..config import Settings
+    from ..services import access as grants
+
+    keys = grants.api_keys(build_operator(Settings.from_env(data_dir=args.data_dir)))
+    columns = [("ID", lambda k: k["key_id"]), ("PRINCIPAL", lambda k: k["principal"]),
+               ("CREATED", lambda k: k["created_at"] or "-")]
+    emit(args, {"keys": keys}, lambda: table(keys, columns, empty="(no keys)"))
+    return 0
+
+
+def keys_revoke(args: argparse.Namespace) -> int:
+    from ..bootstrap import build_operator
+    from ..config import Settings
+    from ..services import access as grants
+
+    revoked = grants.revoke_api_keys(build_operator(Settings.from_env(data_dir=args.data_dir)), key=args.key,
+                                     key_id=args.key_id, principal=args.principal)
+    emit(args, {"revoked": revoked}, f"revoked {len(revoked)} key(s): {', '.join(revoked)}")
     return 0
 
 

@@ -60,6 +60,8 @@ LOCAL_COMMANDS: dict[str, str] = {
     "serve": "the local HTTP server",
     "worker": "the jobs of the shared queue, beside servers over shared engines (memlane.worker)",
     "keys create": "an API key and its grant, written to the table",
+    "keys list": "the API keys' ids, principals and creation times, read from the table",
+    "keys revoke": "withdraw API keys (by key, id or principal) from the table",
     "grants put": "a principal's grant, written to the table",
     "reindex": "rebuild a store's index from the table",
     "fsck": "compare a store's index with its table",

@@ -27,8 +27,22 @@ class AccessRecords:
     def delete_grant(self, principal: str) -> None:
         self.table.delete(GRANTS_PK, principal)
 
-    def put_api_key(self, key_hash: str, principal: str) -> None:
-        self.table.put({"pk": API_KEYS_PK, "sk": key_hash, "principal": principal}, if_absent=True)
+    def put_api_key(self, key_hash: str, principal: str, created_at: str) -> None:
+        self.table.put({"pk": API_KEYS_PK, "sk": key_hash, "principal": principal, "created_at": created_at},
+                       if_absent=True)
+
+    def api_keys(self) -> list[dict[str, str]]:
+        """Every key's hash, principal and creation time (none for a key made before it was kept)."""
+        keys, cursor = [], None
+        while True:
+            page = self.table.query(API_KEYS_PK, limit=500, cursor=cursor)
+            keys += [{"key_hash": i["sk"], "principal": i["principal"], "created_at": i.get("created_at")}
+                     for i in page.items]
+            if not (cursor := page.cursor):
+                return keys
+
+    def delete_api_key(self, key_hash: str) -> None:
+        self.table.delete(API_KEYS_PK, key_hash)
 
     def principal_for_key(self, key_hash: str) -> str | None:
         item = self.table.get(API_KEYS_PK, key_hash)

@@ -8,7 +8,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Callable, Literal, Protocol
 
-from ..domain.errors import Forbidden, InvalidInput, Unauthenticated
+from ..domain.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
 from ..domain.models import Grant
 from ..domain.scope import validate_id
 from ..ports import Clock
@@ -18,6 +18,7 @@ from .deps import Deps
 AuthMode = Literal["none", "api_key", "iam"]
 LOCAL_ADMIN = "local-admin"
 KEY_PREFIX = "ml_"
+KEY_ID_DIGITS = 12  # of a key's hash: how `keys list` names a key, and `keys revoke --id` finds it
 Visible = Callable[[str, str], bool]  # may the caller see what belongs to (app_id, tenant_id)?
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[\w-]*):sts::(\d{12}):assumed-role/([^/]+)/.+$")
 # An SQS sender is known by its unique principal id: an assumed-role session is "AROA<role id>:<session>".
@@ -130,5 +131,28 @@ def create_api_key(deps: Records, principal: str, apps: dict[str, list[str]], *,
     """A new key for `principal` with that grant. The key is shown once; only its hash is kept."""
     grant(deps, principal, apps, admin=admin)
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    deps.repo.put_api_key(_hash(key), principal)
+    deps.repo.put_api_key(_hash(key), principal, deps.clock.now().isoformat())
     return key
+
+
+def api_keys(deps: Records) -> list[dict[str, str]]:
+    """Every key: its id (the first 12 hex digits of its hash — the key itself is never kept), principal, created."""
+    return [{"key_id": k["key_hash"][:KEY_ID_DIGITS], "principal": k["principal"], "created_at": k["created_at"]}
+            for k in deps.repo.api_keys()]
+
+
+def revoke_api_keys(deps: Records, *, key: str | None = None, key_id: str | None = None,
+                    principal: str | None = None) -> list[str]:
+    """Withdraw keys — the one given, the one of that id, or every key of a principal — at once: each request
+    looks its key up (a server running on the same table refuses it with 401 from then on). Their ids."""
+    if [key, key_id, principal].count(None) != 2:
+        raise InvalidInput("name exactly one of the key, its id or its principal", field="key")
+    found = [k for k in deps.repo.api_keys()
+             if (key is not None and k["key_hash"] == _hash(key))
+             or (key_id is not None and len(key_id) >= KEY_ID_DIGITS and k["key_hash"].startswith(key_id.lower()))
+             or (principal is not None and k["principal"] == principal)]
+    if not found:
+        raise NotFound("no such API key", code="api_key_not_found")
+    for k in found:
+        deps.repo.delete_api_key(k["key_hash"])
+    return [k["key_hash"][:KEY_ID_DIGITS] for k in found]
