@@ -54,3 +54,15 @@ def test_files_of_an_older_version_are_made_private(tmp_path):
     os.chmod(data / "index.db", 0o644)
     local(data).close()
     assert (mode(data), mode(data / "index.db")) == (0o700, 0o600)
+
+
+def test_the_model_cache_inside_the_data_dir_is_0700(tmp_path):
+    """A new user's trial: `<data dir>/models` was made 0755 (the umask's), beside a data dir of 0700."""
+    from memlane.adapters.embedders.bert_onnx import write_atomically
+
+    old = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "data" / "models" / "graph.onnx", b"x")
+        assert mode(tmp_path / "data" / "models") == 0o700
+    finally:
+        os.umask(old)
