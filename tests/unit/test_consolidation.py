@@ -16,7 +16,7 @@ UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "know
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
                "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
                "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl",
-               "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl")
+               "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl", "knowledge_updates_trial12.jsonl")
 
 
 def memory(text, day=0, mid=None):
