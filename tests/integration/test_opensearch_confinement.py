@@ -351,10 +351,11 @@ def test_a_tenants_credentials_read_the_scores_the_services_login_reads(confined
     alice = confined.for_tenant("s1", "app", "alice")
     assert alice.client is not as_service.client
     mine, theirs = alice.search("s1", query), as_service.search("s1", query)
-    scores = {signal: {h.memory_id: round(h.score, 5) for h in getattr(mine, signal)} for signal in ("keyword", "vector")}
-    assert scores == {signal: {h.memory_id: round(h.score, 5) for h in getattr(theirs, signal)}
-                      for signal in ("keyword", "vector")}
-    assert scores["vector"]["a2"] < 0.9  # "alice zebra note" is not "alice tea"
+    def scores(result):
+        return {signal: {h.memory_id: round(h.score, 5) for h in getattr(result, signal)} for signal in ("keyword", "vector")}
+
+    assert scores(mine) == scores(theirs)
+    assert scores(mine)["vector"]["a2"] < 0.9  # "alice zebra note" is not "alice tea"
     similar = alice.similarities("s1", scope, embed("alice tea"), ["a1", "a2"])
     assert similar == pytest.approx(as_service.similarities("s1", scope, embed("alice tea"), ["a1", "a2"]), abs=1e-5)
-    assert similar["a2"] == pytest.approx(scores["vector"]["a2"], abs=1e-4)
+    assert similar["a2"] == pytest.approx(scores(mine)["vector"]["a2"], abs=1e-4)

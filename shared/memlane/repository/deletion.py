@@ -139,7 +139,8 @@ class DeletionRecords(LeaseRecords):
 
     # -- redaction: rewriting what keeps a copy of deleted content ----------------------------
     def delete_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str, *,
-                      unfinished_job: str | None = None, until: int | None = None, evidence: Sequence[str] = ()) -> None:
+                      unfinished_job: str | None = None, until: int | None = None,
+                      evidence: Sequence[str] = ()) -> None:
         """A hard delete: nothing keeps the text (the audit log keeps who deleted and when). `unfinished_job`: the
         request id of the job that wrote it, not finished yet — its next delivery would find the memory missing and
         write it again, so a marker (the id and the ids of the messages it rested on, `evidence`, expiring at
