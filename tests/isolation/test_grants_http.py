@@ -165,3 +165,38 @@ def test_a_revoked_key_is_refused_by_the_running_server_at_once(keyed_server, ca
     assert (e.value.status, e.value.code) == (401, "invalid_api_key")
     assert client(server, keys["any_tenant"]).list_stores() is not None
     assert cli.main(["keys", "revoke", "--principal", "nobody", *data]) == 2  # 404 api_key_not_found
+
+
+def test_strangers_and_two_tenants_at_once_each_get_their_own_answer(keyed_server):
+    """The stranger check runs on the server's threads beside granted callers: under concurrent clients of two
+    tenants and callers without a key, each granted caller sees only its own tenant and every stranger gets 401."""
+    import urllib.error
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    server, keys = keyed_server
+    client(server, keys["admin"]).create_store("conc")
+    for tenant in ("alice", "bob"):
+        client(server, keys["any_tenant"]).add("conc", ALICE if tenant == "alice" else BOB,
+                                               text=f"{tenant} keeps the marker {tenant}zq.", sync=True)
+
+    def granted(i):
+        key, tenant = (keys["alice"], "alice") if i % 2 else (keys["any_tenant"], "bob")
+        hits = client(server, key).search("conc", f"marker {tenant}zq",
+                                          {"app_id": "travel", "tenant_id": tenant, "run_id": "*"})
+        return tenant, [h["text"] for h in hits]
+
+    def stranger(i):
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"{server.url}/v1/stores/conc/nothing{i}", method="GET"))
+        except urllib.error.HTTPError as refused:
+            return refused.code
+        return 200
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(granted, range(40)))
+        refused = list(pool.map(stranger, range(40)))
+    for tenant, texts in answers:
+        other = "bob" if tenant == "alice" else "alice"
+        assert texts and all(f"{other}zq" not in t for t in texts), (tenant, texts)
+    assert set(refused) == {401}
