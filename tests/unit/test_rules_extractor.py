@@ -185,6 +185,20 @@ def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, 
     assert c.text == kept
 
 
+@pytest.mark.parametrize("said", ["Alice likes tea.", "Mom is vegan.", "Bo is 7.", "Tom is from Oslo.",
+                                  "Sam plays chess."])
+def test_a_short_statement_of_someone_named_is_remembered(said):
+    """A new user's trial: "Alice likes tea." was dropped as too short, and nothing said why."""
+    (c,) = RuleExtractor().extract([msg(said, name=None)])
+    assert c.text == f"User: {said}"  # who said it, when the sentence does not name them
+
+
+@pytest.mark.parametrize("said", ["He likes tea.", "She is vegan.", "It is 5.", "Alice likes it.", "Alice is tired.",
+                                  "They love you."])
+def test_a_short_remark_of_a_pronoun_or_a_passing_state_is_not_remembered(said):
+    assert RuleExtractor().extract([msg(said)]) == []
+
+
 @pytest.mark.parametrize("said", ["I love it!", "I love that.", "I like you.", "I love them.", "I'm a mess.",
                                   "i love it!", "I love u", "I'm an idiot.", "I drink lol", "I own up.",
                                   "I play along.", "I collect myself.", "I hate everyone.", "I love youuu",
