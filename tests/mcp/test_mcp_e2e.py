@@ -55,6 +55,12 @@ def test_stdio_remembers_in_one_session_and_recalls_in_another(server: Server) -
             assert all(set(hit) <= {"id", "type", "text", "similarity", "thread_id", "when"}
                        for hit in found["results"])
             await call(client, "remember", thread_id="trip-2", text="We fly to Lisbon on Friday.")
+            # Said again: nothing new is kept, and the answer names the memory that holds it (it was an empty list).
+            again = await call(client, "remember", thread_id="trip-2", text="We fly to Lisbon on Friday.")
+            assert again["memories"] == [] and again["already_known"]
+            assert all("Lisbon" in known["text"] for known in again["already_known"])
+            held = await call(client, "recall", query="Lisbon flight", thread_id="trip-2")
+            assert {known["id"] for known in again["already_known"]} <= {hit["id"] for hit in held["results"]}
             elsewhere = await call(client, "recall", query="Lisbon flight", thread_id="trip-1")
             assert not any("Lisbon" in hit["text"] for hit in elsewhere["results"])  # only that thread
             card = await call(client, "get_context", thread_id="trip-2", query="what can Lila eat?",

@@ -62,7 +62,10 @@ class MemoryTools:
         done = self.client.memories.add(self.binding.store, self.binding.scope(thread_id), messages, text, sync=True)
         memories = [{"id": m.memory_id, "type": m.memory_type, "text": _clip(m.text)}
                     for m in getattr(done, "memories", [])[:MAX_TOP_K]]
-        return {"request_id": done.request_id, "status": done.status, "memories": memories}
+        # What the store held already (a NOOP): without it, an empty `memories` read as "nothing was kept".
+        known = [{"id": o.target_id or o.memory_id, "text": _clip(o.text)}
+                 for o in getattr(done, "outcomes", []) if o.action == "NOOP"][:MAX_TOP_K]
+        return {"request_id": done.request_id, "status": done.status, "memories": memories, "already_known": known}
 
     def recall(self, query: str, top_k: int = 5, record_types: Sequence[RecordType] | None = None,
                thread_id: str | None = None) -> dict[str, Any]:

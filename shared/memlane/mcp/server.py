@@ -122,7 +122,8 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
         """Store something the user said so it can be recalled later, in this or any other thread.
         Give `text` (one statement) or `messages` (the turns of a conversation); memlane keeps them and
         distils durable memories (facts, preferences, plans), superseding ones that changed.
-        Answers the memories it distilled: [{id, type, text}]."""
+        Answers the memories it distilled ([{id, type, text}]) and, in `already_known`, the memories that held
+        it already ([{id, text}])."""
         return _answer(lambda: memory.remember(
             text, [m.model_dump(mode="json", exclude_none=True) for m in messages] if messages else None, thread_id))
 
