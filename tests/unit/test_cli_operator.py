@@ -114,6 +114,20 @@ def test_a_command_that_calls_no_server_refuses_a_url_instead_of_ignoring_it(tmp
     assert list(tmp_path.iterdir()) == []  # no ./.memlane made
 
 
+def test_a_command_that_reads_a_data_dir_refuses_one_that_is_not_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: `memlane fsck demo` without --data-dir made an empty ./.memlane and answered
+    store_not_found, as if the store had been lost."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("MEMLANE_DATA_DIR", "MEMLANE_MODE", "MEMLANE_OPENSEARCH_URL", "MEMLANE_TABLE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    for argv in (["fsck", "demo"], ["reindex", "demo"], ["readings", "demo"], ["keys", "list"],
+                 ["keys", "revoke", "--principal", "ops"], ["--data-dir", "gone", "fsck", "demo"]):
+        assert cli.main(argv) == 64, argv
+        assert "no data dir at" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
 def test_serve_with_an_opensearch_url_without_the_aws_extra_names_it(tmp_path: Path) -> None:
     """Issue 17 #4: `memlane serve` with MEMLANE_OPENSEARCH_URL set and opensearch-py not installed ended in a
     ModuleNotFoundError traceback; it must say which extra to install and exit 5."""

@@ -145,10 +145,9 @@ def access(args: argparse.Namespace) -> int:
 
 def keys_list(args: argparse.Namespace) -> int:
     from ..bootstrap import build_operator
-    from ..config import Settings
     from ..services import access as grants
 
-    keys = grants.api_keys(build_operator(Settings.from_env(data_dir=args.data_dir)))
+    keys = grants.api_keys(build_operator(_existing(args)))
     columns = [("ID", lambda k: k["key_id"]), ("PRINCIPAL", lambda k: k["principal"]),
                ("CREATED", lambda k: k["created_at"] or "-")]
     emit(args, {"keys": keys}, lambda: table(keys, columns, empty="(no keys)"))
@@ -157,21 +156,19 @@ def keys_list(args: argparse.Namespace) -> int:
 
 def keys_revoke(args: argparse.Namespace) -> int:
     from ..bootstrap import build_operator
-    from ..config import Settings
     from ..services import access as grants
 
-    revoked = grants.revoke_api_keys(build_operator(Settings.from_env(data_dir=args.data_dir)), key=args.key,
-                                     key_id=args.key_id, principal=args.principal)
+    revoked = grants.revoke_api_keys(build_operator(_existing(args)), key=args.key, key_id=args.key_id,
+                                     principal=args.principal)
     emit(args, {"revoked": revoked}, f"revoked {len(revoked)} key(s): {', '.join(revoked)}")
     return 0
 
 
 def reindex(args: argparse.Namespace) -> int:
     """Rebuild a store's index from the table, on the adapters the environment configures."""
-    from ..config import Settings
     from ..services.reindex import reindex as rebuild
 
-    with _engines(Settings.from_env(data_dir=args.data_dir)) as deps:
+    with _engines(_existing(args)) as deps:
         report = rebuild(deps, args.store, progress=_say)
     emit(args, vars(report), f"reindexed {report.store}: {report.indexed} memories of {report.tenants} tenants")
     return 0
@@ -179,16 +176,28 @@ def reindex(args: argparse.Namespace) -> int:
 
 def fsck(args: argparse.Namespace) -> int:
     """Compare a store's index with its table; repair the drift with --repair. Exit 1: drift left."""
-    from ..config import Settings
     from ..services.fsck import fsck as check
 
-    with _engines(Settings.from_env(data_dir=args.data_dir)) as deps:
+    with _engines(_existing(args)) as deps:
         report = check(deps, args.store, repair=args.repair, progress=_say)
     drift = report.missing + report.orphans + report.stale
     emit(args, vars(report), f"{report.store}: {report.memories} memories, {report.documents} documents; "
                              f"{report.missing} missing, {report.orphans} orphans, {report.stale} stale"
                              + (f"; repaired {report.repaired}" if args.repair else ""))
     return 0 if drift == 0 or args.repair else EXIT_UNCLEAN
+
+
+def _existing(args: argparse.Namespace) -> "Settings":
+    """The settings of a command that reads what a data dir holds: refused when there is none (a trial's `fsck`
+    without --data-dir made an empty ./.memlane and reported its store unknown)."""
+    from .. import bootstrap
+    from ..config import Settings
+
+    settings = Settings.from_env(data_dir=args.data_dir)
+    if settings.mode == "local" and not bootstrap.shared_engines(settings) and not settings.data_dir.is_dir():
+        raise UsageError(f"no data dir at {settings.data_dir}: give --data-dir (or MEMLANE_DATA_DIR) of the one "
+                         "`memlane serve` uses")
+    return settings
 
 
 @contextmanager
@@ -211,10 +220,9 @@ def _engines(settings: "Settings", **build: Any) -> Iterator["Deps"]:
 def readings(args: argparse.Namespace) -> int:
     """Count the stale readings of a store's memories; write them again with --repair. Exit 1: stale ones left."""
     from ..bootstrap import build_operator
-    from ..config import Settings
     from ..services.readings import readings as check
 
-    report = check(build_operator(Settings.from_env(data_dir=args.data_dir)), args.store, repair=args.repair,
+    report = check(build_operator(_existing(args)), args.store, repair=args.repair,
                    progress=_say)
     emit(args, vars(report), f"{report.store}: {report.memories} memories, {report.stale} stale readings"
                              + (f"; {report.written} written again" if args.repair else ""))
