@@ -847,6 +847,11 @@ def test_a_forced_refresh_of_a_thread_that_does_not_exist_is_404_and_writes_no_t
     with pytest.raises(NotFound) as missing:
         summaries.request_refresh(bound(svc), "demo", Scope(**{**SCOPE, "run_id": "never-made"}))
     assert missing.value.code == "thread_not_found"
+    # Its agent named only when one was (a trial read "thread 'x' of agent '__default__' not found").
+    assert missing.value.message == "thread 'never-made' of agent 'bot' not found"
+    with pytest.raises(NotFound) as unnamed:
+        summaries.request_refresh(bound(svc), "demo", Scope(app_id="app", tenant_id="u1", run_id="never-made"))
+    assert unnamed.value.message == "thread 'never-made' not found"
     assert svc.deps.table.query(tenant_pk("demo", "app", "u1"), limit=10).items == []
     assert queued(svc, "summarize") == 0
 

@@ -41,7 +41,7 @@ from ..domain.errors import ConditionFailed, Conflict, DependencyFailed, NotFoun
 from ..domain.ids import derived_id, sortable_id
 from ..domain.models import Memory, MemoryType, Message, RecordType, Store, SummarySentence, Task, TaskStatus, \
     ThreadSummary
-from ..domain.scope import Scope
+from ..domain.scope import DEFAULT, Scope
 from ..domain.validation import says_something
 from ..policies import summary as extractive
 from ..ports import Job, Tokenizer
@@ -83,7 +83,7 @@ def read(deps: Deps, store: str, scope: Scope) -> ThreadSummary:
         return found
     info = deps.repo.get_scope(store, scope)
     if info is None:  # no such thread (or deleted): no refresh will ever make one
-        raise NotFound(f"thread '{scope.run_id}' of agent '{scope.agent_id}' not found", code="thread_not_found")
+        raise _no_thread(scope)
     if not info.access_policy.extracts:
         raise NotFound(f"thread '{scope.run_id}' keeps no summary: its access policy stores nothing in long-term "
                        "memory", code="summary_not_found")
@@ -217,7 +217,7 @@ def request_refresh(deps: Deps, store: str, scope: Scope) -> Task:
     repo.get_store(store)
     info = repo.get_scope(store, scope)
     if info is None:  # a task for no thread would outlive the purge of its store
-        raise NotFound(f"thread '{scope.run_id}' of agent '{scope.agent_id}' not found", code="thread_not_found")
+        raise _no_thread(scope)
     if not info.access_policy.extracts:  # a refresh would succeed and write nothing: say why instead
         raise Conflict(f"thread '{scope.run_id}' keeps no summary: its access policy ({info.access_policy}) stores "
                        "nothing in long-term memory", code="summary_not_kept")
@@ -484,3 +484,9 @@ def delete(deps: Deps, store: str, scope: Scope) -> int:
     existed = deps.repo.delete_summary(store, scope)
     deps.index.delete(store, [doc_id(scope)], app_id=scope.app_id, tenant_id=scope.tenant_id)
     return int(existed)
+
+
+def _no_thread(scope: Scope) -> NotFound:
+    """404 for a thread: its agent named only when one was (a trial read "of agent '__default__'")."""
+    of_agent = "" if scope.agent_id == DEFAULT else f" of agent '{scope.agent_id}'"
+    return NotFound(f"thread '{scope.run_id}'{of_agent} not found", code="thread_not_found")
