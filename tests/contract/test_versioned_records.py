@@ -114,3 +114,19 @@ def test_request_ids_are_per_tenant_and_located_by_their_pointers(table: Table) 
     assert repo.task_owners("s", "req-10") == [("a", "t")]
     assert repo.task_owners("s", "req-2") == [("a", "old")]
     assert repo.task_owners("s", "req-3") == []
+
+
+def test_a_running_task_keeps_the_answer_it_noted_first(table: Table) -> None:
+    """The extractor's answer a job records for its retry (Task.answer) reads back as written on every backend — an
+    entry emptied by a deletion, a time and a fraction included — and a second noter does not replace it."""
+    from memlane.domain.models import Candidate, Task, TaskStatus
+
+    repo = Repository(table)
+    task = Task(request_id="req-1", store="s", scope=SCOPE, status=TaskStatus.RUNNING, created_at=NOW, updated_at=NOW)
+    repo.save_task(task)
+    answer = {"k1": Candidate(text="User lives in Oslo.", evidence=["m1"], event_time=NOW, importance=0.7),
+              "k2": None}
+    repo.note_task_writes(task, ["id-1"], answer=answer)
+    repo.note_task_writes(task, ["id-2"], answer={"k3": Candidate(text="another answer")})
+    found = repo.find_task("s", "a", "t", "req-1")
+    assert found is not None and found.written_ids == ["id-1", "id-2"] and found.answer == answer

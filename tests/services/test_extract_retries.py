@@ -297,9 +297,19 @@ def test_a_memory_deleted_after_a_crashed_attempt_is_not_written_again_in_other_
     assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]
 
 
-def test_a_retry_after_a_deletion_still_writes_what_rests_on_other_messages(demo):
+@pytest.fixture()
+def unrecorded(demo, monkeypatch):
+    """A first attempt that recorded no answer for its retry (a task begun before 2026-12-07, or an answer over
+    limits.MAX_RECORDED_ANSWER_BYTES): the retry asks the model again, under the rules for a new answer."""
+    from memlane.services import consolidate
+
+    monkeypatch.setattr(consolidate, "_recordable", lambda answer: False)
+    return demo
+
+
+def test_a_retry_after_a_deletion_still_writes_what_rests_on_other_messages(unrecorded):
     """The control: a statement new in the retry that rests on none of the deleted memory's messages is written."""
-    deps = demo
+    deps = unrecorded
     deps.extractor = Split([A, B], [A, B, "User has a dog named Rex."])
     task = ingest.add(deps, "demo", scope=SC, sync=False, request_id="req-1",
                       messages=[{"role": "user", "content": t, "created_at": T0}
@@ -345,10 +355,10 @@ def test_an_update_applied_before_a_crash_is_indexed_by_the_retry_after_its_memo
     assert [m.status for m in table_mems(deps).values()] == [MemoryStatus.SUPERSEDED]  # what an update closed stays
 
 
-def test_a_retry_that_says_the_deleted_statement_again_as_it_was_still_writes_a_new_fact_of_its_message(demo):
+def test_a_retry_that_says_the_deleted_statement_again_as_it_was_still_writes_a_new_fact_of_its_message(unrecorded):
     """A regression trial of the rule above: one message holding three facts, the retry's answer repeating the deleted
     one word for word and adding a third — the third, another fact, was dropped as a rewording of the deleted one."""
-    deps = demo
+    deps = unrecorded
     rex = "User has a dog named Rex who is two."
     deps.extractor = Scripted([A, B], [A, B, rex])
     task = say(deps, "Clara moved to Lisbon; I play cello on Sundays, and my dog Rex is two.", day=0,
@@ -356,4 +366,52 @@ def test_a_retry_that_says_the_deleted_statement_again_as_it_was_still_writes_a_
     cello, done = deleted_then_retried(deps, task, "extract.after_index_write@1", B)
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert sorted(m.text for m in table_mems(deps).values()) == sorted([A, rex])
+    assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]
+
+
+class Counted(Scripted):
+    """Scripted, counting the model's calls."""
+
+    calls = 0
+
+    def extract(self, messages, **kw):
+        self.calls += 1
+        return super().extract(messages, **kw)
+
+
+def test_a_retry_decides_on_the_answer_its_first_attempt_recorded_not_on_a_new_one(demo):
+    """The model's answer is not repeatable: a retry that asked it again wrote what the first attempt had not said and
+    left out what it had. The first attempt records its answer before it writes; the retry decides on that one."""
+    deps = demo
+    deps.extractor = Counted([A, B], [A, B2, "User has a dog named Rex."])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    done = crashed_then_retried(deps, task, "extract.after_table_write@1")
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert sorted(m.text for m in table_mems(deps).values()) == sorted([A, B])
+    assert deps.extractor.calls == 1
+    assert deps.repo.find_task("demo", APP, TENANT, "req-1").answer is None  # dropped once the task succeeded
+
+
+def test_a_deleted_memory_reworded_on_another_message_of_the_add_is_not_written_again(demo):
+    """Session 35's leftover: a rewording of the deleted statement that cites another message of the add was new to
+    the rule for a new answer, and the deleted fact came back. The retry decides on the recorded answer, from which
+    the deletion took the statement out; nothing of it stays in the task's item either."""
+    deps = demo
+    deps.extractor = Split([A, B], [A, "User, who has a dog named Rex, plays cello on Sundays."])
+    task = ingest.add(deps, "demo", scope=SC, sync=False, request_id="req-1",
+                      messages=[{"role": "user", "content": t, "created_at": T0}
+                                for t in ("Clara moved to Lisbon; I play cello on Sundays.", "My dog Rex is two.")])
+    arm(deps, "extract.after_index_write@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    from memlane.services import memories
+
+    cello = next(m for m in table_mems(deps).values() if m.text == B)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=cello.memory_id)
+    item = deps.repo.task_item("demo", APP, TENANT, "req-1")
+    assert "cello" not in repr(item).lower() and len(item["answer"]) == 2  # A, and B's entry emptied
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [m.text for m in table_mems(deps).values()] == [A]
     assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]

@@ -21,6 +21,9 @@ MAX_BODY_BYTES = 2_000_000
 # An extraction's outcome keeps the start of the statement it wrote (the memory itself holds all of it): a task
 # is one table item, at most 400 KB on DynamoDB, and one add may yield a hundred statements of 30,000 characters.
 MAX_OUTCOME_TEXT_CHARS = 500
+# ... and the extractor's answer it records for a retry (models.Task.answer), when it is no larger than this as JSON;
+# a larger one is not recorded, and a retry asks the model again.
+MAX_RECORDED_ANSWER_BYTES = 128_000
 MAX_MEMORIES_PER_WRITE = 50  # an explicit write (infer: false) is one table transaction
 MAX_ADDS_PER_BATCH = 100  # adds in one POST .../memories:batch (each its own transaction)
 MAX_THREAD_SCAN = 1000  # registry entries one thread-list page reads at most (narrowed to an agent)

@@ -264,6 +264,17 @@ class TaskOutcome(BaseModel):
 EXPLICIT_WRITE = "explicit"  # the kind of a task that records a write of memories as given (services/explicit.py)
 
 
+class Candidate(BaseModel):
+    """A memory an extractor proposes, before it is compared with what the scope already holds."""
+
+    text: str
+    memory_type: MemoryType = MemoryType.FACT
+    evidence: list[str] = Field(default_factory=list)
+    event_time: datetime | None = None
+    keywords: str = ""
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
 class Task(BaseModel):
     """The asynchronous job created by one add request (an extraction), or by a forced summary refresh."""
 
@@ -290,6 +301,12 @@ class Task(BaseModel):
     # The memories an attempt of its job set out to write, noted before it wrote them: a retry finds what an
     # earlier attempt left, whatever the model answers it (services/consolidate.py).
     written_ids: list[str] = Field(default_factory=list)
+    # The extractor's answer by statement key (services/task_ids.py), recorded with the first `written_ids`, before
+    # anything is written: a retry decides on it again instead of asking the model, whose answer is not repeatable,
+    # so nothing new appears beside a memory the user deleted meanwhile — whose statement is None here from then on
+    # (services/redaction.py). None: not recorded (no write yet, a task before 2026-12-07, an answer over
+    # limits.MAX_RECORDED_ANSWER_BYTES). Dropped when the task succeeds.
+    answer: dict[str, Candidate | None] | None = None
 
     @property
     def memory_ids(self) -> list[str]:
@@ -309,17 +326,6 @@ class ScopeInfo(BaseModel):
     # Bumped by every write of the entry, each conditioned on the version it read (0: written before
     # versions, no attribute), so an add and a policy change can never overwrite each other.
     version: int = 0
-
-
-class Candidate(BaseModel):
-    """A memory an extractor proposes, before it is compared with what the scope already holds."""
-
-    text: str
-    memory_type: MemoryType = MemoryType.FACT
-    evidence: list[str] = Field(default_factory=list)
-    event_time: datetime | None = None
-    keywords: str = ""
-    importance: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class Grant(BaseModel):

@@ -7,7 +7,7 @@ from typing import Any, Iterator, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
-from ..domain.models import Memory, Message, ScopeInfo, Store, Task, TaskStatus
+from ..domain.models import Candidate, Memory, Message, ScopeInfo, Store, Task, TaskStatus
 from ..domain.scope import Scope, ScopeFilter
 from ..ports import Check, Delete, Put, Table, Write
 from .keys import STORES_PK, tenant_pk, requests_pk, message_sk
@@ -222,22 +222,26 @@ class CoreRecords:
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
                         **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
 
-    def note_task_writes(self, task: Task, memory_ids: Sequence[str]) -> None:
+    def note_task_writes(self, task: Task, memory_ids: Sequence[str], *,
+                         answer: dict[str, Candidate | None] | None = None) -> None:
         """Add `memory_ids` to what the running task's job set out to write, merged with what another delivery
-        noted meanwhile (each write conditioned on the version read); nothing once the task is gone or done."""
+        noted meanwhile (each write conditioned on the version read), and record `answer` unless one is; nothing
+        once the task is gone or done."""
         for _ in range(20):
             found = self.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
             if found is None or found.status != TaskStatus.RUNNING:
                 return
             noted = [*found.written_ids, *(m for m in memory_ids if m not in found.written_ids)]
-            if len(noted) == len(found.written_ids):
+            record = {"answer": answer} if answer is not None and found.answer is None else {}
+            if len(noted) == len(found.written_ids) and not record:
                 return
             read = _dump(found)["updated_at"]
             later = found.updated_at + timedelta(microseconds=1)  # moved, so a concurrent noter's condition fails
             s = task.scope
             try:
                 self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
-                                **_dump(found.model_copy(update={"written_ids": noted, "updated_at": later}))},
+                                **_dump(found.model_copy(update={"written_ids": noted, "updated_at": later,
+                                                                 **record}))},
                                expect={"status": str(TaskStatus.RUNNING), "updated_at": read})
                 return
             except ConditionFailed:

@@ -139,7 +139,9 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     found = {*earlier, *(m.memory_id for m, _ in left)}
     deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
                                               [i for i in task.written_ids if i not in found])
-    unsaid = {gone: said for gone, said in deleted.items() if gone not in ids}
+    # (A retry deciding on the answer its first attempt recorded cannot reword: it is that answer, the deleted
+    # statements taken out of it by their deletion — services/redaction.py.)
+    unsaid = {gone: said for gone, said in deleted.items() if gone not in ids and task.answer is None}
     rewords: dict[int, str] = {}  # candidate -> the deleted memory it may say again
     for i, c in enumerate(candidates):
         if ids[i] not in task.written_ids:
@@ -212,8 +214,16 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
                                     reason=decision.reason, confidence=decision.confidence if targets else None,
                                     superseded=decision.older))
     outcomes += [_resumed(deps, store, task, statement_key(m.text), m) for m, _ in left]
-    if written:  # noted before they are written: a retry that is answered otherwise still finds them
-        _note_written(deps, task, [m.memory_id for m, _ in written])
+    # Deleted since an earlier attempt wrote it, its statement taken out of the recorded answer: a change it made
+    # stays (its index too, as above), and the outcome says it as the rest.
+    taken_out = [key for key, c in (task.answer or {}).items() if c is None]
+    for change in _recorded_changes(deps, store, task, taken_out, [task_id(task, k) for k in taken_out], {}).values():
+        if change.status == DreamActionStatus.APPLIED:
+            dream_actions.reindex(deps, change)
+    outcomes += [TaskOutcome(action=ExtractAction.ADD, memory_id=gone, text="", reason=REDACTED)
+                 for gone in deleted if all(o.memory_id != gone for o in outcomes)]
+    if written:  # noted, with the answer, before they are written: a retry decides on that answer again
+        _note_written(deps, task, [m.memory_id for m, _ in written], answer=dict(zip(keys, candidates)))
     # A change is recorded (pending) before the memory that makes it: a crash between the two left a memory that
     # said nothing of the fact it updates, and the retry found no action to finish (`_resumed`).
     recorded: list[tuple[int, DreamAction | None]] = []
@@ -321,11 +331,19 @@ def memory_ids(task: Task, candidates: list[Candidate]) -> list[str]:
     return list(dict.fromkeys(memory_id_of(task, c.text) for c in candidates))
 
 
-def _note_written(deps: Deps, task: Task, memory_ids: list[str]) -> None:
+def _note_written(deps: Deps, task: Task, memory_ids: list[str],
+                  answer: dict[str, Candidate | None] | None = None) -> None:
     # A task gone meanwhile (its tenant erased, its run deleted) is not written back; the job goes on to its end,
     # which finds the deletion and takes back what it wrote, the messages' index documents too (extract.py).
-    if any(mid not in task.written_ids for mid in memory_ids):
-        deps.repo.note_task_writes(task, memory_ids)
+    record = answer if task.answer is None and answer is not None and _recordable(answer) else None
+    if record is not None or any(mid not in task.written_ids for mid in memory_ids):
+        deps.repo.note_task_writes(task, memory_ids, answer=record)
+
+
+def _recordable(answer: dict[str, Candidate | None]) -> bool:
+    """Whether the answer fits beside the rest of the task in one table item (models.Task.answer)."""
+    return sum(len(k) + len(c.model_dump_json().encode()) for k, c in answer.items() if c) \
+        <= limits.MAX_RECORDED_ANSWER_BYTES
 
 
 def left_unnamed(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -> list[TaskOutcome]:

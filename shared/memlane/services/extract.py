@@ -3,7 +3,8 @@
 Memory ids are derived from the request id and each candidate's text (services/consolidate.py), so a
 redelivered or retried job writes the same ids again instead of new ones, whatever order the model
 answers in, and a memory found with the id a candidate would get is recognised as this job's own
-earlier write.
+earlier write. A retry of a job that wrote already decides on the answer its first attempt recorded
+(Task.answer), not on a new one: the model's is not repeatable.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..domain.errors import ConditionFailed, MemlaneError, NotFound
-from ..domain.models import ExtractAction, Message, Store, Task, TaskOutcome, TaskStatus
+from ..domain.models import Candidate, ExtractAction, Message, Store, Task, TaskOutcome, TaskStatus
 from . import consolidate, embedder_guard, erase, message_index, redaction
 from .deps import Deps
 
@@ -51,13 +52,8 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     # Between the model steps: a sync add past its deadline stops here, its task RUNNING, and its job
     # (queued with the task) does the work again from the start — every step is idempotent.
     deps.deadline.check("extracting")
-    candidates = deps.extractor.extract(messages, context=context(deps, store, task, messages),
-                                        instructions=store_obj.extract_instructions,
-                                        keywords_from_assistant=store_obj.keywords_from_assistant,
-                                        roles=store_obj.extract_roles)
-    own = set(task.message_ids)
-    # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
-    candidates = [c for c in candidates if own.intersection(c.evidence)]
+    candidates = _extracted(deps, store, task, messages, store_obj) if task.answer is None else \
+        [c for c in task.answer.values() if c is not None]
     deps.deadline.check("consolidating")
     try:
         with consolidate.one_at_a_time(deps, store, task.scope):
@@ -70,6 +66,17 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     return _finished(deps, store, task, consolidate.left_unnamed(deps, store, task, outcomes))
 
 
+def _extracted(deps: Deps, store: str, task: Task, messages: list[Message], store_obj: Store) -> list[Candidate]:
+    """The extractor's answer. (A retry whose first attempt wrote already decides on that attempt's: Task.answer.)"""
+    candidates = deps.extractor.extract(messages, context=context(deps, store, task, messages),
+                                        instructions=store_obj.extract_instructions,
+                                        keywords_from_assistant=store_obj.keywords_from_assistant,
+                                        roles=store_obj.extract_roles)
+    own = set(task.message_ids)
+    # Whatever the extractor, a memory stands on this add's messages: the context's were extracted already.
+    return [c for c in candidates if own.intersection(c.evidence)]
+
+
 def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -> Task:
     """The task SUCCEEDED with `outcomes`; unless its run went meanwhile (what the job wrote goes too) or another
     delivery finished it first."""
@@ -79,7 +86,7 @@ def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -
         return _withdrawn(deps, store, task, written)
 
     done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
-                                   "updated_at": deps.clock.now()})
+                                   "answer": None, "updated_at": deps.clock.now()})
     stored = repo.move_task(done, expect=TaskStatus.RUNNING)
     if stored is not None and stored.status == TaskStatus.FAILED:
         # Given up on by a later delivery (the queue's last) while this one worked: its memories are written, and
@@ -117,7 +124,7 @@ def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
         erase.clear_memories(deps, store, task.scope, written, evidence=task.message_ids)
     erase.forget_job(deps, store, task.request_id, task.scope)
     failed = task.model_copy(update={"status": TaskStatus.FAILED, "outcomes": [], "updated_at": deps.clock.now(),
-                                     "error": "its run was deleted while it was extracted"})
+                                     "answer": None, "error": "its run was deleted while it was extracted"})
     try:
         deps.repo.save_task(failed, expect_status=TaskStatus.RUNNING)
     except ConditionFailed:

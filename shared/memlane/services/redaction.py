@@ -2,8 +2,9 @@
 keeps a copy of their content, so that no route shows it again.
 
 - tasks: the text and reason of each outcome that produced or matched a deleted memory (and, for a
-  run, the add's own text and metadata) are emptied; status, ids and counts stay for the record; the digest of
-  the request's body goes where its content did (`check_replay`);
+  run, the add's own text and metadata) are emptied, and the deleted statements leave the answer a running job
+  recorded for its retry; status, ids and counts stay for the record; the digest of the request's body goes
+  where its content did (`check_replay`);
 - dream actions: their before/after copies, undo before-images, profile copies and rationale
   (services/dream_actions.redacted);
 - profiles resting on a deleted memory are rebuilt from the tenant's remaining active memories,
@@ -24,6 +25,7 @@ from ..domain.scope import Scope
 from ..policies import dream_profile
 from .dream_actions import redacted as redacted_action
 from .deps import Deps
+from .task_ids import task_id
 
 _ATTEMPTS = 5
 
@@ -112,15 +114,18 @@ def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task 
         return o.memory_id in memory_ids or o.target_id in memory_ids or not memory_ids.isdisjoint(o.target_ids)
 
     whole = run is not None and task.scope == run
-    if not whole and not any(about(o) for o in task.outcomes):
+    # The answer a job recorded for its retry (Task.answer) without their statements: never written again.
+    answer = None if whole or task.answer is None else \
+        {key: None if task_id(task, key) in memory_ids else c for key, c in task.answer.items()}
+    if not whole and not any(about(o) for o in task.outcomes) and answer == task.answer:
         return None
     outcomes = [o.model_copy(update={"text": "", "reason": REDACTED}) if whole or about(o) else o
                 for o in task.outcomes]
     if task.kind == EXPLICIT_WRITE and task.body_hash is not None:
-        return task.model_copy(update={"outcomes": outcomes, "body_hash": BODY_DELETED})
+        return task.model_copy(update={"outcomes": outcomes, "answer": answer, "body_hash": BODY_DELETED})
     if not whole:
-        return task.model_copy(update={"outcomes": outcomes})
-    return task.model_copy(update={"outcomes": outcomes, "text": None, "metadata": {},
+        return task.model_copy(update={"outcomes": outcomes, "answer": answer})
+    return task.model_copy(update={"outcomes": outcomes, "answer": None, "text": None, "metadata": {},
                                    "body_hash": BODY_DELETED if task.body_hash is not None else None})
 
 
