@@ -47,8 +47,10 @@ def add(ingest, request_id: str, facts: list[str]) -> None:
     assert ingest(with_body(event, payload))["statusCode"] == 202
 
 
-def stub_extraction(bedrock: Bedrock, facts: list[str]) -> None:
-    bedrock.extraction([{"text": f, "memory_type": "fact", "evidence": [i]} for i, f in enumerate(facts)])
+def stub_extraction(bedrock: Bedrock, facts: list[str], *, asked: bool = True) -> None:
+    """`asked`: the model is asked (not a retry deciding on the answer its first attempt recorded)."""
+    if asked:
+        bedrock.extraction([{"text": f, "memory_type": "fact", "evidence": [i]} for i, f in enumerate(facts)])
     # The embedder sends a batch's texts concurrently: any order, so no expected parameters.
     for i in range(len(facts)):
         body = json.dumps({"embedding": unit(i), "inputTextTokenCount": 8}).encode()
@@ -105,7 +107,7 @@ def test_a_lambda_killed_mid_extraction_is_redelivered_without_duplicates(aws: A
     with pytest.raises(LambdaKilled):
         aws.load("extract")(event)  # the timeout: no answer, the message stays in flight
     killed_at("")
-    stub_extraction(bedrock, FACTS)
+    stub_extraction(bedrock, FACTS, asked=point == "extract.after_running")  # past it, the answer was recorded
     redelivered = receive(aws, 2)  # the visibility timeout ran out
     assert aws.load("extract")(redelivered) == {"batchItemFailures": []}
     check_invariants(aws, tmp_path, {"req-1": FACTS})
@@ -114,11 +116,16 @@ def test_a_lambda_killed_mid_extraction_is_redelivered_without_duplicates(aws: A
 
 
 def test_a_redelivery_the_model_answers_otherwise_neither_loses_nor_duplicates(aws: Aws, bedrock: Bedrock, store: str,
-                                                                               ingest, killed_at, tmp_path) -> None:
+                                                                               ingest, killed_at, tmp_path,
+                                                                               monkeypatch) -> None:
     """The model's output is not byte-for-byte repeatable (nor are the store's instructions fixed between
     deliveries): the retry answers the statements in another order, one more. Ids were the candidate's place
     in the answer: the retry took its first statement for the one written before — one statement never
-    written, the other twice, and the task naming one memory with the other's text."""
+    written, the other twice, and the task naming one memory with the other's text. (A first attempt that recorded
+    no answer for its retry: one begun before 2026-12-07, or over limits.MAX_RECORDED_ANSWER_BYTES.)"""
+    from memlane.services import consolidate
+
+    monkeypatch.setattr(consolidate, "_recordable", lambda answer: False)
     add(ingest, "req-1", FACTS[:2])
     killed_at("extract.after_table_write@1")
     stub_extraction(bedrock, FACTS[:1])
