@@ -144,3 +144,21 @@ def test_serve_with_an_opensearch_url_without_the_aws_extra_names_it(tmp_path: P
     assert done.returncode == cli.EXIT_MISSING_EXTRA, done.stderr
     assert "pip install 'memlane[aws]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("session", ["arn:aws:sts::123456789012:assumed-role/support-agent/tenant-alice",
+                                     "AROAQX7EXAMPLEPRODUCER:tenant-alice"])
+def test_a_grant_to_one_session_of_a_role_is_refused(tmp_path: Path, session: str) -> None:
+    """A review: a grant to `assumed-role/R/tenant-alice` was taken by anyone allowed to assume R, who names the
+    session as they like. The role itself may be granted."""
+    from memlane.bootstrap import build_operator
+    from memlane.config import Settings
+    from memlane.domain.errors import InvalidInput
+    from memlane.services import access
+
+    deps = build_operator(Settings.from_env(env={}, data_dir=tmp_path / "data"))
+    with pytest.raises(InvalidInput, match="grant the role") as refused:
+        access.grant(deps, session, {"support": ["alice"]})
+    assert refused.value.field == "principal" and deps.repo.get_grant(session) is None
+    assert access.grant(deps, "arn:aws:iam::123456789012:role/support-agent", {"support": ["alice"]})
+

@@ -112,6 +112,10 @@ def require_admin(caller: Caller) -> None:
 def grant(deps: Records, principal: str, apps: dict[str, list[str]], *, admin: bool = False) -> Grant:
     if not principal or len(principal) > 512:
         raise InvalidInput("principal must be 1-512 characters", field="principal")
+    if role := role_arn(principal) or role_id(principal):
+        # Whoever may assume the role names its sessions: a grant to one would be theirs to take (a review).
+        raise InvalidInput(f"'{principal}' is a session of a role, named by whoever assumes it: grant the role "
+                           f"('{role}'), a role per tenant", field="principal")
     for app_id, tenants in apps.items():
         if app_id != "*":
             validate_id("app_id", app_id)
