@@ -109,6 +109,22 @@ def test_the_sweeper_requeues_a_task_whose_job_was_lost(svc, monkeypatch):
     assert list(svc.deps.repo.open_tasks("demo")) == []  # finished: off the sweeper's list
 
 
+def test_a_sweep_that_stops_short_is_carried_on_by_the_next_not_begun_again(svc, monkeypatch):
+    """A review: each pass began at the first open entry and checked `limit` of them, so with more open tasks than
+    that the later ones were never checked, and their lost jobs never sent again. The next pass starts where the
+    last one stopped, round every store."""
+    stores.create(svc.deps, name="zeta")
+    for store, n in (("demo", 3), ("zeta", 2)):
+        for i in range(n):
+            ingest.add(svc.deps, store, scope=SCOPE, text=f"{TEXT} ({i})", request_id=f"r-{i}")
+    svc.queue.db.conn.execute("DELETE FROM jobs")  # five sends that never happened
+    later = svc.deps.clock.now() + timedelta(seconds=svc.deps.settings.task_deadline_seconds + 1)
+    monkeypatch.setattr(svc.deps.clock, "now", lambda: later)
+    sent = [sweep.sweep(svc.deps, limit=2).requeued for _ in range(3)]
+    assert sent == [2, 2, 1] and svc.queue.depth() == 5
+    assert sweep.sweep(svc.deps, limit=2).requeued == 0  # each swept once: not again before another deadline
+
+
 def test_a_task_never_started_is_sent_again_once_its_queue_holds_nothing(svc, monkeypatch):
     """A shared-engines trial: a server killed between an add's commit and its send, the client's retry on another
     server a replay (it re-sends only a task pending 60 s): the add waited 15 minutes for the sweeper's deadline.

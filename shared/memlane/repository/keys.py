@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = ["STORES_PK", "ERASURES_PK", "PURGING_PK", "RETIRED_LOGS_PK", "DEAD_LETTER_SCAN_PK", "GRANTS_PK",
-           "API_KEYS_PK", "TTL_ATTRIBUTE", "tenant_pk", "requests_pk", "message_sk", "activity_pk", "dream_pk", "open_pk"]
+           "API_KEYS_PK", "SWEEP_PK", "TTL_ATTRIBUTE", "tenant_pk", "requests_pk", "message_sk", "activity_pk",
+           "dream_pk", "open_pk"]
 
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ RETIRED_LOGS_PK = "~audit-retired"  # stores deleted whose audit logs are kept u
 DEAD_LETTER_SCAN_PK = "~dead-letter-scan"  # the lease of the one erasure reading the ingestion dead letters
 GRANTS_PK = "~grants"
 API_KEYS_PK = "~apikeys"
+SWEEP_PK = "~sweep"  # where the last sweep that stopped short stopped: the next one starts there
 TTL_ATTRIBUTE = "expires_at"  # epoch seconds; DynamoDB TTL deletes the item after it
 
 

@@ -15,7 +15,7 @@ from typing import Iterator
 from ..domain.errors import ConditionFailed
 from ..domain.scope import Scope
 from ..ports import Delete, Table
-from .keys import open_pk
+from .keys import SWEEP_PK, open_pk
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,10 @@ class OpenTask:
     tenant_id: str
     since: datetime  # registered, or last re-enqueued by the sweeper
     swept: bool = False  # re-enqueued by the sweeper at least once
+
+    @property
+    def key(self) -> str:
+        return _sk(self.request_id, self.app_id, self.tenant_id)
 
 
 class OpenTaskRecords:
@@ -64,16 +68,28 @@ class OpenTaskRecords:
     def open_task_key(self, store: str, request_id: str, app_id: str, tenant_id: str) -> tuple[str, str]:
         return open_pk(store), _sk(request_id, app_id, tenant_id)
 
+    def sweep_mark(self) -> tuple[str, str] | None:
+        """Where the last sweep that stopped short stopped: (store, entry key), the first not checked."""
+        item = self.table.get(SWEEP_PK, "mark")
+        return (item["store"], item["key"]) if item else None
+
+    def set_sweep_mark(self, mark: tuple[str, str] | None) -> None:
+        if mark is None:
+            self.table.delete(SWEEP_PK, "mark")
+        else:
+            self.table.put({"pk": SWEEP_PK, "sk": "mark", "store": mark[0], "key": mark[1]})
+
     def swept(self, store: str, entry: "OpenTask", now: datetime) -> None:
-        key = _sk(entry.request_id, entry.app_id, entry.tenant_id)
+        key = entry.key
         item = self.table.get(open_pk(store), key)
         if item is not None:
             self.table.put({**item, "since": now.isoformat(), "swept": True})
 
-    def open_tasks(self, store: str) -> Iterator[OpenTask]:
+    def open_tasks(self, store: str, *, start: str | None = None, end: str | None = None) -> Iterator[OpenTask]:
+        """The store's entries in key order (`OpenTask.key`), those in [start, end] when given."""
         cursor = None
         while True:
-            page = self.table.query(open_pk(store), limit=500, cursor=cursor)
+            page = self.table.query(open_pk(store), start=start, end=end, limit=500, cursor=cursor)
             for i in page.items:
                 yield OpenTask(store=store, request_id=i["request_id"], app_id=i["app_id"], tenant_id=i["tenant_id"],
                                since=datetime.fromisoformat(i["since"]), swept=bool(i.get("swept")))

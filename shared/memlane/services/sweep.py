@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Iterator
 
 from ..domain.errors import MemlaneError
 from ..domain.models import Task, TaskStatus
 from . import erase, extract, message_index, stores, task_jobs
+from ..repository.open_tasks import OpenTask
 from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -39,61 +41,80 @@ class SweepReport:
 
 
 def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
-    """One pass over the open tasks of every store; at most `limit` are checked (a Lambda has 29 s),
-    the next scheduled pass carries on."""
+    """One pass over the open tasks of every store; at most `limit` are checked (a Lambda has 29 s), and the next
+    pass starts where this one stopped (a review: each began at the first entry, so past `limit` open tasks the
+    later ones were never checked, and a lost job of theirs never sent again)."""
     report = SweepReport()
     now = deps.clock.now()
     deadline = timedelta(seconds=deps.settings.task_deadline_seconds)
     idle: bool | None = None  # whether the queue holds no job: read once a pass, when a task may be lost
-    cursor = None
-    while True:
-        stores, cursor = deps.repo.list_stores(100, cursor)
-        for store in stores:
-            for entry in deps.repo.open_tasks(store.name):
-                if report.checked >= limit:
-                    break
-                report.checked += 1
-                tenant = deps.for_tenant(store.name, entry.app_id, entry.tenant_id)
-                task = tenant.repo.find_task(store.name, entry.app_id, entry.tenant_id, entry.request_id)
-                if task is None or task.status.finished:
-                    # No task: the add died before writing it (the client was never answered), or the
-                    # tenant was erased. Left alone within the deadline: the add may still be running.
-                    if task is not None and not task.extract and not _index_messages(tenant, store.name, task):
-                        continue  # an add without extraction stays open until its messages are indexed
-                    if task is not None:
-                        deps.repo.close_task(store.name, entry.request_id, entry.app_id, entry.tenant_id)
-                        report.closed += 1
-                    elif now - entry.since > deadline and deps.repo.release_request(
-                            store.name, entry.request_id, entry.app_id, entry.tenant_id, entry.since):
-                        report.closed += 1  # and the request-id pointer the add claimed: nothing names it now
-                    continue
-                waited = now - max(task.updated_at, entry.since)
-                if waited < deadline:
-                    # Once only: a job that fails before its task runs (to its dead letters, which the depth does
-                    # not count) is not sent every minute, but at the deadline, as before.
-                    if task.status != TaskStatus.PENDING or task.attempts or entry.swept or waited < LOST_AFTER:
-                        continue
-                    if idle is None:
-                        idle = deps.queue.health().depth == 0  # unknown (None) is not idle
-                    if not idle:
-                        continue
-                if task.status == TaskStatus.RUNNING and task.attempts >= deps.settings.max_extract_attempts:
-                    extract.fail(tenant, store.name, entry.request_id,
-                                 f"gave up: {task.attempts} attempts did not finish within "
-                                 f"{deps.settings.task_deadline_seconds:.0f}s",
-                                 app_id=entry.app_id, tenant_id=entry.tenant_id)
-                    report.failed += 1
-                    continue
-                deps.queue.enqueue(task_jobs.task_job(store.name, task))
-                deps.repo.swept(store.name, entry, now)
-                report.requeued += 1
-        if cursor is None or report.checked >= limit:
+    mark = deps.repo.sweep_mark()
+    stopped: tuple[str, str] | None = None
+    for store, entry in _entries(deps, mark):
+        if report.checked >= limit:
+            stopped = (store, entry.key)
             break
+        report.checked += 1
+        tenant = deps.for_tenant(store, entry.app_id, entry.tenant_id)
+        task = tenant.repo.find_task(store, entry.app_id, entry.tenant_id, entry.request_id)
+        if task is None or task.status.finished:
+            # No task: the add died before writing it (the client was never answered), or the
+            # tenant was erased. Left alone within the deadline: the add may still be running.
+            if task is not None and not task.extract and not _index_messages(tenant, store, task):
+                continue  # an add without extraction stays open until its messages are indexed
+            if task is not None:
+                deps.repo.close_task(store, entry.request_id, entry.app_id, entry.tenant_id)
+                report.closed += 1
+            elif now - entry.since > deadline and deps.repo.release_request(
+                    store, entry.request_id, entry.app_id, entry.tenant_id, entry.since):
+                report.closed += 1  # and the request-id pointer the add claimed: nothing names it now
+            continue
+        waited = now - max(task.updated_at, entry.since)
+        if waited < deadline:
+            # Once only: a job that fails before its task runs (to its dead letters, which the depth does
+            # not count) is not sent every minute, but at the deadline, as before.
+            if task.status != TaskStatus.PENDING or task.attempts or entry.swept or waited < LOST_AFTER:
+                continue
+            if idle is None:
+                idle = deps.queue.health().depth == 0  # unknown (None) is not idle
+            if not idle:
+                continue
+        if task.status == TaskStatus.RUNNING and task.attempts >= deps.settings.max_extract_attempts:
+            extract.fail(tenant, store, entry.request_id,
+                         f"gave up: {task.attempts} attempts did not finish within "
+                         f"{deps.settings.task_deadline_seconds:.0f}s",
+                         app_id=entry.app_id, tenant_id=entry.tenant_id)
+            report.failed += 1
+            continue
+        deps.queue.enqueue(task_jobs.task_job(store, task))
+        deps.repo.swept(store, entry, now)
+        report.requeued += 1
+    if stopped != mark:
+        deps.repo.set_sweep_mark(stopped)
     report.requeued += _requeue_purges(deps, now, deadline) + _requeue_erasures(deps, now, deadline)
     if report.requeued or report.failed:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
                     report.checked)
     return report
+
+
+def _entries(deps: Deps, mark: tuple[str, str] | None) -> Iterator[tuple[str, OpenTask]]:
+    """Every store's open-task entries once, in key order from `mark` (where the last pass stopped) round to it."""
+    names, cursor = [], None
+    while True:
+        page, cursor = deps.repo.list_stores(100, cursor)
+        names += [s.name for s in page]
+        if cursor is None:
+            break
+    at, key = mark if mark is not None else ("", "")
+    names.sort()
+    for name in [n for n in names if n >= at] + [n for n in names if n < at]:
+        if name != at:
+            yield from ((name, e) for e in deps.repo.open_tasks(name))
+        else:  # the mark's own store: from its entry on now, and what lies before it last
+            yield from ((name, e) for e in deps.repo.open_tasks(name, start=key))
+    if at in names and key:
+        yield from ((at, e) for e in deps.repo.open_tasks(at, end=key) if e.key != key)
 
 
 def _requeue_purges(deps: Deps, now: datetime, deadline: timedelta) -> int:
