@@ -55,12 +55,17 @@ def test_the_tenants_messages_go_and_the_others_show_again_at_once(queue) -> Non
     assert bodies(client, url) == sorted(kept)  # visible again at once, not after the hold
 
 
-def test_a_scan_stops_at_its_bound_and_puts_back_what_it_read(queue) -> None:
+def test_a_scan_stops_at_its_bound_puts_back_what_it_read_and_fails(queue) -> None:
+    """A review: a scan stopped at its bound answered as if read through — the erasure SUCCEEDED, and a redrive wrote
+    back the tenant's adds it had not read. It fails (retryable) instead; what it read is visible again."""
+    from memlane.domain.errors import Retryable
+
     client, url = queue
     for i in range(15):
         client.send_message(QueueUrl=url, MessageBody=add("bob", "x" * i))
 
-    assert SqsDeadLetters(url, client, max_messages=10).drop(lambda body: False) == 0
+    with pytest.raises(Retryable, match="not read through"):
+        SqsDeadLetters(url, client, max_messages=10).drop(lambda body: False)
     assert len(bodies(client, url)) == 15
 
 

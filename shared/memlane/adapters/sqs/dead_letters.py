@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ...domain.errors import Retryable
 from .queue import translate_error
 from .source import MAX_BATCH
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 HOLD_SECONDS = 120  # a message read is out of sight this long: longer than a scan of MAX_MESSAGES
 EMPTY_RECEIVES = 2  # long polls that find nothing before the queue is taken to be read through
-MAX_MESSAGES = 10_000  # read at most this many in one scan (a Lambda's time); past it a warning says so
+MAX_MESSAGES = 10_000  # read at most this many in one scan (a Lambda's time); past it the scan fails
 
 
 class SqsDeadLetters:
@@ -42,13 +43,16 @@ class SqsDeadLetters:
                         dropped += 1
                     else:
                         held.append(message["ReceiptHandle"])
-            if empty < EMPTY_RECEIVES:
-                log.warning("dead letters of %s: %d read, the rest not (a scan reads at most %d)", self.queue_url,
-                            len(held) + dropped, self.max_messages)
         except (ClientError, BotoCoreError) as err:
             raise translate_error(err) from err
         finally:
             self._release(held)
+        if empty < EMPTY_RECEIVES:
+            # Not read through: an erasure that said it was done would leave adds of its tenant that a redrive
+            # writes back (a review). It fails instead, and its job runs again (FAILED past its attempts).
+            raise Retryable(f"the dead letters of {self.queue_url} were not read through: a scan reads at most "
+                            f"{self.max_messages} messages ({dropped} of the tenant's dropped); drain or redrive the "
+                            "queue's others first", code="dead_letters_unread")
         return dropped
 
     def _release(self, handles: list[str]) -> None:
