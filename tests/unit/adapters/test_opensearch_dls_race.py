@@ -70,3 +70,16 @@ def test_any_other_security_error_is_not_sent_again() -> None:
     with pytest.raises(DependencyFailed) as caught:
         _search(client)
     assert caught.value.code == "index_failed" and client.calls == 1
+
+
+def test_a_mapping_errors_preview_of_the_value_is_withheld() -> None:
+    """A review: OpenSearch's mapping errors quote the field's value — a memory's text — and the reason went on to the
+    logs (a 5xx) and to the caller (a 400)."""
+    from memlane.adapters.opensearch.errors import from_status
+
+    body = {"error": {"root_cause": [{"type": "mapper_parsing_exception", "reason": (
+        "failed to parse field [text] of type [text] in document with id 'm1'. Preview of field's value: "
+        "'User lives at 5 Elm St.'")}], "type": "mapper_parsing_exception", "reason": "failed to parse"}}
+    for status in (400, 500):
+        error = from_status(status, body, "bulk")
+        assert "Elm" not in str(error) and "failed to parse field [text]" in str(error)

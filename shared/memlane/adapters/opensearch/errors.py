@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -35,14 +36,19 @@ def error_type(error: Any) -> str:
     return str(error or "")
 
 
+# A mapping error quotes the field's value ("... Preview of field's value: 'User lives at 5 Elm St'"): a memory's
+# text, which errors go on to the logs and the caller with (a review). The value is withheld.
+_PREVIEW = re.compile(r"\s*Preview of field's value:.*", re.S | re.I)
+
+
 def _reason(error: Any) -> str:
     if isinstance(error, dict):
         inner = error.get("error", error)
         if isinstance(inner, dict):
             # The root cause says what went wrong ("all shards failed" above it does not).
             root = (inner.get("root_cause") or [{}])[0]
-            return str(root.get("reason") or inner.get("reason") or inner.get("type", ""))[:500]
-    return str(error)[:500]
+            error = root.get("reason") or inner.get("reason") or inner.get("type", "")
+    return _PREVIEW.sub(" (its value withheld)", str(error))[:500]
 
 
 def lost_dls_race(error: Any) -> bool:
