@@ -47,6 +47,13 @@ def test_earliest_expression_wins():
     ("I'm starting the new job in May.", "2023-05-01"),  # this month
     ("I ran a marathon in April.", "2023-04-01"),  # said of the past: the last one
     ("We're going to talk about what happened last March.", "2022-03-01"),
+    # Not said of the past: the next one, as a day of a month is (a trial: "My exam is in February." said in
+    # December was dated the February gone, and a search from January left it out).
+    ("Our wedding is in June.", "2023-06-01"),
+    ("My exam is in February.", "2024-02-01"),
+    ("My daughter starts school in September.", "2023-09-01"),
+    ("We got married in June.", "2022-06-01"),
+    ("this March was rough", "2023-03-01"),
 ])
 def test_a_month_of_a_plan_is_the_next_one(text, day):
     assert resolve(text, REF).when.date().isoformat() == day

@@ -90,12 +90,15 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
 
     def month(match: re.Match[str]) -> ResolvedTime:
         idx = _MONTHS.index(match.group(2).lower()) + 1
+        said = (match.group(1) or "").lower()
         if match.group(3):  # the year said with it: "in March 2027", "September 2024"
             year = int(match.group(3))
-        elif ahead and (match.group(1) or "").lower() != "last":  # "is flying to Paris in March": the next one
+        elif ahead and said != "last" or said == "in" and not past:
+            # "is flying to Paris in March", "our wedding is in June": the next one, as a day of a month is (a
+            # trial: "my exam is in February", said in December, was dated the February gone)
             year = ref.year if idx >= ref.month else ref.year + 1
-        else:  # the latest such month up to the message ("in March" said in May: this year's)
-            year = ref.year if (match.group(1) or "").lower() != "last" and idx <= ref.month else ref.year - 1
+        else:  # said of the past: the latest such month up to the message ("in March" said in May: this year's)
+            year = ref.year if said != "last" and idx <= ref.month else ref.year - 1
         return ResolvedTime(ref.replace(year=year, month=idx, day=1), "month", match.group(0))
 
     def date(match: re.Match[str]) -> ResolvedTime | None:
