@@ -11,12 +11,13 @@ from memlane.policies.consolidation import Neighbour, Statement, decide, relate
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
-# The knowledge-update histories in tests/data: the bench's, and five trials' of their own (sessions 18, 27, 29).
+# The knowledge-update histories in tests/data: the bench's, and the trials' of their own (sessions 18 to 36).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
                "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
                "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl",
-               "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl", "knowledge_updates_trial12.jsonl")
+               "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl", "knowledge_updates_trial12.jsonl",
+               "knowledge_updates_trial13.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -1292,3 +1293,32 @@ def test_revising_a_piece_of_work_changes_no_date_of_it():
     decision = decide("User revised the intro of User's thesis today.", [Neighbour(due, 0.8)],
                       duplicate_similarity=0.95, observed_at=T0 + timedelta(days=3), event_time=T0 + timedelta(days=3))
     assert decision.action == ExtractAction.ADD, decision
+
+
+@pytest.mark.parametrize("old,new", [
+    # A held-out trial's wrong closures (session 36), each a fact that still held:
+    ("User's son plays soccer", "User's son's best friend quit soccer for baseball"),  # the friend's news
+    ("User is running the half marathon in october", "User's husband dropped out of the half marathon, hamstring"),
+    ("User plays chess online", "User: rage quit a chess game halfway bc User was losing lol"),  # one game
+    ("User works at Adidas", "User got an offer from nike but honestly adidas treats User better, staying put"),
+    ("User drives a minivan", "User: yeah yeah, User drives a lamborghini, obviously 🙄 (it's still the minivan)"),
+    ("User works for the city water department",
+     "User: oh sure, User is the CEO of the water department now, they just don't pay User like one"),
+])
+def test_someone_elses_news_one_occasion_an_offer_turned_down_or_irony_changes_nothing(old, new):
+    assert action(old, new, 0.6) == ExtractAction.ADD
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    # ... while the same changes said of the memory's own holder, of the habit, or made, still close it.
+    ("User's son plays soccer", "User's son quit soccer for baseball", (ExtractAction.UPDATE, ExtractAction.DELETE)),
+    ("User is running the half marathon in october", "User dropped out of the half marathon, hamstring",
+     (ExtractAction.DELETE,)),
+    ("User plays chess online", "User quit chess for good", (ExtractAction.DELETE, ExtractAction.UPDATE)),
+    ("User works at Adidas", "User left Adidas and joined Nike", (ExtractAction.UPDATE,)),
+    # Another person in another clause, or one the plan names: "dad's sick" is why, the sister is on the trip.
+    ("User: We're going to Japan on April 3.", "User: We cancelled Japan, User's dad's sick.", (ExtractAction.DELETE,)),
+    ("User is going to Rome with User's sister in May", "User's sister canceled the Rome trip", (ExtractAction.DELETE,)),
+])
+def test_the_same_change_of_the_holder_or_the_habit_itself_still_closes_it(old, new, expected):
+    assert action(old, new, 0.6) in expected

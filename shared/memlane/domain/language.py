@@ -376,6 +376,33 @@ def stop_cue(words: list[str], text: str) -> bool:
     return not STOP_CUES.isdisjoint(words) or has_phrase(text, STOP_PHRASES)
 
 
+# A stop said of one occasion ("rage quit a chess game halfway", "cancelled a lesson"), not of the habit or the plan.
+_STOPPED_ONCE = re.compile(r"\b(?:quit|stopped|cancell?ed|ended|gave up|walked out of|left)\s+(?:a|an|one|another)\b",
+                           re.I)
+
+
+def stopped_once(text: str) -> bool:
+    return _STOPPED_ONCE.search(text) is not None
+
+
+# Said to keep what holds: an offer turned down, a move not made ("got an offer from nike but adidas treats User
+# better, staying put").
+_STAYING = re.compile(r"\b(?:staying put|not going anywhere|turn(?:ed|ing) (?:it|them|that|the offer|the job) down"
+                      r"|decided to stay|not taking (?:it|the offer|the job))\b", re.I)
+
+
+def stays(text: str) -> bool:
+    return _STAYING.search(text) is not None
+
+
+# Said in irony: a sarcastic opener ("oh sure, User is the CEO of the water department now") or an eye roll.
+_IRONIC = re.compile(r"(?:^|: )(?:oh sure|yeah right|yeah,? yeah|sure,? sure|as if)\b|🙄", re.I)
+
+
+def ironic(text: str) -> bool:
+    return _IRONIC.search(text) is not None
+
+
 # What can follow a day said without its month's name: an end, or a word that cannot go on a noun phrase ("the 14th
 # at 3", not "the 3rd floor"; "may 8 works", not "everyone may 12 times ask").
 _AFTER_A_DAY = (r"(?=\s*(?:$|[,.;:!?)]|\d|(?:at|and|or|but|for|by|instead|then|is|was|works?|now|lol|tonight"

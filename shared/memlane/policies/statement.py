@@ -132,6 +132,10 @@ class Statement:
         if not held:
             return "", ""
         i = next((i for i in held if lang.stem(raw[i].lower()) in PEOPLE_STEMS), held[0])
+        # "User's son's best friend quit soccer": the friend did — the last person of a chain of possessives.
+        while raw[i].lower().endswith(("'s", "’s")) and (j := next(
+                (j for j in range(i + 1, min(i + 4, len(raw))) if lang.stem(raw[j].lower()) in PEOPLE_STEMS), None)):
+            i = j
         name = raw[i + 1] if i + 1 < len(raw) and raw[i + 1][:1].isupper() else ""
         return lang.stem(raw[i]), name.lower()
 
