@@ -356,3 +356,12 @@ def test_a_query_search_past_what_memlane_ranks_is_refused_not_answered_short(st
     assert len(store.search(("page",), query="item", offset=90, limit=10)) == 0  # within the 100 ranked
     with pytest.raises(ValueError, match="at most 100"):
         store.search(("page",), query="item", offset=95, limit=10)
+
+
+def test_a_query_past_memlanes_limit_is_searched_by_its_end_not_refused(store: MemlaneStore) -> None:
+    """A trial: a query over 4,000 characters (a graph searching with the user's whole message, as LangGraph's docs
+    do) was refused by the SDK (400 invalid_input) where LangGraph's own stores answer; it is searched by its end."""
+    store.put(("kb",), "cook", {"text": "A recipe for tomato soup with basil and garlic"})
+    pasted = " ".join(f"paragraph {i} of a long letter" for i in range(400))  # ~12,000 characters
+    hits = store.search(("kb",), query=f"{pasted}\nDo you have a recipe for tomato soup?", limit=1)
+    assert [h.key for h in hits] == ["cook"]

@@ -110,3 +110,23 @@ def test_arguments_that_are_not_an_object_get_invalid_input_too(arguments: Any) 
     assert refused is not None and refused.is_error
     error = json.loads(refused.content[0].text)["error"]
     assert error["code"] == "invalid_input" and "object" in error["message"]
+
+
+def test_recall_with_an_empty_record_types_list_is_refused_as_the_api_refuses_it() -> None:
+    """A trial: `recall` took `record_types: []` as the default (memories), where the API answers 400 invalid_input
+    for an empty list; the tool's schema now refuses it before anything is sent."""
+    (error,) = _errors(f"http://127.0.0.1:{free_port()}", [("recall", {"query": "x", "record_types": []})])
+    assert (error["code"], error["field"]) == ("invalid_input", "record_types")
+
+
+def test_server_info_carries_the_package_version() -> None:
+    """A trial: `serverInfo.version` was "" while `memlane --version` printed the package's version."""
+    import importlib.metadata
+
+    with Memlane("http://127.0.0.1:9", retry=Retry(attempts=1)) as client:
+        async def info() -> Any:
+            async with Client(build_server(client, CAROL)) as mcp:
+                return mcp.server_info
+
+        server_info = anyio.run(info)
+    assert (server_info.name, server_info.version) == ("memlane", importlib.metadata.version("memlane"))

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
-def validation_failure(failures: Sequence[Any]) -> tuple[int, str, str, str | None]:
-    """(status, code, message, field) of a body that failed its model: the first failure, by its field."""
+def validation_failure(failures: Sequence[Any], *, located: bool = True) -> tuple[int, str, str, str | None]:
+    """(status, code, message, field) of a request that failed its model: the first failure, by its field.
+    `located`: each `loc` starts with where the value came from (body, query string, path), as the API's request
+    validation says it; a model's own validation (the SDK's before sending) starts at the field, which may itself be
+    called "query" (a search body's: a trial found it stripped, the field None)."""
     first = failures[0] if failures else {}
     loc = [str(p) for p in first.get("loc", ())]
-    if loc[:1] in (["body"], ["query"], ["path"]):  # where it came from, then the field (a body may hold "query")
+    if located and loc[:1] in (["body"], ["query"], ["path"]):
         loc = loc[1:]
     field = ".".join(loc) or None
     message = f"{field or 'request'}: {first.get('msg', 'invalid value')}"

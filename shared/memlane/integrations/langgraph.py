@@ -23,9 +23,16 @@ import json
 from datetime import datetime
 from typing import Any, Callable, Generator, Iterable, Mapping
 
-from langgraph.store.base import (BaseStore, GetOp, IndexConfig, Item, ListNamespacesOp, MatchCondition, Op, PutOp,
-                                  Result, SearchItem, SearchOp, validate_op_namespace)
-from langgraph.store.base.embed import get_text_at_path, tokenize_path
+from . import bounded_query, missing_framework
+
+try:
+    from langgraph.store.base import (BaseStore, GetOp, IndexConfig, Item, ListNamespacesOp, MatchCondition, Op,
+                                      PutOp, Result, SearchItem, SearchOp, validate_op_namespace)
+    from langgraph.store.base.embed import get_text_at_path, tokenize_path
+except ModuleNotFoundError as missing:
+    if (missing.name or "").split(".")[0] != "langgraph":
+        raise  # langgraph is there, something it needs is not: its own error says what
+    raise missing_framework(missing, "langgraph") from missing
 
 from ..domain.limits import MAX_CONTENT_CHARS, MAX_PAGE_SIZE, MAX_TOP_K
 from ..domain.scope import validate_id
@@ -195,8 +202,11 @@ class MemlaneStore(BaseStore):
                              f"({op.offset} + {op.limit}) must not pass it")
         # a value filter is applied here, after ranking: ask for the most memlane answers then
         top_k = MAX_TOP_K if op.filter else op.offset + op.limit
+        # within the API's query limit: a graph may search with a user's whole message, which LangGraph's own stores
+        # take (a trial: a longer one was refused here); its end is where it asks
+        query = bounded_query(op.query)
         try:
-            found = yield lambda c: c.memories.search(self.store, op.query, {**self.scope, "run_id": "*"},
+            found = yield lambda c: c.memories.search(self.store, query, {**self.scope, "run_id": "*"},
                                                       top_k=top_k, filters=filters)
         except errors.StoreNotFound:
             return []

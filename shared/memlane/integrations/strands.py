@@ -16,8 +16,16 @@ import re
 import unicodedata
 from typing import Any, Callable
 
-from strands import tool
-from strands.hooks import AfterInvocationEvent, BeforeInvocationEvent, HookProvider, HookRegistry, MessageAddedEvent
+from . import bounded_query, missing_framework
+
+try:
+    from strands import tool
+    from strands.hooks import (AfterInvocationEvent, BeforeInvocationEvent, HookProvider, HookRegistry,
+                               MessageAddedEvent)
+except ModuleNotFoundError as missing:
+    if (missing.name or "").split(".")[0] != "strands":
+        raise  # strands is there, something it needs is not: its own error says what
+    raise missing_framework(missing, "strands") from missing
 
 from ..domain.limits import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_ADD
 from ..domain.scope import validate_id
@@ -123,8 +131,10 @@ class MemlaneMemory(HookProvider):
     # -- internals ---------------------------------------------------------------------------------------
 
     def _search(self, query: str, top_k: int) -> list[Any]:
+        # within the API's query limit, by its end (a trial: a user message past it was sent whole, refused, and the
+        # agent call failed)
         try:
-            return self.client.search(self.store, query, self.recall_scope, top_k=top_k,
+            return self.client.search(self.store, bounded_query(query), self.recall_scope, top_k=top_k,
                                       min_similarity=self.min_similarity)
         except errors.StoreNotFound:
             return []

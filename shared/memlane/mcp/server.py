@@ -8,6 +8,7 @@ the server keeps serving."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import json
 from typing import Annotated, Any, Callable
@@ -96,6 +97,15 @@ class _CheckedArguments:
         return _error("invalid_input", wrong.message, 400, ".".join(path) or None)
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("memlane")
+    except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+        from .. import __version__
+
+        return __version__
+
+
 def _resource_error(failed: ApiError) -> MCPError:
     client_side = 400 <= failed.status < 500
     return MCPError(INVALID_PARAMS if client_side else INTERNAL_ERROR, f"{failed.code}: {failed.message}",
@@ -106,7 +116,8 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
     """An MCP server whose tools and resources reach `binding`'s scope only, through `client`."""
     memory = MemoryTools(client, binding)
     # WARNING: the SDK's INFO lines (one per HTTP request) would fill a client's server log
-    server = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING")
+    # serverInfo.version: the package's, as `memlane --version` prints it (a trial found "")
+    server = MCPServer(name, instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     server.middleware.append(_CheckedArguments(server))
 
     def tool(fn: Callable[..., CallToolResult]) -> None:
@@ -130,8 +141,9 @@ def build_server(client: Memlane, binding: Binding, *, name: str = "memlane") ->
     def recall(
         query: Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in plain words")],
         top_k: Annotated[int, Field(ge=1, le=MAX_TOP_K, description="How many results at most")] = 5,
-        record_types: Annotated[list[RecordType] | None, Field(
-            description="What to search: memory (distilled, default), message (raw turns), summary")] = None,
+        # not empty: the API answers 400 for [] (a trial: it was taken as the default here)
+        record_types: Annotated[list[RecordType] | None, Field(min_length=1, description=(
+            "What to search: memory (distilled, default), message (raw turns), summary"))] = None,
         thread_id: Annotated[str | None, Field(max_length=256, description=(
             "Only this conversation thread (default: all of the user's threads)"))] = None,
     ) -> CallToolResult:

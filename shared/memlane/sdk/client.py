@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
 
 import httpx
 
@@ -10,11 +10,12 @@ from ..api import models as m
 from ..api.context_models import ContextOut
 from . import resources as r
 from .auth import auth_for
-from .errors import error_for
+from .errors import ThreadNotFound, error_for
 from .routes import refuse_dot_segments
 from .transport import AsyncRunner, Retry, Runner, SyncRunner, connection_failed, payload_of, retry_after_of
 
 DEFAULT_URL = "http://127.0.0.1:8420"
+DEFAULT_AGENT = "__default__"  # the agent of a scope written without one
 
 
 class _Client:
@@ -119,6 +120,7 @@ class Thread:
                  agent_id: str | None = None):
         self.client, self.store, self.thread_id = client, store, thread_id
         self.app_id, self.tenant_id, self.agent_id = app_id, tenant_id, agent_id
+        self._found_agent: str | None = None  # the thread's agent, once a read without agent_id looked it up
 
     @property
     def scope(self) -> dict[str, str]:
@@ -139,14 +141,33 @@ class Thread:
         return self.client.memories.add(self.store, self.scope, messages, text, sync, **options)
 
     def messages(self, *, newest_first: bool | None = None, limit: int | None = None) -> Any:
-        scope = {"agent_id": "__default__", **self.scope}  # message reads name all four ids
-        return self.client.messages.list(self.store, scope, newest_first=newest_first, limit=limit)
+        """The thread's messages (a `Pager`). Message reads name all four ids: without the handle's agent_id, the
+        thread's agent is looked up first (a get, kept on the handle), as other reads find a thread by its id alone
+        (a trial listed none of agent "planner"'s thread); a run that is no recorded thread is read as the default
+        agent's."""
+        options = {"newest_first": newest_first, "limit": limit}
+        agent = self.agent_id or self._found_agent
+        if agent is not None:
+            return self._messages_of(agent, options)
+        if isinstance(self.client, AsyncMemlane):  # no await here: the lookup waits for the first page
+            return _AgentFirst(self, options)
+        return self._messages_of(self._agent_of(self._lookup()), options)
 
-    def search(self, query: str, *, this_thread_only: bool | None = None, **options: Any) -> m.SearchOut:
-        """The tenant's long-term memories seen from this thread (`this_thread_only`: exact_thread_match)."""
-        if this_thread_only is not None:
-            options["exact_thread_match"] = this_thread_only
-        return self.client.memories.search(self.store, query, self.scope, **options)
+    def search(self, query: str, *, this_thread_only: bool = False, recall_scope: str = "tenant",
+               **options: Any) -> m.SearchOut:
+        """The tenant's long-term memories seen from this thread, as its context card recalls them: every thread
+        and agent of the tenant and its tenant-level memories, if this thread's access policy recalls
+        (exact_thread_match false; a trial found only the handle's own run searched). `this_thread_only`: this
+        thread's alone; `recall_scope="agent"`: the threads of the handle's agent only."""
+        if recall_scope not in ("tenant", "agent"):
+            raise ValueError(f"recall_scope must be 'tenant' or 'agent', not {recall_scope!r}")
+        if recall_scope == "agent" and not self.agent_id:
+            raise ValueError("recall_scope='agent' needs the handle's agent_id")
+        # the agent narrows the thread itself (a run id two agents share), and other threads only when asked to
+        narrowed = this_thread_only or recall_scope == "agent"
+        scope = self.scope if narrowed else {k: v for k, v in self.scope.items() if k != "agent_id"}
+        options["exact_thread_match"] = bool(this_thread_only)
+        return self.client.memories.search(self.store, query, scope, **options)
 
     def context(self, **options: Any) -> ContextOut:
         """The context card; options: query, budget_tokens, recent_messages, sections."""
@@ -163,3 +184,46 @@ class Thread:
 
     def _tenant(self) -> dict[str, Any]:
         return {"app_id": self.app_id, "tenant_id": self.tenant_id, "agent_id": self.agent_id}
+
+    def _messages_of(self, agent: str, options: dict[str, Any]) -> Any:
+        return self.client.messages.list(self.store, {**self.scope, "agent_id": agent}, **options)
+
+    def _lookup(self) -> m.ThreadOut | None:
+        try:
+            return self.get()
+        except ThreadNotFound:
+            return None
+
+    def _agent_of(self, thread: m.ThreadOut | None) -> str:
+        if thread is None:  # a run written before thread ids were recorded: the default agent's, as before
+            return DEFAULT_AGENT
+        self._found_agent = thread.scope.agent_id
+        return self._found_agent
+
+
+class _AgentFirst:
+    """An AsyncMemlane thread's messages when the handle has no agent_id: the thread's agent is looked up before
+    the first page; `async for` and `await .page(cursor)` as on a `Pager`."""
+
+    def __init__(self, thread: Thread, options: dict[str, Any]):
+        self.thread, self.options = thread, options
+
+    async def _pager(self) -> Any:
+        agent = self.thread._found_agent
+        if agent is None:
+            try:
+                found: m.ThreadOut | None = await self.thread.get()  # type: ignore[misc]
+            except ThreadNotFound:
+                found = None
+            agent = self.thread._agent_of(found)
+        return self.thread._messages_of(agent, self.options)
+
+    async def page(self, cursor: str | None = None) -> Any:
+        return await (await self._pager()).page(cursor)
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        async for message in await self._pager():
+            yield message
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError("an AsyncMemlane list is iterated with `async for`")

@@ -30,7 +30,7 @@ def _call(name: str, path: dict[str, str] | None = None, query: dict[str, Any] |
         try:  # validated here as the API will: a typo fails before sending, as the API would answer it
             body = route.request.model_validate(body)
         except ValidationError as invalid:
-            status, code, message, field = validation_failure(invalid.errors())
+            status, code, message, field = validation_failure(invalid.errors(), located=False)
             raise error_for(status, {"error": {"code": code, "message": f"{name}: {message} (refused before "
                                                                         "sending)", "field": field}}) from None
     return Call.of(route, path, query, body)

@@ -67,20 +67,26 @@ def refuse_non_finite(request: str, body: Any) -> None:
 @dataclass(frozen=True)
 class Retry:
     """`attempts` counts the first try. Waits grow as base·2^n with full jitter up to `cap`; a `Retry-After`
-    the server sends is honoured (up to `max_retry_after`, past which the error is raised at once)."""
+    the server sends is honoured (up to `max_retry_after`, past which the error is raised at once), plus a random
+    0–`retry_after_jitter` seconds, so clients told the same wait do not all come back at once (a trial: 30 clients
+    told "Retry-After: 1" retried in lockstep). `uniform(low, high)` draws the randomness (tests pass their own)."""
 
     attempts: int = 4
     base: float = 0.25
     cap: float = 8.0
     max_retry_after: float = 60.0
+    retry_after_jitter: float = 1.0
+    uniform: Callable[[float, float], float] = field(default=random.uniform, repr=False, compare=False)
 
     def delay(self, attempt: int, retry_after: float | None) -> float | None:
         """Seconds to wait before attempt `attempt + 1`, or None to give up."""
         if attempt + 1 >= self.attempts:
             return None
         if retry_after is not None:
-            return retry_after if retry_after <= self.max_retry_after else None
-        return random.uniform(0, min(self.cap, self.base * 2 ** attempt))
+            if retry_after > self.max_retry_after:  # what the server asked, before the jitter
+                return None
+            return retry_after + max(0.0, self.uniform(0, self.retry_after_jitter))  # never less than asked
+        return self.uniform(0, min(self.cap, self.base * 2 ** attempt))
 
 
 def retry_after_of(response: httpx.Response) -> float | None:
