@@ -31,12 +31,13 @@ class Scripted(BaseHTTPRequestHandler):
 
     script: list[tuple[int, dict[str, str], Any]] = []
     seen: list[tuple[str, str]] = []
+    bodies: list[bytes] = []
 
     def log_message(self, *args: Any) -> None:
         pass
 
     def _handle(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         self.seen.append((self.command, self.path))
         status, headers, body = self.script[min(len(self.seen), len(self.script)) - 1]
         if status == LOST:  # done, but the answer never arrives: the connection closes first
@@ -63,7 +64,7 @@ def busy(status: int, retry_after: str | None = None) -> tuple[int, dict[str, st
 
 @pytest.fixture()
 def url() -> Iterator[str]:
-    Scripted.script, Scripted.seen = [], []
+    Scripted.script, Scripted.seen, Scripted.bodies = [], [], []
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -116,6 +117,16 @@ def test_an_add_carries_a_request_id_so_a_429_is_retried(url: str, waits: list[f
     accepted = Memlane(url).add("demo", {"app_id": "a"}, text="hello")
     assert accepted.status == "PENDING" and [m for m, _ in Scripted.seen] == ["POST", "POST"]
     assert len(waits) == 1 and 1.0 <= waits[0] <= 2.0
+
+
+def test_an_explicit_write_carries_a_request_id_so_its_lost_answer_is_replayed_not_written_twice(
+        url: str, waits: list[float]) -> None:
+    """A trial: `memories.write` (infer: false) sent no request_id, so a caller's retry after a broken connection
+    wrote the memory twice. Like an add, it gets one, and the SDK resends the same body."""
+    Scripted.script = [(LOST, {}, {}), (200, {}, {"memories": [], "created": 0})]
+    Memlane(url).memories.write("demo", {"app_id": "a"}, [{"text": "User is vegan."}])
+    first, again = (json.loads(b) for b in Scripted.bodies)
+    assert [m for m, _ in Scripted.seen] == ["POST", "POST"] and first == again and first["request_id"]
 
 
 def test_a_request_that_is_not_safe_to_repeat_is_sent_once(url: str, waits: list[float]) -> None:

@@ -89,10 +89,10 @@ class Memories(_Group):
 
     def write(self, store: str, scope: Scope, memories: Iterable[Mapping[str, Any]], *,
               request_id: str | None = None) -> m.ExplicitWriteOut:
-        """Write memories as given ({text, memory_type?, memory_id?, event_time?, metadata?}), no extraction."""
-        body: dict[str, Any] = {"scope": dict(scope), "infer": False, "memories": [dict(x) for x in memories]}
-        if request_id is not None:
-            body["request_id"] = request_id
+        """Write memories as given ({text, memory_type?, memory_id?, event_time?, metadata?}), no extraction. Without
+        a `request_id` one is made here, as for an add: a retry after a lost answer replays the write."""
+        body: dict[str, Any] = {"scope": dict(scope), "infer": False, "memories": [dict(x) for x in memories],
+                                "request_id": request_id or f"sdk-{uuid.uuid4()}"}
         return self._run(_call("memories.add", {"store": store}, body=body))
 
     def search(self, store: str, query: str, scope: Scope, **options: Any) -> m.SearchOut:
