@@ -415,3 +415,86 @@ def test_a_deleted_memory_reworded_on_another_message_of_the_add_is_not_written_
     assert done.status == TaskStatus.SUCCEEDED, done.error
     assert [m.text for m in table_mems(deps).values()] == [A]
     assert [o.reason for o in done.outcomes if o.memory_id == cello.memory_id] == [REDACTED]
+
+
+TEA = "User likes green tea with honey."
+
+
+def test_a_statement_restating_a_memory_deleted_before_the_retry_is_not_written_as_new(demo):
+    """A regression trial: the job's answer restated an older memory (written nothing for it), died, and the user
+    deleted that memory; the retry found nothing like the statement any more and wrote it as new. The deletion takes
+    a statement that says the deleted memory again out of a recorded answer too."""
+    from memlane.services import memories
+
+    deps = demo
+    deps.extractor = Scripted([TEA])
+    say(deps, "I like green tea with honey.", day=0, request_id="req-0")
+    deps.extractor = Scripted([TEA, B])
+    task = say(deps, "Green tea with honey, as always. And I play cello on Sundays.", day=1, request_id="req-1",
+               sync=False)
+    arm(deps, "extract.after_table_write@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    tea = next(m for m in table_mems(deps).values() if m.text == TEA)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=tea.memory_id)
+    assert "green tea" not in repr(deps.repo.task_item("demo", APP, TENANT, "req-1")).lower()
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [m.text for m in table_mems(deps).values()] == [B]
+
+
+def failed_after_writing(deps, task):
+    """The job dies after its table write on every delivery, and is given up: FAILED, its memories written."""
+    arm(deps, "extract.after_table_write@1")
+    with pytest.raises(Crash):
+        extract.run(deps, "demo", task.request_id)
+    arm(deps, "")
+    return extract.fail(deps, "demo", task.request_id, "gave up")
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_memory_deleted_after_its_job_failed_is_not_written_again_by_a_manual_retry(demo, monkeypatch, recorded):
+    """A regression trial: a FAILED task left no marker when one of its memories was deleted (it counted as finished),
+    so a manual retry that asked the model again — no answer recorded — wrote the deleted memory back."""
+    from memlane.services import consolidate, memories, tasks
+
+    deps = demo
+    if not recorded:
+        monkeypatch.setattr(consolidate, "_recordable", lambda answer: False)
+    deps.extractor = Scripted([A, B])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    assert failed_after_writing(deps, task).status == TaskStatus.FAILED
+    clara = next(m for m in table_mems(deps).values() if m.text == A)
+    memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=clara.memory_id)
+    tasks.retry(deps, "demo", task.request_id, app_id=APP, tenant_id=TENANT)
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [m.text for m in table_mems(deps).values()] == [B]
+
+
+def test_a_manual_retry_racing_a_deletion_does_not_write_back_the_answer_it_read(demo, monkeypatch):
+    """A regression trial: the retry read the FAILED task, a deletion took a statement out of its recorded answer,
+    and the retry's write — conditioned on a version the redaction kept — put the old answer back: the memory
+    returned. A redaction is a new version of the task."""
+    from memlane.services import memories, tasks
+
+    deps = demo
+    deps.extractor = Scripted([A, B])
+    task = say(deps, "Clara moved to Lisbon; I play cello on Sundays.", day=0, request_id="req-1", sync=False)
+    failed_after_writing(deps, task)
+    clara = next(m for m in table_mems(deps).values() if m.text == A)
+    checks = tasks._refuse_when_backlogged
+    deleted = []
+
+    def deleted_meanwhile(*args, **kw):  # between the retry's read and its write, once
+        if not deleted:
+            deleted.append(memories.delete(deps, "demo", app_id=APP, tenant_id=TENANT, memory_id=clara.memory_id))
+        return checks(*args, **kw)
+
+    monkeypatch.setattr(tasks, "_refuse_when_backlogged", deleted_meanwhile)
+    tasks.retry(deps, "demo", task.request_id, app_id=APP, tenant_id=TENANT)
+    assert "clara" not in repr(deps.repo.task_item("demo", APP, TENANT, "req-1")).lower()
+    done = extract.run(deps, "demo", task.request_id)
+    assert done.status == TaskStatus.SUCCEEDED, done.error
+    assert [m.text for m in table_mems(deps).values()] == [B]

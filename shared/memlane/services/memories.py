@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
-from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType
+from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType, TaskStatus
 from ..domain.scope import Scope, search_scope, validate_id, validate_record_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
@@ -19,6 +19,7 @@ from ..ports import Job, Write
 from .deps import Deps
 from .index_writes import index_memories
 from .redaction import Redacted
+from .task_ids import statement_key
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def _unfinished_job(deps: Deps, store: str, memory: Memory) -> dict[str, Any]:
     after writing it, its job delivered again, found it missing and wrote it back (a shared-engines trial)."""
     s = memory.scope
     task = deps.repo.find_task(store, s.app_id, s.tenant_id, memory.request_id) if memory.request_id else None
-    if task is None or task.status.finished:
+    if task is None or task.status == TaskStatus.SUCCEEDED:  # a FAILED one may be retried (tasks.retry)
         return {}
     return {"unfinished_job": task.request_id, "evidence": memory.evidence,
             "until": int((deps.clock.now() + timedelta(days=GONE_DAYS)).timestamp())}
@@ -176,13 +177,14 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
     # Copies before the memory itself: if this dies half-way, the memory is still there and a retry
     # of the delete redacts the rest (redaction is idempotent).
-    report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
+    said = frozenset({statement_key(memory.text)})
+    report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id}, statements=said)
     deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id, **_unfinished_job(deps, store, memory))
     # Again: an edit that wrote before the table delete may have indexed its text after the first one, and a
     # job that compared with the memory may have written its words into a task or an action after the first
     # redaction (one writing after this pass finds the memory gone: redaction.after_compare).
     deps.index.delete(store, [memory_id], app_id=s.app_id, tenant_id=s.tenant_id)
-    report = report + redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id})
+    report = report + redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id}, statements=said)
     # A memory written again under the id since the table delete (an explicit write) lost its document to the
     # pass above: the index follows the table.
     again = deps.repo.get_memories(store, s.app_id, s.tenant_id, [memory_id])

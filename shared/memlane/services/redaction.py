@@ -17,6 +17,7 @@ read again. A thread's summary cites messages, not memories: it goes with its ru
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed, Conflict
@@ -42,14 +43,18 @@ class Redacted:
 
 
 def redact(deps: Deps, store: str, app_id: str, tenant_id: str, *, memory_ids: set[str],
-           run: Scope | None = None) -> Redacted:
-    """`deps` must be bound to the tenant (`Deps.for_tenant`)."""
+           run: Scope | None = None, statements: frozenset[str] = frozenset()) -> Redacted:
+    """`deps` must be bound to the tenant (`Deps.for_tenant`). `statements`: the deleted memories' statement keys
+    (services/task_ids.py), taken out of a job's recorded answer that says one again."""
     def task(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = Task.model_validate(item)
-        new = _redacted_task(found, memory_ids, run)
+        new = _redacted_task(found, memory_ids, run, statements)
         if new is None or new == found:  # nothing of theirs, or redacted already (a deletion redacts twice)
             return None
-        return new, {"status": str(found.status), "updated_at": item["updated_at"]}
+        # A new version: a write conditioned on the one read before (a manual retry, a job noting its writes) fails
+        # and reads this one, rather than writing back what it took out (a regression trial).
+        later = new.model_copy(update={"updated_at": found.updated_at + timedelta(microseconds=1)})
+        return later, {"status": str(found.status), "updated_at": item["updated_at"]}
 
     return Redacted(tasks=_rewrite_all(deps, store, app_id, tenant_id, "TASK#", task),
                     dream_actions=_rewrite_all(deps, store, app_id, tenant_id, "DACT#", _action(memory_ids, run)),
@@ -105,7 +110,8 @@ def after_compare(deps: Deps, store: str, app_id: str, tenant_id: str, compared:
     return redact(deps, store, app_id, tenant_id, memory_ids=gone) if gone else None
 
 
-def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task | None:
+def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None,
+                   statements: frozenset[str] = frozenset()) -> Task | None:
     """The task without the deleted memories' words: an outcome about one of them loses its text and its
     reason (which quotes the two statements it compared); a task of the deleted run loses the add's own
     text and metadata too, and so does its body's digest — as an explicit write's does with its memories: against
@@ -114,9 +120,10 @@ def _redacted_task(task: Task, memory_ids: set[str], run: Scope | None) -> Task 
         return o.memory_id in memory_ids or o.target_id in memory_ids or not memory_ids.isdisjoint(o.target_ids)
 
     whole = run is not None and task.scope == run
-    # The answer a job recorded for its retry (Task.answer) without their statements: never written again.
+    # The answer a job recorded for its retry (Task.answer) without their statements, nor one saying a deleted
+    # memory again: never written again (it would be new once the memory it restates is gone: a regression trial).
     answer = None if whole or task.answer is None else \
-        {key: None if task_id(task, key) in memory_ids else c for key, c in task.answer.items()}
+        {key: None if task_id(task, key) in memory_ids or key in statements else c for key, c in task.answer.items()}
     if not whole and not any(about(o) for o in task.outcomes) and answer == task.answer:
         return None
     outcomes = [o.model_copy(update={"text": "", "reason": REDACTED}) if whole or about(o) else o
