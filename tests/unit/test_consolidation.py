@@ -1319,6 +1319,12 @@ def test_someone_elses_news_one_occasion_an_offer_turned_down_or_irony_changes_n
     # Another person in another clause, or one the plan names: "dad's sick" is why, the sister is on the trip.
     ("User: We're going to Japan on April 3.", "User: We cancelled Japan, User's dad's sick.", (ExtractAction.DELETE,)),
     ("User is going to Rome with User's sister in May", "User's sister canceled the Rome trip", (ExtractAction.DELETE,)),
+    # The regression trial of these rules: a job or a trip ended with "a", and a move said beside an eye roll.
+    ("User works at Acme.", "User quit a job at Acme last week.", (ExtractAction.UPDATE, ExtractAction.DELETE)),
+    ("User plans a trip to Japan in May.", "User cancelled a trip to Japan that they had planned for May.",
+     (ExtractAction.DELETE, ExtractAction.UPDATE)),
+    ("User lives in Boston.", "oh sure, User finally moved to Denver lol", (ExtractAction.UPDATE,)),
+    ("User lives in Boston.", "User moved to Denver 🙄 the altitude is killing User.", (ExtractAction.UPDATE,)),
 ])
 def test_the_same_change_of_the_holder_or_the_habit_itself_still_closes_it(old, new, expected):
     assert action(old, new, 0.6) in expected

@@ -54,6 +54,7 @@ def test_earliest_expression_wins():
     ("My daughter starts school in September.", "2023-09-01"),
     ("We got married in June.", "2022-06-01"),
     ("this March was rough", "2023-03-01"),
+    ("I go skiing in February every year.", "2023-02-01"),  # a habit, as before: not the next one (a regression trial)
 ])
 def test_a_month_of_a_plan_is_the_next_one(text, day):
     assert resolve(text, REF).when.date().isoformat() == day

@@ -376,9 +376,11 @@ def stop_cue(words: list[str], text: str) -> bool:
     return not STOP_CUES.isdisjoint(words) or has_phrase(text, STOP_PHRASES)
 
 
-# A stop said of one occasion ("rage quit a chess game halfway", "cancelled a lesson"), not of the habit or the plan.
-_STOPPED_ONCE = re.compile(r"\b(?:quit|stopped|cancell?ed|ended|gave up|walked out of|left)\s+(?:a|an|one|another)\b",
-                           re.I)
+# A stop said of one occasion ("rage quit a chess game halfway", "cancelled a lesson"), not of the habit or the plan
+# ("quit a job at Acme", "cancelled a trip to Japan" end what they name).
+_STOPPED_ONCE = re.compile(r"\b(?:quit|stopped|cancell?ed|ended|gave up|walked out of|left)\s+(?:a|an|one|another)"
+                           r"(?:\s+\w+)?\s+(?:game|match|round|set|hand|level|episode|lesson|class|session|meeting|call"
+                           r"|shift|set|practice|rehearsal|workout)s?\b", re.I)
 
 
 def stopped_once(text: str) -> bool:

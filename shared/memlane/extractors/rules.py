@@ -197,17 +197,18 @@ def informative(sentence: str) -> bool:
 # A short statement of what the speaker is, likes or does, which a longer one would only restate: "I'm vegan.",
 # "I am 29.", "I'm from Oslo.", "My name is Ana.", "I love sushi.", "I speak French." — not a remark of the same
 # length ("I'm so excited!", "I'm fine.", "I love it!", "I like you.", "I play along.", "I'm an idiot."). "i" as chat
-# writes it too; and the same of someone named ("Alice likes tea.", "Mom is vegan.", "Bo is 7."), not of a pronoun.
+# writes it too; and the same of someone named ("Alice likes tea.", "Mom is vegan."), not of a pronoun.
 _STATE = (r"(?:vegetarian|vegan|pescatarian|allergic|lactose|gluten|diabetic|married|engaged|divorced|single|"
           r"widowed|pregnant|retired|unemployed|left-handed)\b")
 _NOT_A_THING = (r"(?!(?:it|that|this|these|those|them|him|her|one|so|too|to|no|not|u|ya|yall|y'all|lol|up|along|all|"
-                r"both|dumb|everything|everyone|everybody|anything|nothing|something|people|myself|you\w*)\b)\w{3,}")
+                r"both|dumb|everything|everyone|everybody|anything|nothing|something|people|myself|you\w*|tonight|"
+                r"today|tomorrow|later|again|late|early|well|hard|now|first|next|last)\b)\w{3,}")
 _NAMED = r"(?!(?:He|She|It|They|We|You|This|That|There|Here|Everyone|Nobody|Someone|Who|What)\b)[A-Z][a-z]+"
 _SHORT_FACT = re.compile(
     rf"^(?:(?:[Ii]'m|[Ii] am|[Ii]’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|"
     rf"from [A-Z]|{_STATE})"
     rf"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|teach|study|collect) {_NOT_A_THING}"
-    rf"|{_NAMED} is (?:a |an |now |still )?(?:\d+\b|from [A-Z]|{_STATE})"
+    rf"|{_NAMED} is (?:a |an |now |still )?(?:from [A-Z]|{_STATE})"  # not "Dinner is 7.": a number of what?
     rf"|{_NAMED} (?:loves|likes|hates|prefers|enjoys|speaks|plays|eats|drinks|teaches|studies|collects) {_NOT_A_THING})")
 
 

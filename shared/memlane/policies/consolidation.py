@@ -156,8 +156,10 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     relation = _read_change(new, old, similarity)
     if relation is None and (thing := called_off.called_off(new, old)) is not None:
         return _calls_off(thing)  # "dropped out of the chicago half": no other reading of the pair says so
-    if relation is not None and relation.action in _CHANGES and lang.ironic(new.text):
-        return None  # "oh sure, User is the CEO now", "drives a lamborghini, obviously 🙄": said in irony
+    if relation is not None and relation.action in _CHANGES and lang.ironic(new.text) and not new.moves:
+        # "oh sure, User is the CEO now", "drives a lamborghini, obviously 🙄": a state claimed in irony (a move
+        # reported beside an eye roll is one: "moved to Denver 🙄 the altitude")
+        return None
     if relation is not None and relation.action in _CHANGES and relation.evidence != Evidence.RESTATEMENT:
         if _hedged(new, relation) or still_holds.ought(new, old) or lang.past_frame(new.text) or _ahead(new) \
                 or still_holds.goes_on(new, old) or still_holds.reaffirmed(new, old) \

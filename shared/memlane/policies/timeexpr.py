@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from ..domain.language import DAY_AFTER_MAY, ORDINAL_DAY
 from ..domain.language import MONTH_NAMES as _MONTHS
 from ..domain.language import WEEKDAYS as _WEEKDAYS
-from ..domain.language import past_tense
+from ..domain.language import past_tense, recurring
 
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3, "couple of": 2, "few": 3}
@@ -73,7 +73,8 @@ def without_dates(text: str) -> str:
     return text
 
 
-def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple[re.Pattern[str], object]]:
+def _rules(ref: datetime, ahead: bool = False, past: bool = False,
+           habit: bool = False) -> list[tuple[re.Pattern[str], object]]:
     def weekday(match: re.Match[str], direction: int) -> ResolvedTime:
         target = _WEEKDAYS.index(match.group(1).lower())
         delta = (ref.weekday() - target) % 7 or 7
@@ -93,9 +94,10 @@ def _rules(ref: datetime, ahead: bool = False, past: bool = False) -> list[tuple
         said = (match.group(1) or "").lower()
         if match.group(3):  # the year said with it: "in March 2027", "September 2024"
             year = int(match.group(3))
-        elif ahead and said != "last" or said == "in" and not past:
+        elif ahead and said != "last" or said == "in" and not past and not habit:
             # "is flying to Paris in March", "our wedding is in June": the next one, as a day of a month is (a
-            # trial: "my exam is in February", said in December, was dated the February gone)
+            # trial: "my exam is in February", said in December, was dated the February gone) — not a habit
+            # ("skiing in February every year": as before)
             year = ref.year if idx >= ref.month else ref.year + 1
         else:  # said of the past: the latest such month up to the message ("in March" said in May: this year's)
             year = ref.year if said != "last" and idx <= ref.month else ref.year - 1
@@ -158,7 +160,7 @@ def resolve(text: str, ref: datetime) -> ResolvedTime | None:
     """The first relative time expression in `text`, resolved against `ref`; None if there is none."""
     best: tuple[int, ResolvedTime] | None = None
     ahead = _AHEAD.search(text) is not None
-    for pattern, make in _rules(ref, ahead=ahead, past=not ahead and past_tense(text)):
+    for pattern, make in _rules(ref, ahead=ahead, past=not ahead and past_tense(text), habit=recurring(text)):
         match = pattern.search(text)
         if match and (best is None or match.start() < best[0]):
             resolved = make(match)  # type: ignore[operator]
