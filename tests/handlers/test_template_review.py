@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.iam_eval import AWS_MANAGED
+from tests.handlers.conftest import parameter_default
 from tests.handlers.template import load_template, resource
 from tests.isolation import template_policies as tpl
 from tests.isolation.iam_eval import Decision, Request, evaluate
@@ -83,3 +84,11 @@ def test_the_cost_table_bills_the_alarms_the_template_creates() -> None:
                if line.startswith("| CloudWatch alarms"))
     assert f"| {with_reranker} ≈ ${with_reranker / 10:.2f}" in row
     assert f"{with_reranker - conditional} with `RerankModelId=\"\"`" in row
+
+
+def test_a_queued_add_is_retried_past_a_backlog_before_it_is_dead_lettered() -> None:
+    """A review: 3 receives of 180 s dead-lettered a producer's add after 9 minutes of `queue_full` (extraction
+    behind) or throttling, transient conditions the design itself makes; recovery was a redrive by hand."""
+    hold = resource("IngestQueue")["Properties"]["VisibilityTimeout"]
+    assert parameter_default("IngestMaxReceives") * hold >= 30 * 60
+
