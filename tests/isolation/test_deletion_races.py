@@ -190,20 +190,24 @@ def _texts_of_the_tenant(deps):
 
 def test_a_run_deleted_after_the_jobs_check_does_not_get_the_tasks_texts_back(service, deps, monkeypatch):
     """The job checked its run, then saved its task SUCCEEDED unconditionally: a deletion between the two
-    had redacted the task, and the save wrote the deleted memories' texts back into it."""
+    had redacted the task, and the save wrote the deleted memories' texts back into it. (Hooked between the task
+    write's read and its conditional put: Repository.change_task.)"""
     from memlane.repository import Repository
 
     stores.create(deps, name="s")
     ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
-    real, fired = Repository.save_task, []
+    real, fired = Repository.change_task, []
 
-    def deleted_before_the_save(self, task, **kwargs):
-        if task.status == TaskStatus.SUCCEEDED and not fired:
-            fired.append(True)
-            delete_the_run(deps)
-        return real(self, task, **kwargs)
+    def deleted_before_the_put(self, task, change):
+        def hooked(found):
+            new = change(found)
+            if new is not None and new.status == TaskStatus.SUCCEEDED and not fired:
+                fired.append(True)
+                delete_the_run(deps)
+            return new
+        return real(self, task, hooked)
 
-    monkeypatch.setattr(Repository, "save_task", deleted_before_the_save)
+    monkeypatch.setattr(Repository, "change_task", deleted_before_the_put)
     service.drain()
     assert fired
     assert "Brooklyn" not in _texts_of_the_tenant(deps)

@@ -3,6 +3,7 @@ not byte-for-byte repeatable): nothing it wrote is left unindexed or unnamed, no
 write-time update survives a crash at any point (second regression trial of 874f282; each fails before)."""
 
 import contextlib
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -370,13 +371,15 @@ def test_a_retry_that_says_the_deleted_statement_again_as_it_was_still_writes_a_
 
 
 class Counted(Scripted):
-    """Scripted, counting the model's calls."""
+    """Scripted, counting the model's calls (deliveries in threads at once too)."""
 
     calls = 0
+    _lock = threading.Lock()
 
     def extract(self, messages, **kw):
-        self.calls += 1
-        return super().extract(messages, **kw)
+        with self._lock:
+            self.calls += 1
+            return super().extract(messages, **kw)
 
 
 def test_a_retry_decides_on_the_answer_its_first_attempt_recorded_not_on_a_new_one(demo):

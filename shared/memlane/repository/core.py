@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ..domain import limits
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
@@ -224,29 +224,44 @@ class CoreRecords:
 
     def note_task_writes(self, task: Task, memory_ids: Sequence[str], *,
                          answer: dict[str, Candidate | None] | None = None) -> None:
-        """Add `memory_ids` to what the running task's job set out to write, merged with what another delivery
-        noted meanwhile (each write conditioned on the version read), and record `answer` unless one is; nothing
-        once the task is gone or done."""
-        for _ in range(20):
-            found = self.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
-            if found is None or found.status != TaskStatus.RUNNING:
-                return
-            noted = [*found.written_ids, *(m for m in memory_ids if m not in found.written_ids)]
+        """Add `memory_ids` to what the task's job set out to write, merged with what another delivery noted meanwhile,
+        and record `answer` unless one is; nothing once the task is gone or has SUCCEEDED. Also over a task given up on
+        (FAILED) or queued again by a retry (PENDING) while this delivery wrote: that retry decides on the same answer,
+        and names what this one wrote (a regression trial)."""
+        def noted(found: Task) -> Task | None:
+            if found.status == TaskStatus.SUCCEEDED:
+                return None
+            ids = [*found.written_ids, *(m for m in memory_ids if m not in found.written_ids)]
             record = {"answer": answer} if answer is not None and found.answer is None else {}
-            if len(noted) == len(found.written_ids) and not record:
-                return
-            read = _dump(found)["updated_at"]
-            later = found.updated_at + timedelta(microseconds=1)  # moved, so a concurrent noter's condition fails
-            s = task.scope
+            if len(ids) == len(found.written_ids) and not record:
+                return None
+            return found.model_copy(update={"written_ids": ids, **record})
+
+        self.change_task(task, noted)
+
+    def change_task(self, task: Task, change: Callable[[Task], Task | None]) -> tuple[Task | None, bool]:
+        """Write `change(current)` over the task's item, conditioned on the version it was made from (its status and
+        `updated_at`): a write that raced another (a redaction, another delivery, a retry) is made again from what
+        that one wrote, never over it. `change` returns None for nothing to write. Returns the item as it is now (None
+        once gone) and whether this change was written."""
+        s = task.scope
+        for _ in range(20):
+            item = self.task_item(task.store, s.app_id, s.tenant_id, task.request_id)
+            if item is None:
+                return None, False
+            found = Task.model_validate(item)
+            new = change(found)
+            if new is None:
+                return found, False
+            if new.updated_at <= found.updated_at:  # a new version, whatever the clock says
+                new = new.model_copy(update={"updated_at": found.updated_at + timedelta(microseconds=1)})
             try:
                 self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
-                                **_dump(found.model_copy(update={"written_ids": noted, "updated_at": later,
-                                                                 **record}))},
-                               expect={"status": str(TaskStatus.RUNNING), "updated_at": read})
-                return
+                                **_dump(new)}, expect={"status": item["status"], "updated_at": item["updated_at"]})
+                return new, True
             except ConditionFailed:
                 continue
-        raise Conflict(f"task '{task.request_id}' is too busy to note its writes; retry", code="busy")
+        raise Conflict(f"task '{task.request_id}' is too busy to change; retry", code="busy")
 
     def move_task(self, task: Task, *, expect: TaskStatus) -> Task | None:
         """Write `task` if its item still says `expect`; else the item as it is now — None when it is gone (its

@@ -139,23 +139,26 @@ class DeletionRecords(LeaseRecords):
 
     # -- redaction: rewriting what keeps a copy of deleted content ----------------------------
     def delete_memory(self, store: str, app_id: str, tenant_id: str, memory_id: str, *,
-                      unfinished_job: str | None = None, until: int | None = None,
+                      job: str | None = None, until: int | None = None,
                       evidence: Sequence[str] = ()) -> None:
-        """A hard delete: nothing keeps the text (the audit log keeps who deleted and when). `unfinished_job`: the
-        request id of the job that wrote it, not finished yet — its next delivery would find the memory missing and
-        write it again, so a marker (the id and the ids of the messages it rested on, `evidence`, expiring at
-        `until`, epoch seconds) says it was deleted."""
+        """A hard delete: nothing keeps the text (the audit log keeps who deleted and when). `job`: the request id of
+        the job that wrote it — a delivery of it still to come would find the memory missing and write it again, so a
+        marker (the id and the ids of the messages it rested on, `evidence`, expiring at `until`, epoch seconds) says
+        it was deleted."""
         pk = tenant_pk(store, app_id, tenant_id)
-        if unfinished_job is None:
+        if job is None:
             self.table.delete(pk, f"MEM#{memory_id}")
             return
-        self.table.transact([Delete(pk, f"MEM#{memory_id}"),
-                             Put({"pk": pk, "sk": f"GONE#{memory_id}", "request_id": unfinished_job,
-                                  "evidence": list(evidence), TTL_ATTRIBUTE: until})])
+        try:  # only beside the memory: one gone meanwhile (its tenant erased) leaves no marker in the partition
+            self.table.transact([Delete(pk, f"MEM#{memory_id}", expect={"memory_id": memory_id}),
+                                 Put({"pk": pk, "sk": f"GONE#{memory_id}", "request_id": job,
+                                      "evidence": list(evidence), TTL_ATTRIBUTE: until})])
+        except ConditionFailed:
+            pass
 
     def deleted_since_written(self, store: str, app_id: str, tenant_id: str,
                               memory_ids: Sequence[str]) -> dict[str, set[str]]:
-        """Of these memory ids, those deleted while the job that wrote them was unfinished (`delete_memory`), each
+        """Of these memory ids, those deleted since the job that wrote them wrote them (`delete_memory`), each
         with the ids of the messages it rested on (none for a marker written before they were kept)."""
         pk = tenant_pk(store, app_id, tenant_id)
         return {i["sk"][len("GONE#"):]: set(i.get("evidence") or ())

@@ -73,11 +73,20 @@ class OpenTaskRecords:
         item = self.table.get(SWEEP_PK, "mark")
         return (item["store"], item["key"]) if item else None
 
-    def set_sweep_mark(self, mark: tuple[str, str] | None) -> None:
-        if mark is None:
-            self.table.delete(SWEEP_PK, "mark")
-        else:
-            self.table.put({"pk": SWEEP_PK, "sk": "mark", "store": mark[0], "key": mark[1]})
+    def set_sweep_mark(self, mark: tuple[str, str] | None, *, read: tuple[str, str] | None) -> bool:
+        """Move the mark from `read` (the one the pass began at) to `mark`; False, leaving it, when another pass moved
+        it meanwhile: a slow pass does not move it back over what later ones checked (a trial)."""
+        was = None if read is None else {"store": read[0], "key": read[1]}
+        try:
+            if mark is None:
+                if was is not None:
+                    self.table.delete(SWEEP_PK, "mark", expect=was)
+            else:
+                self.table.put({"pk": SWEEP_PK, "sk": "mark", "store": mark[0], "key": mark[1]},
+                               if_absent=was is None, expect=was)
+        except ConditionFailed:
+            return False
+        return True
 
     def swept(self, store: str, entry: "OpenTask", now: datetime) -> None:
         key = entry.key

@@ -138,7 +138,7 @@ def run(deps: Deps, store: str, task: Task, candidates: list[Candidate],
     # may word it otherwise: a regression trial; said as it was, a new statement beside it is another fact).
     found = {*earlier, *(m.memory_id for m, _ in left)}
     deleted = deps.repo.deleted_since_written(store, task.scope.app_id, task.scope.tenant_id,
-                                              [i for i in task.written_ids if i not in found])
+                                              [i for i in dict.fromkeys([*task.written_ids, *ids]) if i not in found])
     # (A retry deciding on the answer its first attempt recorded cannot reword: it is that answer, the deleted
     # statements taken out of it by their deletion — services/redaction.py.)
     unsaid = {gone: said for gone, said in deleted.items() if gone not in ids and task.answer is None}

@@ -130,6 +130,10 @@ def clear_run(deps: Deps, store: str, run: Scope, *, documents: Sequence[str] = 
         reinstate(deps, store, late)
         gone += _deleted_as_read(deps, store, late)
     deps.repo.delete_items(messages)
+    # The deletion markers of its memories (their ids and its messages' ids): no job of the run is left to guard against.
+    deps.repo.delete_items([(i["pk"], i["sk"]) for i in deps.repo.tenant_keys(store, run.app_id, run.tenant_id,
+                                                                              prefix="GONE#")
+                            if said.intersection(i.get("evidence") or ())])
     # Again, with the tenant read afresh: another deletion may have moved a supersede onto the run's memories
     # after this one read its tenant (its successor gone, it named one of these).
     reinstate(deps, store, gone)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..domain.errors import ConditionFailed, MemlaneError, NotFound
+from ..domain.errors import MemlaneError, NotFound
 from ..domain.models import Candidate, ExtractAction, Message, Store, Task, TaskOutcome, TaskStatus
 from . import consolidate, embedder_guard, erase, message_index, redaction
 from .deps import Deps
@@ -28,9 +28,11 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
     store_obj = embedder_guard.ensure(deps, store_obj or repo.get_store(store))  # vectors of the store's model only
-    running = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
-                                      "updated_at": deps.clock.now()})
-    task = repo.move_task(running, expect=task.status)  # conditional: an erased task is never written back
+    # Conditioned on the version read: an erased task is never written back, nor a redacted answer (a deletion
+    # meanwhile) nor another delivery's notes written over (a trial).
+    now = deps.clock.now()
+    task, _ = repo.change_task(task, lambda t: None if t.status.finished else t.model_copy(
+        update={"status": TaskStatus.RUNNING, "attempts": t.attempts + 1, "updated_at": now}))
     if task is None:
         raise NotFound(f"task '{request_id}' is gone: its tenant was erased or its store deleted", code="task_not_found")
     if task.status.finished:  # another delivery finished it meanwhile
@@ -57,13 +59,26 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     deps.deadline.check("consolidating")
     try:
         with consolidate.one_at_a_time(deps, store, task.scope):
+            # Read again once it is this job's turn: another delivery may have finished the task while this one
+            # waited, a manual retry queued it again, or an attempt recorded its answer (the one to decide on).
+            task = repo.get_task(store, task.scope.app_id, task.scope.tenant_id, request_id)
+            if task.status not in _STILL_RUNNING:
+                return task
+            if task.answer is not None:
+                candidates = [c for c in task.answer.values() if c is not None]
             outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold, info)
+            # Ended before the next delivery's turn: it finds the task SUCCEEDED and writes nothing (a trial).
+            return _finished(deps, store, task, consolidate.left_unnamed(deps, store, task, outcomes))
     except NotFound:
         # Its run deleted or its tenant erased meanwhile, the change it recorded with it: what it wrote goes.
         if _deleted_meanwhile(deps, store, task):
             return _withdrawn(deps, store, task, [*task.written_ids, *consolidate.memory_ids(task, candidates)])
         raise
-    return _finished(deps, store, task, consolidate.left_unnamed(deps, store, task, outcomes))
+
+
+# What a job goes on with once it is its turn: its own task, or one the queue's last delivery gave up on meanwhile (the
+# job ends it SUCCEEDED with what it wrote, `_finished`). Not a finished one, nor one queued again (its job runs it).
+_STILL_RUNNING = (TaskStatus.RUNNING, TaskStatus.FAILED)
 
 
 def _extracted(deps: Deps, store: str, task: Task, messages: list[Message], store_obj: Store) -> list[Candidate]:
@@ -85,17 +100,16 @@ def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -
     if _deleted_meanwhile(deps, store, task):
         return _withdrawn(deps, store, task, written)
 
-    done = task.model_copy(update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None,
-                                   "answer": None, "updated_at": deps.clock.now()})
-    stored = repo.move_task(done, expect=TaskStatus.RUNNING)
-    if stored is not None and stored.status == TaskStatus.FAILED:
-        # Given up on by a later delivery (the queue's last) while this one worked: its memories are written, and
-        # the task says so rather than FAILED with them in place (an AWS-path trial).
-        stored = repo.move_task(done, expect=TaskStatus.FAILED)
-    if stored is None:  # erased meanwhile, after the check above: what it wrote goes too
+    now = deps.clock.now()
+    # Also over FAILED: given up on by a later delivery (the queue's last) while this one worked, its memories are
+    # written, and the task says so rather than FAILED with them in place (an AWS-path trial).
+    done, succeeded = repo.change_task(task, lambda t: None if t.status not in _STILL_RUNNING else t.model_copy(
+        update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None, "answer": None,
+                "updated_at": now}))
+    if done is None:  # erased meanwhile, after the check above: what it wrote goes too
         return _withdrawn(deps, store, task, written)
-    if stored is not done:
-        return stored  # another delivery finished it first
+    if not succeeded:
+        return done  # another delivery finished it first
     redaction.after_compare(deps, store, task.scope.app_id, task.scope.tenant_id,
                             {t for o in outcomes for t in (o.target_id or "", *o.target_ids)})
     # Checked again after the write: a deletion that began after the check above redacts this task
@@ -123,14 +137,13 @@ def _withdrawn(deps: Deps, store: str, task: Task, written: list[str]) -> Task:
     else:
         erase.clear_memories(deps, store, task.scope, written, evidence=task.message_ids)
     erase.forget_job(deps, store, task.request_id, task.scope)
-    failed = task.model_copy(update={"status": TaskStatus.FAILED, "outcomes": [], "updated_at": deps.clock.now(),
-                                     "answer": None, "error": "its run was deleted while it was extracted"})
-    try:
-        deps.repo.save_task(failed, expect_status=TaskStatus.RUNNING)
-    except ConditionFailed:
-        pass  # erased with its tenant: nothing may be written back
+    update = {"status": TaskStatus.FAILED, "outcomes": [], "updated_at": deps.clock.now(), "answer": None,
+              "error": "its run was deleted while it was extracted"}
+    # Not written back once erased with its tenant; over the version as it is now (a redaction's, not this job's copy).
+    stored, _ = deps.repo.change_task(task, lambda t: t.model_copy(update=update) if t.status == TaskStatus.RUNNING
+                                      else None)
     deps.repo.close_task(store, task.request_id, task.scope.app_id, task.scope.tenant_id)
-    return failed
+    return stored if stored is not None and stored.status == TaskStatus.FAILED else task.model_copy(update=update)
 
 
 def context(deps: Deps, store: str, task: Task, messages: Sequence[Message]) -> list[Message]:
@@ -160,10 +173,11 @@ def fail(deps: Deps, store: str, request_id: str, reason: str, *, app_id: str | 
     if task.status.finished:
         deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
         return task
-    failed = task.model_copy(update={"status": TaskStatus.FAILED, "error": reason[:1000],
-                                     "updated_at": deps.clock.now()})
-    # Conditional, as every task write of a job: a task erased with its tenant meanwhile is not written back.
-    stored = deps.repo.move_task(failed, expect=task.status)
+    now = deps.clock.now()
+    # Conditioned on the version read, as every task write of a job: a task erased with its tenant meanwhile is not
+    # written back, nor an answer a deletion redacted meanwhile.
+    stored, _ = deps.repo.change_task(task, lambda t: None if t.status.finished else t.model_copy(
+        update={"status": TaskStatus.FAILED, "error": reason[:1000], "updated_at": now}))
     deps.repo.close_task(store, request_id, task.scope.app_id, task.scope.tenant_id)
     if stored is None:
         raise NotFound(f"task '{request_id}' was erased with its tenant", code="task_not_found")

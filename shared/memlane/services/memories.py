@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound
 from ..domain.limits import MAX_CONTENT_CHARS
-from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType, TaskStatus
+from ..domain.models import DreamActionKind, DreamActionStatus, Memory, MemoryStatus, MemoryType
 from ..domain.scope import Scope, search_scope, validate_id, validate_record_id
 from ..domain.validation import check_metadata
 from ..extractors.rules import edited_keywords
@@ -138,14 +138,15 @@ def reindex(deps: Deps, store: str, app_id: str, tenant_id: str, memory_ids: lis
 GONE_DAYS = 14
 
 
-def _unfinished_job(deps: Deps, store: str, memory: Memory) -> dict[str, Any]:
-    """The marker `repo.delete_memory` leaves when the job that wrote `memory` has not finished: a worker killed
-    after writing it, its job delivered again, found it missing and wrote it back (a shared-engines trial)."""
+def _gone_marker(deps: Deps, store: str, memory: Memory) -> dict[str, Any]:
+    """The marker `repo.delete_memory` leaves for the job that wrote `memory`, finished or not: a worker killed after
+    writing it, its job delivered again, found it missing and wrote it back (a shared-engines trial) — and so did a
+    late delivery of a job that had SUCCEEDED meanwhile, from the copy of the task it read before (a trial)."""
     s = memory.scope
     task = deps.repo.find_task(store, s.app_id, s.tenant_id, memory.request_id) if memory.request_id else None
-    if task is None or task.status == TaskStatus.SUCCEEDED:  # a FAILED one may be retried (tasks.retry)
+    if task is None:
         return {}
-    return {"unfinished_job": task.request_id, "evidence": memory.evidence,
+    return {"job": task.request_id, "evidence": memory.evidence,
             "until": int((deps.clock.now() + timedelta(days=GONE_DAYS)).timestamp())}
 
 
@@ -179,7 +180,7 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     # of the delete redacts the rest (redaction is idempotent).
     said = frozenset({statement_key(memory.text)})
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id}, statements=said)
-    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id, **_unfinished_job(deps, store, memory))
+    deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id, **_gone_marker(deps, store, memory))
     # Again: an edit that wrote before the table delete may have indexed its text after the first one, and a
     # job that compared with the memory may have written its words into a task or an action after the first
     # redaction (one writing after this pass finds the memory gone: redaction.after_compare).

@@ -90,7 +90,7 @@ def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:
         deps.repo.swept(store, entry, now)
         report.requeued += 1
     if stopped != mark:
-        deps.repo.set_sweep_mark(stopped)
+        deps.repo.set_sweep_mark(stopped, read=mark)
     report.requeued += _requeue_purges(deps, now, deadline) + _requeue_erasures(deps, now, deadline)
     if report.requeued or report.failed:
         log.warning("sweeper: %d task(s) re-enqueued, %d failed (of %d open)", report.requeued, report.failed,
