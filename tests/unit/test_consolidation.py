@@ -11,13 +11,13 @@ from memlane.policies.consolidation import Neighbour, Statement, decide, relate
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCOPE = Scope(app_id="a", tenant_id="t", agent_id="g", run_id="r")
-# The knowledge-update histories in tests/data: the bench's, and the trials' of their own (sessions 18 to 36).
+# The knowledge-update histories in tests/data: the bench's, and the trials' of their own (sessions 18 to 37).
 UPDATE_SETS = ("knowledge_updates.jsonl", "knowledge_updates_trial.jsonl", "knowledge_updates_trial2.jsonl",
                "knowledge_updates_trial3.jsonl", "knowledge_updates_trial4.jsonl", "knowledge_updates_trial5.jsonl",
                "knowledge_updates_trial6.jsonl", "knowledge_updates_trial7.jsonl",
                "knowledge_updates_trial8.jsonl", "knowledge_updates_trial9.jsonl",
                "knowledge_updates_trial10.jsonl", "knowledge_updates_trial11.jsonl", "knowledge_updates_trial12.jsonl",
-               "knowledge_updates_trial13.jsonl")
+               "knowledge_updates_trial13.jsonl", "knowledge_updates_trial14.jsonl")
 
 
 def memory(text, day=0, mid=None):
@@ -1327,4 +1327,59 @@ def test_someone_elses_news_one_occasion_an_offer_turned_down_or_irony_changes_n
     ("User lives in Boston.", "User moved to Denver 🙄 the altitude is killing User.", (ExtractAction.UPDATE,)),
 ])
 def test_the_same_change_of_the_holder_or_the_habit_itself_still_closes_it(old, new, expected):
+    assert action(old, new, 0.6) in expected
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    # Session 37: the gaps that short first-person facts ("I'm a nurse.", "I'm dating Mark.") expose. A couple's
+    # joint subject, with the memory's holder second, is the holder's change ...
+    ("User is dating Mark.", "Mark and User broke up.", (ExtractAction.UPDATE, ExtractAction.DELETE)),
+    ("User is dating Mia.", "Mia and User split up.", (ExtractAction.UPDATE, ExtractAction.DELETE)),
+    # ... a denial of something more specific the memory's word only names ("nurse practitioner"), or of an end
+    # ("not leaving nursing"), denies nothing it holds ...
+    ("User is a nurse.", "User is not a nurse practitioner, just an RN.", (ExtractAction.ADD, ExtractAction.NOOP)),
+    ("User is a nurse.", "User is not leaving nursing.", (ExtractAction.ADD, ExtractAction.NOOP)),
+    ("User plays soccer.", "User isn't a soccer coach.", (ExtractAction.ADD,)),
+    ("User plays guitar in a band.", "User won't quit the band.", (ExtractAction.ADD, ExtractAction.NOOP)),
+    # The regression trial's held-out cases: the last phrase a denial shares decides ("google HQ"), a word before
+    # the shared one narrows it too ("math teacher"), and "given up" is an end denied like "gave up".
+    ("User is a teacher.", "User is not a math teacher, User teaches english.",
+     (ExtractAction.ADD, ExtractAction.NOOP)),
+    ("User is a runner.", "User is not a marathon runner or anything, just 5ks.", (ExtractAction.ADD,)),
+    ("User uses verizon.", "User doesn't use verizon fios, just their phone plan.", (ExtractAction.ADD,)),
+    ("User works at Google.", "User doesn't work at google HQ, User is at the nyc office.", (ExtractAction.ADD,)),
+    ("User is vegetarian.", "User hasn't given up being vegetarian, just ate fish once at a wedding.",
+     (ExtractAction.ADD, ExtractAction.NOOP)),
+    ("User eats meat.", "User doesn't eat red meat.", (ExtractAction.ADD,)),
+    # A state said of someone else's in a clause of its own is theirs.
+    ("User is dating Mia.", "User: mia's parents are getting divorced, she's pretty upset", (ExtractAction.ADD,)),
+    # ... while a denial of the memory itself still ends it.
+    ("User is a soccer coach.", "User isn't a soccer coach.", (ExtractAction.DELETE,)),
+    ("User is vegan.", "User is not vegan anymore.", (ExtractAction.DELETE,)),
+    ("User lives in Denver.", "User does not live in Denver.", (ExtractAction.DELETE,)),
+    ("User eats meat.", "User doesn't eat meat.", (ExtractAction.DELETE,)),
+    ("Mark is dating Ann.", "Mark and Bob went hiking.", (ExtractAction.ADD,)),  # no holder of the memory's
+    # A name chat writes in lower case is the name the memory holds; a couple's second clause is its own.
+    ("User is dating Ben.", "User and ben broke up last week, User is fine tho", (ExtractAction.UPDATE,)),
+    # A relationship status said as a noun ("a widower") or by marrying someone named.
+    ("User is married.", "User is a widow.", (ExtractAction.UPDATE,)),
+    ("User is single.", "User married Rose last spring.", (ExtractAction.UPDATE,)),
+    ("User is single.", "User's sister married Tom.", (ExtractAction.ADD,)),
+    # One trade at a time, its subject after a phrase of time ...
+    ("User is a paramedic.", "After twelve years on the ambulance User became a dispatcher last month.",
+     (ExtractAction.UPDATE,)),
+    ("User is a teacher.", "User works as a barista now.", (ExtractAction.UPDATE,)),
+    # ... not a wish, the past, a trade beside it, another's, or a word between ("a retired teacher").
+    ("User is a nurse.", "User wants to become a pilot.", (ExtractAction.ADD,)),
+    ("User is a teacher.", "User was a nurse for years.", (ExtractAction.ADD,)),
+    ("User is a nurse.", "User also works as a tutor on weekends.", (ExtractAction.ADD,)),
+    ("User is a nurse.", "User's sister is a teacher.", (ExtractAction.ADD,)),
+    ("User is a nurse.", "User is a retired teacher.", (ExtractAction.ADD,)),
+    ("User works as a nurse at Kaiser.", "User picked up a second job as a bartender on weekends.",
+     (ExtractAction.ADD,)),
+    # A clause opened by a pronoun is its own: "we sold the Hamilton tickets" ends the plan (not Hamilton's news).
+    ("User is seeing Hamilton on March 15 with Jess.", "User: Jess bailed so we sold the Hamilton tickets",
+     (ExtractAction.DELETE,)),
+])
+def test_a_couple_a_narrower_denial_a_denied_end_a_status_or_a_trade(old, new, expected):
     assert action(old, new, 0.6) in expected

@@ -179,6 +179,12 @@ def test_an_address_a_link_or_a_host_name_is_kept_as_written():
     # Written in lower case, as chat often is: "i" is the speaker too.
     ("i'm a vegetarian", "User is a vegetarian"),
     ("i moved to portland last week and i love it", "User moved to portland last week and User loves it"),
+    # Session 37: what the speaker is, who they date, what they use or drive, said in three words or two.
+    ("I'm a nurse.", "User is a nurse."),
+    ("im vegetarian", "User is vegetarian"),
+    ("I'm dating Mia.", "User is dating Mia."),
+    ("i use verizon", "User uses verizon"),
+    ("I drive a Prius.", "User drives a Prius."),
 ])
 def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, kept):
     (c,) = RuleExtractor().extract([msg(said, name=None)])
@@ -201,7 +207,8 @@ def test_a_short_remark_of_a_pronoun_or_a_passing_state_is_not_remembered(said):
 @pytest.mark.parametrize("said", ["I love it!", "I love that.", "I like you.", "I love them.", "I'm a mess.",
                                   "i love it!", "I love u", "I'm an idiot.", "I drink lol", "I own up.",
                                   "I play along.", "I collect myself.", "I hate everyone.", "I love youuu",
-                                  "I like both.", "I prefer not.", "I play dumb.", "I love yall."])
+                                  "I like both.", "I prefer not.", "I play dumb.", "I love yall.",
+                                  "I'm a fan.", "I'm a lightweight.", "Im a baby.", "I use it."])
 def test_a_short_remark_is_not_remembered(said):
     assert RuleExtractor().extract([msg(said)]) == []
 

@@ -238,8 +238,10 @@ _ENTERED = (
 # ("I'm single." → "I got married last summer", "I'm vegetarian." → "I went vegan in January"). Only as what the
 # subject is or became ("is vegan", "went vegan", "has been vegan"), not as a word about something else ("a vegan
 # dinner") nor as what it was ("was engaged once").
+# The same value said as a noun: "is a widower" is widowed.
+_STATE_ALIASES = {"widower": "widowed", "widow": "widowed"}
 EXCLUSIVE_STATES = {
-    "relationship status": ("single", "married", "engaged", "divorced", "separated", "widowed"),
+    "relationship status": ("single", "married", "engaged", "divorced", "separated", "widowed", *_STATE_ALIASES),
     "diet": ("vegetarian", "vegan", "pescatarian", "flexitarian", "omnivore", "carnivore", "keto", "paleo"),
 }
 _BECAME = (r"\b(?:is|am|are|(?:has|have|['’]ve|['’]s)\s+been|['’]m|['’]s|got|get|gets|getting|became|become|"
@@ -248,6 +250,24 @@ _BECAME = (r"\b(?:is|am|are|(?:has|have|['’]ve|['’]s)\s+been|['’]m|['’]s
 _NOT_OF_IT = r"(?![- ](?:room|dish|dinner|meal|recipe|option|menu|restaurant|friend|life|parent|mom|dad))"
 _EXCLUSIVE = {attribute: re.compile(rf"{_BECAME}({'|'.join(values)})\b{_NOT_OF_IT}", re.I)
               for attribute, values in EXCLUSIVE_STATES.items()}
+# What the subject works as, one job at a time ("is a paramedic" → "became a dispatcher"): only as the trade itself
+# right after the verb — not "a retired teacher", "a nursing student", "a volunteer firefighter" (a word between), nor
+# a wish ("wants to become a pilot"), the past ("was a nurse") or a job beside it ("a second job as a bartender").
+OCCUPATIONS = tuple(
+    "nurse paramedic dispatcher teacher doctor physician surgeon dentist pharmacist lawyer attorney paralegal "
+    "accountant engineer developer programmer designer architect electrician plumber carpenter mechanic chef baker "
+    "barista bartender waiter waitress cashier librarian firefighter detective pilot trucker farmer scientist "
+    "researcher professor lecturer tutor therapist counselor psychologist psychiatrist veterinarian journalist "
+    "reporter editor photographer realtor consultant analyst recruiter banker economist translator interpreter janitor "
+    "receptionist hairdresser barber tailor welder machinist technician dietitian nutritionist midwife optometrist "
+    "chiropractor physiotherapist radiologist paramedic emt cop".split())
+OCCUPATION = "occupation"
+_EXCLUSIVE[OCCUPATION] = re.compile(
+    rf"(?<!to )(?:{_BECAME}"
+    rf"|(?<!second )(?<!another )(?<!side )\b(?:works?|working|hired|employed|job)\s+as\s+(?:an?\s+)?)"
+    rf"({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
+    re.I)
+_OCCUPATION_WORD = re.compile(rf"\b(?:{'|'.join(dict.fromkeys(OCCUPATIONS))})\b", re.I)
 
 
 # Being one of a couple, said without a status word ("has a boyfriend", "is dating Sam"): a relationship status all the
@@ -261,6 +281,8 @@ _COUPLED = re.compile(
     r"|\b(?:is|am|are|['’]m|['’]re|['’]s) (?:now )?"
     r"(?:dating(?= +(?:[A-Z]|someone|somebody|again|now)| *[.!,;]| *$)"
     r"|in a relationship(?= *[.!,;]| *$| +(?:now|again)\b| +with +(?:someone|somebody|[A-Z](?![\w'’]*['’]s\b))))")
+# Marrying someone named: "married Rose last spring" (not "married life", "married couple").
+_WED = re.compile(r"\b(?:married|marries|marrying|wed)\s+[A-Z]")
 _STATE_WORDS = (*(v for values in EXCLUSIVE_STATES.values() for v in values),
                 "boyfriend", "girlfriend", "bf", "gf", "dating", "relationship")
 
@@ -269,16 +291,20 @@ def may_hold_state(text: str) -> bool:
     """Whether `exclusive_states` can find anything in `text`: one of its values is in it, anywhere ("vegan-ish"
     too). Most statements have none; a search reads each of its first ten hits, and each attribute is a scan."""
     lowered = text.lower()
-    return any(v in lowered for v in _STATE_WORDS) or _AGED.search(text) is not None
+    return any(v in lowered for v in _STATE_WORDS) or _AGED.search(text) is not None \
+        or _OCCUPATION_WORD.search(text) is not None
 
 
 def exclusive_states(text: str) -> dict[str, str]:
     """attribute → the one value `text` says its subject holds, of `EXCLUSIVE_STATES` (none when it names two)."""
     out: dict[str, str] = {}
     for attribute, pattern in _EXCLUSIVE.items():
-        found = {m.group(1).lower() for m in pattern.finditer(text)}
-        if attribute == "relationship status" and _COUPLED.search(text):
-            found.add(_IN_A_COUPLE)
+        found = {_STATE_ALIASES.get(v, v) for v in (m.group(1).lower() for m in pattern.finditer(text))}
+        if attribute == "relationship status":
+            if _COUPLED.search(text):
+                found.add(_IN_A_COUPLE)
+            if _WED.search(text):
+                found.add("married")
         if len(found) == 1:
             out[attribute] = found.pop()
     return out

@@ -204,10 +204,17 @@ _NOT_A_THING = (r"(?!(?:it|that|this|these|those|them|him|her|one|so|too|to|no|n
                 r"both|dumb|everything|everyone|everybody|anything|nothing|something|people|myself|you\w*|tonight|"
                 r"today|tomorrow|later|again|late|early|well|hard|now|first|next|last)\b)\w{3,}")
 _NAMED = r"(?!(?:He|She|It|They|We|You|This|That|There|Here|Everyone|Nobody|Someone|Who|What)\b)[A-Z][a-z]+"
+# What "I'm a ..." says of the speaker's mood, not what they are: "I'm a mess.", "I'm a bit tired".
+_REMARK = (r"(?:bit|little|lot|tad|mess|wreck|idiot|genius|fool|loser|dork|disaster|sucker|fan|pro|natural|"
+           r"saint|monster|goner|lightweight|baby|kid|champ|legend|pushover|softie|sap)\b")
+_I_AM = r"(?:[Ii]'m|[Ii] am|[Ii]’m|[Ii]m)"
 _SHORT_FACT = re.compile(
-    rf"^(?:(?:[Ii]'m|[Ii] am|[Ii]’m|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|"
+    rf"^(?:(?:{_I_AM}|My (?:name|age|birthday|job) is) (?:a |an |now |still )?(?:\d+\b|[A-Z][a-z]|"
     rf"from [A-Z]|{_STATE})"
-    rf"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|teach|study|collect) {_NOT_A_THING}"
+    rf"|{_I_AM} (?:now |still )?an? (?!{_REMARK})[a-z]{{3,}}(?: now)?[.!]*$"  # "I'm a nurse." — that alone
+    rf"|{_I_AM} (?:now |still )?(?:dating|seeing|engaged to|married to) [A-Z]"
+    rf"|[Ii] (?:love|like|hate|prefer|enjoy|speak|play|eat|drink|teach|study|collect|use|drive|own|ride) "
+    rf"{_NOT_A_THING}"
     rf"|{_NAMED} is (?:a |an |now |still )?(?:from [A-Z]|{_STATE})"  # not "Dinner is 7.": a number of what?
     rf"|{_NAMED} (?:loves|likes|hates|prefers|enjoys|speaks|plays|eats|drinks|teaches|studies|collects) {_NOT_A_THING})")
 

@@ -136,6 +136,8 @@ def relate(new: Statement, old: Statement, similarity: float) -> Relation | None
     """How the newer statement `new` bears on the older `old`; None when both simply hold."""
     if (said := _without_others_words(new)) is not None:
         return relate(statement(new._prefix + said), old, similarity) if said.strip(" ,.!?") else None
+    if (as_written := _as_old_writes(new, old)) is not None:
+        return relate(as_written, old, similarity)
     if new.parts and old.sentences <= 1:
         changed = _sentence_that_changes(new, old, similarity)
         if changed is not None:
@@ -196,6 +198,24 @@ def _without_others_words(new: Statement) -> str | None:
 
 
 _OTHERS_SAYING = frozenset("he she they we you it".split())
+
+
+def _as_old_writes(new: Statement, old: Statement) -> Statement | None:
+    """`new` written as `old` writes the same: the names `old` holds with their capital where chat wrote them in lower
+    case ("User and ben broke up" of "User is dating Ben"), and `old`'s subject first in a subject it shares ("Mark
+    and User broke up" reads "User and Mark broke up": the change is the holder's as much as Mark's). None when
+    nothing is written otherwise."""
+    names = {b: w for w, b in zip(old._raw[1:], old.words[1:]) if w[:1].isupper() and b != old.subject
+             and b not in lang.STOP_WORDS}
+    text = _LOWER_WORD.sub(lambda m: names.get(m[0], m[0]), new.text) if names else new.text
+    joint = _JOINT.match(text)
+    if joint is not None and base(joint["second"]) == old.subject and base(joint["first"]) != old.subject:
+        text = f"{joint['second']} and {joint['first']}{text[joint.end():]}"
+    return statement(new._prefix + text) if text != new.text else None
+
+
+_LOWER_WORD = re.compile(r"\b[a-z][\w'’\-]*")
+_JOINT = re.compile(r"(?P<first>[A-Z][\w'’\-]*) and (?P<second>[A-Z][\w'’\-]*)\b")
 
 
 def _says_it(before: list[str], subject: str) -> bool:
@@ -379,11 +399,27 @@ def _another_state(new: Statement, old: Statement) -> Relation | None:
     """Another value of an attribute held one at a time (lang.EXCLUSIVE_STATES), said of the same holder."""
     if new.owner != old.owner or new.negated or old.negated or new.additive:
         return None
-    for attribute in new.states.keys() & old.states.keys():
-        if new.states[attribute] != old.states[attribute]:
+    said = _states_of_the_holder(new, old)
+    for attribute in said.keys() & old.states.keys():
+        if said[attribute] != old.states[attribute]:
             return Relation(ExtractAction.UPDATE, Evidence.VALUE_CUE if new.change else Evidence.VALUE,
-                            f"another {attribute}: '{old.states[attribute]}' → '{new.states[attribute]}'")
+                            f"another {attribute}: '{old.states[attribute]}' → '{said[attribute]}'")
     return None
+
+
+_THIRD_PERSONS = frozenset("he she they".split())
+
+
+def _states_of_the_holder(new: Statement, old: Statement) -> dict[str, str]:
+    """The states `new` says, but those of a clause about someone else: "mia's parents are getting divorced, she's
+    upset" says no relationship status of User's (a held-out trial)."""
+    said = dict(new.states)
+    for clause in new.clauses():
+        first = clause._raw[0].lower() if clause._raw else ""
+        if first in _THIRD_PERSONS or first.endswith(("'s", "’s")) and base(first) != old.subject:
+            for attribute in clause.states:
+                said.pop(attribute, None)
+    return said
 
 
 # An age said after another of the same holder is theirs a little later — or one less, a slip put right. Not much
@@ -568,7 +604,8 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
     # Most of what the old statement says, or most of a clause that says something of its own.
     coverage = max(len(shared) / max(len(old.content), 1),
                    len(shared) / len(best.content) if len(best.content) >= 2 else 0.0)
-    if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old) and not lang.bounded(best.text):
+    if flipped and coverage >= RETRACT_COVERAGE and not _other_value(best, old) and not lang.bounded(best.text) \
+            and not _of_another_head(best, old) and not still_holds.end_denied(best):
         return Relation(ExtractAction.DELETE, Evidence.DENIAL,
                         f"denies what the memory says ({_show(old, sorted(shared))})")
     # An end is read from the clause that says it: "Globex is fully remote, so User no longer needs to cycle to
@@ -583,6 +620,23 @@ def _retraction(new: Statement, old: Statement, similarity: float) -> Relation |
                             f"says it changed ({_show(old, sorted(shared))})")
         return Relation(ExtractAction.DELETE, Evidence.ENDED, f"says it ended ({_show(old, sorted(shared))})")
     return None
+
+
+def _of_another_head(clause: Statement, old: Statement) -> bool:
+    """The last phrase of `clause` that holds a word of `old`'s (a run of content words) holds another too: it names
+    something narrower or else, and its "not" denies that — "not a nurse practitioner" nothing of "is a nurse", nor
+    "not a math teacher" of "is a teacher", "don't use verizon fios" of "uses verizon", "isn't a soccer coach" of
+    "plays soccer"."""
+    runs, run = [], []
+    for token, word in zip(clause.tokens, clause.unstemmed):
+        if token in clause.content and word not in lang.PREPOSITIONS:
+            run.append(token)
+        elif run:
+            runs.append(run)
+            run = []
+    touched = [r for r in (*runs, run) if old.content.intersection(r)]
+    # The last such phrase is what is denied ("doesn't work at google HQ": not "work", but "google HQ").
+    return bool(touched) and not old.content.issuperset(touched[-1])
 
 
 # Where a clause goes on to say why, or after what of the speaker's ("stopped climbing after User's shoulder

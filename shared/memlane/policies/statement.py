@@ -29,7 +29,7 @@ _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[—–-]\s+")
 # they count only for two statements that align word for word. "now", "currently" still count alone.
 _NARRATION = frozenset("new newly started again moving gone".split())
 # A stop cue under a negation says it goes on: "never give up", "didn't quit", "won't stop".
-_GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|quit|stop|stopped|end)\b",
+_GOES_ON = re.compile(r"\b(?:never|not|\w+n['’]t|cannot)\s+(?:\w+\s+)?(?:give up|gave up|given up|giving up|quit|stop|stopped|end)\b",
                       re.I)
 _REPLACING_PHRASES = tuple(p for p in lang.CHANGE_PHRASES if p not in lang.STOP_PHRASES)
 # A stop verb before a preposition is a visit or a trip, not an end: "stopped by the store", "gone to the park".
@@ -37,10 +37,15 @@ _MOTION = re.compile(r"\b(?:stopped|gone)\s+(?:by|to|at|in|into|over|off|from|fo
 # An aside opening the statement, inside it between commas, or closing it ("..., if you can believe it.").
 _ASIDE = re.compile(r"^\W*(?:{0})\W*|,?\s*(?:{0})\s*,?(?=\s)|,\s*(?:{0})(?=[.!?]*$)".format(
     lang.ASIDE_TO_LISTENER.pattern), re.I)
+# A subject of two ("User and Mark broke up", "Mark and I"), which the clause split would part: one clause.
+_JOINT_SUBJECT = re.compile(r"(?:^|(?<=, ))([A-Z][\w'’\-]*) and ([A-Z][\w'’\-]*)\b")
 _CLAUSE = re.compile(r",(?!\d{3}\b)|;|\s(?:and|but|so|because)\s")  # not the comma of "$95,000"
 # Words naming one of the subject's people ("sister", "bf"), stemmed: a statement about one is theirs.
 PEOPLE_STEMS = {lang.stem(w) for w in lang.PEOPLE}
 _OTHERS_OF = frozenset({"our", "their"})
+_PRONOUNS = frozenset("i we they he she you it".split())
+_PHRASE_WORDS = 9  # how far a phrase opening a statement may run before its subject
+_WHEN_WORDS = frozenset((*lang.MONTHS, *lang.WEEKDAYS))
 _WITH_SPEAKER = frozenset({"family", "household"})
 
 
@@ -86,7 +91,15 @@ class Statement:
         self._raw = raw = TOKEN.findall(body)
         if not self.subject and raw:
             # The subject opens the statement, after an opener such as "Turns out" or "Anyway".
-            opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
+            # A pronoun opening it is its subject: "we sold the Hamilton tickets" is not Hamilton's; after a phrase of
+            # time or place, the first name ("After twelve years on the ambulance User became a dispatcher").
+            if raw[0].lower() in _PRONOUNS:
+                opening = raw[0]
+            elif raw[0].lower() in lang.PREPOSITIONS:  # past the phrase's own word ("At Google User leads ...")
+                opening = next((w for w in raw[2:_PHRASE_WORDS] if w.lower() in _PRONOUNS or w[:1].isupper()
+                                and w.lower() not in _WHEN_WORDS), raw[0])
+            else:
+                opening = next((w for w in raw[:4] if w[:1].isupper() and w.lower() not in _OPENERS), raw[0])
             self.subject = base(opening)
         self.words = _bases(raw)
 
@@ -149,9 +162,14 @@ class Statement:
 
     @read_once
     def tokens(self) -> list[str]:
-        # Cue words say how the statement relates to others; they are not what it is about.
         # Stems, so "works" and "work" align.
-        return [lang.stem(w) if w != self.subject else w for w in self._framed[1] if w not in _NOT_TOKENS]
+        return [lang.stem(w) if w != self.subject else w for w in self.unstemmed]
+
+    @read_once
+    def unstemmed(self) -> list[str]:
+        """The words `tokens` are the stems of: cue words say how the statement relates to others; they are not what
+        it is about."""
+        return [w for w in self._framed[1] if w not in _NOT_TOKENS]
 
     @read_once
     def content(self) -> set[str]:
@@ -282,8 +300,9 @@ class Statement:
     @read_once
     def _clauses(self) -> list["Statement"]:
         # Read once: every pair a search or a write compares asks for the newer statement's clauses.
-        parts = [p.strip() for p in _CLAUSE.split(self.text) if p and p.strip()]
-        return [statement(p) for p in parts] if len(parts) > 1 else [self]
+        kept = _JOINT_SUBJECT.sub("\\1 and\0\\2", self.text)  # no space after its "and": no split there
+        parts = [p.strip() for p in _CLAUSE.split(kept) if p and p.strip()]
+        return [statement(p.replace("\0", " ")) for p in parts] if len(parts) > 1 else [self]
 
 
 def closest_clause(new: Statement, old: Statement) -> Statement:

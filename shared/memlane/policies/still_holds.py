@@ -26,6 +26,18 @@ def denied(before: list[str]) -> bool:
     return any(w in _DENYING or w.endswith(("n't", "n’t")) for w in before[last + 1:])
 
 
+# A negation of an end: "not leaving nursing", "won't quit the band", "never gave up running".
+_END_DENIED = re.compile(r"\b(?:not|never|no way|\w+n['’]t|cannot)\s+(?:\w+\s+)?"
+                         r"(?:leav(?:e|es|ing)|left|quit(?:ting|s)?"
+                         r"|stop(?:ping|ped|s)?|retir(?:e|ing|ed)|giv(?:e|es|en|ing) up|gave up|drop(?:ping|ped)? out"
+                         r"|end(?:ing|ed)?)\b", re.I)
+
+
+def end_denied(clause: Statement) -> bool:
+    """`clause` denies an end: what it names goes on, however its "not" reads against the memory."""
+    return _END_DENIED.search(clause.text) is not None
+
+
 _SETTING_VERBS = frozenset("switch switched switching change changed changing update updated upgraded "
                            "move moved moving".split())
 _DETERMINERS = frozenset("my our the their his her its".split())
