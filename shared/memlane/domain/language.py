@@ -267,7 +267,8 @@ _EXCLUSIVE[OCCUPATION] = re.compile(
     rf"|(?<!second )(?<!another )(?<!side )\b(?:works?|working|hired|employed|job)\s+as\s+(?:an?\s+)?)"
     rf"({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
     re.I)
-_OCCUPATION_WORD = re.compile(rf"\b(?:{'|'.join(dict.fromkeys(OCCUPATIONS))})\b", re.I)
+_OCCUPATION_SET = frozenset(OCCUPATIONS)
+_LETTERS = re.compile(r"[a-z]+")
 
 
 # Being one of a couple, said without a status word ("has a boyfriend", "is dating Sam"): a relationship status all the
@@ -292,7 +293,7 @@ def may_hold_state(text: str) -> bool:
     too). Most statements have none; a search reads each of its first ten hits, and each attribute is a scan."""
     lowered = text.lower()
     return any(v in lowered for v in _STATE_WORDS) or _AGED.search(text) is not None \
-        or _OCCUPATION_WORD.search(text) is not None
+        or not _OCCUPATION_SET.isdisjoint(_LETTERS.findall(lowered))
 
 
 def exclusive_states(text: str) -> dict[str, str]:

@@ -205,10 +205,12 @@ def _as_old_writes(new: Statement, old: Statement) -> Statement | None:
     case ("User and ben broke up" of "User is dating Ben"), and `old`'s subject first in a subject it shares ("Mark
     and User broke up" reads "User and Mark broke up": the change is the holder's as much as Mark's). None when
     nothing is written otherwise."""
-    names = {b: w for w, b in zip(old._raw[1:], old.words[1:]) if w[:1].isupper() and b != old.subject
+    # Most pairs have neither: read on the two's word lists before any pattern (a search relates its hits' pairs).
+    lower = {w for w in new._raw if w.islower()}
+    names = {b: w for w, b in zip(old._raw[1:], old.words[1:]) if b in lower and w[:1].isupper() and b != old.subject
              and b not in lang.STOP_WORDS}
     text = _LOWER_WORD.sub(lambda m: names.get(m[0], m[0]), new.text) if names else new.text
-    joint = _JOINT.match(text)
+    joint = _JOINT.match(text) if len(new._raw) > 2 and new._raw[1] == "and" else None
     if joint is not None and base(joint["second"]) == old.subject and base(joint["first"]) != old.subject:
         text = f"{joint['second']} and {joint['first']}{text[joint.end():]}"
     return statement(new._prefix + text) if text != new.text else None
