@@ -14,7 +14,7 @@ from memlane.domain.models import TaskStatus
 from memlane.faults import Faults
 from memlane.repository.deletion import DeletionRecords
 from memlane.services import extract, stores, tasks
-from tests.services.test_extract_concurrent_deliveries import Delivery, X, Y, Z, check_clean
+from tests.services.test_extract_concurrent_deliveries import Delivery, X, Y, Z, check_clean, given_up_and_retried
 from tests.services.test_extract_retries import APP, TENANT, Counted, Crash, say, table_mems
 
 
@@ -53,15 +53,7 @@ def test_a_retry_after_the_reread_leaves_no_memory_unnamed(demo, monkeypatch):
     a = Delivery(deps, task.request_id, "A")
     a.start()
     assert held.reached.wait(60)
-    extract.fail(deps, "demo", "req-1", "gave up")
-    tasks.retry(deps, "demo", "req-1", app_id=APP, tenant_id=TENANT)
-    held.go.set()
-    a.join(120)
-    assert a.error is None, a.error
-    retried = Delivery(deps, task.request_id, "R")
-    retried.run()
-    said = [X, Z] if any(m.text == Z for m in table_mems(deps).values()) else [X, Y]
-    problems = check_clean(deps, [retried], said)
+    problems = given_up_and_retried(deps, a, held.go.set)
     assert not problems, problems
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from memlane.domain.models import TaskStatus
-from memlane.services import consolidate, extract, memories, stores
+from memlane.services import consolidate, extract, memories, stores, tasks
 from tests.services.test_extract_retries import APP, TENANT, Counted, Crash, arm, index_docs, say, table_mems
 
 X = "User's sister Clara lives in Lisbon."
@@ -73,6 +73,21 @@ def crashed_mid_memories(deps, answers):
     assert running.status == TaskStatus.RUNNING and running.answer is not None
     assert deps.extractor.calls == 1
     return task
+
+
+def given_up_and_retried(deps, a, release):
+    """The job given up (FAILED) and retried by hand (PENDING) while delivery `a` is held; then `a` released and the
+    retry's job run. The problems `check_clean` finds — either answer may stand (the first delivery's, or the retry's
+    if the first wrote nothing), not both halves."""
+    extract.fail(deps, "demo", a.request_id, "gave up")
+    tasks.retry(deps, "demo", a.request_id, app_id=APP, tenant_id=TENANT)
+    release()
+    a.join(120)
+    assert a.error is None, a.error
+    retried = Delivery(deps, a.request_id, "R")
+    retried.run()
+    said = [X, Z] if any(m.text == Z for m in table_mems(deps).values()) else [X, Y]
+    return check_clean(deps, [retried], said)
 
 
 def check_clean(deps, deliveries, expected_texts):
@@ -174,7 +189,7 @@ def late_delivery(deps, monkeypatch, answers, between=None):
 @pytest.mark.parametrize("backend", ["sqlite", "dynamodb"])
 def test_a_memory_deleted_after_its_task_succeeded_is_not_written_back_by_a_late_delivery(request, monkeypatch,
                                                                                            backend):
-    """FINDING W1. SQS redelivers a job while its first delivery still runs (visibility timeout), or the sweeper
+    """Before: SQS redelivers a job while its first delivery still runs (visibility timeout), or the sweeper
     re-sends a RUNNING task past its deadline. The second delivery reads the task before the first noted anything and
     waits on the tenant's lock; the first finishes (SUCCEEDED); the user deletes one of its memories (no GONE marker:
     the task is finished). The second then consolidates on its stale copy — no written_ids, no answer — finds the id
@@ -195,7 +210,7 @@ def test_a_memory_deleted_after_its_task_succeeded_is_not_written_back_by_a_late
 
 
 def test_a_late_delivery_answered_otherwise_leaves_no_memory_the_task_does_not_name(demo, monkeypatch):
-    """FINDING W2. Same interleaving without a delete: the second delivery asked the model too (no answer was
+    """Before: Same interleaving without a delete: the second delivery asked the model too (no answer was
     recorded when it read the task), got another answer, and writes its new statement after the task SUCCEEDED:
     a memory the finished task never names (its outcomes are the first delivery's)."""
     a, b = late_delivery(demo, monkeypatch, ([X, Y], [X, Y, Z]))

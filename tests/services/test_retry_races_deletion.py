@@ -70,7 +70,7 @@ def delete_during_retry_read(deps, monkeypatch, text, *, crash_after_running=Fal
 
 
 def test_a_retry_holding_the_unredacted_task_does_not_write_back_a_restated_memory_deleted_meanwhile(demo, monkeypatch):
-    """FINDING W3 (resurrection). req-0 wrote TEA; req-1's answer restated it (NOOP: nothing written for it) and
+    """Before: req-0 wrote TEA; req-1's answer restated it (NOOP: nothing written for it) and
     cello, and died after its table write. Its retry reads the task; the user deletes TEA — the redaction empties the
     restating entry of req-1's recorded answer (a new version of the task). The retry's RUNNING write
     (`move_task`, conditioned on the status only) puts the old answer back, then decides on it: TEA no longer has a
@@ -86,7 +86,7 @@ def test_a_retry_holding_the_unredacted_task_does_not_write_back_a_restated_memo
 
 
 def test_a_retry_does_not_write_the_deleted_statement_back_into_the_task_record(demo, monkeypatch):
-    """FINDING W4 (lost update of the redaction). The retry's RUNNING write puts the answer it read back, the deleted
+    """Before: The retry's RUNNING write puts the answer it read back, the deleted
     memory's statement included; the retry dies right after (or the job is then given up: FAILED keeps the answer),
     and the deleted text stays in the task's item for good."""
     deps = demo
@@ -100,7 +100,7 @@ def test_a_retry_does_not_write_the_deleted_statement_back_into_the_task_record(
 
 
 def test_a_manual_retry_after_the_deletion_marker_expired_does_not_write_the_deleted_memory_back(demo, monkeypatch):
-    """FINDING W4, consequence. Same as above; weeks later (the GONE marker's TTL, memories.GONE_DAYS = 14, passed:
+    """Before: Same as above; weeks later (the GONE marker's TTL, memories.GONE_DAYS = 14, passed:
     DynamoDB's TTL deleted it) the user retries the FAILED task: it decides on the answer the lost update put back,
     and the deleted memory is written again."""
     deps = demo

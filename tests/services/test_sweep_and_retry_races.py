@@ -14,8 +14,9 @@ from memlane.config import Settings
 from memlane.domain.models import TaskStatus
 from memlane.repository.open_tasks import OpenTaskRecords
 from memlane.services import extract, ingest, stores, sweep, tasks
-from tests.services.test_extract_retries import APP, TENANT, say, table_mems
-from tests.services.test_extract_concurrent_deliveries import Counted, Delivery, Gates, X, Y, Z, check_clean
+from tests.services.test_extract_retries import APP, TENANT, say
+from tests.services.test_extract_concurrent_deliveries import (Counted, Delivery, Gates, X, Y, Z, check_clean,
+                                                              given_up_and_retried)
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
 TEXT = "My sister Clara lives in Lisbon and teaches piano."
@@ -83,7 +84,7 @@ class Pass(threading.Thread):
 
 
 def test_a_slow_sweep_pass_does_not_move_the_mark_back(svc, monkeypatch):
-    """FINDING W5 (low). Pass P1 reads the mark (none) and is slow; P2 and P3 run whole meanwhile (mark: 3rd entry,
+    """Before: Pass P1 reads the mark (none) and is slow; P2 and P3 run whole meanwhile (mark: 3rd entry,
     then past the 5th: gone); P1 then checks the first two again and writes the mark it computed from its stale read
     — back to the 3rd entry: the set_sweep_mark write is unconditional."""
     deps = svc.deps
@@ -171,7 +172,7 @@ def demo(deps):
 
 
 def test_a_manual_retry_while_a_delivery_is_in_flight_leaves_nothing_unnamed(demo, monkeypatch):
-    """FINDING W6. Delivery A reads the task and asks the model; meanwhile the job is given up (the queue's last
+    """Before: Delivery A reads the task and asks the model; meanwhile the job is given up (the queue's last
     delivery, or the sweeper: FAILED) and the user retries it (PENDING, its job queued). A goes on: its note of what it
     writes finds the task not RUNNING and silently does nothing, and A writes its memories unnoted; its end finds the
     task PENDING and leaves it. The retry's job has no recorded answer, asks the model again (another answer) and
@@ -183,16 +184,7 @@ def test_a_manual_retry_while_a_delivery_is_in_flight_leaves_nothing_unnamed(dem
     a = Delivery(deps, task.request_id, "A")
     a.start()
     gates.wait("A")
-    extract.fail(deps, "demo", "req-1", "gave up")
-    tasks.retry(deps, "demo", "req-1", app_id=APP, tenant_id=TENANT)
-    gates.release("A")
-    a.join(120)
-    assert a.error is None, a.error
-    retried = Delivery(deps, task.request_id, "R")
-    retried.run()
-    # Either answer may stand (the first delivery's, or the retry's if the first wrote nothing): not both halves.
-    said = [X, Z] if any(m.text == Z for m in table_mems(deps).values()) else [X, Y]
-    problems = check_clean(deps, [retried], said)
+    problems = given_up_and_retried(deps, a, lambda: gates.release("A"))
     assert not problems, problems
 
 
@@ -227,7 +219,8 @@ def test_a_manual_retry_after_a_delivery_recorded_its_answer_decides_on_it(demo,
 
 
 def test_a_slow_pass_does_not_put_back_the_mark_a_pass_completing_the_round_took_away(svc, monkeypatch):
-    """Holds: P0 leaves the mark at the 3rd entry; P1 reads it and is slow; P2 (no limit) completes the round: mark gone.
+    """Holds: P0 leaves the mark at the 3rd entry; P1 reads it and is slow; P2 (no limit) completes the round: mark
+    gone.
     P1's write, conditioned on the mark it read, is refused: the mark is not put back over P2's round."""
     deps = svc.deps
     lost_jobs(svc, monkeypatch)
