@@ -145,26 +145,30 @@ def cluster(engines: dict[str, str], tmp_path: Path) -> Iterator[dict[str, Any]]
 
 STARTED = re.compile(r"extract job (\S+) of \S+: delivery (\d+) started")
 DONE = re.compile(r"extract job (\S+): delivery (\d+) done")
+TENANT_OF = re.compile(r"extract job (\S+) of [^/\s]+/[^/\s]+/(\S+): delivery \d+ started")
 
 
-def in_flight(log: str) -> set[str]:
-    """The extraction jobs a worker's log shows started and not done."""
-    return {m.group(1) for m in STARTED.finditer(log)} - {m.group(1) for m in DONE.finditer(log)}
+def in_flight(log: str) -> dict[str, str]:
+    """The extraction jobs a worker's log shows started and not done, each with its tenant."""
+    done = {m.group(1) for m in DONE.finditer(log)}
+    return {m.group(1): m.group(2) for m in TENANT_OF.finditer(log) if m.group(1) not in done}
 
 
-def kill_holding_jobs(worker: Process) -> set[str]:
-    """SIGKILL `worker` at a moment it holds jobs: stopped first (SIGSTOP), so what its log shows in flight
-    is what it holds when killed; resumed and tried again when it holds none."""
+def kill_holding_jobs(worker: Process, finished: Any) -> set[str]:
+    """SIGKILL `worker` at a moment it holds a job whose task is not finished: stopped first (SIGSTOP), so what its
+    log shows in flight is what it holds when killed; resumed and tried again when it holds none. A job it has
+    finished but not yet logged done (the task SUCCEEDED, the message not yet deleted) is not one: the jobs returned
+    are those `finished(request_id, tenant)` says are not."""
     for _ in range(600):
         worker.proc.send_signal(signal.SIGSTOP)
-        held = in_flight(worker.text())
+        held = {r for r, tenant in in_flight(worker.text()).items() if not finished(r, tenant)}
         if held:
             worker.proc.send_signal(signal.SIGKILL)
             worker.proc.wait(10)
             return held
         worker.proc.send_signal(signal.SIGCONT)
         time.sleep(0.05)
-    raise AssertionError("the worker never held a job under load")
+    raise AssertionError("the worker never held an unfinished job under load")
 
 
 def token(tenant: str, n: int) -> str:
@@ -241,7 +245,8 @@ def test_two_servers_and_two_workers_lose_nothing_duplicate_nothing_cross_no_ten
         loading.join(60)
         raise failed[0] if failed else AssertionError("the load never reached its half")
     killed, survivor = cluster["workers"]
-    held = kill_holding_jobs(killed)
+    held = kill_holding_jobs(killed, lambda request_id, tenant: clients[0].tasks.get(
+        STORE, request_id, app_id=APP, tenant_id=tenant).status == "SUCCEEDED")
     loading.join(180)
     if failed:
         raise failed[0]
@@ -264,12 +269,12 @@ def test_two_servers_and_two_workers_lose_nothing_duplicate_nothing_cross_no_ten
     each_tenant(finished)
     assert len(set(memory_of.values())) == len(memory_of)  # no memory shared or written twice
 
-    # The jobs the killed worker held were delivered again and finished by the other. One it had settled in the
-    # instant before its "done" line (the message deleted, the line not yet written: a CI run stopped it there) is
-    # not delivered again; its task SUCCEEDED above like every other, and the rest were.
+    # The jobs the killed worker held unfinished were delivered again and finished by the other. (One it had finished
+    # but not yet logged done, its message not yet deleted, was left out at the kill: it comes back only after the
+    # visibility timeout, and finds its task SUCCEEDED.)
     redone = {m.group(1) for m in STARTED.finditer(survivor.text()) if int(m.group(2)) > 1}
-    assert held & redone and len(held - redone) <= 1, (held, redone)
-    assert held & redone <= {m.group(1) for m in DONE.finditer(survivor.text())}
+    assert held <= redone, (held, redone)
+    assert held <= {m.group(1) for m in DONE.finditer(survivor.text())}
 
     def delete_some(tenant: str) -> None:  # some memories, and the thread (its add's memory with it)
         for n in DELETED:
