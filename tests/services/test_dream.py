@@ -375,3 +375,23 @@ def test_a_profile_an_earlier_dream_proposed_cannot_roll_back_a_later_dreams(dep
     assert stale.value.code == "stale_action"
     tenant = dream.get_profile(deps, store, app_id=APP, tenant_id=TENANT)
     assert tenant.task_id == second.task_id and ("likes", "hiking") in {(e.name, e.value) for e in tenant.preferences}
+
+
+def test_a_dream_given_up_on_while_it_ran_ends_succeeded_with_its_actions(deps, store):
+    """The queue's last delivery gave the job up (FAILED) while an earlier one still dreamed: its actions are
+    recorded and applied, so the task says SUCCEEDED and names them — not FAILED with no action to audit or undo
+    (a regression trial; an extraction's and a summary's task do the same)."""
+    say(deps, store, "I live in Boston.", day=0)
+    say(deps, store, "I moved from Boston to Denver.", run="r2", day=5)
+    task = dream.start(deps, store, scope=TENANT_SCOPE, mode=DreamMode.SAFE_AUTO)
+
+    class GivenUpMeanwhile:
+        def point(self, name):
+            if name == "dream.after_actions":
+                assert dream.fail(deps, store, task.task_id, "gave up after 5 deliveries").status == TaskStatus.FAILED
+
+    deps.faults = GivenUpMeanwhile()
+    done = dream.run(deps, store, task.task_id)
+    stored = dream.get_task(deps, store, task.task_id)
+    assert done.status == stored.status == TaskStatus.SUCCEEDED and stored.error is None
+    assert stored.action_ids and stored.action_ids == [a.action_id for a in actions(deps, store, stored)]

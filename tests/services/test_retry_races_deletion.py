@@ -29,7 +29,7 @@ class HeldAfterRead:
 
     def __init__(self, monkeypatch, name):
         self.name, self.reached, self.go = name, threading.Event(), threading.Event()
-        original = extract.embedder_guard.ensure  # called between locate_task and move_task
+        original = extract.embedder_guard.ensure  # called between locate_task and the RUNNING write
 
         def ensure(deps, store):
             if threading.current_thread().name == self.name and not self.reached.is_set():
@@ -73,7 +73,7 @@ def test_a_retry_holding_the_unredacted_task_does_not_write_back_a_restated_memo
     """Before: req-0 wrote TEA; req-1's answer restated it (NOOP: nothing written for it) and
     cello, and died after its table write. Its retry reads the task; the user deletes TEA — the redaction empties the
     restating entry of req-1's recorded answer (a new version of the task). The retry's RUNNING write
-    (`move_task`, conditioned on the status only) puts the old answer back, then decides on it: TEA no longer has a
+    (then conditioned on the status only) puts the old answer back, then decides on it: TEA no longer has a
     neighbour, so it is written as new — the deleted fact is active and searchable again."""
     deps = demo
     deps.extractor = Scripted([TEA])

@@ -871,3 +871,23 @@ def test_a_forced_refresh_whose_thread_was_deleted_before_it_ran_fails_and_its_s
         with pytest.raises(NotFound) as missing:
             summaries.read(bound(svc), "demo", gone)
         assert missing.value.code == "thread_not_found"
+
+
+def test_a_forced_refresh_given_up_on_while_it_ran_ends_succeeded_with_its_summary(svc, monkeypatch):
+    """The queue's last delivery gave the job up (FAILED) while an earlier one still summarised: the summary is
+    written, so the task says SUCCEEDED — as an extraction's does — not FAILED beside it (a regression trial)."""
+    add_turns(svc.deps, 0, KEEP + 2)
+    svc.drain()
+    task = summaries.request_refresh(bound(svc), "demo", THREAD)
+    refresh = summaries.refresh
+
+    def given_up_meanwhile(deps, store, scope, **kwargs):
+        jobs.give_up(svc.deps, summaries.job("demo", task.request_id, THREAD), "gave up after 5 deliveries")
+        assert tasks.get(svc.deps, "demo", task.request_id).status == TaskStatus.FAILED
+        return refresh(deps, store, scope, **kwargs)
+
+    monkeypatch.setattr(summaries, "refresh", given_up_meanwhile)
+    done = summaries.run_job(bound(svc), summaries.job("demo", task.request_id, THREAD))
+    stored = tasks.get(svc.deps, "demo", task.request_id)
+    assert done is not None and done.status == stored.status == TaskStatus.SUCCEEDED and stored.error is None
+    assert summaries.get_summary(bound(svc), "demo", THREAD).covered_messages == 2

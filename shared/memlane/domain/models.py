@@ -63,6 +63,13 @@ class TaskStatus(StrEnum):
     def finished(self) -> bool:
         return self in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
 
+    @property
+    def worked_on(self) -> bool:
+        """A job delivery working on it may still end it SUCCEEDED: RUNNING, or FAILED by the queue's last delivery
+        giving the job up meanwhile (what the working one wrote is there; the task says so). Not PENDING: queued
+        again, its new job runs it."""
+        return self in (TaskStatus.RUNNING, TaskStatus.FAILED)
+
 
 class AccessPolicy(StrEnum):
     RECALL_AND_STORE = "recall_and_store"

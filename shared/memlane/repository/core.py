@@ -217,10 +217,11 @@ class CoreRecords:
         self.table.update(tenant_pk(task.store, s.app_id, s.tenant_id), f"TASK#{task.request_id}",
                           {"messages_indexed": True})
 
-    def save_task(self, task: Task, *, expect_status: str | None = None) -> None:
+    def save_task(self, task: Task) -> None:
+        """Unconditionally: a job's writes go through change_task."""
         s = task.scope
         self.table.put({"pk": tenant_pk(task.store, s.app_id, s.tenant_id), "sk": f"TASK#{task.request_id}",
-                        **_dump(task)}, expect={"status": str(expect_status)} if expect_status else None)
+                        **_dump(task)})
 
     def note_task_writes(self, task: Task, memory_ids: Sequence[str], *,
                          answer: dict[str, Candidate | None] | None = None) -> None:
@@ -262,15 +263,6 @@ class CoreRecords:
             except ConditionFailed:
                 continue
         raise Conflict(f"task '{task.request_id}' is too busy to change; retry", code="busy")
-
-    def move_task(self, task: Task, *, expect: TaskStatus) -> Task | None:
-        """Write `task` if its item still says `expect`; else the item as it is now — None when it is gone (its
-        tenant erased, its thread deleted, its store purged: a job must not write it back)."""
-        try:
-            self.save_task(task, expect_status=expect)
-            return task
-        except ConditionFailed:
-            return self.find_task(task.store, task.scope.app_id, task.scope.tenant_id, task.request_id)
 
     def list_tasks(self, store: str, app_id: str, tenant_id: str, *, limit: int,
                    cursor: str | None) -> tuple[list[Task], str | None]:

@@ -145,14 +145,13 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     # What it read may have been deleted while it ran; checked after its writes, so that a deletion that
     # began meanwhile redacts them itself and one that ended meanwhile is seen here.
     try:
-        repo.save_dream_task(done, expect_status=TaskStatus.RUNNING)
-    except ConditionFailed:
-        try:
-            return repo.get_dream_task(store, task_id)  # a redelivery of its job finished it first
-        except NotFound:  # its task item went with its tenant: erased while the dream ran
-            _take_back(deps, task, [*actions, *waiting])
-            raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran",
-                           code="dream_task_not_found") from None
+        stored = _finish(deps, done)
+    except NotFound:  # its task item went with its tenant: erased while the dream ran
+        _take_back(deps, task, [*actions, *waiting])
+        raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran",
+                       code="dream_task_not_found") from None
+    if stored is not done:
+        return stored  # a redelivery of its job finished it first
     s = task.scope
     now_held = {m.memory_id: m for m in repo.get_memories(store, s.app_id, s.tenant_id,
                                                           [m.memory_id for m in data.memories])}
@@ -210,6 +209,19 @@ def _move(deps: Deps, task: DreamTask, *, expect: TaskStatus) -> DreamTask:
 
 
 _MOVE_ATTEMPTS = 3
+
+
+def _finish(deps: Deps, done: DreamTask) -> DreamTask:
+    """Write the dream SUCCEEDED over RUNNING, or over FAILED: given up on by the queue's last delivery while this
+    one worked, its actions are recorded and applied, and the task names them (a regression trial); else the task
+    as another delivery finished it (NotFound: erased with its tenant)."""
+    for expect in (TaskStatus.RUNNING, TaskStatus.FAILED):
+        try:
+            deps.repo.save_dream_task(done, expect_status=expect)
+            return done
+        except ConditionFailed:
+            continue
+    return deps.repo.get_dream_task(done.store, done.task_id)
 
 
 def _take_back(deps: Deps, task: DreamTask, actions: list[DreamAction]) -> None:

@@ -62,7 +62,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
             # Read again once it is this job's turn: another delivery may have finished the task while this one
             # waited, a manual retry queued it again, or an attempt recorded its answer (the one to decide on).
             task = repo.get_task(store, task.scope.app_id, task.scope.tenant_id, request_id)
-            if task.status not in _STILL_RUNNING:
+            if not task.status.worked_on:
                 return task
             if task.answer is not None:
                 candidates = [c for c in task.answer.values() if c is not None]
@@ -74,11 +74,6 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
         if _deleted_meanwhile(deps, store, task):
             return _withdrawn(deps, store, task, [*task.written_ids, *consolidate.memory_ids(task, candidates)])
         raise
-
-
-# What a job goes on with once it is its turn: its own task, or one the queue's last delivery gave up on meanwhile (the
-# job ends it SUCCEEDED with what it wrote, `_finished`). Not a finished one, nor one queued again (its job runs it).
-_STILL_RUNNING = (TaskStatus.RUNNING, TaskStatus.FAILED)
 
 
 def _extracted(deps: Deps, store: str, task: Task, messages: list[Message], store_obj: Store) -> list[Candidate]:
@@ -103,7 +98,7 @@ def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -
     now = deps.clock.now()
     # Also over FAILED: given up on by a later delivery (the queue's last) while this one worked, its memories are
     # written, and the task says so rather than FAILED with them in place (an AWS-path trial).
-    done, succeeded = repo.change_task(task, lambda t: None if t.status not in _STILL_RUNNING else t.model_copy(
+    done, succeeded = repo.change_task(task, lambda t: None if not t.status.worked_on else t.model_copy(
         update={"status": TaskStatus.SUCCEEDED, "outcomes": outcomes, "error": None, "answer": None,
                 "updated_at": now}))
     if done is None:  # erased meanwhile, after the check above: what it wrote goes too

@@ -244,19 +244,22 @@ def run_job(deps: Deps, job_: Job) -> Task | None:
     if task.status.finished:  # a redelivery of a finished refresh
         repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
         return task
-    running = task.model_copy(update={"status": TaskStatus.RUNNING, "attempts": task.attempts + 1,
-                                      "updated_at": deps.clock.now()})
-    # Both writes conditional: a task erased with its tenant meanwhile is not written back.
-    if repo.move_task(running, expect=task.status) is None:
-        return None
+    # Every task write conditioned on the version read (repo.change_task): a task erased with its tenant meanwhile is
+    # not written back, nor one another delivery moved on.
+    running, moved = repo.change_task(task, lambda t: None if t.status.finished else t.model_copy(
+        update={"status": TaskStatus.RUNNING, "attempts": t.attempts + 1, "updated_at": deps.clock.now()}))
+    if not moved:
+        return running
     refresh(deps, job_.store, scope, force=True)
     if repo.get_scope(job_.store, scope) is None:  # deleted before or while it ran: it summarised nothing
-        done = running.model_copy(update={"status": TaskStatus.FAILED, "updated_at": deps.clock.now(),
-                                          "error": "its thread was deleted before it was summarised"})
+        stored, _ = repo.change_task(task, lambda t: None if t.status != TaskStatus.RUNNING else t.model_copy(
+            update={"status": TaskStatus.FAILED, "updated_at": deps.clock.now(),
+                    "error": "its thread was deleted before it was summarised"}))
     else:
-        done = running.model_copy(update={"status": TaskStatus.SUCCEEDED, "error": None,
-                                          "updated_at": deps.clock.now()})
-    stored = repo.move_task(done, expect=TaskStatus.RUNNING)
+        # Also over FAILED: given up on by the queue's last delivery while this one summarised, the summary is
+        # written and the task says so (a regression trial), as an extraction's does.
+        stored, _ = repo.change_task(task, lambda t: None if not t.status.worked_on else t.model_copy(
+            update={"status": TaskStatus.SUCCEEDED, "error": None, "updated_at": deps.clock.now()}))
     repo.close_task(job_.store, task.request_id, scope.app_id, scope.tenant_id)
     return stored
 
