@@ -164,10 +164,14 @@ class LocalService:
         self.queue.drain(self._run, self._dead, timeout=timeout)
 
     def sweep(self) -> "SweepReport":  # noqa: F821
+        from .adapters.local.sqlite_table import SqliteTable
         from .services import audit, sweep
 
         report = sweep.sweep(self.deps)
-        report.expired_audit = audit.expire(self.deps)  # the local table has no TTL of its own
+        table = self.deps.table
+        # A table without TTL of its own does its work: the SQLite one any expiring item, another the audit rows.
+        report.expired = table.expire(int(self.deps.clock.now().timestamp())) if isinstance(table, SqliteTable) \
+            else audit.expire(self.deps)
         return report
 
     def close(self) -> None:

@@ -255,7 +255,7 @@ class SharedService:
 
     def sweep(self) -> "sweep.SweepReport":
         report = sweep.sweep(self.deps)
-        report.expired_audit = audit.expire(self.deps)  # a DynamoDB-compatible engine may have no TTL of its own
+        report.expired = audit.expire(self.deps)  # a DynamoDB-compatible engine may have no TTL of its own
         return report
 
     def close(self) -> None:

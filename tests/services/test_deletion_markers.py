@@ -4,6 +4,7 @@ job — so a plain user delete of an extracted memory now leaves an item in the 
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
@@ -80,3 +81,21 @@ def test_a_deleted_thread_keeps_no_deletion_marker(demo):
     erase.delete_run(deps, "demo", scope=SC.as_dict() if hasattr(SC, "as_dict") else dict(SC))
     left = [sk for sk in _left(deps) if sk.startswith("GONE#")]
     assert not left, f"the deleted thread's deletion markers stay: {left}"
+
+
+def test_the_local_sweep_removes_a_deletion_marker_once_it_expires_as_dynamodbs_ttl_does(service, demo, monkeypatch):
+    """A marker expires after memories.GONE_DAYS, when no delivery of its job can come any more. On AWS DynamoDB's TTL
+    deletes it; the local table has no TTL of its own, and its markers were kept for ever — one item per memory ever
+    deleted, each naming the ids of the messages it rested on (a regression trial)."""
+    demo.extractor = Counted([X, Y])
+    say(demo, "Clara is in Lisbon; cello on Sundays.", day=0, request_id="req-1", sync=True)
+    clara = next(m for m in table_mems(demo).values() if m.text == X)
+    memories.delete(demo, "demo", app_id=APP, tenant_id=TENANT, memory_id=clara.memory_id)
+    marker = f"GONE#{clara.memory_id}"
+    assert marker in _left(demo)
+    assert service.sweep().expired == 0 and marker in _left(demo)  # within its time: kept
+    later = demo.clock.now() + timedelta(days=memories.GONE_DAYS, seconds=1)
+    monkeypatch.setattr(demo.clock, "now", lambda: later)
+    report = service.sweep()
+    assert marker not in _left(demo) and report.expired >= 1  # with the audit rows past their retention
+    assert [sk for sk in _left(demo) if sk.startswith("GONE#")] == []

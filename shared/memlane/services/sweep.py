@@ -37,7 +37,7 @@ class SweepReport:
     requeued: int = 0
     failed: int = 0
     closed: int = 0  # registry entries of finished tasks, or of adds that died (or were refused) before their task
-    expired_audit: int = 0  # audit rows past their retention, deleted (a local table; DynamoDB's TTL on AWS)
+    expired: int = 0  # items past their expiry (audit rows; deletion markers locally), deleted: DynamoDB's TTL on AWS
 
 
 def sweep(deps: Deps, *, limit: int = 1000) -> SweepReport:

@@ -23,6 +23,8 @@ KEY_ATTRIBUTES = ("pk", "sk")
 _BATCH_KEYS = 500  # keys per statement of batch_get: under 999, the variable limit of older SQLite builds
 # The file's layout (PRAGMA user_version of table.db; the durable queue's tables share the file and this number).
 SCHEMA_VERSION = 1
+# The attribute DynamoDB's TTL reads (epoch seconds), as in adapters/dynamodb/table.py: `expire` does its work here.
+TTL_ATTRIBUTE = "expires_at"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -31,6 +33,11 @@ CREATE TABLE IF NOT EXISTS items (
     body TEXT NOT NULL,  -- JSON object of the item's non-key attributes
     PRIMARY KEY (pk, sk)
 ) WITHOUT ROWID
+"""
+# The items that expire (audit rows, deletion markers), for `expire`; made on the first open of an older file too.
+_EXPIRY_INDEX = """
+CREATE INDEX IF NOT EXISTS items_expiry ON items (json_extract(body, '$.{ttl}'))
+    WHERE json_extract(body, '$.{ttl}') IS NOT NULL
 """
 
 
@@ -53,6 +60,7 @@ class SqliteTable:
                 raise DependencyFailed(f"table file {self.path} has schema version {version}, this code expects "
                                        f"{SCHEMA_VERSION}; run the memlane version that wrote it")
             self._db.execute(_SCHEMA)
+            self._db.execute(_EXPIRY_INDEX.format(ttl=TTL_ATTRIBUTE))
             if version < SCHEMA_VERSION:
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -143,6 +151,16 @@ class SqliteTable:
 
     def delete(self, pk: str, sk: str, *, expect: dict[str, Any] | None = None) -> None:
         self._apply([Delete(pk, sk, expect=expect)])
+
+    def expire(self, now: int, *, limit: int = 1000) -> int:
+        """Delete up to `limit` items whose TTL attribute is at or before `now` (epoch seconds), as DynamoDB's TTL
+        does on AWS: audit rows past their retention, deletion markers no job can need any more; how many."""
+        with self._lock, self._transaction():
+            keys = self._db.execute(
+                f"SELECT pk, sk FROM items WHERE json_extract(body, '$.{TTL_ATTRIBUTE}') IS NOT NULL"
+                f" AND json_extract(body, '$.{TTL_ATTRIBUTE}') <= ? LIMIT ?", (now, limit)).fetchall()
+            self._db.executemany("DELETE FROM items WHERE pk = ? AND sk = ?", keys)
+        return len(keys)
 
     def transact(self, writes: Sequence[Write]) -> None:
         validate_transaction(writes)
