@@ -1,10 +1,23 @@
-"""Fixtures of the service tests that run on more than one table."""
+"""Fixtures of the service tests: a local service without a model, and the services on more than one table."""
 
 import dataclasses
 
 import pytest
 
+from memlane.adapters.embedders.hashing import HashingEmbedder
+from memlane.bootstrap import build_local
+from memlane.config import Settings
 from memlane.services import stores
+
+
+@pytest.fixture()
+def svc(tmp_path):
+    """A local service on a fresh data dir, with the hashing embedder (no model), no reranker, and a store 'demo'."""
+    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
+                          embedder=HashingEmbedder())
+    stores.create(service.deps, name="demo")
+    yield service
+    service.close()
 
 
 @pytest.fixture()

@@ -12,17 +12,14 @@ import time
 
 import pytest
 
-from memlane.adapters.embedders.hashing import HashingEmbedder
 from memlane.api.app import build_api
-from memlane.bootstrap import build_local
-from memlane.config import Settings
 from memlane.domain.errors import DeadlineExceeded
 from memlane.domain.models import TaskStatus
 from memlane.extractors.llm import LLMExtractor
 from memlane.prompts import dream as dream_prompt
 from memlane.prompts import extract as extract_prompt
 from memlane.server import _LambdaContext, http_event
-from memlane.services import dream, ingest, stores
+from memlane.services import dream, ingest
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
 TEXT = "My sister Clara lives in Lisbon and teaches piano."
@@ -78,13 +75,9 @@ class BoundedSlowLLM(SlowLLM):
 
 
 @pytest.fixture()
-def svc(tmp_path):
-    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
-                          embedder=HashingEmbedder())
-    stores.create(service.deps, name="demo")
-    service.queue.base_delay = 0.0
-    yield service
-    service.close()
+def svc(svc):
+    svc.queue.base_delay = 0.0
+    return svc
 
 
 def deadline(svc, seconds: float) -> None:

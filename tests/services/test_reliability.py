@@ -9,28 +9,16 @@ from datetime import timedelta
 
 import pytest
 
-from memlane.adapters.embedders.hashing import HashingEmbedder
 from memlane.api.app import build_api
-from memlane.bootstrap import build_local
-from memlane.config import Settings
 from memlane.domain.errors import Overloaded
 from memlane.domain.models import TaskStatus
 from memlane.repository import tenant_pk
 from memlane.server import _LambdaContext, http_event
-from memlane.services import erase, extract, ingest, jobs, stores, sweep, task_jobs
+from memlane.services import erase, ingest, jobs, stores, sweep, task_jobs
 from memlane.ports import Job
 
 SCOPE = {"app_id": "app", "tenant_id": "u1", "agent_id": "bot", "run_id": "r1"}
 TEXT = "My sister Clara lives in Lisbon and teaches piano."
-
-
-@pytest.fixture()
-def svc(tmp_path):
-    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
-                          embedder=HashingEmbedder())
-    stores.create(service.deps, name="demo")
-    yield service
-    service.close()
 
 
 def items(deps, pk, prefix):

@@ -8,9 +8,6 @@ from datetime import timedelta
 
 import pytest
 
-from memlane.adapters.embedders.hashing import HashingEmbedder
-from memlane.bootstrap import build_local
-from memlane.config import Settings
 from memlane.domain.models import TaskStatus
 from memlane.repository.open_tasks import OpenTaskRecords
 from memlane.services import extract, ingest, stores, sweep, tasks
@@ -23,13 +20,9 @@ TEXT = "My sister Clara lives in Lisbon and teaches piano."
 
 
 @pytest.fixture()
-def svc(tmp_path):
-    service = build_local(Settings.from_env(env={}, data_dir=tmp_path / "data", reranker="none"),
-                          embedder=HashingEmbedder())
-    stores.create(service.deps, name="demo")
-    stores.create(service.deps, name="zeta")
-    yield service
-    service.close()
+def svc(svc):
+    stores.create(svc.deps, name="zeta")
+    return svc
 
 
 def lost_jobs(svc, monkeypatch):
