@@ -216,7 +216,8 @@ _ENTERED = (
     (re.compile(r"(?<!was )(?<!were )(?<!been )(?<!be )(?<!is )(?<!are )(?<!got )\bretired\b"
                 r"(?!\s+(?:the|his|her|their|my|our|its|that|this|those|these|some|all|an?|old)\b)", re.I),
      "stopped working"),
-    (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced)\b"
+    (re.compile(r"\band\s+([A-Z]\w+)\s+(?:have\s+|had\s+)?(?:split\s+up|broke\s+up|separated|divorced|"
+                r"called\s+it\s+quits)\b"
                 # not "split up the chores"
                 r"(?!\s+(?:the|a|an|our|their|his|her|my|its|it|them|this|that|these|those)\b)"),
      r"broke up with \1"),
@@ -261,11 +262,15 @@ OCCUPATIONS = tuple(
     "reporter editor photographer realtor consultant analyst recruiter banker economist translator interpreter janitor "
     "receptionist hairdresser barber tailor welder machinist technician dietitian nutritionist midwife optometrist "
     "chiropractor physiotherapist radiologist paramedic emt cop".split())
+# What a trade is said with and stays that trade ("a senior UX designer", "a sous chef") — unlike "retired",
+# "volunteer", "student", which say something else of the subject.
+TRADE_LEVELS = tuple("senior junior lead head chief principal staff assistant associate registered licensed certified "
+                     "ux ui graphic web software data civil mechanical electrical structural sous pastry dental".split())
 OCCUPATION = "occupation"
 _EXCLUSIVE[OCCUPATION] = re.compile(
     rf"(?<!to )(?:{_BECAME}"
     rf"|(?<!second )(?<!another )(?<!side )\b(?:works?|working|hired|employed|job)\s+as\s+(?:an?\s+)?)"
-    rf"({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
+    rf"(?:(?:{'|'.join(TRADE_LEVELS)})\s+){{0,2}}({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
     re.I)
 _OCCUPATION_SET = frozenset(OCCUPATIONS)
 _LETTERS = re.compile(r"[a-z]+")
@@ -283,7 +288,7 @@ _COUPLED = re.compile(
     r"(?:dating(?= +(?:[A-Z]|someone|somebody|again|now)| *[.!,;]| *$)"
     r"|in a relationship(?= *[.!,;]| *$| +(?:now|again)\b| +with +(?:someone|somebody|[A-Z](?![\w'’]*['’]s\b))))")
 # Marrying someone named: "married Rose last spring" (not "married life", "married couple").
-_WED = re.compile(r"\b(?:married|marries|marrying|wed)\s+[A-Z]")
+_WED = re.compile(r"\b(?:married|marries|marrying|wed)\s+[A-Z]|\bremarried\b")  # "married Sam", "remarried"
 _STATE_WORDS = (*(v for values in EXCLUSIVE_STATES.values() for v in values),
                 "boyfriend", "girlfriend", "bf", "gf", "dating", "relationship")
 
@@ -330,7 +335,7 @@ _AGED = re.compile(r"\b(?:is|turned|turns|turning)\s+(?:\w+\s+)?\d", re.I)
 # A word each phrase above has (as a part of it, whatever the case: "semi-retired", "re-scheduled").
 _ENTERING_WORDS = tuple("got took landed accepted found started began starts begins hired turn postponed scheduled "
                         "delayed pushed moved relocated bumped brought promoted retired split broke separated "
-                        "divorced".split())
+                        "divorced quits".split())
 
 
 _ENTERING = re.compile("|".join(_ENTERING_WORDS))

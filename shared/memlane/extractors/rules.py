@@ -43,7 +43,8 @@ _PRESENT = re.compile(
     r"run|write|read|cook|eat|drink|use|take|make|get|go|do|try|believe|miss|wish|remember|volunteer|paint|"
     r"collect|support|dislike|practice|practise|attend|visit|speak|care|agree|see|mean|keep|find|look|spend|"
     r"cycle|walk|drive|ride|swim|travel|commute|sing|dance|draw|listen|watch|meet|wear|sleep|train|bake|hike|weigh|bank|"
-    r"shop|jog|wake|rent|lift|bike|buy|sell|pay|call|text|grow|build|fix|stream|host|coach|manage|lead)\b")
+    r"shop|jog|wake|rent|lift|bike|buy|sell|pay|call|text|grow|build|fix|stream|host|coach|manage|lead|"
+    r"smoke|vape|ski|surf|climb|skate|knit|sew|garden|golf|fish|box|pray|vote)\b")
 
 
 # "I don't eat meat" → "Ann doesn't eat meat", "I haven't" → "Ann hasn't": the auxiliaries of a negation.
@@ -55,7 +56,7 @@ def _agree(sentence: str, speaker: str) -> str:
     def inflect(m: re.Match[str]) -> str:
         verb = m.group("verb")
         verb = {"go": "goes", "do": "does", "try": "tries", "miss": "misses", "wish": "wishes",
-                "teach": "teaches", "watch": "watches"}.get(verb, verb + "s")
+                "teach": "teaches", "watch": "watches", "fish": "fishes", "box": "boxes"}.get(verb, verb + "s")
         return f"{m.group('subject')}{m.group('adverb') or ''} {verb}"
 
     def auxiliary(m: re.Match[str]) -> str:
@@ -155,6 +156,8 @@ _ANOTHER_SUBJECT = re.compile(
 def _with_subject(sentence: str) -> str:
     """The sentence with the "I" chat drops put back: "Closed on a house in Dayton" → "I closed on a house in Dayton",
     "Been eating meat again" → "I have been eating meat again"."""
+    if _NO_LONGER.match(sentence):
+        return f"I'm {sentence[0].lower()}{sentence[1:]}"
     m = _SUBJECTLESS.match(sentence)
     if m is None:
         return sentence
@@ -163,6 +166,9 @@ def _with_subject(sentence: str) -> str:
     return f"I {sentence[:m.start('said')].lower()}{'have ' if said.startswith('been ') else ''}{said}"
 
 
+# A state the speaker left, said without the subject: "not a smoker anymore", "No longer vegan" (trials: written
+# "User: not a smoker ...", a remark, which ended nothing) — not "Not a big deal", "Not bad".
+_NO_LONGER = re.compile(r"^(?:[Nn]ot (?:an? )?[\w-]+(?: [\w-]+)? (?:anymore|any more)\b|[Nn]o longer (?=\w))")
 _PAST = "|".join(f"[{w[0].upper()}{w[0]}]{w[1:]}" for w in sorted(IRREGULAR_PAST))
 # A statement of the speaker's without its subject, as chat drops it (trials: written "User: Started ...", no fact to
 # update) — its first word, after an adverb:

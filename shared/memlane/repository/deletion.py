@@ -118,6 +118,13 @@ class DeletionRecords(LeaseRecords):
     def release_dead_letter_lease(self, holder: str) -> None:
         self.release_lease(DEAD_LETTER_SCAN_PK, "lease", holder)
 
+    def erased_since(self, app_id: str, tenant_id: str, since: datetime) -> bool:
+        """Whether an erasure of the tenant was under way at `since` or began after it (waiting, running, or finished
+        since then): a job that read the tenant from `since` on may have written after that erasure listed its
+        items, and takes back what it wrote. Erasures are few (`erasures`)."""
+        return any((e.app_id, e.tenant_id) == (app_id, tenant_id) and (not e.status.finished or e.updated_at >= since)
+                   for e in self.erasures())
+
     def get_erasure(self, erasure_id: str) -> Erasure:
         item = self.table.get(ERASURES_PK, erasure_id)
         if item is None:

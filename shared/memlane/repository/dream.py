@@ -123,6 +123,12 @@ class DreamRecords:
         return Put({"pk": dream_pk(task.store), "sk": f"TASK#{task.task_id}", "app_id": s.app_id,
                     "tenant_id": s.tenant_id}, if_absent=True)
 
+    def dream_task_keys(self, task: DreamTask) -> list[tuple[str, str]]:
+        """The task's pointer and its item, in the order they are deleted."""
+        s = task.scope
+        return [(dream_pk(task.store), f"TASK#{task.task_id}"),
+                (tenant_pk(task.store, s.app_id, s.tenant_id), f"DREAM#{task.task_id}")]
+
     def dream_task_tenant(self, store: str, task_id: str) -> tuple[str, str] | None:
         """(app_id, tenant_id) of a dream task, from its pointer; None if unknown."""
         pointer = self.table.get(dream_pk(store), f"TASK#{task_id}")

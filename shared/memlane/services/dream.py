@@ -152,6 +152,12 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
                        code="dream_task_not_found") from None
     if stored is not done:
         return stored  # a redelivery of its job finished it first
+    if repo.erased_since(task.scope.app_id, task.scope.tenant_id, task.created_at):
+        # Its tenant's erasure listed the store before these writes (new keys: a profile, its actions, its task), or
+        # will list them: either way they go, here (trial B: an erased tenant's profile was served after it).
+        _take_back(deps, task, [*actions, *waiting])
+        repo.delete_items(repo.dream_task_keys(task))
+        raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran", code="dream_task_not_found")
     s = task.scope
     now_held = {m.memory_id: m for m in repo.get_memories(store, s.app_id, s.tenant_id,
                                                           [m.memory_id for m in data.memories])}
@@ -472,7 +478,12 @@ def get_action(deps: Deps, store: str, action_id: str) -> DreamAction:
 
 def apply_action(deps: Deps, store: str, action_id: str) -> DreamAction:
     embedder_guard.ensure(deps, deps.repo.get_store(store))  # applying indexes with this process's vectors
-    return executor.apply(deps, get_action(deps, store, action_id), repair=True)
+    began = deps.clock.now()
+    done = executor.apply(deps, get_action(deps, store, action_id), repair=True)
+    if deps.repo.erased_since(done.scope.app_id, done.scope.tenant_id, began):
+        executor.take_back(deps, done)
+        raise NotFound(f"action '{action_id}' was erased with its tenant while it was applied", code="action_not_found")
+    return done
 
 
 def reject_action(deps: Deps, store: str, action_id: str) -> DreamAction:

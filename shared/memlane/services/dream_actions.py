@@ -142,6 +142,22 @@ def apply(deps: Deps, action: DreamAction, *, repair: bool = False) -> DreamActi
     return done
 
 
+def take_back(deps: Deps, done: DreamAction) -> None:
+    """An apply that wrote while its tenant's erasure ran: what it made under new keys (memories, a profile) the
+    erasure's listing may not hold goes here, with the action (trial B: an erased tenant's profile came back). A
+    dream's own applies are taken back with the dream (services/dream.py)."""
+    repo, s = deps.repo, done.scope
+    if done.created_ids:
+        deps.index.delete(done.store, done.created_ids, app_id=s.app_id, tenant_id=s.tenant_id)
+    made = [repo.memory_key(done.store, s, i) for i in done.created_ids]
+    if done.profile is not None:
+        p = done.profile
+        made.append(repo.profile_key(p.store, p.app_id, p.tenant_id, p.agent_id))
+    own = [i for i in repo.tenant_keys(done.store, s.app_id, s.tenant_id, prefix="DACT#")
+           if i.get("action_id") == done.action_id]
+    repo.delete_items([*repo.dream_pointers(done.store, own), *made, *[(i["pk"], i["sk"]) for i in own]])
+
+
 REINDEX = "reindex_action"
 
 
