@@ -101,3 +101,32 @@ def test_an_edit_whose_job_is_not_sent_after_its_commit_is_answered_as_made_and_
     monkeypatch.setattr(deps.queue, "commit", committed_then_unsent)
     memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="wifi", text="Ask the landlord.")
     assert _found(deps, "hunter2zebra") == [] and _found(deps, "landlord") == ["wifi"]
+
+
+def test_an_edit_leaves_no_copy_in_a_dreams_actions_and_a_profile_proposed_before_it_is_not_applied(service, written):
+    """Trial B (session 38): a proposal dream's pending merge and profile quoted the words an edit then took out
+    (they stayed in table.db), and applying the profile answered 200 and wrote them back as the live profile."""
+    from pathlib import Path
+
+    from memlane.domain.errors import Conflict
+    from memlane.domain.models import DreamActionKind, DreamMode
+    from memlane.services import dream
+
+    deps = written
+    explicit.write(deps, "demo", scope=SCOPE, memories=[
+        {"text": "Ann lives in Quillerton.", "memory_id": "home"},
+        {"text": "Ann lives in Quillerton!", "memory_id": "home2"},
+        {"text": "Ann loves quillberry pie.", "memory_id": "pie", "memory_type": "preference"}])
+    proposed = dream.start(deps, "demo", scope={"app_id": "app", "tenant_id": "ann"}, mode=DreamMode.PROPOSAL,
+                           sync=True)
+    actions = dream.list_actions(deps, "demo", proposed.task_id)[0]
+    assert {a.kind for a in actions} >= {DreamActionKind.MERGE, DreamActionKind.EMIT_PROFILE}
+    for mid, text in (("home", "Ann lives in a city."), ("home2", "Ann lives in a town."), ("pie", "Ann loves food.")):
+        memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id=mid, text=text)
+    service.drain()
+    for action in actions:
+        with pytest.raises(Conflict):
+            dream.apply_action(deps, "demo", action.action_id)
+        assert "quill" not in dream.get_action(deps, "demo", action.action_id).model_dump_json().lower()
+    data_dir = Path(deps.table.path).parent
+    assert [p.name for p in sorted(data_dir.rglob("*")) if p.is_file() and b"uillerton" in p.read_bytes()] == []

@@ -292,7 +292,8 @@ def _index(deps: Deps, store: str, scope: Scope, upsert: list[Memory], delete: l
 _EMPTIED = {"text": "", "keywords": "", "reading": "", "metadata": {}}
 
 
-def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None) -> DreamAction | None:
+def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None,
+             reason: str = REDACTED) -> DreamAction | None:
     """`action` with no copy left of the deleted memories (or of anything of the deleted `run`): their
     texts, keywords and metadata in `before`, `after` and the undo before-images are emptied, its profile
     loses the entries they supported, its rationale (which may quote them) is replaced. A pending action can no
@@ -319,7 +320,7 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
     profiles += [Profile.model_validate(e.before) for e in action.undo if e.memory_id is None and e.before]
     if not touched and not any(dream_profile.supported_by(p, profile_ids) for p in profiles):
         return None
-    changes: dict[str, Any] = {"rationale": REDACTED}
+    changes: dict[str, Any] = {"rationale": reason}
     changes["before"] = [m.model_copy(update=_EMPTIED) if gone(m.memory_id, m.scope, m.drawn_from) else m
                          for m in action.before]
     if action.after is not None and touched:
@@ -337,7 +338,7 @@ def redacted(action: DreamAction, memory_ids: set[str], run: Scope | None = None
         undo.append(entry.model_copy(update={"before": before}))
     changes["undo"] = undo
     if action.status == DreamActionStatus.PENDING:
-        changes.update(status=DreamActionStatus.FAILED, error=REDACTED)
+        changes.update(status=DreamActionStatus.FAILED, error=reason)
     elif action.status == DreamActionStatus.APPLIED:
-        changes["error"] = f"{REDACTED}: it can no longer be undone"
+        changes["error"] = f"{reason}: it can no longer be undone"
     return action.model_copy(update=changes)

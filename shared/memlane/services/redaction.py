@@ -87,11 +87,22 @@ def redact_task_actions(deps: Deps, store: str, app_id: str, tenant_id: str, tas
     return _rewrite_all(deps, store, app_id, tenant_id, f"DACT#{task_id}#", _action(set(), run))
 
 
-def _action(memory_ids: set[str], run: Scope | None) -> Callable[[dict[str, Any]], tuple[Any, dict[str, Any]] | None]:
+def after_edit(deps: Deps, store: str, app_id: str, tenant_id: str, memory_id: str) -> int:
+    """The dream actions with no copy left of what an edit took out of the memory's text (a password): their copies
+    of it emptied, a pending one FAILED (trial B: a pending merge and profile kept the old words, and applying the
+    profile wrote them back). How many were rewritten."""
+    return _rewrite_all(deps, store, app_id, tenant_id, "DACT#", _action({memory_id}, None, EDITED))
+
+
+EDITED = "redacted: a memory it was about was edited"
+
+
+def _action(memory_ids: set[str], run: Scope | None,
+            reason: str = REDACTED) -> Callable[[dict[str, Any]], tuple[Any, dict[str, Any]] | None]:
     """A dream action item's redacted rewrite (and the state it is conditioned on), or None if untouched."""
     def change(item: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
         found = DreamAction.model_validate(item)
-        new = redacted_action(found, memory_ids, run)
+        new = redacted_action(found, memory_ids, run, reason)
         if new is None or new == found:  # nothing of theirs, or redacted already
             return None
         return new, {"status": item["status"], "updated_at": item["updated_at"]}
