@@ -576,7 +576,7 @@ def test_an_erasure_and_a_deletion_finished_after_a_crash_rewrite_the_files(serv
     """A deletion trial (session 30): a thread deletion or an erasure cut short by kill -9 and finished by its job left
     earlier copies of deleted rows in the unused space of live pages, which zeroing freed cells misses. The job that
     finishes a deletion, and every erasure, rewrite the files (tests/unit/test_compaction.py shows what a rewrite
-    clears); a deletion answered in one go compacts as before."""
+    clears); so does a thread deletion answered in one go (trial A, session 38)."""
     from memlane.services import erase
 
     asked: list[bool] = []
@@ -585,7 +585,7 @@ def test_an_erasure_and_a_deletion_finished_after_a_crash_rewrite_the_files(serv
         monkeypatch.setattr(compactor, "compact", lambda *, rewrite=False, real=real: asked.append(rewrite) or
                             real(rewrite=rewrite))
     assert call("DELETE", f"/v1/stores/demo/runs/r2?app_id={APP}&tenant_id=alice&agent_id=bot")[0] == 200
-    assert asked and not any(asked)
+    assert asked and all(asked)  # a thread's deletion answered in one go is rewritten too (trial A, session 38)
 
     asked.clear()
 
@@ -610,3 +610,4 @@ def test_an_erasure_and_a_deletion_finished_after_a_crash_rewrite_the_files(serv
     service.drain()
     assert call("GET", f"/v1/erasures/{erasure['erasure_id']}")[1]["status"] == "SUCCEEDED"
     assert asked and all(asked)
+

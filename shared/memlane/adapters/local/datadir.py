@@ -30,6 +30,7 @@ class DataDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._fd: int | None = None
+        self.unclean = False
 
     def acquire(self) -> "DataDir":
         try:
@@ -48,7 +49,10 @@ class DataDir:
             raise DataDirInUse(
                 f"the data directory {self.path.resolve()} is in use by another memlane process (pid {owner}); "
                 "stop it first, or talk to the running server (memlane --url ...) instead of --local") from None
+        # A pid left in the file: its process ended without `release` (kill -9, a crash, a power cut).
+        self.unclean = bool(os.read(fd, 32).strip())
         os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
         self.make_private()
@@ -62,6 +66,7 @@ class DataDir:
 
     def release(self) -> None:
         if self._fd is not None:
+            os.ftruncate(self._fd, 0)  # a clean end: the next owner finds no pid (`unclean`)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
