@@ -108,3 +108,117 @@ def test_an_extraction_whose_store_is_purged_while_it_runs_leaves_nothing(backen
         assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
         if made_again:
             assert found(deps) == set()
+
+
+# -- trial A (session 38): a write that lands between the purge's listing and its deletes --------------------------
+
+
+def test_an_extraction_that_writes_after_the_purge_listed_its_tenant_leaves_nothing(tmp_path, monkeypatch):
+    """The job wrote its memory after the purge listed the tenant's items and checked its run (still there: the purge
+    had not deleted yet) — SUCCEEDED; the purge then deleted what it had listed, and the memory showed in the store
+    made again under the name (32 of 32 rounds of a trial). The job checks its store too now."""
+    import threading
+
+    from memlane.repository import Repository
+    from memlane.services import erase
+
+    with service_on("sqlite", tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        ingest.add(deps, "s", scope=RUN, request_id="add-1", messages=[{"role": "user", "content": SAID}])
+        started, listed, job_done = threading.Event(), threading.Event(), threading.Event()
+        table = type(deps.table)
+        real_transact, real_delete = table.transact, Repository.delete_items
+
+        def transact(self, writes):  # the job's memory write waits for the purge's listing
+            if threading.current_thread().name == "job" and not started.is_set() and any(
+                    getattr(w, "item", {}).get("sk", "").startswith("MEM#") for w in writes):
+                started.set()
+                assert listed.wait(60)
+            return real_transact(self, writes)
+
+        def delete_items(self, keys):
+            if threading.current_thread().name == "purge" and not listed.is_set():
+                listed.set()  # the tenant's items listed, about to be deleted
+                assert job_done.wait(60)
+            return real_delete(self, keys)
+
+        monkeypatch.setattr(table, "transact", transact)
+        monkeypatch.setattr(Repository, "delete_items", delete_items)
+        job = threading.Thread(target=svc.drain, name="job")
+        job.start()
+        assert started.wait(60)
+        stores.delete(deps, "s")
+        svc.queue.db.conn.execute("DELETE FROM jobs WHERE kind = 'purge_store'")  # run here, in its own thread
+        purge = threading.Thread(target=erase.purge_store, args=(deps, "s"), name="purge")
+        purge.start()
+        job.join(120)
+        job_done.set()
+        purge.join(120)
+        monkeypatch.undo()
+        svc.drain()
+        stores.create(deps, name="s")
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
+        assert found(deps) == set()
+
+
+def _deleted_and_purged_at(deps, monkeypatch, point):
+    """The store deleted and purged to the end (the name free, made again) once the write reaches `point`."""
+    from memlane.services import erase
+
+    class Meanwhile:
+        def point(self, name):
+            if name == point:
+                stores.delete(deps, "s")
+                erase.purge_store(deps, "s")
+                stores.create(deps, name="s")
+
+    monkeypatch.setattr(deps, "faults", Meanwhile())
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "dynamodb-moto"])
+def test_an_explicit_write_whose_store_is_deleted_meanwhile_is_404_and_leaves_nothing(backend, tmp_path, monkeypatch):
+    """A trial: the write answered 201 after the delete's 204, and its memory was listed (and, after a restart,
+    found) in the store made again under the name — the purge never knew the tenant, which the write entered in the
+    activity registry only after its commit."""
+    from memlane.services import explicit
+
+    with service_on(backend, tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        _deleted_and_purged_at(deps, monkeypatch, "explicit.after_commit")
+        with pytest.raises(NotFound) as refused:
+            explicit.write(deps, "s", scope=RUN, request_id="w-1", memories=[{"text": SAID, "memory_id": "bees"}])
+        assert refused.value.code == "store_not_found"
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []
+        assert found(deps) == set()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "dynamodb-moto"])
+def test_a_thread_created_as_its_store_is_deleted_is_404_and_not_in_the_store_made_again(backend, tmp_path,
+                                                                                         monkeypatch):
+    """A trial: the create answered 201 after the delete's 204, and the store made again under the name listed the
+    thread, metadata and all."""
+    from memlane.repository import Repository
+    from memlane.services import erase, threads
+
+    with service_on(backend, tmp_path) as svc:
+        deps = svc.deps
+        stores.create(deps, name="s")
+        real, fired = Repository.transact, []
+
+        def transact(self, writes):
+            real(self, writes)
+            if not fired and any(getattr(w, "item", {}).get("sk", "").startswith("SCOPE#") for w in writes):
+                fired.append(True)  # the thread's commit made: the store deleted, purged and made again
+                stores.delete(deps, "s")
+                erase.purge_store(deps, "s")
+                stores.create(deps, name="s")
+
+        monkeypatch.setattr(Repository, "transact", transact)
+        with pytest.raises(NotFound) as refused:
+            threads.create(deps, "s", scope={"app_id": "app", "tenant_id": "carol", "agent_id": "bot"},
+                           thread_id="t1", metadata={"topic": SAID})
+        assert fired and refused.value.code == "store_not_found"
+        monkeypatch.undo()
+        assert deps.table.query(tenant_pk("s", "app", "carol"), limit=100).items == []

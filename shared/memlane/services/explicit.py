@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, PayloadTooLarge
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, MemlaneError, NotFound, PayloadTooLarge
 from ..domain.ids import derived_id, message_id_shaped, ordinal, sortable_id
 from ..domain.models import (EXPLICIT_WRITE, ExtractAction, Memory, MemoryOrigin, MemoryType, Task, TaskOutcome,
                              TaskStatus)
@@ -27,9 +27,10 @@ from ..domain.scope import Scope, is_id, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..policies import conflicts
 from ..ports import Put
-from . import embedder_guard, redaction, summaries
+from ..repository import tenant_pk
+from . import embedder_guard, redaction, stores, summaries
 from .deps import Deps
-from .index_writes import index_memories
+from .index_writes import index_memories, take_back
 from .memories import commit_indexed, index_job
 
 _RACE_RETRIES = 5
@@ -56,6 +57,7 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     repo = deps.repo
     task = _task(store, where, request_id, drafts, now) if request_id is not None else None
     vectors = dict(zip((d.memory_id for d in drafts), deps.embedder.embed([d.text for d in drafts])))
+    repo.know_scope(store, where, now)  # before its items: the store's purge finds the tenant (`still_the_store`)
     for _ in range(_RACE_RETRIES):
         recorded = repo.find_task(store, where.app_id, where.tenant_id, request_id) if task is not None else None
         if recorded is not None:
@@ -110,6 +112,16 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
         log.warning("explicit write indexed by its job: %s", failed.message)
     if new:
         repo.touch_activity(store, where, now)  # new memories: the scope is due for a dream
+    if not stores.still_the_store(deps, store_obj):
+        # Deleted while this wrote (a trial: the write answered 201 after the delete's 204, and its memory showed in
+        # the store made again under the name): what it wrote goes, as an add's does.
+        ids = [d.memory_id for d in new]
+        take_back(deps, store, ids, app_id=where.app_id, tenant_id=where.tenant_id)
+        repo.delete_items([*(repo.memory_key(store, where, i) for i in ids), *(
+            [(tenant_pk(store, where.app_id, where.tenant_id), f"TASK#{task.request_id}"),
+             repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)] if writes else [])])
+        raise NotFound(f"store '{store}' was deleted while the write was made; nothing of it was kept",
+                       code="store_not_found")
     return Written(memories=result, created=len(new))
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ..domain.errors import MemlaneError, NotFound
 from ..domain.models import Candidate, ExtractAction, Message, Store, Task, TaskOutcome, TaskStatus
-from . import consolidate, embedder_guard, erase, message_index, redaction
+from . import consolidate, embedder_guard, erase, message_index, redaction, stores
 from .deps import Deps
 
 
@@ -50,7 +50,7 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
     if not info.access_policy.extracts:
         # Its thread was switched since to a policy that stores nothing: an add still queued then, or a retry accepted
         # as the switch was made (a regression trial), extracts nothing.
-        return _finished(deps, store, task, [])
+        return _finished(deps, store_obj, task, [])
     # Between the model steps: a sync add past its deadline stops here, its task RUNNING, and its job
     # (queued with the task) does the work again from the start — every step is idempotent.
     deps.deadline.check("extracting")
@@ -68,10 +68,10 @@ def run(deps: Deps, store: str, request_id: str, *, app_id: str | None = None, t
                 candidates = [c for c in task.answer.values() if c is not None]
             outcomes = consolidate.run(deps, store, task, candidates, messages, store_obj.dream_threshold, info)
             # Ended before the next delivery's turn: it finds the task SUCCEEDED and writes nothing (a trial).
-            return _finished(deps, store, task, consolidate.left_unnamed(deps, store, task, outcomes))
+            return _finished(deps, store_obj, task, consolidate.left_unnamed(deps, store, task, outcomes))
     except NotFound:
         # Its run deleted or its tenant erased meanwhile, the change it recorded with it: what it wrote goes.
-        if _deleted_meanwhile(deps, store, task):
+        if _deleted_meanwhile(deps, store_obj, task):
             return _withdrawn(deps, store, task, [*task.written_ids, *consolidate.memory_ids(task, candidates)])
         raise
 
@@ -87,12 +87,12 @@ def _extracted(deps: Deps, store: str, task: Task, messages: list[Message], stor
     return [c for c in candidates if own.intersection(c.evidence)]
 
 
-def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -> Task:
-    """The task SUCCEEDED with `outcomes`; unless its run went meanwhile (what the job wrote goes too) or another
-    delivery finished it first."""
-    repo = deps.repo
+def _finished(deps: Deps, store_obj: Store, task: Task, outcomes: list[TaskOutcome]) -> Task:
+    """The task SUCCEEDED with `outcomes`; unless its run or its store went meanwhile (what the job wrote goes too) or
+    another delivery finished it first."""
+    repo, store = deps.repo, store_obj.name
     written = [o.memory_id for o in outcomes if o.action != ExtractAction.NOOP]
-    if _deleted_meanwhile(deps, store, task):
+    if _deleted_meanwhile(deps, store_obj, task):
         return _withdrawn(deps, store, task, written)
 
     now = deps.clock.now()
@@ -109,16 +109,19 @@ def _finished(deps: Deps, store: str, task: Task, outcomes: list[TaskOutcome]) -
                             {t for o in outcomes for t in (o.target_id or "", *o.target_ids)})
     # Checked again after the write: a deletion that began after the check above redacts this task
     # itself, and one that finished in between is seen here.
-    if _deleted_meanwhile(deps, store, task):
+    if _deleted_meanwhile(deps, store_obj, task):
         return _withdrawn(deps, store, task, written)
     repo.close_task(store, task.request_id, task.scope.app_id, task.scope.tenant_id)
     return done
 
 
-def _deleted_meanwhile(deps: Deps, store: str, task: Task) -> bool:
-    """Whether the run was deleted (or its tenant erased) while this job ran: its registry entry is gone,
-    or — the thread's id taken again by a new add since — the messages this job extracted are."""
-    if deps.repo.get_scope(store, task.scope) is None:
+def _deleted_meanwhile(deps: Deps, store_obj: Store, task: Task) -> bool:
+    """Whether the run was deleted (or its tenant erased, or its store) while this job ran: its registry entry is
+    gone, or — the thread's id taken again by a new add since — the messages this job extracted are. (A store's purge
+    lists the tenant's items once, after retiring the store: a trial's memory written after that listing showed in
+    the store made again under the name.)"""
+    store = store_obj.name
+    if not stores.still_the_store(deps, store_obj) or deps.repo.get_scope(store, task.scope) is None:
         return True
     return bool(task.message_ids) and not deps.repo.get_messages(store, task.scope, task.message_ids)
 

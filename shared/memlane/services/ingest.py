@@ -20,11 +20,11 @@ from ..domain.deadline import Deadline
 from ..domain.errors import (ConditionFailed, Conflict, DeadlineExceeded, InvalidInput, NotFound, Overloaded,
                              PayloadTooLarge)
 from ..domain.ids import derived_id, micro_prefix, ordinal, sortable_id, time_prefix
-from ..domain.models import AccessPolicy, Message, ScopeInfo, Store, Task, TaskStatus
+from ..domain.models import AccessPolicy, Message, ScopeInfo, Task, TaskStatus
 from ..domain.scope import Scope, write_scope
 from ..domain.validation import check_metadata, check_request_id
 from ..repository import Repository, message_sk, tenant_pk
-from . import embedder_guard, erase, extract, message_index, redaction, summaries, task_jobs
+from . import embedder_guard, erase, extract, message_index, redaction, stores, summaries, task_jobs
 from .deps import Deps
 from .index_writes import take_back
 
@@ -217,7 +217,7 @@ def accept(deps: Deps, store: str, *, scope: dict[str, Any] | None, messages: Se
     # Searchable at once. Accepted even if this fails: the job (or, without extraction, the sweeper
     # through the open-task entry left open) indexes them again.
     indexed = message_index.index_after_add(deps, store, msgs)
-    if not _still_the_store(deps, store_obj):
+    if not stores.still_the_store(deps, store_obj):
         _withdraw(deps, task, msgs, created=info is None)
         raise NotFound(f"store '{store}' was deleted while the add was written; nothing of it was kept",
                        code="store_not_found")
@@ -258,16 +258,6 @@ def _release(repo: Repository, store: str, request_id: str, scope: Scope, regist
     of the same id (under way: its pointer must stay; or dead: the sweeper's), and it is left as it is."""
     if own:
         repo.release_request(store, request_id, scope.app_id, scope.tenant_id, registered)
-
-
-def _still_the_store(deps: Deps, validated: Store) -> bool:
-    """Whether the store this add checked at its start is still there — not deleted, nor deleted and made
-    again under its name — now that everything of the add is written. If so, a delete from now on finds the
-    add: its purge walks the activity registry, which the add has entered."""
-    try:
-        return deps.repo.get_store(validated.name).created_at == validated.created_at
-    except NotFound:
-        return False
 
 
 def _withdraw(deps: Deps, task: Task, msgs: Sequence[Message], *, created: bool) -> None:

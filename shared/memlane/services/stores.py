@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..domain import limits
-from ..domain.errors import ConditionFailed, Conflict, InvalidInput
+from ..domain.errors import ConditionFailed, Conflict, InvalidInput, NotFound
 from ..domain.limits import MAX_INSTRUCTIONS_CHARS
 from ..domain.models import DEFAULT_EXTRACT_ROLES, DreamMode, Store, validate_extract_roles, validate_store_name
 from ..ports import Job
@@ -58,6 +58,17 @@ def _check_range(field: str, value: object, low: int, high: int) -> None:
 def get(deps: Deps, name: str) -> Store:
     validate_store_name(name)
     return deps.repo.get_store(name)
+
+
+def still_the_store(deps: Deps, validated: Store) -> bool:
+    """Whether the store a write checked at its start is still there — not deleted, nor deleted and made again under
+    its name — now that everything of the write is written (its activity registry entry first). If so, the store's
+    purge comes after it and finds it: the purge retires the store from the catalog before it lists the tenants. If
+    not, the write takes itself back (an add, an explicit write, a thread's creation, an extraction's memories)."""
+    try:
+        return deps.repo.get_store(validated.name).created_at == validated.created_at
+    except NotFound:
+        return False
 
 
 _UPDATE_RETRIES = 5  # each retry means another rewrite of the record (a reindex, a first use) came first

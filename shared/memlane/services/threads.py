@@ -16,7 +16,7 @@ from ..domain.ids import sortable_id
 from ..domain.models import AccessPolicy, ScopeInfo
 from ..domain.scope import DEFAULT, Scope, validate_id, write_scope
 from ..domain.validation import check_metadata
-from . import erase
+from . import erase, stores
 from .deps import Deps
 
 _RACE_RETRIES = 20
@@ -28,7 +28,7 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
     """The thread and whether this call created it. Idempotent on `thread_id`: asking again for the
     thread as it is answers it; naming another agent or other metadata is 409 `thread_exists`, another
     access policy 409 `access_policy_mismatch` (changed only by PUT /access-policy, as for any run)."""
-    deps.repo.get_store(store)
+    store_obj = deps.repo.get_store(store)
     if scope is not None and scope.get("run_id") not in (None, ""):
         raise Conflict("name the thread by thread_id, not scope.run_id", code="conflicting_scope", field="scope.run_id")
     thread_id = validate_id("thread_id", thread_id) if thread_id is not None else sortable_id(deps.clock.now())
@@ -59,6 +59,14 @@ def create(deps: Deps, store: str, *, scope: dict[str, Any] | None, thread_id: s
         found = repo.get_scope(store, where)
         if found is None:
             continue  # deleted (or erased) since: made again
+        if existing is None and not stores.still_the_store(deps, store_obj):
+            # Its store deleted meanwhile (a trial: the thread showed, metadata and all, in the store made again
+            # under the name): it goes, as an add's run does.
+            try:
+                repo.transact(repo.run_removal(store, found))
+            except ConditionFailed:
+                pass  # an add moved it meanwhile: that add takes itself back with its run
+            raise NotFound(f"store '{store}' was deleted while the thread was created", code="store_not_found")
         return found, existing is None
     raise Conflict("the thread is too busy; retry the create", code="busy")
 
