@@ -1,4 +1,5 @@
-"""A tenant's erasure racing a dream of the tenant, or the apply of one of its actions (trial B, session 38): the
+"""A tenant's erasure racing a dream of the tenant, the apply of one of its actions, or a memory's delete (trial B,
+session 38). A dream or an apply: the
 dream read the tenant's memories and wrote after the erasure listed the store's items, so the profile it distilled,
 its task and its actions — new keys — were not among what the erasure deleted. The erasure said SUCCEEDED and the
 erased tenant's profile ("lives in Denver, works as a nurse") was served by GET .../profiles and every new thread's
@@ -95,3 +96,25 @@ def test_a_profile_action_applied_after_the_erasure_listed_the_store_leaves_noth
     assert left(demo) == []
     with pytest.raises(NotFound):
         dream.get_profile(demo, "demo", app_id=APP, tenant_id=TENANT)
+
+
+def test_a_memory_deleted_after_the_erasure_listed_the_store_leaves_no_marker(service, demo, monkeypatch):
+    """The delete of an extracted memory leaves a marker for its job; written after the erasure's listing, it stayed
+    in the erased partition (ids only), where no registry entry names the tenant for a store's purge to find."""
+    from memlane.services import memories
+
+    memory_id = next(m.memory_id for m in demo.repo.iter_memories("demo", APP, TENANT))
+    once_listed(monkeypatch, lambda: memories.delete(demo, "demo", app_id=APP, tenant_id=TENANT, memory_id=memory_id))
+    assert erase_tenant(service, demo).status == "SUCCEEDED"
+    assert left(demo) == []
+
+
+def test_a_store_purge_finds_a_tenant_that_has_nothing_but_a_dream(service, deps):
+    """Trial B: a dream of a tenant that had written nothing was its only item; the purge, which finds a store's
+    tenants in the activity registry, missed it, and the store made again under the name listed the old dream."""
+    stores.create(deps, name="demo")
+    dream.start(deps, "demo", scope={"app_id": APP, "tenant_id": "tdream"}, sync=True)
+    stores.delete(deps, "demo")
+    service.drain()
+    stores.create(deps, name="demo")
+    assert deps.table.query(tenant_pk("demo", APP, "tdream"), limit=100).items == []

@@ -158,10 +158,15 @@ class DeletionRecords(LeaseRecords):
             return
         try:  # only beside the memory: one gone meanwhile (its tenant erased) leaves no marker in the partition
             self.table.transact([Delete(pk, f"MEM#{memory_id}", expect={"memory_id": memory_id}),
-                                 Put({"pk": pk, "sk": f"GONE#{memory_id}", "request_id": job,
+                                 Put({"pk": pk, "sk": self.gone_key(store, app_id, tenant_id, memory_id)[1],
+                                      "request_id": job,
                                       "evidence": list(evidence), TTL_ATTRIBUTE: until})])
         except ConditionFailed:
             pass
+
+    def gone_key(self, store: str, app_id: str, tenant_id: str, memory_id: str) -> tuple[str, str]:
+        """The key of the marker `delete_memory` leaves."""
+        return tenant_pk(store, app_id, tenant_id), f"GONE#{memory_id}"
 
     def deleted_since_written(self, store: str, app_id: str, tenant_id: str,
                               memory_ids: Sequence[str]) -> dict[str, set[str]]:

@@ -20,7 +20,7 @@ from ..domain.errors import ConditionFailed, Conflict, DeadlineExceeded, Invalid
 from ..domain.ids import sortable_id
 from ..domain.models import (AuditRecord, DreamAction, DreamActionKind, DreamActionStatus, DreamMode, DreamScope,
                              DreamTask, MemoryStatus, Message, Profile, TaskStatus)
-from ..domain.scope import DEFAULT, WILDCARD, validate_id, validate_record_id
+from ..domain.scope import DEFAULT, WILDCARD, Scope, validate_id, validate_record_id
 from ..dream.engine import ALL_KINDS, DreamEngine, DreamInput, Proposal, action_id
 from ..dream.llm import LLMEngine
 from ..policies.dream_rules import recency
@@ -79,6 +79,9 @@ def start(deps: Deps, store: str, *, scope: dict[str, Any] | None, mode: DreamMo
     task = DreamTask(task_id=sortable_id(now), store=store, scope=where, mode=mode or store_obj.dream_mode,
                      threshold=store_obj.dream_threshold if threshold is None else threshold,
                      kinds=sorted(set(kinds or ())), trigger=trigger, created_at=now, updated_at=now)
+    # The store's purge finds the tenant by its registry entry: one that has nothing but this dream too (trial B).
+    owner = Scope(app_id=where.app_id, tenant_id=where.tenant_id, agent_id=where.agent_id or DEFAULT)
+    deps.repo.know_scope(store, owner, now)
     deps.repo.transact([deps.repo.dream_task_pointer(task)])  # global partition: its own write
     # The task and its job in one commit: a crash cannot leave a dream PENDING with no job behind it. A sync
     # dream's job is due when its deadline passes: the rest of the work if the inline run is cut short.
