@@ -1357,6 +1357,12 @@ def test_the_same_change_of_the_holder_or_the_habit_itself_still_closes_it(old, 
     ("User is a soccer coach.", "User isn't a soccer coach.", (ExtractAction.DELETE,)),
     ("User is vegan.", "User is not vegan anymore.", (ExtractAction.DELETE,)),
     ("User lives in Denver.", "User does not live in Denver.", (ExtractAction.DELETE,)),
+    # Session 38: a couple's end in other words, married again, and a trade said with its level or specialty.
+    ("User is dating Sam.", "User: Sam and User called it quits in June.", (ExtractAction.UPDATE, ExtractAction.DELETE)),
+    ("User is divorced.", "User remarried last year!", (ExtractAction.UPDATE,)),
+    ("User is a teacher.", "User is a UX designer now.", (ExtractAction.UPDATE,)),
+    ("User is a paramedic.", "User is a registered nurse now.", (ExtractAction.UPDATE,)),
+    ("User is divorced.", "User's ex-husband just remarried, good for him.", (ExtractAction.ADD,)),
     ("User eats meat.", "User doesn't eat meat.", (ExtractAction.DELETE,)),
     ("Mark is dating Ann.", "Mark and Bob went hiking.", (ExtractAction.ADD,)),  # no holder of the memory's
     # A name chat writes in lower case is the name the memory holds; a couple's second clause is its own.

@@ -185,6 +185,11 @@ def test_an_address_a_link_or_a_host_name_is_kept_as_written():
     ("I'm dating Mia.", "User is dating Mia."),
     ("i use verizon", "User uses verizon"),
     ("I drive a Prius.", "User drives a Prius."),
+    # Session 38: a habit said with its verb ("User smoke" before), and a state left said without the subject
+    # (written "User: not a smoker ...", a remark, which ended nothing) — not a remark of the same shape.
+    ("I smoke about a pack a day.", "User smokes about a pack a day."),
+    ("not a smoker anymore, 3 months clean!", "User is not a smoker anymore, 3 months clean!"),
+    ("No longer vegan, eating fish again.", "User is no longer vegan, eating fish again."),
 ])
 def test_a_short_statement_of_the_speaker_or_a_lower_case_i_is_remembered(said, kept):
     (c,) = RuleExtractor().extract([msg(said, name=None)])

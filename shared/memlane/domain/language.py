@@ -264,13 +264,15 @@ OCCUPATIONS = tuple(
     "chiropractor physiotherapist radiologist paramedic emt cop".split())
 # What a trade is said with and stays that trade ("a senior UX designer", "a sous chef") — unlike "retired",
 # "volunteer", "student", which say something else of the subject.
-TRADE_LEVELS = tuple("senior junior lead head chief principal staff assistant associate registered licensed certified "
-                     "ux ui graphic web software data civil mechanical electrical structural sous pastry dental".split())
+TRADE_LEVELS = tuple("senior junior lead head chief principal staff assistant associate registered licensed "
+                     "certified ux ui graphic web software data civil mechanical electrical structural sous pastry "
+                     "dental".split())
 OCCUPATION = "occupation"
 _EXCLUSIVE[OCCUPATION] = re.compile(
     rf"(?<!to )(?:{_BECAME}"
     rf"|(?<!second )(?<!another )(?<!side )\b(?:works?|working|hired|employed|job)\s+as\s+(?:an?\s+)?)"
-    rf"(?:(?:{'|'.join(TRADE_LEVELS)})\s+){{0,2}}({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
+    rf"(?:(?:{'|'.join(TRADE_LEVELS)})\s+){{0,2}}"
+    rf"({'|'.join(dict.fromkeys(OCCUPATIONS))})\b(?![- ]\w*(?:student|school|friend|program|degree|course|class))",
     re.I)
 _OCCUPATION_SET = frozenset(OCCUPATIONS)
 _LETTERS = re.compile(r"[a-z]+")
