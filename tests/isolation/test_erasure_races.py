@@ -118,3 +118,14 @@ def test_a_store_purge_finds_a_tenant_that_has_nothing_but_a_dream(service, deps
     service.drain()
     stores.create(deps, name="demo")
     assert deps.table.query(tenant_pk("demo", APP, "tdream"), limit=100).items == []
+
+
+def test_an_erasure_that_failed_undoes_no_dream(service, demo):
+    """A regression trial: an erasure given up on (FAILED) counted as one under way, and a dream that ran after it
+    deleted its task, its actions and the tenant's profile — the data the failed erasure left stood, and a memory the
+    dream had superseded stayed so with no action left to undo it."""
+    erasure = erase.request_erasure(demo, app_id=APP, tenant_id=TENANT, principal="admin")
+    erase.fail_erasure(demo, erasure.erasure_id, "gave up after 5 deliveries")
+    done = dream.start(demo, "demo", scope=TENANT_SCOPE, mode=DreamMode.SAFE_AUTO, threshold=0.1, sync=True)
+    assert done.status == "SUCCEEDED" and done.action_ids
+    assert dream.get_profile(demo, "demo", app_id=APP, tenant_id=TENANT) is not None

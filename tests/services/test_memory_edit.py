@@ -130,3 +130,20 @@ def test_an_edit_leaves_no_copy_in_a_dreams_actions_and_a_profile_proposed_befor
         assert "quill" not in dream.get_action(deps, "demo", action.action_id).model_dump_json().lower()
     data_dir = Path(deps.table.path).parent
     assert [p.name for p in sorted(data_dir.rglob("*")) if p.is_file() and b"uillerton" in p.read_bytes()] == []
+
+
+def test_an_edit_that_sends_the_same_text_back_leaves_pending_actions_pending(service, written):
+    """A regression trial: a client that sends the whole memory back on each edit failed every pending proposal."""
+    from memlane.domain.models import DreamActionStatus, DreamMode
+    from memlane.services import dream
+
+    deps = written
+    explicit.write(deps, "demo", scope=SCOPE, memories=[{"text": "Ann lives in Quillerton.", "memory_id": "home"},
+                                                        {"text": "Ann lives in Quillerton!", "memory_id": "home2"}])
+    proposed = dream.start(deps, "demo", scope={"app_id": "app", "tenant_id": "ann"}, mode=DreamMode.PROPOSAL,
+                           sync=True)
+    pending = [a.action_id for a in dream.list_actions(deps, "demo", proposed.task_id)[0]]
+    assert pending
+    memories.update(deps, "demo", app_id="app", tenant_id="ann", memory_id="home", text="Ann lives in Quillerton.",
+                    importance=0.9)
+    assert {dream.get_action(deps, "demo", a).status for a in pending} == {DreamActionStatus.PENDING}

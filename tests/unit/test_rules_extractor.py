@@ -310,3 +310,11 @@ def test_a_plan_on_a_day_of_a_month_is_dated_that_day():
     [c] = RuleExtractor().extract([msg("I'm flying to Oslo on March 14 for a conference.")])
     assert c.event_time.date().isoformat() == "2024-03-14"  # said in May 2023: the next March 14
     assert "14 March 2024" in c.keywords
+
+
+def test_a_sentence_opening_no_longer_with_its_verb_first_is_not_made_a_state():
+    """A regression trial: "No longer do I work at Acme." was written "Ann is no longer do Ann works at Acme."."""
+    from memlane.extractors.rules import third_person
+
+    assert not third_person("No longer do I work at Acme.", "Ann").startswith("Ann is")
+    assert third_person("No longer vegan, eating fish again.", "Ann") == "Ann is no longer vegan, eating fish again."

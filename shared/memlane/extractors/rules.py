@@ -168,7 +168,9 @@ def _with_subject(sentence: str) -> str:
 
 # A state the speaker left, said without the subject: "not a smoker anymore", "No longer vegan" (trials: written
 # "User: not a smoker ...", a remark, which ended nothing) — not "Not a big deal", "Not bad".
-_NO_LONGER = re.compile(r"^(?:[Nn]ot (?:an? )?[\w-]+(?: [\w-]+)? (?:anymore|any more)\b|[Nn]o longer (?=\w))")
+_NO_LONGER = re.compile(r"^(?:[Nn]ot (?:an? )?[\w-]+(?: [\w-]+)? (?:anymore|any more)\b"
+                        r"|[Nn]o longer (?!(?:do|does|did|am|is|are|was|were|have|has|had|will|can|could|would|i|we)\b)"
+                        r"(?=\w))", re.I)
 _PAST = "|".join(f"[{w[0].upper()}{w[0]}]{w[1:]}" for w in sorted(IRREGULAR_PAST))
 # A statement of the speaker's without its subject, as chat drops it (trials: written "User: Started ...", no fact to
 # update) — its first word, after an adverb:

@@ -7,7 +7,7 @@ from typing import Any, Iterator, Sequence
 
 from ..domain.errors import ConditionFailed, NotFound
 from ..domain.limits import MAX_AUDIT_RETENTION_DAYS
-from ..domain.models import Erasure
+from ..domain.models import Erasure, TaskStatus
 from ..ports import Delete, Put, Table, Update
 from .keys import (DEAD_LETTER_SCAN_PK, ERASURES_PK, PURGING_PK, RETIRED_LOGS_PK, TTL_ATTRIBUTE, activity_pk,
                    dream_pk, open_pk, requests_pk, tenant_pk)
@@ -119,11 +119,12 @@ class DeletionRecords(LeaseRecords):
         self.release_lease(DEAD_LETTER_SCAN_PK, "lease", holder)
 
     def erased_since(self, app_id: str, tenant_id: str, since: datetime) -> bool:
-        """Whether an erasure of the tenant was under way at `since` or began after it (waiting, running, or finished
+        """Whether an erasure of the tenant was under way at `since` or began after it (waiting, running, or succeeded
         since then): a job that read the tenant from `since` on may have written after that erasure listed its
-        items, and takes back what it wrote. Erasures are few (`erasures`)."""
-        return any((e.app_id, e.tenant_id) == (app_id, tenant_id) and (not e.status.finished or e.updated_at >= since)
-                   for e in self.erasures())
+        items, and takes back what it wrote. Not one that FAILED: the tenant's data stands, and its next erasure lists
+        it all again (a regression trial: a failed erasure made a dream undo itself). Erasures are few."""
+        return any((e.app_id, e.tenant_id) == (app_id, tenant_id) and e.status != TaskStatus.FAILED
+                   and (not e.status.finished or e.updated_at >= since) for e in self.erasures())
 
     def get_erasure(self, erasure_id: str) -> Erasure:
         item = self.table.get(ERASURES_PK, erasure_id)

@@ -82,7 +82,7 @@ def update(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
             index_memories(deps, store, [(updated, vector or deps.embedder.embed([updated.text])[0])])
         except MemlaneError as failed:  # changed, with the job that indexes it: answered as changed
             log.warning("memory edit indexed by its job: %s", failed.message)
-        if text is not None:
+        if text is not None and text != memory.text:  # the same text sent back: nothing taken out (a trial)
             # No dream action keeps the old text (a pending one fails), then a profile distilled from it says the new
             # one: an apply that lands in between wrote a profile this rebuilds.
             redaction.after_edit(deps, store, memory.scope.app_id, memory.scope.tenant_id, memory_id)
