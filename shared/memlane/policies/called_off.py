@@ -32,9 +32,14 @@ _ANY_CUE = re.compile(r"cancel|axed|scrap|call(?:ed)? off|\boff\b|not happening|
                       r"n['’]t coming|won['’]t happen|fell through|(?:dropped|pulled) out|bailed|never ?mind", re.I)
 
 
+def cued(text: str) -> bool:
+    """Whether the text holds a word that calls something off: `called_off` finds nothing in a text without one."""
+    return _ANY_CUE.search(text) is not None
+
+
 def called_off(new: Statement, old: Statement) -> str | None:
     """The words of what `new` calls off, when it is the plan `old` says; else None."""
-    if not _ANY_CUE.search(new.text) or lang.recurring(old.text) or old.sentences > 1:
+    if not cued(new.text) or lang.recurring(old.text) or old.sentences > 1:
         return None  # no cue; one occasion of a habit, or a passage: not a plan's end
     held = {lang.stem(w) for w in old.words}
     timed = any(w in lang.WHEN_WORDS or w[:1].isdigit() for w in old.words)

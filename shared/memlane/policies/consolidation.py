@@ -187,7 +187,7 @@ def _without_others_words(new: Statement) -> str | None:
     """`new` without the sentences it quotes someone else as saying ("she texted User 'User moved to denver!!'", a
     trial: the quote's "i" written as the speaker's), or None when it quotes none. The subject's own words stand:
     "User told User's mom 'User is moving to Denver'"."""
-    if not any(mark in new.text for mark in "'\"‘“"):
+    if not any(mark in new.text for mark in QUOTE_MARKS):
         return None
     out, at = [], 0
     for m in lang.QUOTED.finditer(new.text):
@@ -197,6 +197,7 @@ def _without_others_words(new: Statement) -> str | None:
     return "".join(out) + new.text[at:] if out else None
 
 
+QUOTE_MARKS = "'\"‘“"  # what opens a quotation: `_without_others_words` reads a text without one as it is
 _OTHERS_SAYING = frozenset("he she they we you it".split())
 
 
@@ -210,7 +211,7 @@ def _as_old_writes(new: Statement, old: Statement) -> Statement | None:
     names = {b: w for w, b in zip(old._raw[1:], old.words[1:]) if b in lower and w[:1].isupper() and b != old.subject
              and b not in lang.STOP_WORDS}
     text = _LOWER_WORD.sub(lambda m: names.get(m[0], m[0]), new.text) if names else new.text
-    joint = _JOINT.match(text) if len(new._raw) > 2 and new._raw[1] == "and" else None
+    joint = joint_subject(new, text)
     if joint is not None and base(joint["second"]) == old.subject and base(joint["first"]) != old.subject:
         text = f"{joint['second']} and {joint['first']}{text[joint.end():]}"
     return statement(new._prefix + text) if text != new.text else None
@@ -218,6 +219,12 @@ def _as_old_writes(new: Statement, old: Statement) -> Statement | None:
 
 _LOWER_WORD = re.compile(r"\b[a-z][\w'’\-]*")
 _JOINT = re.compile(r"(?P<first>[A-Z][\w'’\-]*) and (?P<second>[A-Z][\w'’\-]*)\b")
+
+
+def joint_subject(new: Statement, text: str) -> re.Match[str] | None:
+    """A subject of two opening `text` (`new` as written, or with the older's names), "Mark and User": `_as_old_writes`
+    may write the older's subject first."""
+    return _JOINT.match(text) if len(new._raw) > 2 and new._raw[1] == "and" else None
 
 
 def _says_it(before: list[str], subject: str) -> bool:
