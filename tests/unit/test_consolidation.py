@@ -1364,6 +1364,12 @@ def test_the_same_change_of_the_holder_or_the_habit_itself_still_closes_it(old, 
     ("User is a teacher.", "User is a UX designer now.", (ExtractAction.UPDATE,)),
     ("User is a paramedic.", "User is a registered nurse now.", (ExtractAction.UPDATE,)),
     ("User is divorced.", "User's ex-husband just remarried, good for him.", (ExtractAction.ADD,)),
+    # A regression trial: the end of another named thing ends nothing of this one ...
+    ("User is a fan of the Red Sox.", "User is no longer a fan of the Yankees.", (ExtractAction.ADD,)),
+    ("User volunteers at St. Jude's.", "User no longer volunteers at Mercy Hospital.", (ExtractAction.ADD,)),
+    # ... while a new value named after a change cue replaces the old one, and an end of this one ends it.
+    ("User keeps User's savings at Marcus.", "User moved the savings to Ally.", (ExtractAction.UPDATE,)),
+    ("User goes to Planet Fitness.", "User quit Planet Fitness.", (ExtractAction.DELETE, ExtractAction.UPDATE)),
     ("User eats meat.", "User doesn't eat meat.", (ExtractAction.DELETE,)),
     ("Mark is dating Ann.", "Mark and Bob went hiking.", (ExtractAction.ADD,)),  # no holder of the memory's
     # A name chat writes in lower case is the name the memory holds; a couple's second clause is its own.

@@ -570,7 +570,7 @@ def _reported_change(new: Statement, old: Statement, similarity: float) -> Relat
         return Relation(ExtractAction.UPDATE, Evidence.STATE_CHANGE, _moved(moved_to, old))
     if _cue_about(new, old) and (not _set_valued(new.tokens[:4]) or old.content & new.content):
         shared = old.content & new.content
-        if _in_the_same_names(new, old, shared):
+        if _in_the_same_names(new, old, shared) or _of_other_names(new, old, shared):
             return None
         about_it = bool(shared) and len(shared) >= TOPIC_SHARE * len(old.content)
         # A weak cue ("now") needs a closer statement than a strong one ("moved", "switched"), and says no change of
@@ -686,6 +686,17 @@ def _in_the_same_names(new: Statement, old: Statement, shared: set[str]) -> bool
         led = before in lang.ARTICLES or before.endswith(("'s", "’s"))
         return before in lang.WITHIN or led and i >= 2 and raw[i - 2] in lang.WITHIN
     return bool(at) and all(sits(i) for i in at)
+
+
+def _of_other_names(new: Statement, old: Statement, shared: set[str]) -> bool:
+    """An end of another named thing: `new` says something stopped, each names something the other does not, and what
+    the two share is no name ("no longer a fan of the Yankees" of "is a fan of the Red Sox", "no longer volunteers at
+    Mercy" of "volunteers at St. Jude's": a regression trial's wrong closures)."""
+    if not new.stops:  # a new value named ("moved the savings to Ally" of "... at Marcus") replaces the old one
+        return False
+    theirs = new.names - old.names - _WHEN_NAMES - {new.owner, new.subject}
+    ours = old.names - new.names - _WHEN_NAMES - {old.owner, old.subject}
+    return bool(theirs) and bool(ours) and not shared & old.names
 
 
 def _moved(to: str, old: Statement) -> str:

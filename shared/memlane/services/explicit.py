@@ -115,14 +115,21 @@ def write(deps: Deps, store: str, *, scope: dict[str, Any] | None, memories: Seq
     if not stores.still_the_store(deps, store_obj):
         # Deleted while this wrote (a trial: the write answered 201 after the delete's 204, and its memory showed in
         # the store made again under the name): what it wrote goes, as an add's does.
-        ids = [d.memory_id for d in new]
-        take_back(deps, store, ids, app_id=where.app_id, tenant_id=where.tenant_id)
-        repo.delete_items([*(repo.memory_key(store, where, i) for i in ids), *(
-            [(tenant_pk(store, where.app_id, where.tenant_id), f"TASK#{task.request_id}"),
-             repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)] if writes else [])])
+        _withdraw(deps, store, where, [d.memory_id for d in new], task if writes else None)
         raise NotFound(f"store '{store}' was deleted while the write was made; nothing of it was kept",
                        code="store_not_found")
     return Written(memories=result, created=len(new))
+
+
+def _withdraw(deps: Deps, store: str, where: Scope, memory_ids: list[str], task: Task | None) -> None:
+    """The memories a write made, and its task and request-id pointer if it wrote them: the index first."""
+    repo = deps.repo
+    take_back(deps, store, memory_ids, app_id=where.app_id, tenant_id=where.tenant_id)
+    keys = [repo.memory_key(store, where, i) for i in memory_ids]
+    if task is not None:
+        keys += [(tenant_pk(store, where.app_id, where.tenant_id), f"TASK#{task.request_id}"),
+                 repo.request_pointer_key(store, where.app_id, where.tenant_id, task.request_id)]
+    repo.delete_items(keys)
 
 
 def _drafts(scope: Scope, raw: Sequence[dict[str, Any]] | None, request_id: str | None,
