@@ -148,16 +148,15 @@ def run(deps: Deps, store: str, task_id: str) -> DreamTask:
     # What it read may have been deleted while it ran; checked after its writes, so that a deletion that
     # began meanwhile redacts them itself and one that ended meanwhile is seen here.
     try:
-        stored = _finish(deps, done)
+        stored: DreamTask | None = _finish(deps, done)
     except NotFound:  # its task item went with its tenant: erased while the dream ran
-        _take_back(deps, task, [*actions, *waiting])
-        raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran",
-                       code="dream_task_not_found") from None
-    if stored is not done:
+        stored = None
+    if stored is not None and stored is not done:
         return stored  # a redelivery of its job finished it first
-    if repo.erased_since(task.scope.app_id, task.scope.tenant_id, task.created_at):
-        # Its tenant's erasure listed the store before these writes (new keys: a profile, its actions, its task), or
-        # will list them: either way they go, here (trial B: an erased tenant's profile was served after it).
+    if stored is None or repo.erased_since(task.scope.app_id, task.scope.tenant_id, task.created_at):
+        # Its tenant's erasure deleted its task, or listed the store before these writes (new keys: a profile, its
+        # actions, its task), or will list them: either way they go, here (trial B: an erased tenant's profile was
+        # served after it).
         _take_back(deps, task, [*actions, *waiting])
         repo.delete_items(repo.dream_task_keys(task))
         raise NotFound(f"dream task '{task_id}' was erased with its tenant while it ran", code="dream_task_not_found")
