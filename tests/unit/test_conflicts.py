@@ -268,3 +268,12 @@ def test_a_run_of_white_space_is_read_as_one_space():
 
     said = statement("Ann" + " " * 32_000 + "moved\n\n\tto   Denver.")
     assert said.text == "Ann moved to Denver." and said.moves
+
+
+def test_a_long_statement_keeps_no_frames_and_its_pairs_are_read_in_full():
+    """CI: a 30,000-character memory's reading with frames was 27 KB, and twenty such rows no longer came back in one
+    page of a DynamoDB query. Past `_FRAMED_WORDS` a reading keeps none, and `_may_change` reads such a pair in full."""
+    long = "User likes " + " ".join(f"w{i}x" for i in range(conflicts._FRAMED_WORDS + 10)) + "."
+    assert conflicts.reading(long).endswith(":") and len(conflicts.reading(long)) < 200
+    short = "User lives in Denver and works at Acme."
+    assert not conflicts.reading(short).endswith(":")

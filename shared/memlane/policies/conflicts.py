@@ -173,6 +173,8 @@ class _Kept:
     @property
     def frames(self) -> tuple[_Frame, ...] | None:
         """Unpacked when a pair first asks (most pairs part before): None if damaged, and its pairs are read in full."""
+        if self._frames == "":  # not kept (`_FRAMED_WORDS`)
+            self._frames = None
         if isinstance(self._frames, str):
             try:
                 self._frames = tuple(map(_Frame.unpacked, self._frames.split(";")))
@@ -206,7 +208,14 @@ def reading(text: str) -> str:
         return ""
     read = _Read(statement(text))
     words = f"{_packed(read.about)}:{_packed(read.reach - read.about)}"
-    return f"{seal}:{read.flags | read.paths}:{read.subject:x}:{words}:{';'.join(f.packed() for f in read.frames)}"
+    framed = len(read.said.words) <= _FRAMED_WORDS
+    return f"{seal}:{read.flags | read.paths}:{read.subject:x}:{words}:" \
+           f"{';'.join(f.packed() for f in read.frames) if framed else ''}"
+
+
+# A longer statement keeps no frames: its pairs are read in full (as every pair was before frames), and its row stays
+# small — a 30,000-character memory's reading was 27 KB, and its rows no longer fit a page of a query's answer.
+_FRAMED_WORDS = 120
 
 
 def read(memory: Memory) -> _Read | _Kept:
