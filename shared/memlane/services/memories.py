@@ -169,7 +169,6 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     of them in the tenant's tasks, dream actions and profiles is redacted, and local files compacted.
     The memories a dream merged into it go first, each deleted the same way: they said the same fact (a delete
     says the memory was wrong; what an update superseded stays superseded, services/reinstate.py)."""
-    began = deps.clock.now()
     memory = get(deps, store, app_id=app_id, tenant_id=tenant_id, memory_id=memory_id)
     s = memory.scope
     merged: list[str] = []
@@ -186,9 +185,9 @@ def delete(deps: Deps, store: str, *, app_id: Any, tenant_id: Any, memory_id: st
     report = redaction.redact(deps, store, s.app_id, s.tenant_id, memory_ids={memory_id}, statements=said)
     marker = _gone_marker(deps, store, memory)
     deps.repo.delete_memory(store, s.app_id, s.tenant_id, memory_id, **marker)
-    if marker and deps.repo.erased_since(s.app_id, s.tenant_id, began):
-        # Its tenant's erasure may have listed the partition before the marker was written (trial B): no job of the
-        # erased tenant is left to guard against.
+    if marker and deps.repo.get_scope(store, s) is None:
+        # Its run's registry entry gone: an erasure (or the run's deletion) removes those first, then lists the
+        # partition, perhaps before the marker was written (trial B). No job of that run is left to guard against.
         deps.repo.delete_items([deps.repo.gone_key(store, s.app_id, s.tenant_id, memory_id)])
     # Again: an edit that wrote before the table delete may have indexed its text after the first one, and a
     # job that compared with the memory may have written its words into a task or an action after the first
